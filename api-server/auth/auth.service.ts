@@ -1,0 +1,44 @@
+import type { z } from 'zod';
+import type { AppDeps } from '../core/deps.js';
+import type { ServicePrincipal } from '../core/principal.js';
+import { ProblemError, problems } from '../core/problems.js';
+import type { Token, TokenExchangeBody } from './auth.schemas.js';
+import { issueUserToken } from './tokens.js';
+
+/**
+ * Token exchange: (tenant external id, user external id) → a platform JWT scoped to that user.
+ * It never provisions; suspension of either party is enforced here, lazily.
+ */
+export async function exchangeToken(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  body: z.output<typeof TokenExchangeBody>,
+): Promise<z.output<typeof Token>> {
+  const row = await deps.db
+    .selectFrom('tenants')
+    .innerJoin('users', 'users.tenant_id', 'tenants.id')
+    .select(['tenants.id as tenant_id', 'tenants.status as tenant_status', 'users.id as user_id', 'users.status as user_status'])
+    .where('tenants.integration_id', '=', principal.integrationId)
+    .where('tenants.external_id', '=', body.tenant_external_id)
+    .where('users.external_id', '=', body.user_external_id)
+    .executeTakeFirst();
+  if (!row) throw problems.notFound('tenant or user with these external ids');
+  if (row.tenant_status === 'suspended') {
+    throw new ProblemError('tenant-suspended', 403, { detail: 'The tenant is suspended.' });
+  }
+  if (row.user_status === 'suspended') throw problems.forbidden('The user is deactivated.');
+
+  const issued = await issueUserToken(
+    deps,
+    { integrationId: principal.integrationId, tenantId: row.tenant_id, userId: row.user_id },
+    body.ttl_seconds,
+  );
+  return {
+    object: 'token',
+    token: issued.token,
+    token_type: 'Bearer',
+    expires_at: issued.expiresAt.toISOString(),
+    tenant_id: row.tenant_id,
+    user_id: row.user_id,
+  };
+}

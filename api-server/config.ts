@@ -1,0 +1,68 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Runtime configuration, read once from the environment. Every variable is documented in the
+ * README; names are a contract (ARCHITECTURE.md), so rename nothing here without changing both.
+ */
+const EnvSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_URL: z.string().min(1).optional(),
+  ACIS_DATA_DIR: z.string().min(1).default('./.data'),
+  ACIS_MASTER_KEY: z.string().min(1).optional(),
+  ACIS_BOOTSTRAP_SERVICE_KEY: z
+    .string()
+    .regex(/^sk_int_[A-Za-z0-9_-]{16,}$/, 'must look like sk_int_ followed by at least 16 characters')
+    .optional(),
+  ACIS_ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  ACIS_PUBLIC_URL: z.string().url().optional(),
+  ACIS_STORAGE_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/).default('acis-platform'),
+  ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
+  ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  /** Absent: the embedded PGlite database under `dataDir`. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  /** base64 of 32 bytes; absent: generated into `dataDir` on first start. */
+  masterKey: string | undefined;
+  bootstrapServiceKey: string | undefined;
+  adminToken: string | undefined;
+  /** `{base_url}` of problem types; absent: the origin of each request. */
+  publicUrl: string | undefined;
+  storageBucket: string;
+  allowFileRepos: boolean;
+  dbPoolSize: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    // Report every problem at once, so an operator fixes the environment in one go.
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`invalid environment:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: path.resolve(e.ACIS_DATA_DIR),
+    masterKey: e.ACIS_MASTER_KEY,
+    bootstrapServiceKey: e.ACIS_BOOTSTRAP_SERVICE_KEY,
+    adminToken: e.ACIS_ADMIN_TOKEN,
+    publicUrl: e.ACIS_PUBLIC_URL?.replace(/\/+$/, ''),
+    storageBucket: e.ACIS_STORAGE_BUCKET,
+    allowFileRepos: e.ACIS_ALLOW_FILE_REPOS === '1',
+    dbPoolSize: e.ACIS_DB_POOL_SIZE,
+    logLevel: e.LOG_LEVEL,
+  };
+}

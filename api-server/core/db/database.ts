@@ -1,0 +1,64 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { Kysely, type Migration, type MigrationProvider, Migrator, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import * as provisioning from './migrations/0001-provisioning.js';
+import type { Database } from './schema.js';
+
+export type Db = Kysely<Database>;
+
+/** Migrations are listed here (not read from disk), so the compiled build and tsx see the same set. */
+const MIGRATIONS: Record<string, Migration> = {
+  '0001-provisioning': provisioning,
+};
+
+const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
+
+export interface DatabaseOptions {
+  /** PostgreSQL connection string; absent: embedded PGlite under `dataDir`. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  poolSize: number;
+}
+
+export interface DatabaseHandle {
+  db: Db;
+  kind: 'postgres' | 'pglite';
+  close(): Promise<void>;
+}
+
+export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
+  if (options.databaseUrl) {
+    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    return { db, kind: 'postgres', close: () => db.destroy() };
+  }
+  // Loaded lazily: the WASM build is only needed when no server is configured.
+  const [{ PGlite }, { PGliteDialect }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('kysely-pglite-dialect'),
+  ]);
+  const dir = path.join(options.dataDir, 'pgdata');
+  await mkdir(dir, { recursive: true });
+  const client = await PGlite.create(dir);
+  const db = new Kysely<Database>({ dialect: new PGliteDialect(client) });
+  return { db, kind: 'pglite', close: () => db.destroy() };
+}
+
+export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: migrationProvider });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}
+
+/** Serialise a value for a jsonb column (see `Json<T>` in schema.ts). */
+export function json(value: unknown): string {
+  return JSON.stringify(value);
+}
+
+const UNIQUE_VIOLATION = '23505';
+
+export function isUniqueViolation(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === UNIQUE_VIOLATION;
+}

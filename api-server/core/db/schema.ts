@@ -1,0 +1,157 @@
+import type { ColumnType } from 'kysely';
+
+/** Row types of every table, for kysely. Migrations are the source of truth for the DDL. */
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+/** jsonb columns are written as JSON text (pg would turn JS arrays into SQL arrays) and read parsed. */
+type Json<T> = ColumnType<T, string, string>;
+
+export type Metadata = Record<string, string>;
+
+export interface IntegrationsTable {
+  id: string;
+  name: string;
+  root_tenant_id: string;
+  created_at: Timestamp;
+}
+
+export interface ServiceKeysTable {
+  id: string;
+  integration_id: string;
+  key_hash: string;
+  hint: string;
+  created_at: Timestamp;
+  revoked_at: Timestamp | null;
+}
+
+export interface TenantSettings {
+  filler_enabled: boolean;
+  default_agent_type: string;
+  max_idle_ttl_seconds: number;
+  max_concurrent_warm: number;
+}
+
+export interface TenantsTable {
+  id: string;
+  integration_id: string;
+  parent_id: string | null;
+  external_id: string | null;
+  name: string | null;
+  status: 'active' | 'suspended';
+  repository_id: string | null;
+  settings: Json<TenantSettings>;
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface Storage {
+  provider: 'platform' | 'external';
+  bucket_uri: string;
+}
+
+export interface UsersTable {
+  id: string;
+  tenant_id: string;
+  external_id: string;
+  email: string | null;
+  display_name: string | null;
+  status: 'active' | 'suspended';
+  role_id: string | null;
+  storage: Json<Storage>;
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export type SkillAccess = { mode: 'all' } | { mode: 'selected'; skill_ids: string[] };
+
+export interface RolesTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string | null;
+  skill_access: Json<SkillAccess>;
+  repository_id: string | null;
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export type SyncState = 'pending' | 'syncing' | 'ready' | 'error';
+
+export interface RepositoriesTable {
+  id: string;
+  integration_id: string;
+  name: string;
+  repo_url: string;
+  branch: string;
+  provider: string;
+  credential_id: string | null;
+  sync_state: SyncState;
+  sync_last_synced_at: Timestamp | null;
+  sync_error: string | null;
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface SkillsTable {
+  id: string;
+  repository_id: string;
+  name: string;
+  description: string | null;
+  version: string | null;
+  path: string | null;
+  source: 'discovered' | 'manual';
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface CredentialsTable {
+  id: string;
+  integration_id: string;
+  name: string;
+  type: string;
+  secret_ciphertext: string;
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface ApproverKeysTable {
+  id: string;
+  tenant_id: string;
+  algorithm: 'hmac-sha256' | 'ed25519';
+  secret_ciphertext: string | null;
+  public_key: string | null;
+  created_at: Timestamp;
+  revoked_at: Timestamp | null;
+}
+
+export interface IdempotencyKeysTable {
+  principal: string;
+  operation: string;
+  key: string;
+  request_hash: string;
+  state: 'in_flight' | 'done';
+  response_status: number | null;
+  response_body: Json<unknown> | null;
+  response_headers: Json<Record<string, string>> | null;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+}
+
+export interface Database {
+  integrations: IntegrationsTable;
+  service_keys: ServiceKeysTable;
+  tenants: TenantsTable;
+  users: UsersTable;
+  roles: RolesTable;
+  repositories: RepositoriesTable;
+  skills: SkillsTable;
+  credentials: CredentialsTable;
+  approver_keys: ApproverKeysTable;
+  idempotency_keys: IdempotencyKeysTable;
+}

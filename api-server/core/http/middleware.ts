@@ -1,0 +1,65 @@
+import type { Context, Next } from 'koa';
+import type { AppDeps } from '../deps.js';
+import { ProblemError } from '../problems.js';
+import { problemResult, respond } from './route.js';
+
+const INCOMING_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Correlation, access log and the one error boundary. A caller-supplied `X-Request-Id` is kept when
+ * it is sane (so a host can trace its own ids through us); otherwise we mint `req_...`.
+ */
+export function requestContext(deps: AppDeps) {
+  return async (ctx: Context, next: Next): Promise<void> => {
+    const started = process.hrtime.bigint();
+    const incoming = ctx.get('X-Request-Id');
+    const requestId = INCOMING_REQUEST_ID.test(incoming) ? incoming : deps.newId('request');
+    ctx.state.requestId = requestId;
+    ctx.set('X-Request-Id', requestId);
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        throw new ProblemError('not-found', 404, { detail: `No route for ${ctx.method} ${ctx.path}.` });
+      }
+    } catch (error) {
+      handleError(ctx, error, deps);
+    } finally {
+      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      // Only the path: query strings and bodies may carry user data and are never logged.
+      deps.logger.info(
+        { request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, duration_ms: durationMs },
+        'request',
+      );
+    }
+  };
+}
+
+function handleError(ctx: Context, error: unknown, deps: AppDeps): void {
+  let problem: ProblemError;
+  if (error instanceof ProblemError) {
+    problem = error;
+  } else if (isHttpError(error) && error.status === 405) {
+    problem = new ProblemError('method-not-allowed', 405, { detail: `${ctx.method} is not allowed here.` });
+  } else {
+    deps.logger.error({ request_id: ctx.state.requestId, err: error }, 'unhandled error');
+    problem = new ProblemError('internal-error', 500, {
+      detail: 'An unexpected error occurred; quote the request_id when reporting it.',
+    });
+  }
+  respond(ctx, problemResult(problem, ctx, deps));
+}
+
+function isHttpError(error: unknown): error is { status: number } {
+  return typeof error === 'object' && error !== null && typeof (error as { status?: unknown }).status === 'number';
+}
+
+/** Body-parser failures become problems: malformed JSON is 400, an oversized body 413. */
+export function bodyParseError(error: Error & { status?: number; type?: string }): never {
+  if (error.status === 413) {
+    throw new ProblemError('payload-too-large', 413, { detail: 'The request body is too large.' });
+  }
+  if (error.status === 415) {
+    throw new ProblemError('unsupported-media-type', 415, { detail: 'Send the request body as application/json.' });
+  }
+  throw new ProblemError('validation-error', 400, { detail: 'The request body is not valid JSON.' });
+}

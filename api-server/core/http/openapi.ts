@@ -1,0 +1,151 @@
+import { z } from 'zod';
+import { canonicalJson } from '../canonical-json.js';
+import type { AnyRoute } from './route.js';
+
+type JsonSchema = Record<string, unknown>;
+
+/**
+ * The OpenAPI 3.1 document, generated from the same route definitions and zod schemas that
+ * validate requests, so it covers exactly the routes that exist. Schemas with a `meta({id})` become
+ * named components; an input form that differs from the output form of the same id gets `Input`.
+ */
+export function buildOpenApi(routes: AnyRoute[], info: { version: string; serverUrl?: string }): JsonSchema {
+  const components: Record<string, JsonSchema> = {};
+
+  const convert = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
+    const raw = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
+    const defs = (raw.$defs ?? {}) as Record<string, JsonSchema>;
+    const names = new Map<string, string>();
+    for (const [name, def] of Object.entries(defs)) {
+      const existing = components[name];
+      names.set(name, existing && canonicalJson(existing) !== canonicalJson(def) ? `${name}Input` : name);
+    }
+    const rewrite = (value: JsonSchema): JsonSchema =>
+      JSON.parse(
+        JSON.stringify(value).replace(/"#\/\$defs\/([^"]+)"/g, (_, name: string) =>
+          JSON.stringify(`#/components/schemas/${names.get(name) ?? name}`),
+        ),
+      ) as JsonSchema;
+    for (const [name, def] of Object.entries(defs)) components[names.get(name) ?? name] = rewrite(def);
+    const { $schema: _schema, $defs: _defs, ...rest } = raw;
+    return rewrite(rest);
+  };
+
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+    const parameters = [
+      ...objectProperties(route.params, 'input').map(([name, schema]) => ({
+        name,
+        in: 'path',
+        required: true,
+        schema: convert(schema, 'input'),
+      })),
+      ...objectProperties(route.query, 'input').map(([name, schema, required]) => ({
+        name,
+        in: 'query',
+        required,
+        schema: convert(schema, 'input'),
+      })),
+    ];
+    if (route.idempotent) {
+      parameters.push({
+        name: 'Idempotency-Key',
+        in: 'header',
+        required: false,
+        schema: { type: 'string', maxLength: 255 },
+      });
+    }
+    const responses: Record<string, unknown> = {};
+    for (const [status, spec] of Object.entries(route.responses)) {
+      const numeric = Number(status);
+      if (numeric >= 400) {
+        responses[status] = {
+          description: spec.description,
+          content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+        };
+      } else {
+        responses[status] = {
+          description: spec.description,
+          ...(spec.schema && { content: { [spec.contentType ?? 'application/json']: { schema: convert(spec.schema, 'output') } } }),
+        };
+      }
+    }
+    paths[path] ??= {};
+    paths[path][route.method] = {
+      operationId: route.operationId,
+      summary: route.summary,
+      tags: [route.tag],
+      security: [{ [route.auth === 'admin' ? 'adminToken' : 'bearer']: [] }],
+      ...(parameters.length > 0 && { parameters }),
+      ...(route.body && {
+        requestBody: { required: true, content: { 'application/json': { schema: convert(route.body, 'input') } } },
+      }),
+      responses,
+    };
+  }
+
+  components.Problem = PROBLEM_SCHEMA;
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'ACIS: Agent Conversation Integration Service',
+      version: info.version,
+      description: 'Multi-tenant agent conversations for host products. Errors are RFC 9457 problem documents.',
+    },
+    ...(info.serverUrl && { servers: [{ url: info.serverUrl }] }),
+    paths,
+    components: {
+      schemas: components,
+      securitySchemes: {
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'An integration service key (sk_int_...) or a platform JWT from token exchange',
+        },
+        adminToken: { type: 'http', scheme: 'bearer', description: 'ACIS_ADMIN_TOKEN' },
+      },
+    },
+  };
+}
+
+/** [name, schema, required] of each property of an object schema (path and query parameters). */
+function objectProperties(schema: z.ZodType | undefined, io: 'input'): [string, z.ZodType, boolean][] {
+  if (!schema) return [];
+  let inner: z.ZodType = schema;
+  // Unwrap refinements (zod 4 keeps them on the object itself) to reach the shape.
+  while (!(inner instanceof z.ZodObject)) {
+    const def = (inner as { _zod?: { def?: { innerType?: z.ZodType; in?: z.ZodType } } })._zod?.def;
+    const next = def?.innerType ?? def?.in;
+    if (!next) return [];
+    inner = next;
+  }
+  return Object.entries(inner.shape as Record<string, z.ZodType>).map(([name, property]) => [
+    name,
+    property,
+    io === 'input' ? !property.safeParse(undefined).success : true,
+  ]);
+}
+
+const PROBLEM_SCHEMA: JsonSchema = {
+  type: 'object',
+  description: 'RFC 9457 problem details',
+  required: ['type', 'title', 'status'],
+  properties: {
+    type: { type: 'string', format: 'uri-reference', description: '{base_url}/problems/{slug}' },
+    title: { type: 'string' },
+    status: { type: 'integer', format: 'int32' },
+    detail: { type: 'string' },
+    instance: { type: 'string', format: 'uri-reference' },
+    request_id: { type: 'string' },
+    conflicting_resource_id: { type: 'string' },
+    errors: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['pointer', 'message'],
+        properties: { pointer: { type: 'string' }, message: { type: 'string' } },
+      },
+    },
+  },
+};

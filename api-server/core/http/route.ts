@@ -1,0 +1,148 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { AppDeps } from '../deps.js';
+import { withIdempotency } from '../idempotency.js';
+import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js';
+import { type ProblemError, problemBody, problems } from '../problems.js';
+import { fieldErrors } from './validation.js';
+
+/**
+ * A route is data: method, path, who may call it, the zod schemas of its inputs and outputs, and a
+ * handler. The same definition drives validation, idempotency, the response and the OpenAPI
+ * document, so they cannot drift apart.
+ */
+export type AuthMode = 'service' | 'service-or-user' | 'admin';
+
+type PrincipalFor<A extends AuthMode> = A extends 'service'
+  ? ServicePrincipal
+  : A extends 'admin'
+    ? Extract<Principal, { kind: 'admin' }>
+    : ServicePrincipal | UserPrincipal;
+
+export interface ResponseSpec {
+  description: string;
+  schema?: z.ZodType;
+  /** Defaults to application/json. */
+  contentType?: string;
+}
+
+export interface RouteRequest<A extends AuthMode, P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  principal: PrincipalFor<A>;
+  deps: AppDeps;
+  requestId: string;
+  ctx: Context;
+}
+
+export interface RouteResult {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  contentType?: string;
+}
+
+const NoInput = z.object({});
+type NoInput = typeof NoInput;
+
+export interface RouteDefinition<
+  A extends AuthMode = AuthMode,
+  P extends z.ZodType = NoInput,
+  Q extends z.ZodType = NoInput,
+  B extends z.ZodType = NoInput,
+> {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  /** Koa style: `/tenants/:tenant_id`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  auth: A;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Accepts `Idempotency-Key` (POSTs that create or trigger). */
+  idempotent?: boolean;
+  responses: Record<number, ResponseSpec>;
+  handler: (request: RouteRequest<A, z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult>;
+}
+
+/** A route of any input shape, as the registry holds them. */
+export type AnyRoute = RouteDefinition<any, any, any, any>;
+
+export function defineRoute<
+  A extends AuthMode,
+  P extends z.ZodType = NoInput,
+  Q extends z.ZodType = NoInput,
+  B extends z.ZodType = NoInput,
+>(route: RouteDefinition<A, P, Q, B>): AnyRoute {
+  return route as AnyRoute;
+}
+
+export type Authenticate = (ctx: Context, mode: AuthMode, deps: AppDeps) => Promise<Principal>;
+
+export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, authenticate: Authenticate): void {
+  for (const route of routes) {
+    router[route.method](route.operationId, route.path, async (ctx) => {
+      const principal = await authenticate(ctx, route.auth, deps);
+      // Path and query problems are malformed requests (400); body problems are semantic (422).
+      const params = parseInput(route.params ?? NoInput, ctx.params, 400);
+      const query = parseInput(route.query ?? NoInput, ctx.query, 400);
+      const requestId = ctx.state.requestId as string;
+      const run = async (): Promise<RouteResult> => {
+        const body = parseInput(route.body ?? NoInput, ctx.request.body ?? {}, 422);
+        return route.handler({ params, query, body, principal, deps, requestId, ctx });
+      };
+      const result = route.idempotent
+        ? await withIdempotency(deps, ctx, principal, run, (error) => problemResult(error, ctx, deps))
+        : await run();
+      if (deps.validateResponses) checkResponse(route, result);
+      respond(ctx, result);
+    });
+  }
+}
+
+function parseInput(schema: z.ZodType, input: unknown, status: 400 | 422): unknown {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const errors = fieldErrors(parsed.error);
+  throw status === 400 ? problems.badRequest(errors) : problems.invalid(errors);
+}
+
+export function problemResult(error: ProblemError, ctx: Context, deps: AppDeps): RouteResult {
+  return {
+    status: error.status,
+    body: problemBody(error, {
+      baseUrl: deps.config.publicUrl ?? `${ctx.protocol}://${ctx.host}`,
+      instance: ctx.path,
+      requestId: ctx.state.requestId as string,
+    }),
+    headers: error.options.headers,
+    contentType: 'application/problem+json',
+  };
+}
+
+export function respond(ctx: Context, result: RouteResult): void {
+  ctx.status = result.status;
+  for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
+  if (result.body === undefined) {
+    ctx.body = null;
+    ctx.status = result.status;
+    return;
+  }
+  ctx.body = result.body;
+  if (result.contentType) ctx.type = result.contentType;
+}
+
+function checkResponse(route: AnyRoute, result: RouteResult): void {
+  if (result.contentType === 'application/problem+json') return;
+  const spec = route.responses[result.status];
+  if (!spec) throw new Error(`${route.operationId} answered ${result.status}, which it does not declare`);
+  if (!spec.schema) return;
+  const parsed = spec.schema.safeParse(result.body);
+  if (!parsed.success) {
+    throw new Error(`${route.operationId} ${result.status} body does not match its schema: ${parsed.error.message}`);
+  }
+}

@@ -1,0 +1,74 @@
+import type { SelectQueryBuilder } from 'kysely';
+import { z } from 'zod';
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+
+const pageFields = {
+  limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE),
+  starting_after: z.string().min(1).max(100).optional(),
+  ending_before: z.string().min(1).max(100).optional(),
+};
+
+/** Query schema of a list route: the pagination parameters plus the route's own filters. */
+export function listQuery<Extra extends z.ZodRawShape>(extra: Extra) {
+  return z
+    .object({ ...pageFields, ...extra })
+    .refine((q) => !((q as PageRequest).starting_after && (q as PageRequest).ending_before), {
+      message: 'starting_after and ending_before are mutually exclusive',
+      path: ['ending_before'],
+    });
+}
+
+export interface PageRequest {
+  limit: number;
+  starting_after?: string | undefined;
+  ending_before?: string | undefined;
+}
+
+export interface Page<T> {
+  object: 'list';
+  data: T[];
+  has_more: boolean;
+  next_cursor: string | null;
+}
+
+/**
+ * Keyset pagination over a time-ordered id column, newest first. `starting_after` walks towards
+ * older items, `ending_before` towards newer ones; one extra row tells whether more exist in the
+ * direction of travel (as `has_more`). `next_cursor` is the last item's id when `has_more`.
+ * Cost is one index range scan whatever the table size.
+ */
+export async function paginate<DB, TB extends keyof DB, Row extends { id: string }>(
+  query: SelectQueryBuilder<DB, TB, Row>,
+  idColumn: string,
+  page: PageRequest,
+): Promise<Page<Row>> {
+  // The column name is ours (a literal at each call site); kysely cannot type a dynamic reference.
+  const q = query as unknown as SelectQueryBuilder<any, any, Row>;
+  const fetchCount = page.limit + 1;
+  let rows: Row[];
+  if (page.ending_before) {
+    rows = await q.where(idColumn, '>', page.ending_before).orderBy(idColumn, 'asc').limit(fetchCount).execute();
+    const hasMore = rows.length > page.limit;
+    rows = rows.slice(0, page.limit).reverse();
+    return envelope(rows, hasMore);
+  }
+  const older = page.starting_after ? q.where(idColumn, '<', page.starting_after) : q;
+  rows = await older.orderBy(idColumn, 'desc').limit(fetchCount).execute();
+  const hasMore = rows.length > page.limit;
+  return envelope(rows.slice(0, page.limit), hasMore);
+}
+
+function envelope<Row extends { id: string }>(rows: Row[], hasMore: boolean): Page<Row> {
+  return {
+    object: 'list',
+    data: rows,
+    has_more: hasMore,
+    next_cursor: hasMore ? (rows[rows.length - 1]?.id ?? null) : null,
+  };
+}
+
+export function mapPage<Row, Out>(page: Page<Row>, present: (row: Row) => Out): Page<Out> {
+  return { ...page, data: page.data.map(present) };
+}

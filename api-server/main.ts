@@ -1,0 +1,134 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from './config.js';
+import { migrateToLatest, openDatabase } from './core/db/database.js';
+import { createLogger, startServer } from './server.js';
+
+const USAGE = `usage: acis <command> [options]
+
+commands:
+  serve                                     run the API server (the default)
+  migrate                                   apply database migrations and exit
+  integrations create --name NAME           create an integration; prints its service key once
+  service-keys create --integration ID      issue another service key for an integration
+  service-keys revoke --id KEY_ID           revoke a service key
+  approver-keys create --tenant ID --algorithm hmac-sha256|ed25519 [--public-key B64URL]
+  approver-keys revoke --id APK_ID
+
+Admin commands call the admin API of a running server: ACIS_URL (default http://127.0.0.1:8080)
+with ACIS_ADMIN_TOKEN.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command = 'serve', sub, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serve();
+    case 'migrate':
+      return migrate();
+    case 'integrations':
+    case 'service-keys':
+    case 'approver-keys':
+      return admin(command, sub, rest);
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      return 0;
+    default:
+      console.error(USAGE);
+      return 2;
+  }
+}
+
+async function serve(): Promise<number> {
+  const config = loadConfig();
+  const server = await startServer(config);
+  const shutdown = async (signal: string) => {
+    server.deps.logger.info({ signal }, 'shutting down');
+    await server.stop();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  return new Promise<number>(() => {}); // serve until a signal
+}
+
+async function migrate(): Promise<number> {
+  const config = loadConfig();
+  const logger = createLogger(config);
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 1 });
+  try {
+    const applied = await migrateToLatest(database.db);
+    logger.info({ migrations: applied }, applied.length ? 'migrations applied' : 'database is up to date');
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+async function admin(resource: string, action: string | undefined, args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      name: { type: 'string' },
+      integration: { type: 'string' },
+      tenant: { type: 'string' },
+      algorithm: { type: 'string' },
+      'public-key': { type: 'string' },
+      id: { type: 'string' },
+    },
+  });
+  const request = adminRequest(resource, action, values);
+  if (!request) {
+    console.error(USAGE);
+    return 2;
+  }
+  const baseUrl = (process.env.ACIS_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  const response = await fetch(`${baseUrl}${request.path}`, {
+    method: request.method,
+    headers: {
+      authorization: `Bearer ${process.env.ACIS_ADMIN_TOKEN ?? ''}`,
+      ...(request.body && { 'content-type': 'application/json' }),
+    },
+    body: request.body && JSON.stringify(request.body),
+  });
+  const text = await response.text();
+  if (text) console.log(text);
+  return response.ok ? 0 : 1;
+}
+
+function adminRequest(
+  resource: string,
+  action: string | undefined,
+  v: Record<string, string | boolean | undefined>,
+): { method: string; path: string; body?: object } | undefined {
+  const enc = (value: string | boolean | undefined) => encodeURIComponent(String(value ?? ''));
+  if (resource === 'integrations' && action === 'create' && v.name) {
+    return { method: 'POST', path: '/admin/integrations', body: { name: v.name } };
+  }
+  if (resource === 'service-keys' && action === 'create' && v.integration) {
+    return { method: 'POST', path: `/admin/integrations/${enc(v.integration)}/service-keys` };
+  }
+  if (resource === 'service-keys' && action === 'revoke' && v.id) {
+    return { method: 'DELETE', path: `/admin/service-keys/${enc(v.id)}` };
+  }
+  if (resource === 'approver-keys' && action === 'create' && v.tenant && v.algorithm) {
+    return {
+      method: 'POST',
+      path: `/admin/tenants/${enc(v.tenant)}/approver-keys`,
+      body: { algorithm: v.algorithm, ...(v['public-key'] && { public_key: v['public-key'] }) },
+    };
+  }
+  if (resource === 'approver-keys' && action === 'revoke' && v.id) {
+    return { method: 'DELETE', path: `/admin/approver-keys/${enc(v.id)}` };
+  }
+  return undefined;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error instanceof ConfigError ? error.message : error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,98 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { pino, type Logger } from 'pino';
+import { createApp } from './app.js';
+import type { Config } from './config.js';
+import { createVault, loadMasterKey } from './core/crypto.js';
+import { migrateToLatest, openDatabase } from './core/db/database.js';
+import type { AppDeps } from './core/deps.js';
+import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
+import { createIdGenerator } from './core/ids.js';
+import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
+
+const PURGE_INTERVAL_MS = 10 * 60 * 1000;
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  deps: AppDeps;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: Logger;
+  now?: () => Date;
+  validateResponses?: boolean;
+}
+
+export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
+  return pino({
+    level: config.logLevel,
+    base: { service: 'acis' },
+    // Belt and braces: nothing we log should carry these, but if an object ever does, it is cut.
+    redact: { paths: ['*.authorization', '*.headers.authorization', '*.secret', '*.secrets', '*.service_key'], censor: '[redacted]' },
+  });
+}
+
+/**
+ * Opens the database, migrates it, bootstraps the configured integration and serves the API.
+ * `stop()` closes the listener first, then background work, then the database.
+ */
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const logger = options.logger ?? createLogger(config);
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: config.dbPoolSize,
+  });
+  try {
+    const applied = await migrateToLatest(database.db);
+    if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
+    const deps: AppDeps = {
+      db: database.db,
+      config,
+      logger,
+      vault: createVault(await loadMasterKey(config.masterKey, config.dataDir)),
+      newId: createIdGenerator(),
+      now: options.now ?? (() => new Date()),
+      validateResponses: options.validateResponses ?? false,
+    };
+    if (config.bootstrapServiceKey) {
+      const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
+      if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
+    }
+
+    const server = createApp(deps).listen(config.port, config.host);
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+    });
+    const port = (server.address() as AddressInfo).port;
+    const purge = setInterval(() => {
+      purgeExpiredIdempotencyKeys(deps).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
+    }, PURGE_INTERVAL_MS);
+    purge.unref();
+    logger.info({ port, host: config.host, database: database.kind }, 'ACIS listening');
+
+    return {
+      url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
+      port,
+      deps,
+      stop: async () => {
+        await closeServer(server);
+        clearInterval(purge);
+        await database.close();
+      },
+    };
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.close((err) => (err ? reject(err) : resolve()));
+    server.closeIdleConnections();
+  });
+}

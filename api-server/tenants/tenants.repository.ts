@@ -1,0 +1,64 @@
+import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
+import type { Db } from '../core/db/database.js';
+import type { TenantsTable } from '../core/db/schema.js';
+
+export type TenantRow = Selectable<TenantsTable>;
+export type TenantInsert = Insertable<TenantsTable>;
+export type TenantUpdate = Updateable<TenantsTable>;
+
+/** Data access for tenants: plain functions taking the db (or a transaction) first. */
+
+export function findTenant(db: Db, integrationId: string, tenantId: string): Promise<TenantRow | undefined> {
+  return db
+    .selectFrom('tenants')
+    .selectAll()
+    .where('integration_id', '=', integrationId)
+    .where('id', '=', tenantId)
+    .executeTakeFirst();
+}
+
+export function findTenantByExternalId(db: Db, integrationId: string, externalId: string): Promise<TenantRow | undefined> {
+  return db
+    .selectFrom('tenants')
+    .selectAll()
+    .where('integration_id', '=', integrationId)
+    .where('external_id', '=', externalId)
+    .executeTakeFirst();
+}
+
+/** Inserts unless the (integration, external id) is taken; undefined means another writer holds it. */
+export function insertTenantIfAbsent(db: Db, row: TenantInsert): Promise<TenantRow | undefined> {
+  return db
+    .insertInto('tenants')
+    .values(row)
+    .onConflict((oc) => oc.columns(['integration_id', 'external_id']).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export function updateTenant(
+  db: Db,
+  tenantId: string,
+  changes: TenantUpdate,
+): Promise<TenantRow> {
+  return db.updateTable('tenants').set(changes).where('id', '=', tenantId).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function deleteTenant(db: Db, tenantId: string): Promise<void> {
+  await db.deleteFrom('tenants').where('id', '=', tenantId).execute();
+}
+
+/** The repository of the tenant or, when it has none of its own, of its nearest ancestor that has one. */
+export async function effectiveRepositoryId(db: Db, tenantId: string): Promise<string | null> {
+  const result = await sql<{ repository_id: string }>`
+    with recursive chain (id, parent_id, repository_id, depth) as (
+      select id, parent_id, repository_id, 0 from tenants where id = ${tenantId}
+      union all
+      select t.id, t.parent_id, t.repository_id, chain.depth + 1
+      from tenants t join chain on t.id = chain.parent_id
+      where chain.repository_id is null
+    )
+    select repository_id from chain where repository_id is not null order by depth limit 1
+  `.execute(db);
+  return result.rows[0]?.repository_id ?? null;
+}

@@ -1,0 +1,206 @@
+import type { z } from 'zod';
+import { json } from '../core/db/database.js';
+import type { AppDeps } from '../core/deps.js';
+import { changedFields, isEmpty } from '../core/merge.js';
+import { type PageRequest, paginate } from '../core/pagination.js';
+import type { ServicePrincipal } from '../core/principal.js';
+import { ProblemError, problems } from '../core/problems.js';
+import {
+  deleteTenant,
+  findTenant,
+  findTenantByExternalId,
+  insertTenantIfAbsent,
+  type TenantRow,
+  updateTenant,
+} from './tenants.repository.js';
+import {
+  type CreateTenantBody,
+  type PatchTenantBody,
+  type Tenant,
+  TenantSettings,
+  type UpsertTenantBody,
+} from './tenants.schemas.js';
+
+export function presentTenant(row: TenantRow): z.output<typeof Tenant> {
+  return {
+    object: 'tenant',
+    id: row.id,
+    external_id: row.external_id,
+    name: row.name,
+    status: row.status,
+    parent_id: row.parent_id,
+    repository_id: row.repository_id,
+    settings: row.settings,
+    metadata: row.metadata,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+/** A tenant of the caller's subtree, or 404 (missing and out-of-subtree cannot be told apart). */
+export async function getTenantInScope(deps: AppDeps, principal: ServicePrincipal, tenantId: string): Promise<TenantRow> {
+  const tenant = await findTenant(deps.db, principal.integrationId, tenantId);
+  if (!tenant) throw problems.notFound('tenant');
+  return tenant;
+}
+
+export async function getTenantByExternalId(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  externalId: string,
+): Promise<TenantRow> {
+  const tenant = await findTenantByExternalId(deps.db, principal.integrationId, externalId);
+  if (!tenant) throw problems.notFound('tenant');
+  return tenant;
+}
+
+async function resolveParent(deps: AppDeps, principal: ServicePrincipal, parentId: string | undefined): Promise<string> {
+  if (parentId === undefined) return principal.rootTenantId;
+  const parent = await findTenant(deps.db, principal.integrationId, parentId);
+  if (!parent) throw problems.invalid([{ pointer: '/parent_id', message: 'no such tenant' }]);
+  return parent.id;
+}
+
+function newTenantRow(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  fields: { externalId: string | null; name: string | null; parentId: string; settings?: object; metadata?: object },
+) {
+  const now = deps.now();
+  return {
+    id: deps.newId('tenant'),
+    integration_id: principal.integrationId,
+    parent_id: fields.parentId,
+    external_id: fields.externalId,
+    name: fields.name,
+    status: 'active' as const,
+    repository_id: null,
+    settings: json(fields.settings ?? TenantSettings.parse({})),
+    metadata: json(fields.metadata ?? {}),
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+export async function createTenant(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  body: z.output<typeof CreateTenantBody>,
+): Promise<TenantRow> {
+  const parentId = await resolveParent(deps, principal, body.parent_id);
+  const row = newTenantRow(deps, principal, {
+    externalId: body.external_id ?? null,
+    name: body.name,
+    parentId,
+    settings: body.settings,
+    metadata: body.metadata,
+  });
+  const created = await insertTenantIfAbsent(deps.db, row);
+  if (created) return created;
+  const holder = await findTenantByExternalId(deps.db, principal.integrationId, row.external_id ?? '');
+  throw new ProblemError('external-id-conflict', 409, {
+    detail: 'A tenant with this external_id exists.',
+    conflictingResourceId: holder?.id,
+  });
+}
+
+/**
+ * Get-or-create-or-refresh. Concurrent calls for one external id collapse on the unique constraint:
+ * exactly one inserts (201), the others read the winner's row and merge into it (200). A suspended
+ * tenant is returned as it is; status is not an upsert field, so nothing here reactivates it.
+ */
+export async function upsertTenant(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  externalId: string,
+  body: z.output<typeof UpsertTenantBody>,
+): Promise<{ created: boolean; tenant: TenantRow }> {
+  let existing = await findTenantByExternalId(deps.db, principal.integrationId, externalId);
+  if (!existing) {
+    const parentId = await resolveParent(deps, principal, body.parent_id);
+    const row = newTenantRow(deps, principal, {
+      externalId,
+      name: body.name ?? null,
+      parentId,
+      settings: body.settings,
+      metadata: body.metadata,
+    });
+    const created = await insertTenantIfAbsent(deps.db, row);
+    if (created) return { created: true, tenant: created };
+    existing = await findTenantByExternalId(deps.db, principal.integrationId, externalId);
+    if (!existing) throw new Error('tenant vanished between a conflicting insert and its read');
+  }
+  if (body.parent_id !== undefined && body.parent_id !== existing.parent_id) {
+    throw problems.invalid([{ pointer: '/parent_id', message: 'parent_id cannot change after creation' }]);
+  }
+  const { parent_id: _ignored, ...mergeable } = body;
+  return { created: false, tenant: await applyChanges(deps, existing, mergeable) };
+}
+
+export async function patchTenant(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  tenantId: string,
+  body: z.output<typeof PatchTenantBody>,
+): Promise<TenantRow> {
+  const tenant = await getTenantInScope(deps, principal, tenantId);
+  return applyChanges(deps, tenant, body);
+}
+
+async function applyChanges(
+  deps: AppDeps,
+  tenant: TenantRow,
+  patch: { name?: string | null; status?: 'active' | 'suspended'; settings?: object; metadata?: object },
+): Promise<TenantRow> {
+  const changes = changedFields(tenant, patch);
+  if (isEmpty(changes)) return tenant;
+  return updateTenant(deps.db, tenant.id, {
+    ...(changes.name !== undefined && { name: changes.name }),
+    ...(changes.status !== undefined && { status: changes.status }),
+    ...(changes.settings !== undefined && { settings: json(changes.settings) }),
+    ...(changes.metadata !== undefined && { metadata: json(changes.metadata) }),
+    updated_at: deps.now(),
+  });
+}
+
+export async function listTenants(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  query: PageRequest & { status?: 'active' | 'suspended' | undefined },
+) {
+  let q = deps.db
+    .selectFrom('tenants')
+    .selectAll()
+    .where('integration_id', '=', principal.integrationId)
+    // The root is the integration itself, not one of the tenants "under" it.
+    .where('parent_id', 'is not', null);
+  if (query.status) q = q.where('status', '=', query.status);
+  return paginate(q, 'id', query);
+}
+
+export async function removeTenant(deps: AppDeps, principal: ServicePrincipal, tenant: TenantRow): Promise<void> {
+  if (tenant.id === principal.rootTenantId) {
+    throw problems.forbidden('The integration root tenant cannot be deleted with the service key.');
+  }
+  await deleteTenant(deps.db, tenant.id);
+}
+
+export async function attachRepository(
+  deps: AppDeps,
+  principal: ServicePrincipal,
+  tenantId: string,
+  repositoryId: string | null,
+): Promise<TenantRow> {
+  const tenant = await getTenantInScope(deps, principal, tenantId);
+  if (repositoryId !== null) {
+    const repository = await deps.db
+      .selectFrom('repositories')
+      .select('id')
+      .where('integration_id', '=', principal.integrationId)
+      .where('id', '=', repositoryId)
+      .executeTakeFirst();
+    if (!repository) throw problems.invalid([{ pointer: '/repository_id', message: 'no such repository' }]);
+  }
+  if (tenant.repository_id === repositoryId) return tenant;
+  return updateTenant(deps.db, tenant.id, { repository_id: repositoryId, updated_at: deps.now() });
+}
