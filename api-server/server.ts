@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { pino, type Logger } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 import { createApp } from './app.js';
 import type { Config } from './config.js';
 import { createVault, loadMasterKey } from './core/crypto.js';
@@ -25,13 +25,19 @@ export interface StartOptions {
   validateResponses?: boolean;
 }
 
-export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
-  return pino({
+export function createLogger(config: Pick<Config, 'logLevel'>, destination?: DestinationStream): Logger {
+  return pino(
+    {
     level: config.logLevel,
     base: { service: 'acis' },
     // Belt and braces: nothing we log should carry these, but if an object ever does, it is cut.
-    redact: { paths: ['*.authorization', '*.headers.authorization', '*.secret', '*.secrets', '*.service_key'], censor: '[redacted]' },
-  });
+      redact: {
+        paths: ['*.authorization', '*.headers.authorization', '*.secret', '*.secrets', '*.service_key'],
+        censor: '[redacted]',
+      },
+    },
+    destination,
+  );
 }
 
 /**

@@ -4,6 +4,7 @@ import type { AppDeps } from '../core/deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
+import { findRepository } from '../repositories/repositories.repository.js';
 import { ProblemError, problems } from '../core/problems.js';
 import {
   deleteTenant,
@@ -193,12 +194,7 @@ export async function attachRepository(
 ): Promise<TenantRow> {
   const tenant = await getTenantInScope(deps, principal, tenantId);
   if (repositoryId !== null) {
-    const repository = await deps.db
-      .selectFrom('repositories')
-      .select('id')
-      .where('integration_id', '=', principal.integrationId)
-      .where('id', '=', repositoryId)
-      .executeTakeFirst();
+    const repository = await findRepository(deps.db, principal.integrationId, repositoryId);
     if (!repository) throw problems.invalid([{ pointer: '/repository_id', message: 'no such repository' }]);
   }
   if (tenant.repository_id === repositoryId) return tenant;
