@@ -11,6 +11,7 @@ export const CreatedIntegration = z
     name: z.string(),
     root_tenant_id: z.string(),
     service_key: z.string().describe('Shown once; only its hash is stored'),
+    service_key_id: z.string().describe('Id of that key, to revoke it after a rotation'),
     created_at: Timestamp,
   })
   .meta({ id: 'CreatedIntegration' });

@@ -17,6 +17,7 @@ export async function adminCreateIntegration(deps: AppDeps, name: string): Promi
     name: integration.name,
     root_tenant_id: integration.rootTenantId,
     service_key: serviceKey,
+    service_key_id: integration.serviceKeyId,
     created_at: integration.createdAt.toISOString(),
   };
 }

@@ -80,10 +80,6 @@ export function hashServiceKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
 }
 
-export function sha256Hex(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
-}
-
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 /** A random string over [A-Za-z0-9] (rejection sampling keeps it unbiased). */

@@ -1,7 +1,7 @@
+import { createHmac } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context } from 'koa';
 import { canonicalJson } from './canonical-json.js';
-import { sha256Hex } from './crypto.js';
 import { json } from './db/database.js';
 import type { AppDeps } from './deps.js';
 import type { RouteResult } from './http/route.js';
@@ -37,7 +37,10 @@ export async function withIdempotency(
     throw problems.badRequest([], `Idempotency-Key must be at most ${MAX_KEY_LENGTH} characters.`);
   }
   const id = { principal: principalKey(principal), operation: `${ctx.method} ${ctx.path}`, key };
-  const requestHash = sha256Hex(canonicalJson({ query: ctx.querystring, body: ctx.request.body ?? null }));
+  // Keyed, so a stored fingerprint of a body that carries a secret cannot be brute-forced offline.
+  const requestHash = createHmac('sha256', deps.vault.deriveKey('idempotency-fingerprint'))
+    .update(canonicalJson({ query: ctx.querystring, body: ctx.request.body ?? null }))
+    .digest('hex');
 
   const deadline = Date.now() + IN_FLIGHT_WAIT_MS;
   for (;;) {

@@ -1,5 +1,5 @@
 import type { Db } from '../core/db/database.js';
-import { json } from '../core/db/database.js';
+import { isUniqueViolation, json } from '../core/db/database.js';
 import { hashServiceKey, randomToken } from '../core/crypto.js';
 import type { AppDeps } from '../core/deps.js';
 import { SERVICE_KEY_PREFIX } from '../auth/authenticate.js';
@@ -79,6 +79,12 @@ export async function ensureBootstrapIntegration(
     .where('key_hash', '=', hashServiceKey(serviceKey))
     .executeTakeFirst();
   if (existing) return { created: false };
-  await createIntegration(deps, 'bootstrap', serviceKey);
+  try {
+    await createIntegration(deps, 'bootstrap', serviceKey);
+  } catch (error) {
+    // Another node starting at the same moment inserted the key first: it exists, which is the goal.
+    if (isUniqueViolation(error)) return { created: false };
+    throw error;
+  }
   return { created: true };
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Kysely, type Migration, type MigrationProvider, Migrator, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import * as provisioning from './migrations/0001-provisioning.js';
+import * as conversations from './migrations/0002-conversations.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -10,6 +11,7 @@ export type Db = Kysely<Database>;
 /** Migrations are listed here (not read from disk), so the compiled build and tsx see the same set. */
 const MIGRATIONS: Record<string, Migration> = {
   '0001-provisioning': provisioning,
+  '0002-conversations': conversations,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
@@ -58,7 +60,12 @@ export function json(value: unknown): string {
 }
 
 const UNIQUE_VIOLATION = '23505';
+const FOREIGN_KEY_VIOLATION = '23503';
 
 export function isUniqueViolation(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === UNIQUE_VIOLATION;
+}
+
+export function isForeignKeyViolation(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === FOREIGN_KEY_VIOLATION;
 }

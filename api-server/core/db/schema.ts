@@ -143,6 +143,67 @@ export interface IdempotencyKeysTable {
   expires_at: Timestamp;
 }
 
+export interface ConversationContext {
+  role_id: string;
+  repository_id: string | null;
+  skill_ids: string[];
+}
+
+export interface Filler {
+  enabled: boolean;
+}
+
+export interface ConversationsTable {
+  id: string;
+  tenant_id: string;
+  user_id: string;
+  external_id: string | null;
+  title: string | null;
+  status: 'active' | 'archived';
+  context: Json<ConversationContext>;
+  selected_skill_ids: Json<string[]> | null;
+  agent_type: string;
+  mode: 'pooled' | 'warm';
+  idle_ttl_seconds: number | null;
+  sandbox_state: 'warm' | 'cold';
+  sandbox_expires_at: Timestamp | null;
+  filler: Json<Filler> | null;
+  storage: Json<Storage>;
+  /** The agent runtime's session id, for resuming on another runner. */
+  session_id: string | null;
+  message_count: ColumnType<number, number | undefined, number>;
+  last_message_at: Timestamp | null;
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface MessagePart {
+  type: string;
+  text?: string;
+  [key: string]: unknown;
+}
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export interface MessagesTable {
+  id: string;
+  conversation_id: string;
+  role: 'user' | 'assistant' | 'system';
+  content: string;
+  parts: Json<MessagePart[]> | null;
+  skill_ids: Json<string[]> | null;
+  env: Json<Record<string, string>> | null;
+  status: 'completed' | 'in_progress' | 'failed';
+  usage: Json<Usage> | null;
+  metadata: Json<Metadata>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
 export interface Database {
   integrations: IntegrationsTable;
   service_keys: ServiceKeysTable;
@@ -154,4 +215,6 @@ export interface Database {
   credentials: CredentialsTable;
   approver_keys: ApproverKeysTable;
   idempotency_keys: IdempotencyKeysTable;
+  conversations: ConversationsTable;
+  messages: MessagesTable;
 }

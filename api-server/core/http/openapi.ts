@@ -15,21 +15,37 @@ export function buildOpenApi(routes: AnyRoute[], info: { version: string; server
   const convert = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
     const raw = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
     const defs = (raw.$defs ?? {}) as Record<string, JsonSchema>;
-    const names = new Map<string, string>();
-    for (const [name, def] of Object.entries(defs)) {
-      const existing = components[name];
-      names.set(name, existing && canonicalJson(existing) !== canonicalJson(def) ? `${name}Input` : name);
-    }
+    const names = new Map<string, string>(Object.keys(defs).map((name) => [name, name]));
     const rewrite = (value: JsonSchema): JsonSchema =>
       JSON.parse(
         JSON.stringify(value).replace(/"#\/\$defs\/([^"]+)"/g, (_, name: string) =>
           JSON.stringify(`#/components/schemas/${names.get(name) ?? name}`),
         ),
       ) as JsonSchema;
+    // A name already holding a different schema moves this one to the next free variant. Compare
+    // the rewritten form (stored components carry component refs, not $defs refs), and settle to a
+    // fixpoint: renaming one def changes every def that references it.
+    let renamed = true;
+    while (renamed) {
+      renamed = false;
+      for (const [name, def] of Object.entries(defs)) {
+        const current = names.get(name) ?? name;
+        const existing = components[current];
+        if (existing && canonicalJson(existing) !== canonicalJson(rewrite(def))) {
+          names.set(name, nextVariant(name, current, io));
+          renamed = true;
+        }
+      }
+    }
     for (const [name, def] of Object.entries(defs)) components[names.get(name) ?? name] = rewrite(def);
     const { $schema: _schema, $defs: _defs, ...rest } = raw;
     return rewrite(rest);
   };
+
+  // Output forms claim the plain names first, whatever the route order; differing inputs get `Input`.
+  for (const route of routes) {
+    for (const spec of Object.values(route.responses)) if (spec.schema) convert(spec.schema, 'output');
+  }
 
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
@@ -107,6 +123,14 @@ export function buildOpenApi(routes: AnyRoute[], info: { version: string; server
       },
     },
   };
+}
+
+/** `Tenant` → `TenantInput` → `TenantInput2` … (outputs, which should never differ: `Tenant2` …). */
+function nextVariant(name: string, current: string, io: 'input' | 'output'): string {
+  const base = io === 'input' ? `${name}Input` : name;
+  if (current === name && io === 'input') return base;
+  const n = current === base ? 1 : Number(current.slice(base.length));
+  return `${base}${n + 1}`;
 }
 
 /** [name, schema, required] of each property of an object schema (path and query parameters). */

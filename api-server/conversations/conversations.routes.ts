@@ -1,0 +1,169 @@
+import { defineRoute } from '../core/http/route.js';
+import { mapPage } from '../core/pagination.js';
+import {
+  ByExternalIdQuery,
+  Conversation,
+  ConversationExternalIdParams,
+  ConversationIdParams,
+  ConversationList,
+  CreateConversationBody,
+  ListConversationsQuery,
+  PatchConversationBody,
+  UpsertConversationBody,
+} from './conversations.schemas.js';
+import {
+  createConversation,
+  getConversationByExternalId,
+  getConversationInScope,
+  listConversations,
+  patchConversation,
+  presentConversation,
+  removeConversation,
+  upsertConversation,
+} from './conversations.service.js';
+
+const tag = 'Conversations';
+const common = {
+  401: { description: 'Missing or invalid credential' },
+  403: { description: 'Beyond the token’s user, or tenant suspended (tenant-suspended)' },
+};
+const notFound = { 404: { description: 'No such conversation' } };
+
+export const conversationRoutes = [
+  defineRoute({
+    method: 'post',
+    path: '/conversations',
+    operationId: 'createConversation',
+    summary: 'Create a conversation and snapshot its context',
+    tag,
+    auth: 'service-or-user',
+    body: CreateConversationBody,
+    idempotent: true,
+    responses: {
+      201: { description: 'Created', schema: Conversation },
+      ...common,
+      404: { description: 'No such user' },
+      409: { description: 'external_id taken (external-id-conflict)' },
+      422: { description: 'Invalid body, role-required, skills outside the context, TTL above the cap' },
+    },
+    handler: async ({ deps, principal, body }) => ({
+      status: 201,
+      body: presentConversation(await createConversation(deps, principal, body)),
+    }),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/conversations',
+    operationId: 'listConversations',
+    summary: 'List the conversations of a user or of a tenant (exactly one of user_id, tenant_id)',
+    tag,
+    auth: 'service-or-user',
+    query: ListConversationsQuery,
+    responses: { 200: { description: 'A page', schema: ConversationList }, 400: { description: 'Bad query' }, ...common },
+    handler: async ({ deps, principal, query }) => ({
+      status: 200,
+      body: mapPage(await listConversations(deps, principal, query), presentConversation),
+    }),
+  }),
+  defineRoute({
+    method: 'put',
+    path: '/conversations/by-external-id/:external_id',
+    operationId: 'upsertConversation',
+    summary: 'Continue or create a conversation keyed on the host’s conversation id',
+    tag,
+    auth: 'service-or-user',
+    params: ConversationExternalIdParams,
+    body: UpsertConversationBody,
+    responses: {
+      200: { description: 'Existed; provided fields merged', schema: Conversation },
+      201: { description: 'Created', schema: Conversation },
+      ...common,
+      404: { description: 'No such user' },
+      422: { description: 'Invalid body, immutable field mismatch, role-required' },
+    },
+    handler: async ({ deps, principal, params, body }) => {
+      const { created, conversation } = await upsertConversation(deps, principal, params.external_id, body);
+      return { status: created ? 201 : 200, body: presentConversation(conversation) };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/conversations/by-external-id/:external_id',
+    operationId: 'getConversationByExternalId',
+    summary: 'Get a conversation by external id (service key: with tenant_id)',
+    tag,
+    auth: 'service-or-user',
+    params: ConversationExternalIdParams,
+    query: ByExternalIdQuery,
+    responses: { 200: { description: 'The conversation', schema: Conversation }, 400: { description: 'tenant_id missing' }, ...common, ...notFound },
+    handler: async ({ deps, principal, params, query }) => ({
+      status: 200,
+      body: presentConversation(await getConversationByExternalId(deps, principal, params.external_id, query.tenant_id)),
+    }),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/conversations/by-external-id/:external_id',
+    operationId: 'deleteConversationByExternalId',
+    summary: 'Delete a conversation and its history by external id (service key: with tenant_id)',
+    tag,
+    auth: 'service-or-user',
+    params: ConversationExternalIdParams,
+    query: ByExternalIdQuery,
+    responses: { 204: { description: 'Deleted' }, 400: { description: 'tenant_id missing' }, ...common, ...notFound },
+    handler: async ({ deps, principal, params, query }) => {
+      const conversation = await getConversationByExternalId(deps, principal, params.external_id, query.tenant_id);
+      await removeConversation(deps, principal, conversation);
+      return { status: 204 };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/conversations/:conversation_id',
+    operationId: 'getConversation',
+    summary: 'Get a conversation',
+    tag,
+    auth: 'service-or-user',
+    params: ConversationIdParams,
+    responses: { 200: { description: 'The conversation', schema: Conversation }, ...common, ...notFound },
+    handler: async ({ deps, principal, params }) => ({
+      status: 200,
+      body: presentConversation(await getConversationInScope(deps, principal, params.conversation_id)),
+    }),
+  }),
+  defineRoute({
+    method: 'patch',
+    path: '/conversations/:conversation_id',
+    operationId: 'updateConversation',
+    summary: 'Update a conversation: title, status (archive), skills narrowing, runtime mode and TTL, filler, metadata',
+    tag,
+    auth: 'service-or-user',
+    params: ConversationIdParams,
+    body: PatchConversationBody,
+    responses: {
+      200: { description: 'The updated conversation', schema: Conversation },
+      ...common,
+      ...notFound,
+      422: { description: 'Invalid body' },
+    },
+    handler: async ({ deps, principal, params, body }) => ({
+      status: 200,
+      body: presentConversation(await patchConversation(deps, principal, params.conversation_id, body)),
+    }),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/conversations/:conversation_id',
+    operationId: 'deleteConversation',
+    summary: 'Delete a conversation and its history',
+    tag,
+    auth: 'service-or-user',
+    params: ConversationIdParams,
+    responses: { 204: { description: 'Deleted' }, ...common, ...notFound },
+    handler: async ({ deps, principal, params }) => {
+      const conversation = await getConversationInScope(deps, principal, params.conversation_id);
+      await removeConversation(deps, principal, conversation);
+      return { status: 204 };
+    },
+  }),
+];

@@ -1,0 +1,120 @@
+import { defineRoute } from '../core/http/route.js';
+import { mapPage } from '../core/pagination.js';
+import {
+  CreateRepositoryBody,
+  ListRepositoriesQuery,
+  PatchRepositoryBody,
+  Repository,
+  RepositoryIdParams,
+  RepositoryList,
+} from './repositories.schemas.js';
+import {
+  createRepository,
+  getRepositoryInScope,
+  listRepositories,
+  patchRepository,
+  presentRepository,
+  removeRepository,
+} from './repositories.service.js';
+
+const tag = 'Repositories';
+const common = {
+  401: { description: 'Missing, unknown or revoked service key' },
+  403: { description: 'Not a service key' },
+};
+const notFound = { 404: { description: 'No such repository in this integration' } };
+
+export const repositoryRoutes = [
+  defineRoute({
+    method: 'post',
+    path: '/repositories',
+    operationId: 'createRepository',
+    summary: 'Register a git repository in the integration registry',
+    tag,
+    auth: 'service',
+    body: CreateRepositoryBody,
+    idempotent: true,
+    responses: {
+      201: { description: 'Registered; sync pending', schema: Repository },
+      ...common,
+      409: { description: 'Name taken (name-conflict)' },
+      422: { description: 'Invalid body, refused URL or unknown credential' },
+    },
+    handler: async ({ deps, principal, body }) => ({
+      status: 201,
+      body: presentRepository(await createRepository(deps, principal, body)),
+    }),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/repositories',
+    operationId: 'listRepositories',
+    summary: 'List the repositories of the integration registry, newest first',
+    tag,
+    auth: 'service',
+    query: ListRepositoriesQuery,
+    responses: {
+      200: { description: 'A page of repositories', schema: RepositoryList },
+      400: { description: 'Bad query' },
+      ...common,
+    },
+    handler: async ({ deps, principal, query }) => ({
+      status: 200,
+      body: mapPage(await listRepositories(deps, principal, query), presentRepository),
+    }),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/repositories/:repository_id',
+    operationId: 'getRepository',
+    summary: 'Get a repository with its sync state and skill count',
+    tag,
+    auth: 'service',
+    params: RepositoryIdParams,
+    responses: { 200: { description: 'The repository', schema: Repository }, ...common, ...notFound },
+    handler: async ({ deps, principal, params }) => ({
+      status: 200,
+      body: presentRepository(await getRepositoryInScope(deps, principal, params.repository_id)),
+    }),
+  }),
+  defineRoute({
+    method: 'patch',
+    path: '/repositories/:repository_id',
+    operationId: 'updateRepository',
+    summary: 'Update a repository: name, branch, credential, metadata (a new branch or credential resets sync to pending)',
+    tag,
+    auth: 'service',
+    params: RepositoryIdParams,
+    body: PatchRepositoryBody,
+    responses: {
+      200: { description: 'The updated repository', schema: Repository },
+      ...common,
+      ...notFound,
+      409: { description: 'Name taken (name-conflict)' },
+      422: { description: 'Invalid body or unknown credential' },
+    },
+    handler: async ({ deps, principal, params, body }) => ({
+      status: 200,
+      body: presentRepository(await patchRepository(deps, principal, params.repository_id, body)),
+    }),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/repositories/:repository_id',
+    operationId: 'deleteRepository',
+    summary: 'Delete a repository and its skills, unless a tenant has it attached or a role pins it',
+    tag,
+    auth: 'service',
+    params: RepositoryIdParams,
+    responses: {
+      204: { description: 'Deleted' },
+      ...common,
+      ...notFound,
+      409: { description: 'Attached to a tenant or pinned by a role (resource-in-use)' },
+    },
+    handler: async ({ deps, principal, params }) => {
+      await removeRepository(deps, principal, params.repository_id);
+      return { status: 204 };
+    },
+  }),
+];
