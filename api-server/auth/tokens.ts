@@ -1,4 +1,6 @@
+import { webcrypto } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import type { Vault } from '../core/crypto.js';
 import type { AppDeps } from '../core/deps.js';
 import type { UserPrincipal } from '../core/principal.js';
 import { problems } from '../core/problems.js';
@@ -11,9 +13,21 @@ export interface IssuedToken {
   expiresAt: Date;
 }
 
-/** Platform JWTs are HS256, keyed by a key derived from the master key, so every node verifies them. */
-function signingKey(deps: Pick<AppDeps, 'vault'>): Uint8Array {
-  return deps.vault.deriveKey('platform-jwt');
+/**
+ * Platform JWTs are HS256, keyed by a key derived from the master key, so every node verifies them.
+ * The key is derived and imported once per vault: HKDF plus a WebCrypto import on every token was
+ * about half of the signing cost (see the token-exchange benchmark).
+ */
+const signingKeys = new WeakMap<Vault, Promise<webcrypto.CryptoKey>>();
+
+function signingKey(deps: Pick<AppDeps, 'vault'>): Promise<webcrypto.CryptoKey> {
+  let key = signingKeys.get(deps.vault);
+  if (!key) {
+    const raw = deps.vault.deriveKey('platform-jwt');
+    key = webcrypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+    signingKeys.set(deps.vault, key);
+  }
+  return key;
 }
 
 export async function issueUserToken(
@@ -31,13 +45,13 @@ export async function issueUserToken(
     .setIssuedAt(issuedAt)
     .setExpirationTime(expiresAt)
     .setJti(deps.newId('request').slice(4))
-    .sign(signingKey(deps));
+    .sign(await signingKey(deps));
   return { token, expiresAt: new Date(expiresAt * 1000) };
 }
 
 export async function verifyUserToken(deps: Pick<AppDeps, 'vault' | 'now'>, token: string): Promise<UserPrincipal> {
   try {
-    const { payload } = await jwtVerify(token, signingKey(deps), {
+    const { payload } = await jwtVerify(token, await signingKey(deps), {
       issuer: ISSUER,
       audience: AUDIENCE,
       algorithms: ['HS256'],

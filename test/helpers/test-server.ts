@@ -63,7 +63,18 @@ export async function dropTestDatabase(databaseUrl: string): Promise<void> {
   const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
   await admin.connect();
   try {
-    await admin.query(`drop database if exists ${name} with (force)`);
+    // Without FORCE: wait for the server's own connections to finish closing rather than killing them
+    // (a killed connection surfaces as an uncaught error in the process that is shutting down).
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.query(`drop database if exists ${name}`);
+        break;
+      } catch (error) {
+        const inUse = (error as { code?: string }).code === '55006';
+        if (!inUse || attempt >= 100) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
   } finally {
     await admin.end();
   }

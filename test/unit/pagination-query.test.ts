@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { DEFAULT_PAGE_SIZE, listQuery, MAX_PAGE_SIZE } from '../../api-server/core/pagination.js';
+
+const query = listQuery({ status: z.enum(['active', 'suspended']).optional() });
+
+describe('listQuery', () => {
+  it('defaults the page size and coerces query strings', () => {
+    expect(query.parse({})).toEqual({ limit: DEFAULT_PAGE_SIZE });
+    expect(DEFAULT_PAGE_SIZE).toBe(20);
+    expect(query.parse({ limit: '7', starting_after: 'tnt_1', status: 'active' })).toEqual({
+      limit: 7,
+      starting_after: 'tnt_1',
+      status: 'active',
+    });
+  });
+
+  it('accepts limits 1 to 100 and refuses the rest', () => {
+    expect(MAX_PAGE_SIZE).toBe(100);
+    expect(query.safeParse({ limit: '1' }).success).toBe(true);
+    expect(query.safeParse({ limit: '100' }).success).toBe(true);
+    for (const limit of ['0', '101', '-1', '2.5', 'ten', '']) {
+      expect(query.safeParse({ limit }).success, limit).toBe(false);
+    }
+  });
+
+  it('refuses both cursors at once, pointing at ending_before', () => {
+    const parsed = query.safeParse({ starting_after: 'tnt_a', ending_before: 'tnt_b' });
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues.map((issue) => issue.path)).toEqual([['ending_before']]);
+    expect(query.safeParse({ ending_before: 'tnt_b' }).success).toBe(true);
+  });
+
+  it('validates the route filters with the page fields', () => {
+    expect(query.safeParse({ status: 'deleted' }).success).toBe(false);
+    expect(query.safeParse({ starting_after: '' }).success).toBe(false);
+  });
+});
