@@ -20,6 +20,13 @@ const EnvSchema = z.object({
   ACIS_STORAGE_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/).default('acis-platform'),
   ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
+  ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
+  ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  ACIS_PING_INTERVAL_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
+  ACIS_MAX_SANDBOXES: z.coerce.number().int().min(1).max(1000).default(8),
+  ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
+  ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+  ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -38,6 +45,18 @@ export interface Config {
   storageBucket: string;
   allowFileRepos: boolean;
   dbPoolSize: number;
+  /** Model endpoint for the agent runtime and the filler. */
+  anthropicBaseUrl: string;
+  anthropicApiKey: string | undefined;
+  pingIntervalMs: number;
+  /** Runner capacity of this node. */
+  maxSandboxes: number;
+  /** Runners per agent type kept started ahead of demand. */
+  poolSize: number;
+  /** How long `on_capacity=hold` may wait for a runner. */
+  maxHoldSeconds: number;
+  /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
+  sandboxIsolation: 'bwrap' | 'none';
   logLevel: string;
 }
 
@@ -63,6 +82,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     storageBucket: e.ACIS_STORAGE_BUCKET,
     allowFileRepos: e.ACIS_ALLOW_FILE_REPOS === '1',
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
+    anthropicBaseUrl: e.ANTHROPIC_BASE_URL.replace(/\/+$/, ''),
+    anthropicApiKey: e.ANTHROPIC_API_KEY,
+    pingIntervalMs: e.ACIS_PING_INTERVAL_MS,
+    maxSandboxes: e.ACIS_MAX_SANDBOXES,
+    poolSize: e.ACIS_POOL_SIZE,
+    maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
+    sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -113,7 +113,7 @@ export const conversationRoutes = [
     responses: { 204: { description: 'Deleted' }, 400: { description: 'tenant_id missing' }, ...common, ...notFound },
     handler: async ({ deps, principal, params, query }) => {
       const conversation = await getConversationByExternalId(deps, principal, params.external_id, query.tenant_id);
-      await removeConversation(deps, principal, conversation);
+      await removeConversation(deps, conversation);
       return { status: 204 };
     },
   }),
@@ -162,7 +162,7 @@ export const conversationRoutes = [
     responses: { 204: { description: 'Deleted' }, ...common, ...notFound },
     handler: async ({ deps, principal, params }) => {
       const conversation = await getConversationInScope(deps, principal, params.conversation_id);
-      await removeConversation(deps, principal, conversation);
+      await removeConversation(deps, conversation);
       return { status: 204 };
     },
   }),

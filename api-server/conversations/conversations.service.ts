@@ -315,7 +315,7 @@ async function applyChanges(
   });
 }
 
-export async function removeConversation(deps: AppDeps, caller: Caller, conversation: ScopedConversationRow): Promise<void> {
+export async function removeConversation(deps: AppDeps, conversation: ScopedConversationRow): Promise<void> {
   assertTenantWritable(conversation.tenant_status);
   await deleteConversation(deps.db, conversation.id);
 }

@@ -200,8 +200,31 @@ export interface MessagesTable {
   status: 'completed' | 'in_progress' | 'failed';
   usage: Json<Usage> | null;
   metadata: Json<Metadata>;
+  /** The API server process hosting the run while it is in progress. */
+  node_id: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
+}
+
+export interface RunLinesTable {
+  message_id: string;
+  seq: number;
+  line: Json<unknown>;
+  created_at: Timestamp;
+}
+
+export interface AgentSessionEntriesTable {
+  conversation_id: string;
+  session_key: string;
+  seq: ColumnType<string, never, never>;
+  entry_uuid: string | null;
+  entry: Json<unknown>;
+}
+
+export interface NodesTable {
+  id: string;
+  started_at: Timestamp;
+  heartbeat_at: Timestamp;
 }
 
 export interface Database {
@@ -217,4 +240,7 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable;
   conversations: ConversationsTable;
   messages: MessagesTable;
+  run_lines: RunLinesTable;
+  agent_session_entries: AgentSessionEntriesTable;
+  nodes: NodesTable;
 }
