@@ -4,6 +4,7 @@ import { conversationRoutes } from './conversations/conversations.routes.js';
 import type { AnyRoute } from './core/http/route.js';
 import { credentialRoutes } from './credentials/credentials.routes.js';
 import { integrationRoutes } from './integrations/integrations.routes.js';
+import { messageRoutes } from './messages/messages.routes.js';
 import { repositoryRoutes } from './repositories/repositories.routes.js';
 import { roleRoutes } from './roles/roles.routes.js';
 import { skillRoutes } from './skills/skills.routes.js';
@@ -21,5 +22,6 @@ export const allRoutes: AnyRoute[] = [
   ...repositoryRoutes,
   ...skillRoutes,
   ...conversationRoutes,
+  ...messageRoutes,
   ...adminRoutes,
 ];

@@ -9,6 +9,9 @@ import type { AppDeps } from './core/deps.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
+import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
+import { RunManager } from './runs/run-manager.js';
+import { LocalSandboxProvider } from './sandboxes/local-provider.js';
 
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -54,15 +57,42 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
+    const now = options.now ?? (() => new Date());
+    const newId = createIdGenerator();
+    const nodeId = await resolveNodeId(config.dataDir);
+    const provider = new LocalSandboxProvider(config, logger, (conversationId, state) => {
+      database.db
+        .updateTable('conversations')
+        .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
+        .where('id', '=', conversationId)
+        .execute()
+        .catch((err: unknown) => logger.error({ err, conversation_id: conversationId }, 'recording sandbox state failed'));
+    });
+    const runs = new RunManager({
+      db: database.db,
+      logger,
+      now,
+      newId,
+      provider,
+      nodeId,
+      maxHoldSeconds: config.maxHoldSeconds,
+    });
     const deps: AppDeps = {
       db: database.db,
       config,
       logger,
       vault: createVault(await loadMasterKey(config.masterKey, config.dataDir)),
-      newId: createIdGenerator(),
-      now: options.now ?? (() => new Date()),
+      newId,
+      now,
       validateResponses: options.validateResponses ?? false,
+      runtime: { nodeId, provider, runs },
     };
+    const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
+    await heartbeat(deps.db, nodeId, now());
+    const failed = await failOrphanedRuns(deps.db, { nodeId, includeOwn: true, now: now(), baseUrl });
+    if (failed > 0) logger.warn({ runs: failed }, 'runs left in progress by a stopped process were marked failed');
+    await coolLapsedHolds(deps.db, now());
+    await provider.start();
     if (config.bootstrapServiceKey) {
       const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
       if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -78,6 +108,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       purgeExpiredIdempotencyKeys(deps).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
     }, PURGE_INTERVAL_MS);
     purge.unref();
+    const beat = setInterval(() => {
+      void (async () => {
+        await heartbeat(deps.db, nodeId, now());
+        await failOrphanedRuns(deps.db, { nodeId, includeOwn: false, now: now(), baseUrl });
+        await coolLapsedHolds(deps.db, now());
+      })().catch((err: unknown) => logger.warn({ err }, 'node heartbeat failed'));
+    }, HEARTBEAT_MS);
+    beat.unref();
     logger.info({ port, host: config.host, database: database.kind }, 'ACIS listening');
 
     return {
@@ -85,8 +123,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       port,
       deps,
       stop: async () => {
-        await closeServer(server);
+        // Stop accepting first; open streams end when their runs do, which ending the runners forces.
+        const closed = closeServer(server);
         clearInterval(purge);
+        clearInterval(beat);
+        await provider.stop();
+        await runs.drain();
+        await closed;
         await database.close();
       },
     };

@@ -1,4 +1,11 @@
-import { defineRoute } from '../core/http/route.js';
+import type { Context } from 'koa';
+import type { AppDeps } from '../core/deps.js';
+import { defineRoute, NDJSON, type RouteResult } from '../core/http/route.js';
+import { StreamLine } from '../messages/message-body.schemas.js';
+import type { SendBody } from '../messages/messages.service.js';
+import { sendAndRespond } from '../messages/send.js';
+import { platformLine } from '../runs/run-manager.js';
+import type { ScopedConversationRow } from './conversations.repository.js';
 import { mapPage } from '../core/pagination.js';
 import {
   ByExternalIdQuery,
@@ -23,6 +30,25 @@ import {
 } from './conversations.service.js';
 
 const tag = 'Conversations';
+
+/** Create and upsert with `initial_message`: the run's stream, led by the conversation. */
+function streamInitialMessage(
+  deps: AppDeps,
+  conversation: ScopedConversationRow,
+  message: SendBody,
+  conversationOnCapacity: 'reject' | 'hold' | undefined,
+  ctx: Context,
+  requestId: string,
+): Promise<RouteResult> {
+  return sendAndRespond(deps, conversation, message, {
+    stream: true,
+    onCapacity: message.on_capacity ?? conversationOnCapacity ?? 'reject',
+    leadingLines: [platformLine('conversation', { conversation: presentConversation(conversation) })],
+    baseUrl: deps.config.publicUrl ?? `${ctx.protocol}://${ctx.host}`,
+    requestId,
+    extraHeaders: { 'X-Service-Conversation-Id': conversation.id },
+  });
+}
 const common = {
   401: { description: 'Missing or invalid credential' },
   403: { description: 'Beyond the token’s user, or tenant suspended (tenant-suspended)' },
@@ -40,16 +66,20 @@ export const conversationRoutes = [
     body: CreateConversationBody,
     idempotent: true,
     responses: {
+      200: { description: 'With initial_message: the run as NDJSON, led by a conversation line', contentType: NDJSON, schema: StreamLine },
       201: { description: 'Created', schema: Conversation },
       ...common,
       404: { description: 'No such user' },
       409: { description: 'external_id taken (external-id-conflict)' },
       422: { description: 'Invalid body, role-required, skills outside the context, TTL above the cap' },
+      429: { description: 'initial_message: capacity-exhausted, with Retry-After' },
     },
-    handler: async ({ deps, principal, body }) => ({
-      status: 201,
-      body: presentConversation(await createConversation(deps, principal, body)),
-    }),
+    handler: async ({ deps, principal, body, ctx, requestId }) => {
+      const created = await createConversation(deps, principal, body);
+      if (!body.initial_message) return { status: 201, body: presentConversation(created) };
+      const conversation = await getConversationInScope(deps, principal, created.id);
+      return streamInitialMessage(deps, conversation, body.initial_message, body.on_capacity, ctx, requestId);
+    },
   }),
   defineRoute({
     method: 'get',
@@ -75,15 +105,21 @@ export const conversationRoutes = [
     params: ConversationExternalIdParams,
     body: UpsertConversationBody,
     responses: {
-      200: { description: 'Existed; provided fields merged', schema: Conversation },
+      200: {
+        description: 'Existed; provided fields merged. With initial_message (created or not): the run as NDJSON, led by a conversation line',
+        schema: Conversation,
+      },
       201: { description: 'Created', schema: Conversation },
       ...common,
       404: { description: 'No such user' },
+      409: { description: 'initial_message on an archived conversation (conversation-archived), or a run in flight' },
       422: { description: 'Invalid body, immutable field mismatch, role-required' },
+      429: { description: 'initial_message: capacity-exhausted, with Retry-After' },
     },
-    handler: async ({ deps, principal, params, body }) => {
+    handler: async ({ deps, principal, params, body, ctx, requestId }) => {
       const { created, conversation } = await upsertConversation(deps, principal, params.external_id, body);
-      return { status: created ? 201 : 200, body: presentConversation(conversation) };
+      if (!body.initial_message) return { status: created ? 201 : 200, body: presentConversation(conversation) };
+      return streamInitialMessage(deps, conversation, body.initial_message, body.on_capacity, ctx, requestId);
     },
   }),
   defineRoute({

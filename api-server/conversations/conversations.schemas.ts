@@ -1,13 +1,12 @@
 import { z } from 'zod';
 import { listQuery } from '../core/pagination.js';
 import { ExternalId, IdParam, ListOf, Metadata, Storage, Timestamp } from '../core/schemas.js';
+import { Filler, OnCapacity, SendMessageBody } from '../messages/message-body.schemas.js';
 
 export const MIN_IDLE_TTL_SECONDS = 60;
 export const MAX_IDLE_TTL_SECONDS = 86400;
 export const DEFAULT_IDLE_TTL_SECONDS = 300;
 
-export const Filler = z.object({ enabled: z.boolean() }).meta({ id: 'Filler' });
-export const OnCapacity = z.enum(['reject', 'hold']);
 export const RuntimeMode = z.enum(['pooled', 'warm']);
 const IdleTtl = z.number().int().min(MIN_IDLE_TTL_SECONDS).max(MAX_IDLE_TTL_SECONDS);
 const SkillIds = z.array(z.string().min(1).max(100)).max(1000);
@@ -62,12 +61,14 @@ export const CreateConversationBody = z.object({
   external_id: ExternalId.optional(),
   on_capacity: OnCapacity.optional(),
   ...conversationFields,
+  initial_message: SendMessageBody.optional().describe('When present, the response is the NDJSON stream of its run'),
 });
 
 export const UpsertConversationBody = z.object({
   user_id: z.string().min(1).max(100).optional(),
   on_capacity: OnCapacity.optional(),
   ...conversationFields,
+  initial_message: SendMessageBody.optional().describe('When present, the response is the NDJSON stream of its run'),
 });
 
 export const PatchConversationBody = z.object({

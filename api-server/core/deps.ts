@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import type { RunManager } from '../runs/run-manager.js';
+import type { LocalSandboxProvider } from '../sandboxes/local-provider.js';
 import type { Vault } from './crypto.js';
 import type { Db } from './db/database.js';
 import type { IdGenerator } from './ids.js';
@@ -14,4 +16,13 @@ export interface AppDeps {
   now: () => Date;
   /** Check every response body against its declared schema (on in tests, off in production). */
   validateResponses: boolean;
+  /** Agent runs on this node. */
+  runtime: Runtime;
+}
+
+export interface Runtime {
+  /** This API server process, as recorded on the runs it hosts. */
+  nodeId: string;
+  provider: LocalSandboxProvider;
+  runs: RunManager;
 }

@@ -4,7 +4,7 @@ import type { Context } from 'koa';
 import { canonicalJson } from './canonical-json.js';
 import { json } from './db/database.js';
 import type { AppDeps } from './deps.js';
-import type { RouteResult } from './http/route.js';
+import { NDJSON, type RouteResult } from './http/route.js';
 import { type Principal, principalKey } from './principal.js';
 import { ProblemError, problems } from './problems.js';
 
@@ -14,7 +14,8 @@ const MAX_KEY_LENGTH = 255;
 const IN_FLIGHT_WAIT_MS = 10_000;
 const IN_FLIGHT_POLL_MS = 25;
 /** Response headers worth replaying; the rest (dates, request ids) belong to the new exchange. */
-const REPLAYED_HEADERS = ['location', 'x-service-conversation-id'];
+const REPLAYED_HEADERS = ['location', 'x-service-conversation-id', 'x-service-message-id', 'x-service-stream-format'];
+const CONTENT_TYPE = 'content-type';
 
 /**
  * Runs `execute` at most once per (principal, operation, key) within 24 hours.
@@ -77,11 +78,14 @@ export async function withIdempotency(
       });
     }
     if (existing.state === 'done' && existing.response_status !== null) {
+      const { [CONTENT_TYPE]: contentType, ...headers } = existing.response_headers ?? {};
+      const body = existing.response_body ?? undefined;
       return {
         status: existing.response_status,
-        body: existing.response_body ?? undefined,
-        headers: { ...(existing.response_headers ?? {}), 'Idempotency-Replayed': 'true' },
-        contentType: existing.response_status >= 400 ? 'application/problem+json' : undefined,
+        // A stored stream is served again from the run's stored lines.
+        ...(contentType === NDJSON ? { stream: body as { messageId: string } } : { body }),
+        headers: { ...headers, 'Idempotency-Replayed': 'true' },
+        contentType,
       };
     }
     if (Date.now() >= deadline) {
@@ -120,12 +124,14 @@ async function runAndStore(
   for (const [name, value] of Object.entries(result.headers ?? {})) {
     if (REPLAYED_HEADERS.includes(name.toLowerCase())) headers[name] = value;
   }
+  if (result.contentType) headers[CONTENT_TYPE] = result.contentType;
+  const body = result.stream ?? result.body;
   await deps.db
     .updateTable('idempotency_keys')
     .set({
       state: 'done',
       response_status: result.status,
-      response_body: result.body === undefined ? null : json(result.body),
+      response_body: body === undefined ? null : json(body),
       response_headers: json(headers),
     })
     .where('principal', '=', id.principal)

@@ -91,6 +91,8 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
     ACIS_ADMIN_TOKEN: ADMIN_TOKEN,
     LOG_LEVEL: 'info',
+    // Suites that run agents ask for pre-started runners; the others should not pay for them.
+    ACIS_POOL_SIZE: '0',
     ...env,
   });
   let offsetMs = 0;

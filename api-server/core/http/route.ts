@@ -5,6 +5,8 @@ import type { AppDeps } from '../deps.js';
 import { withIdempotency } from '../idempotency.js';
 import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js';
 import { type ProblemError, problemBody, problems } from '../problems.js';
+import { followRun } from '../../runs/follow.js';
+import { sendNdjson } from '../../runs/ndjson.js';
 import { fieldErrors } from './validation.js';
 
 /**
@@ -37,11 +39,15 @@ export interface RouteRequest<A extends AuthMode, P, Q, B> {
   ctx: Context;
 }
 
+export const NDJSON = 'application/x-ndjson';
+
 export interface RouteResult {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
-  contentType?: string;
+  contentType?: string | undefined;
+  /** Serve the lines of this run (an assistant message) after the first `after` as NDJSON instead of a body. */
+  stream?: { messageId: string; after?: number };
 }
 
 const NoInput = z.object({});
@@ -99,6 +105,14 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
         ? await withIdempotency(deps, ctx, principal, run, (error) => problemResult(error, ctx, deps))
         : await run();
       if (deps.validateResponses) checkResponse(route, result);
+      if (result.stream) {
+        const { messageId, after = 0 } = result.stream;
+        sendNdjson(ctx, (signal) => followRun(deps, messageId, after, signal), {
+          pingIntervalMs: deps.config.pingIntervalMs,
+          headers: result.headers,
+        });
+        return;
+      }
       respond(ctx, result);
     });
   }
@@ -137,7 +151,7 @@ export function respond(ctx: Context, result: RouteResult): void {
 }
 
 function checkResponse(route: AnyRoute, result: RouteResult): void {
-  if (result.contentType === 'application/problem+json') return;
+  if (result.contentType === 'application/problem+json' || result.stream) return;
   const spec = route.responses[result.status];
   if (!spec) throw new Error(`${route.operationId} answered ${result.status}, which it does not declare`);
   if (!spec.schema) return;

@@ -1,0 +1,168 @@
+import type { z } from 'zod';
+import { isUniqueViolation, json } from '../core/db/database.js';
+import type { AppDeps } from '../core/deps.js';
+import { type PageRequest, paginate } from '../core/pagination.js';
+import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
+import { ProblemError, problems } from '../core/problems.js';
+import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
+import {
+  assertConversationActive,
+  assertTenantWritable,
+  getConversationInScope,
+} from '../conversations/conversations.service.js';
+import type { StreamLine } from '../runs/run-stream.js';
+import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
+import { databaseSessionStore } from '../sandboxes/session-store.js';
+import { findRunInFlight, selectMessages } from './messages.repository.js';
+import type { SendMessageBody } from './messages.schemas.js';
+
+type Caller = ServicePrincipal | UserPrincipal;
+export type SendBody = z.output<typeof SendMessageBody>;
+
+const TITLE_LENGTH = 80;
+
+export function conversationBusy(): ProblemError {
+  return new ProblemError('conversation-busy', 409, {
+    detail: 'A run is in flight on this conversation; wait for its terminal line before sending another message.',
+  });
+}
+
+/** Checks a send can start: tenant writable, conversation active, skill narrowing within the effective set. */
+export function checkSend(conversation: ScopedConversationRow, body: SendBody): void {
+  assertTenantWritable(conversation.tenant_status);
+  assertConversationActive(conversation);
+  if (body.skill_ids) {
+    const effective = new Set(conversation.selected_skill_ids ?? conversation.context.skill_ids);
+    const errors = body.skill_ids
+      .map((id, index) => ({ id, index }))
+      .filter(({ id }) => !effective.has(id))
+      .map(({ index }) => ({ pointer: `/skill_ids/${index}`, message: "not among the conversation's effective skills" }));
+    if (errors.length > 0) throw problems.invalid(errors);
+  }
+}
+
+export interface StartedRun {
+  userMessageId: string;
+  assistantMessageId: string;
+  stream: import('../runs/run-stream.js').RunStream;
+  done: Promise<import('../runs/run-manager.js').RunOutcome>;
+}
+
+/**
+ * Appends the user's message and starts the agent run. With `on_capacity=reject` a runner is
+ * claimed first, so a full node answers 429 before anything is stored or streamed.
+ */
+export async function startMessageRun(
+  deps: AppDeps,
+  conversation: ScopedConversationRow,
+  body: SendBody,
+  context: { onCapacity: 'reject' | 'hold'; leadingLines: StreamLine[]; baseUrl: string; requestId: string },
+): Promise<StartedRun> {
+  checkSend(conversation, body);
+  if (await findRunInFlight(deps.db, conversation.id)) throw conversationBusy();
+
+  let lease: Lease | undefined;
+  if (context.onCapacity === 'reject') {
+    try {
+      lease = await deps.runtime.provider.acquire(
+        {
+          agentType: conversation.agent_type,
+          conversationId: conversation.id,
+          tenantId: conversation.tenant_id,
+          store: databaseSessionStore(deps.db, conversation.id),
+        },
+        { wait: false },
+      );
+    } catch (error) {
+      if (!(error instanceof CapacityExhausted)) throw error;
+      throw new ProblemError('capacity-exhausted', 429, {
+        detail: 'No sandbox is available; retry later or send with on_capacity=hold.',
+        headers: { 'Retry-After': String(error.retryAfterSeconds) },
+      });
+    }
+  }
+
+  let ids: { userMessageId: string; assistantMessageId: string };
+  try {
+    ids = await insertTurnMessages(deps, conversation, body);
+  } catch (error) {
+    if (lease) await deps.runtime.provider.release(lease, {});
+    if (isUniqueViolation(error)) throw conversationBusy();
+    throw error;
+  }
+  const { stream, done } = deps.runtime.runs.start({
+    conversation,
+    assistantMessageId: ids.assistantMessageId,
+    content: body.content,
+    onCapacity: context.onCapacity,
+    lease,
+    leadingLines: context.leadingLines,
+    baseUrl: context.baseUrl,
+    requestId: context.requestId,
+  });
+  return { ...ids, stream, done };
+}
+
+/** The user message and the in-progress assistant message, in one transaction with the counters. */
+async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversationRow, body: SendBody) {
+  const now = deps.now();
+  const userMessageId = deps.newId('message');
+  const assistantMessageId = deps.newId('message');
+  const common = {
+    conversation_id: conversation.id,
+    skill_ids: body.skill_ids ? json(body.skill_ids) : null,
+    env: body.env ? json(body.env) : null,
+    metadata: json(body.metadata ?? {}),
+    created_at: now,
+    updated_at: now,
+  };
+  await deps.db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('messages')
+      .values([
+        {
+          ...common,
+          id: userMessageId,
+          role: 'user',
+          content: body.content,
+          parts: body.parts ? json(body.parts) : null,
+          status: 'completed',
+          usage: null,
+          node_id: null,
+        },
+        {
+          ...common,
+          id: assistantMessageId,
+          role: 'assistant',
+          content: '',
+          parts: null,
+          status: 'in_progress',
+          usage: null,
+          node_id: deps.runtime.nodeId,
+        },
+      ])
+      .execute();
+    await trx
+      .updateTable('conversations')
+      .set((eb) => ({
+        message_count: eb('message_count', '+', 2),
+        last_message_at: now,
+        updated_at: now,
+        title: eb.fn.coalesce('title', eb.val(titleFrom(body.content))),
+      }))
+      .where('id', '=', conversation.id)
+      .execute();
+  });
+  return { userMessageId, assistantMessageId };
+}
+
+/** A title from the first message: its first line, shortened. */
+export function titleFrom(content: string): string {
+  const firstLine = content.trim().split('\n')[0]?.trim() ?? '';
+  return firstLine.length > TITLE_LENGTH ? `${firstLine.slice(0, TITLE_LENGTH - 1)}…` : firstLine;
+}
+
+export async function listMessages(deps: AppDeps, caller: Caller, conversationId: string, page: PageRequest) {
+  await getConversationInScope(deps, caller, conversationId);
+  return paginate(selectMessages(deps.db, conversationId), 'id', page);
+}

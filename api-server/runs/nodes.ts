@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { sql } from 'kysely';
+import { type Db, json } from '../core/db/database.js';
+import { ProblemError, problemBody } from '../core/problems.js';
+import { platformLine } from './run-manager.js';
+
+/** A node whose heartbeat is older than this is gone, and its runs are failed. */
+export const NODE_STALE_MS = 60_000;
+export const HEARTBEAT_MS = 10_000;
+
+/**
+ * This API server's node id: stable across restarts of the same data dir (so a restarted process
+ * recognises the runs it left behind), or `ACIS_NODE_ID` (in Kubernetes, the pod name).
+ */
+export async function resolveNodeId(dataDir: string, configured = process.env.ACIS_NODE_ID): Promise<string> {
+  if (configured) return configured;
+  const file = path.join(dataDir, 'node-id');
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  const id = `node_${randomBytes(8).toString('hex')}`;
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(file, `${id}\n`);
+  return id;
+}
+
+export async function heartbeat(db: Db, nodeId: string, now: Date): Promise<void> {
+  await db
+    .insertInto('nodes')
+    .values({ id: nodeId, started_at: now, heartbeat_at: now })
+    .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: now }))
+    .execute();
+}
+
+/**
+ * Fails runs left `in_progress` by a process that died: those of this node's previous life (at
+ * start), and those of nodes that stopped beating. Each gets a terminal `error` line, so a client
+ * re-attaching to it sees the stream end.
+ */
+export async function failOrphanedRuns(
+  db: Db,
+  options: { nodeId: string; includeOwn: boolean; now: Date; baseUrl: string },
+): Promise<number> {
+  const staleBefore = new Date(options.now.getTime() - NODE_STALE_MS);
+  const orphans = await db
+    .selectFrom('messages')
+    .leftJoin('nodes', 'nodes.id', 'messages.node_id')
+    .select(['messages.id', 'messages.conversation_id'])
+    .where('messages.role', '=', 'assistant')
+    .where('messages.status', '=', 'in_progress')
+    .where((eb) =>
+      eb.or([
+        ...(options.includeOwn ? [eb('messages.node_id', '=', options.nodeId)] : []),
+        eb('messages.node_id', 'is', null),
+        eb.and([eb('messages.node_id', '!=', options.nodeId), eb('nodes.heartbeat_at', '<', staleBefore)]),
+        eb.and([eb('messages.node_id', '!=', options.nodeId), eb('nodes.id', 'is', null)]),
+      ]),
+    )
+    .execute();
+  for (const orphan of orphans) {
+    const problem = new ProblemError('internal-error', 500, { detail: 'The server hosting this run stopped before it ended.' });
+    await db.transaction().execute(async (trx) => {
+      const updated = await trx
+        .updateTable('messages')
+        .set({ status: 'failed', node_id: null, updated_at: options.now })
+        .where('id', '=', orphan.id)
+        .where('status', '=', 'in_progress')
+        .executeTakeFirst();
+      if (Number(updated.numUpdatedRows) === 0) return;
+      const line = platformLine('error', {
+        problem: problemBody(problem, {
+          baseUrl: options.baseUrl,
+          instance: `/conversations/${orphan.conversation_id}/messages/${orphan.id}`,
+          requestId: orphan.id,
+        }),
+      });
+      await sql`
+        insert into run_lines (message_id, seq, line, created_at)
+        select ${orphan.id}, coalesce(max(seq), 0) + 1, ${json(line)}::jsonb, ${options.now}
+        from run_lines where message_id = ${orphan.id}
+      `.execute(trx);
+    });
+  }
+  return orphans.length;
+}
+
+/** Warm holds whose expiry passed while no process was there to recycle them show as cold. */
+export async function coolLapsedHolds(db: Db, now: Date): Promise<void> {
+  await db
+    .updateTable('conversations')
+    .set({ sandbox_state: 'cold', sandbox_expires_at: null })
+    .where('sandbox_state', '=', 'warm')
+    .where('sandbox_expires_at', '<=', now)
+    .execute();
+}

@@ -1,0 +1,218 @@
+import type { Logger } from 'pino';
+import { type Db, json } from '../core/db/database.js';
+import type { TenantSettings } from '../core/db/schema.js';
+import type { IdGenerator } from '../core/ids.js';
+import { ProblemError, problemBody } from '../core/problems.js';
+import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
+import { CapacityExhausted, type Lease, type LocalSandboxProvider } from '../sandboxes/local-provider.js';
+import { databaseSessionStore } from '../sandboxes/session-store.js';
+import { presentMessage } from '../messages/messages.presenter.js';
+import { ReplyBuilder } from './reply.js';
+import { RunStream, type StreamLine } from './run-stream.js';
+
+export interface RunManagerDeps {
+  db: Db;
+  logger: Logger;
+  now: () => Date;
+  newId: IdGenerator;
+  provider: LocalSandboxProvider;
+  nodeId: string;
+  maxHoldSeconds: number;
+}
+
+export interface RunRequest {
+  conversation: ScopedConversationRow;
+  assistantMessageId: string;
+  content: string;
+  onCapacity: 'reject' | 'hold';
+  /** Already acquired (on_capacity=reject acquires before anything is persisted). */
+  lease?: Lease;
+  /** Lines that open the stream (the `conversation` line of create and upsert). */
+  leadingLines: StreamLine[];
+  /** `{base_url}` for problem types in `error` lines, and the request that started the run. */
+  baseUrl: string;
+  requestId: string;
+}
+
+export type RunOutcome = { status: 'completed' | 'failed'; problem?: ProblemError };
+
+export function platformLine(type: string, fields: Record<string, unknown> = {}): StreamLine {
+  return { object: 'platform.event', type, ...fields };
+}
+
+/**
+ * Runs agent turns for messages on this node. A run outlives the request that started it: the
+ * stream is only a view, so a client that disconnects truncates its view while the run goes on and
+ * the reply still lands in history.
+ */
+export class RunManager {
+  private readonly live = new Map<string, RunStream>();
+  private readonly running = new Set<Promise<unknown>>();
+
+  constructor(private readonly deps: RunManagerDeps) {}
+
+  liveStream(messageId: string): RunStream | undefined {
+    return this.live.get(messageId);
+  }
+
+  /** Waits for every run of this node to finish (shutdown). */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.running]);
+  }
+
+  /** Starts the run; returns its stream at once and the outcome when it ends. */
+  start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> } {
+    const stream = new RunStream(request.assistantMessageId, this.deps.db, this.deps.logger, this.deps.now);
+    this.live.set(request.assistantMessageId, stream);
+    for (const line of request.leadingLines) stream.append(line);
+    const done = this.execute(request, stream).finally(async () => {
+      await stream.flush();
+      this.live.delete(request.assistantMessageId);
+    });
+    this.running.add(done);
+    void done.finally(() => this.running.delete(done));
+    return { stream, done };
+  }
+
+  private async execute(request: RunRequest, stream: RunStream): Promise<RunOutcome> {
+    const { conversation } = request;
+    let lease = request.lease;
+    try {
+      if (!lease) {
+        lease = await this.deps.provider.acquire(
+          {
+            agentType: conversation.agent_type,
+            conversationId: conversation.id,
+            tenantId: conversation.tenant_id,
+            store: databaseSessionStore(this.deps.db, conversation.id),
+          },
+          {
+            wait: request.onCapacity === 'hold',
+            signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
+            onQueued: (position, retryHint) =>
+              stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint })),
+          },
+        );
+      }
+    } catch (error) {
+      const problem =
+        error instanceof CapacityExhausted
+          ? new ProblemError('capacity-exhausted', 429, {
+              detail: 'No sandbox became available within the maximum hold time.',
+              headers: { 'Retry-After': String(error.retryAfterSeconds) },
+            })
+          : internalProblem();
+      if (!(error instanceof CapacityExhausted)) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
+      return this.abort(request, stream, problem);
+    }
+    return this.runTurn(request, stream, lease);
+  }
+
+  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease): Promise<RunOutcome> {
+    const { conversation } = request;
+    const reply = new ReplyBuilder();
+    let terminal: StreamLine | undefined;
+    let sessionId: string | undefined;
+    const outcome = await lease.runner.runTurn(
+      { content: request.content, resume: lease.continuing ? undefined : (conversation.session_id ?? undefined) },
+      (event) => {
+        if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') {
+          sessionId = event.session_id;
+        }
+        reply.add(event);
+        // The agent's `result` is the terminal line: it is held back until the reply is stored and
+        // `message_end` has gone out.
+        if (event.type === 'result') terminal = event;
+        else stream.append(event);
+      },
+    );
+    const mode = await this.currentMode(conversation.id);
+    const release = this.deps.provider.release(lease, {
+      broken: outcome.kind === 'crashed',
+      ...(mode?.mode === 'warm' &&
+        mode.idle_ttl_seconds !== null && {
+          hold: { idleTtlSeconds: mode.idle_ttl_seconds, maxConcurrentWarm: mode.settings.max_concurrent_warm },
+        }),
+    });
+    if (outcome.kind === 'crashed' || !terminal) {
+      this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
+      await release;
+      return this.abort(request, stream, internalProblem(), reply);
+    }
+    const built = reply.build();
+    const status = built.agentFailed ? 'failed' : 'completed';
+    const stored = await this.finish(request.assistantMessageId, conversation.id, {
+      status,
+      content: built.content,
+      parts: built.parts,
+      usage: built.usage,
+      sessionId,
+    });
+    await release;
+    stream.append(platformLine('message_end', { message: stored }));
+    stream.append(terminal);
+    return { status };
+  }
+
+  /** A platform abort: the message fails and the stream ends with an `error` line carrying the problem. */
+  private async abort(request: RunRequest, stream: RunStream, problem: ProblemError, reply?: ReplyBuilder): Promise<RunOutcome> {
+    const built = reply?.build();
+    const stored = await this.finish(request.assistantMessageId, request.conversation.id, {
+      status: 'failed',
+      content: built?.content ?? '',
+      parts: built?.parts ?? [],
+      usage: built?.usage ?? null,
+    });
+    stream.append(platformLine('message_end', { message: stored }));
+    stream.append(
+      platformLine('error', {
+        problem: problemBody(problem, {
+          baseUrl: request.baseUrl,
+          instance: `/conversations/${request.conversation.id}/messages/${request.assistantMessageId}`,
+          requestId: request.requestId,
+        }),
+      }),
+    );
+    return { status: 'failed', problem };
+  }
+
+  private async finish(
+    messageId: string,
+    conversationId: string,
+    result: { status: 'completed' | 'failed'; content: string; parts: unknown[]; usage: unknown; sessionId?: string | undefined },
+  ) {
+    const now = this.deps.now();
+    const row = await this.deps.db
+      .updateTable('messages')
+      .set({
+        status: result.status,
+        content: result.content,
+        parts: json(result.parts),
+        usage: result.usage ? json(result.usage) : null,
+        node_id: null,
+        updated_at: now,
+      })
+      .where('id', '=', messageId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await this.deps.db
+      .updateTable('conversations')
+      .set({ last_message_at: now, updated_at: now, ...(result.sessionId && { session_id: result.sessionId }) })
+      .where('id', '=', conversationId)
+      .execute();
+    return presentMessage(row);
+  }
+
+  private currentMode(conversationId: string): Promise<{ mode: 'pooled' | 'warm'; idle_ttl_seconds: number | null; settings: TenantSettings } | undefined> {
+    return this.deps.db
+      .selectFrom('conversations')
+      .innerJoin('tenants', 'tenants.id', 'conversations.tenant_id')
+      .select(['conversations.mode', 'conversations.idle_ttl_seconds', 'tenants.settings'])
+      .where('conversations.id', '=', conversationId)
+      .executeTakeFirst();
+  }
+}
+
+function internalProblem(): ProblemError {
+  return new ProblemError('internal-error', 500, { detail: 'The agent run failed on the platform side.' });
+}

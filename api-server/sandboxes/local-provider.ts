@@ -1,0 +1,364 @@
+import { mkdirSync } from 'node:fs';
+import { cp, mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
+import { bwrapArgs, SANDBOX_HOME, SANDBOX_RUN, sourceRunner } from '../../sandbox/bwrap.js';
+import type { Config } from '../config.js';
+import { randomToken } from '../core/crypto.js';
+import { LocalRunner } from './local-runner.js';
+import {
+  type CapacityLimits,
+  decideAcquire,
+  decideHold,
+  expiredHolds,
+  nextExpiry,
+  poolDeficit,
+  retryHintSeconds,
+  type RunnerView,
+} from './policy.js';
+import type { ConversationSessionStore } from './session-store.js';
+import { AGENT_TYPES } from './agent-types.js';
+
+const APP_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+/** A rough turn length for `retry_hint_seconds` until real figures exist. */
+const TYPICAL_TURN_SECONDS = 5;
+
+export interface AcquireRequest {
+  agentType: string;
+  conversationId: string;
+  tenantId: string;
+  store: ConversationSessionStore;
+}
+
+export interface WaitOptions {
+  /** false: fail at once with `CapacityExhausted` when no runner is free (`on_capacity=reject`). */
+  wait: boolean;
+  signal?: AbortSignal;
+  onQueued?: (position: number, retryHintSeconds: number) => void;
+}
+
+export interface Lease {
+  runner: LocalRunner;
+  /** True when this runner served the conversation's previous turn (a live session): no resume needed. */
+  continuing: boolean;
+}
+
+export interface ReleaseOptions {
+  /** Keep the runner warm for the conversation (warm mode), within the tenant's cap. */
+  hold?: { idleTtlSeconds: number; maxConcurrentWarm: number };
+  /** The runner misbehaved: never reuse it. */
+  broken?: boolean;
+}
+
+export class CapacityExhausted extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super('no sandbox available');
+  }
+}
+
+/** Sandbox state changes the conversation record must show (`runtime.sandbox_state`, `expires_at`). */
+export type SandboxStateListener = (conversationId: string, state: { warm: boolean; expiresAt: Date | null }) => void;
+
+interface RunnerEntry {
+  runner: LocalRunner;
+  view: RunnerView;
+  dirs: { root: string; workspace: string; home: string };
+}
+
+interface Waiter {
+  request: AcquireRequest;
+  resolve: (lease: Lease) => void;
+  reject: (error: Error) => void;
+}
+
+/**
+ * The `local` sandbox provider: runner processes on this node, each in its own bubblewrap sandbox
+ * with a private workspace and HOME, reaching the model endpoint only through a Unix socket bridge.
+ * Capacity, pooling, warm holds and their expiry follow the pure policy in policy.ts.
+ */
+export class LocalSandboxProvider {
+  private readonly entries = new Map<string, RunnerEntry>();
+  private readonly waiters: Waiter[] = [];
+  private expiryTimer: NodeJS.Timeout | undefined;
+  private modelBridge: Bridge | undefined;
+  private stopped = false;
+  private readonly limits: CapacityLimits;
+  private readonly root: string;
+
+  constructor(
+    private readonly config: Config,
+    private readonly logger: Logger,
+    private readonly onSandboxState: SandboxStateListener,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.limits = { maxSandboxes: config.maxSandboxes, poolSize: config.poolSize };
+    this.root = path.join(config.dataDir, 'sandboxes');
+  }
+
+  async start(): Promise<void> {
+    await rm(this.root, { recursive: true, force: true });
+    await mkdir(path.join(this.root, 'run'), { recursive: true });
+    const model = new URL(this.config.anthropicBaseUrl);
+    const port = Number(model.port || (model.protocol === 'https:' ? 443 : 80));
+    this.modelBridge = await serveUnixToTcp(path.join(this.root, 'run', 'model.sock'), { host: model.hostname, port });
+    this.topUpPool();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.expiryTimer);
+    for (const waiter of this.waiters.splice(0)) waiter.reject(new Error('server is stopping'));
+    await Promise.all([...this.entries.values()].map((entry) => entry.runner.kill()));
+    this.entries.clear();
+    await this.modelBridge?.close();
+  }
+
+  /** A snapshot for the policy (and for metrics). */
+  views(): RunnerView[] {
+    return [...this.entries.values()].map((entry) => entry.view);
+  }
+
+  acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+    const immediate = this.tryAcquire(request);
+    if (immediate) return immediate;
+    if (!options.wait || this.stopped) {
+      return Promise.reject(new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS)));
+    }
+    return new Promise<Lease>((resolve, reject) => {
+      const waiter: Waiter = { request, resolve, reject };
+      this.waiters.push(waiter);
+      options.onQueued?.(this.waiters.length, retryHintSeconds(this.waiters.length, TYPICAL_TURN_SECONDS));
+      options.signal?.addEventListener(
+        'abort',
+        () => {
+          const index = this.waiters.indexOf(waiter);
+          if (index < 0) return;
+          this.waiters.splice(index, 1);
+          reject(new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS)));
+        },
+        { once: true },
+      );
+    });
+  }
+
+  /** Ends a turn's use of a runner: hold it warm for its conversation, or recycle it. */
+  async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
+    const entry = this.entries.get(lease.runner.id);
+    if (!entry) return { heldUntil: null };
+    const conversationId = entry.view.conversationId;
+    const tenantId = entry.view.tenantId;
+    entry.view.lastUsedAt = this.now();
+    let heldUntil: Date | null = null;
+    if (options.hold && !options.broken && lease.runner.alive && tenantId) {
+      const decision = decideHold(this.views(), {
+        runnerId: entry.runner.id,
+        tenantId,
+        idleTtlSeconds: options.hold.idleTtlSeconds,
+        maxConcurrentWarm: options.hold.maxConcurrentWarm,
+        now: this.now(),
+      });
+      for (const id of decision.evict) await this.recycle(id);
+      if (decision.hold) {
+        entry.view.state = 'held';
+        entry.view.heldUntil = decision.heldUntil;
+        heldUntil = new Date(decision.heldUntil);
+        this.armExpiry();
+      }
+    }
+    if (!heldUntil) await this.recycle(entry.runner.id);
+    else if (conversationId) this.onSandboxState(conversationId, { warm: true, expiresAt: heldUntil });
+    this.pump();
+    return { heldUntil };
+  }
+
+  /** Drops a conversation's warm runner, if it holds one (conversation deleted, mode changed). */
+  async releaseConversation(conversationId: string): Promise<void> {
+    for (const entry of this.entries.values()) {
+      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) await this.recycle(entry.runner.id);
+    }
+    this.pump();
+  }
+
+  private tryAcquire(request: AcquireRequest): Promise<Lease> | undefined {
+    if (this.stopped) return undefined;
+    const decision = decideAcquire(this.views(), request, this.limits);
+    switch (decision.kind) {
+      case 'use-held': {
+        const entry = this.entries.get(decision.runnerId)!;
+        entry.view.state = 'busy';
+        entry.view.heldUntil = undefined;
+        return Promise.resolve({ runner: entry.runner, continuing: true });
+      }
+      case 'claim-pooled': {
+        const entry = this.entries.get(decision.runnerId)!;
+        this.bind(entry, request);
+        const lease = this.prepare(entry, request);
+        this.topUpPool();
+        return lease;
+      }
+      case 'start-new': {
+        const entry = this.spawnRunner(request.agentType, 'busy');
+        this.bind(entry, request);
+        return this.prepare(entry, request);
+      }
+      case 'evict-and-start': {
+        const entry = this.spawnRunner(request.agentType, 'busy');
+        this.bind(entry, request);
+        return this.recycle(decision.evictRunnerId).then(() => this.prepare(entry, request));
+      }
+      case 'no-capacity':
+        return undefined;
+    }
+  }
+
+  private bind(entry: RunnerEntry, request: AcquireRequest): void {
+    entry.view.state = 'busy';
+    entry.view.conversationId = request.conversationId;
+    entry.view.tenantId = request.tenantId;
+    entry.runner.bindSessionStore(request.store);
+  }
+
+  /** Copies the conversation's saved workspace into the runner's, then waits for the runner to be up. */
+  private async prepare(entry: RunnerEntry, request: AcquireRequest): Promise<Lease> {
+    try {
+      const saved = this.conversationWorkspace(request.conversationId);
+      await mkdir(saved, { recursive: true });
+      await cp(saved, entry.dirs.workspace, { recursive: true, force: true });
+      await entry.runner.ready;
+      return { runner: entry.runner, continuing: false };
+    } catch (error) {
+      await this.recycle(entry.runner.id);
+      this.pump();
+      throw error;
+    }
+  }
+
+  private conversationWorkspace(conversationId: string): string {
+    return path.join(this.config.dataDir, 'conversations', conversationId, 'workspace');
+  }
+
+  private spawnRunner(agentType: string, state: 'busy' | 'starting'): RunnerEntry {
+    const id = `run_${randomToken(12)}`;
+    const dirs = {
+      root: path.join(this.root, id),
+      workspace: path.join(this.root, id, 'workspace'),
+      home: path.join(this.root, id, 'home'),
+    };
+    // Bind sources must exist before bubblewrap starts.
+    mkdirSync(dirs.workspace, { recursive: true });
+    mkdirSync(dirs.home, { recursive: true });
+    const runner = new LocalRunner(id, this.runnerCommand(dirs), this.logger);
+    const entry: RunnerEntry = { runner, view: { id, agentType, state, lastUsedAt: this.now() }, dirs };
+    this.entries.set(id, entry);
+    void runner.exit.then(() => {
+      // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
+      if (this.entries.get(id) === entry && entry.view.state !== 'busy') void this.recycle(id).then(() => this.pump());
+    });
+    if (state === 'starting') {
+      runner.ready.then(
+        () => {
+          if (entry.view.state === 'starting') entry.view.state = 'pooled';
+          this.pump();
+        },
+        (error: unknown) => {
+          this.logger.error({ err: error, runner_id: id }, 'pre-starting a runner failed');
+          void this.recycle(id);
+        },
+      );
+    }
+    return entry;
+  }
+
+  private runnerCommand(dirs: RunnerEntry['dirs']): { file: string; args: string[]; env: Record<string, string>; cwd: string } {
+    const shared = {
+      ANTHROPIC_API_KEY: this.config.anthropicApiKey ?? 'unset',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      ACIS_SESSION_STORE: '1',
+      // The sandbox is the permission boundary (the runtime refuses to skip permissions as root otherwise).
+      IS_SANDBOX: '1',
+    };
+    const source = sourceRunner(APP_ROOT);
+    if (this.config.sandboxIsolation === 'none') {
+      return {
+        file: process.execPath,
+        args: ['--import', 'tsx', path.join(APP_ROOT, 'sandbox', 'runner.ts')],
+        cwd: dirs.workspace,
+        env: {
+          ...shared,
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          HOME: dirs.home,
+          CLAUDE_CONFIG_DIR: path.join(dirs.home, '.claude'),
+          ANTHROPIC_BASE_URL: this.config.anthropicBaseUrl,
+        },
+      };
+    }
+    const args = bwrapArgs({
+      workspace: dirs.workspace,
+      home: dirs.home,
+      runtimeDirs: source.runtimeDirs,
+      runDir: path.join(this.root, 'run'),
+      env: {
+        ...shared,
+        CLAUDE_CONFIG_DIR: `${SANDBOX_HOME}/.claude`,
+        // The sandbox has no network: the runtime reaches the model through a bound Unix socket that
+        // the host pipes to the model endpoint (the host part of this URL is never resolved).
+        ANTHROPIC_BASE_URL: 'http://model.invalid',
+        ANTHROPIC_UNIX_SOCKET: `${SANDBOX_RUN}/model.sock`,
+      },
+      command: source.command,
+    });
+    return { file: 'bwrap', args, cwd: dirs.root, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } };
+  }
+
+  /** Saves a runner's workspace back to its conversation, kills it and frees its capacity. */
+  private async recycle(runnerId: string): Promise<void> {
+    const entry = this.entries.get(runnerId);
+    if (!entry) return;
+    this.entries.delete(runnerId);
+    const { conversationId } = entry.view;
+    const wasHeld = entry.view.state === 'held';
+    await entry.runner.kill();
+    try {
+      if (conversationId) {
+        await cp(entry.dirs.workspace, this.conversationWorkspace(conversationId), { recursive: true, force: true });
+      }
+    } catch (error) {
+      this.logger.warn({ err: error, runner_id: runnerId }, 'saving a runner workspace failed');
+    }
+    await rm(entry.dirs.root, { recursive: true, force: true });
+    if (wasHeld && conversationId) this.onSandboxState(conversationId, { warm: false, expiresAt: null });
+    this.topUpPool();
+  }
+
+  private topUpPool(): void {
+    if (this.stopped) return;
+    for (const agentType of AGENT_TYPES) {
+      for (let i = poolDeficit(this.views(), agentType, this.limits); i > 0; i--) this.spawnRunner(agentType, 'starting');
+    }
+  }
+
+  /** Serves queued turns in FIFO order while capacity allows. */
+  private pump(): void {
+    while (this.waiters.length > 0) {
+      const lease = this.tryAcquire(this.waiters[0]!.request);
+      if (!lease) return;
+      const waiter = this.waiters.shift()!;
+      lease.then(waiter.resolve, waiter.reject);
+    }
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    const next = nextExpiry(this.views());
+    if (next === undefined || this.stopped) return;
+    this.expiryTimer = setTimeout(() => {
+      void Promise.all(expiredHolds(this.views(), this.now()).map((id) => this.recycle(id))).then(() => {
+        this.pump();
+        this.armExpiry();
+      });
+    }, Math.max(0, next - this.now()));
+    this.expiryTimer.unref();
+  }
+}

@@ -1,0 +1,148 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Logger } from 'pino';
+import { isRunnerLine, type RunnerLine, type ServerCommand } from '../../sandbox/protocol.js';
+import type { ConversationSessionStore } from './session-store.js';
+
+export type AgentEvent = Record<string, unknown>;
+
+export interface TurnRequest {
+  content: string;
+  resume?: string | undefined;
+  skills?: string[] | undefined;
+}
+
+export type TurnOutcome = { kind: 'result' } | { kind: 'crashed'; error: string };
+
+/**
+ * One runner process (inside its sandbox) as the API server sees it: send a turn, receive the agent's
+ * events until its `result`, answer the runner's session-store calls. A runner serves one
+ * conversation at a time; it is bound to one at claim and never reused for another.
+ */
+export class LocalRunner {
+  private readonly child: ChildProcess;
+  private readonly stderrTail: string[] = [];
+  private onEvent: ((event: AgentEvent) => void) | undefined;
+  private onTurnEnd: ((outcome: TurnOutcome) => void) | undefined;
+  private store: ConversationSessionStore | undefined;
+  private exited = false;
+  readonly ready: Promise<void>;
+  readonly exit: Promise<void>;
+
+  constructor(
+    readonly id: string,
+    command: { file: string; args: string[]; env: Record<string, string>; cwd: string },
+    private readonly logger: Logger,
+  ) {
+    this.child = spawn(command.file, command.args, { cwd: command.cwd, env: command.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let markReady: () => void = () => {};
+    let failReady: (error: Error) => void = () => {};
+    this.ready = new Promise<void>((resolve, reject) => {
+      markReady = resolve;
+      failReady = reject;
+    });
+    this.ready.catch(() => undefined);
+    this.exit = new Promise<void>((resolve) => {
+      this.child.once('exit', (code, signal) => {
+        this.exited = true;
+        const error = `runner exited (${signal ?? code}): ${this.stderrTail.join('').slice(-2000)}`;
+        failReady(new Error(error));
+        this.finishTurn({ kind: 'crashed', error });
+        resolve();
+      });
+    });
+    this.child.once('error', (error) => failReady(error));
+    this.child.stdin?.on('error', () => undefined);
+
+    createInterface({ input: this.child.stdout!, crlfDelay: Infinity }).on('line', (text) => {
+      let line: AgentEvent;
+      try {
+        line = JSON.parse(text) as AgentEvent;
+      } catch {
+        this.logger.warn({ runner_id: this.id }, 'runner wrote a line that is not JSON');
+        return;
+      }
+      if (isRunnerLine(line)) this.handleRunnerLine(line, markReady);
+      else this.handleAgentEvent(line);
+    });
+    this.child.stderr?.on('data', (chunk: Buffer) => {
+      this.stderrTail.push(chunk.toString('utf8'));
+      if (this.stderrTail.length > 20) this.stderrTail.shift();
+    });
+  }
+
+  get alive(): boolean {
+    return !this.exited;
+  }
+
+  /** Binds the runner to a conversation's transcript store (before its first turn). */
+  bindSessionStore(store: ConversationSessionStore): void {
+    this.store = store;
+  }
+
+  /** Runs one user turn; `onEvent` sees every agent event up to and including the `result`. */
+  runTurn(turn: TurnRequest, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome> {
+    if (this.onTurnEnd) throw new Error('a turn is already running on this runner');
+    if (this.exited) return Promise.resolve({ kind: 'crashed', error: 'runner is not running' });
+    return new Promise<TurnOutcome>((resolve) => {
+      this.onEvent = onEvent;
+      this.onTurnEnd = resolve;
+      this.send({ type: 'turn', content: turn.content, resume: turn.resume, skills: turn.skills });
+    });
+  }
+
+  kill(): Promise<void> {
+    if (!this.exited) this.child.kill('SIGKILL');
+    return this.exit;
+  }
+
+  private handleAgentEvent(event: AgentEvent): void {
+    this.onEvent?.(event);
+    if (event.type === 'result') this.finishTurn({ kind: 'result' });
+  }
+
+  private finishTurn(outcome: TurnOutcome): void {
+    const done = this.onTurnEnd;
+    this.onEvent = undefined;
+    this.onTurnEnd = undefined;
+    done?.(outcome);
+  }
+
+  private handleRunnerLine(line: RunnerLine, markReady: () => void): void {
+    switch (line.type) {
+      case 'runner_ready':
+        markReady();
+        return;
+      case 'runner_error':
+        this.logger.warn({ runner_id: this.id, error: line.error }, 'runner failed');
+        this.finishTurn({ kind: 'crashed', error: line.error });
+        return;
+      case 'runner_session_load': {
+        const store = this.store;
+        void (store ? store.load(line.key) : Promise.resolve(null)).then(
+          (entries) => this.send({ type: 'session_entries', request_id: line.request_id, entries }),
+          (error: unknown) => {
+            this.logger.error({ err: error, runner_id: this.id }, 'loading a session transcript failed');
+            this.send({ type: 'session_entries', request_id: line.request_id, entries: null });
+          },
+        );
+        return;
+      }
+      case 'runner_session_append': {
+        const store = this.store;
+        void (store ? store.append(line.key, line.entries) : Promise.resolve()).then(
+          () => this.send({ type: 'session_ack', request_id: line.request_id }),
+          (error: unknown) => {
+            this.logger.error({ err: error, runner_id: this.id }, 'mirroring a session transcript failed');
+            this.send({ type: 'session_ack', request_id: line.request_id, error: 'store failed' });
+          },
+        );
+        return;
+      }
+    }
+  }
+
+  private send(command: ServerCommand): void {
+    if (!this.exited) this.child.stdin?.write(`${JSON.stringify(command)}\n`);
+  }
+}
