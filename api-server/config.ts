@@ -22,6 +22,7 @@ const EnvSchema = z.object({
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  ACIS_FILLER_MODEL: z.string().min(1).default('claude-haiku-4-5'),
   ACIS_PING_INTERVAL_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   ACIS_MAX_SANDBOXES: z.coerce.number().int().min(1).max(1000).default(8),
   ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
@@ -48,6 +49,8 @@ export interface Config {
   /** Model endpoint for the agent runtime and the filler. */
   anthropicBaseUrl: string;
   anthropicApiKey: string | undefined;
+  /** The fast model of the filler's acknowledgement. */
+  fillerModel: string;
   pingIntervalMs: number;
   /** Runner capacity of this node. */
   maxSandboxes: number;
@@ -84,6 +87,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL.replace(/\/+$/, ''),
     anthropicApiKey: e.ANTHROPIC_API_KEY,
+    fillerModel: e.ACIS_FILLER_MODEL,
     pingIntervalMs: e.ACIS_PING_INTERVAL_MS,
     maxSandboxes: e.ACIS_MAX_SANDBOXES,
     poolSize: e.ACIS_POOL_SIZE,

@@ -76,6 +76,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       provider,
       nodeId,
       maxHoldSeconds: config.maxHoldSeconds,
+      filler: { baseUrl: config.anthropicBaseUrl, apiKey: config.anthropicApiKey, model: config.fillerModel, logger },
     });
     const deps: AppDeps = {
       db: database.db,

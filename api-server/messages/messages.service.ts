@@ -10,6 +10,7 @@ import {
   assertTenantWritable,
   getConversationInScope,
 } from '../conversations/conversations.service.js';
+import { fillerEnabled } from '../runs/filler.js';
 import type { StreamLine } from '../runs/run-stream.js';
 import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
@@ -97,6 +98,7 @@ export async function startMessageRun(
     onCapacity: context.onCapacity,
     lease,
     leadingLines: context.leadingLines,
+    filler: fillerEnabled(body.filler?.enabled, conversation.filler?.enabled, conversation.tenant_settings.filler_enabled),
     baseUrl: context.baseUrl,
     requestId: context.requestId,
   });

@@ -22,11 +22,11 @@ export class ReplyBuilder {
   private usage: Usage | null = null;
   private agentFailed = false;
 
-  /** Text that precedes the agent's (the filler's acknowledgement). */
+  /** Text that precedes the agent's (the filler's acknowledgement), whenever it arrives. */
   addLeadingText(text: string): void {
     if (!text) return;
-    this.texts.push(text);
-    this.parts.push({ type: 'text', text });
+    this.texts.unshift(text);
+    this.parts.unshift({ type: 'text', text });
   }
 
   add(event: AgentEvent): void {

@@ -7,6 +7,7 @@ import type { ScopedConversationRow } from '../conversations/conversations.repos
 import { CapacityExhausted, type Lease, type LocalSandboxProvider } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
+import { type FillerOptions, streamFiller } from './filler.js';
 import { ReplyBuilder } from './reply.js';
 import { RunStream, type StreamLine } from './run-stream.js';
 
@@ -18,6 +19,7 @@ export interface RunManagerDeps {
   provider: LocalSandboxProvider;
   nodeId: string;
   maxHoldSeconds: number;
+  filler: FillerOptions;
 }
 
 export interface RunRequest {
@@ -29,6 +31,8 @@ export interface RunRequest {
   lease?: Lease;
   /** Lines that open the stream (the `conversation` line of create and upsert). */
   leadingLines: StreamLine[];
+  /** Whether the filler cascade enables a quick acknowledgement ahead of the agent. */
+  filler: boolean;
   /** `{base_url}` for problem types in `error` lines, and the request that started the run. */
   baseUrl: string;
   requestId: string;
@@ -113,6 +117,16 @@ export class RunManager {
     const reply = new ReplyBuilder();
     let terminal: StreamLine | undefined;
     let sessionId: string | undefined;
+    // While the filler streams, the agent's lines wait, so its acknowledgement comes first.
+    const held: StreamLine[] | undefined = request.filler ? [] : undefined;
+    let pending = held;
+    const fillerDone = request.filler
+      ? streamFiller(this.deps.filler, request.content, (line) => stream.append(line)).then((text) => {
+          reply.addLeadingText(text);
+          pending = undefined;
+          for (const line of held ?? []) stream.append(line);
+        })
+      : Promise.resolve();
     const outcome = await lease.runner.runTurn(
       { content: request.content, resume: lease.continuing ? undefined : (conversation.session_id ?? undefined) },
       (event) => {
@@ -123,9 +137,11 @@ export class RunManager {
         // The agent's `result` is the terminal line: it is held back until the reply is stored and
         // `message_end` has gone out.
         if (event.type === 'result') terminal = event;
+        else if (pending) pending.push(event);
         else stream.append(event);
       },
     );
+    await fillerDone;
     const mode = await this.currentMode(conversation.id);
     const release = this.deps.provider.release(lease, {
       broken: outcome.kind === 'crashed',

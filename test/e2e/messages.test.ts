@@ -17,7 +17,8 @@ beforeAll(async () => {
   stub = await startModelStub();
   t = await startTestServer({ ANTHROPIC_BASE_URL: stub.url, ACIS_POOL_SIZE: '1', ACIS_MAX_SANDBOXES: '4', ACIS_PING_INTERVAL_MS: '200' });
   ({ serviceKey: key } = await t.createIntegration('messages e2e'));
-  user = await provisionUser(t, key);
+  // The filler is on by default; these tests assert exact agent text, so it is off at the tenant.
+  user = await provisionUser(t, key, { settings: { filler_enabled: false } });
 });
 afterAll(async () => {
   await t?.stop();
@@ -85,5 +86,38 @@ describe('POST /conversations/{id}/messages (stream=false)', () => {
     const res = await t.request('POST', `/conversations/${conversationId}/messages`, { token: key, body: { content: 'hi' } });
     expect(res.status).toBe(409);
     expect(problemSlug(res)).toBe('conversation-archived');
+  });
+});
+
+describe('filler', () => {
+  it('streams a quick acknowledgement ahead of the agent text when the cascade enables it, and keeps it in the reply', async () => {
+    const conversationId = await newConversation({ filler: { enabled: true } });
+    const res = await t.request('POST', `/conversations/${conversationId}/messages`, {
+      token: key,
+      body: { content: '[[reply: the full answer]]' },
+    });
+    const lines = withoutPings(parseNdjson(res.text));
+    expect(deltaText(lines)).toBe('One moment, I am looking into that.the full answer');
+    const firstDelta = lines.findIndex((l) => l.type === 'stream_event');
+    const firstAgentLine = lines.findIndex((l) => l.type === 'system');
+    expect(firstDelta).toBeLessThan(firstAgentLine);
+    const end = lines.find((l) => l.type === 'message_end')!;
+    expect(end.message.content).toBe('One moment, I am looking into that.\n\nthe full answer');
+    expect(stub.requests.some((r) => r.kind === 'filler')).toBe(true);
+  });
+
+  it('lets the message override the conversation, which overrides the tenant', async () => {
+    const conversationId = await newConversation({ filler: { enabled: true } });
+    const res = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: '[[reply: no filler here]]', filler: { enabled: false } },
+    });
+    expect(res.body.content).toBe('no filler here');
+    const tenantDefault = await newConversation();
+    const plain = await t.request('POST', `/conversations/${tenantDefault}/messages?stream=false`, {
+      token: key,
+      body: { content: '[[reply: tenant says no]]' },
+    });
+    expect(plain.body.content).toBe('tenant says no');
   });
 });
