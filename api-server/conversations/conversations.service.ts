@@ -238,10 +238,7 @@ export async function createConversation(
   const created = await insertConversationIfAbsent(deps.db, row);
   if (created) return created;
   const holder = await findConversationByExternalId(deps.db, owner.tenant_id, row.external_id ?? '');
-  throw new ProblemError('external-id-conflict', 409, {
-    detail: 'A conversation with this external_id exists in the tenant.',
-    conflictingResourceId: holder?.id,
-  });
+  throw problems.externalIdConflict(holder?.id, 'A conversation with this external_id exists in the tenant.');
 }
 
 /**

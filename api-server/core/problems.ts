@@ -105,6 +105,8 @@ export const problems = {
     new ProblemError('validation-error', 422, { detail, errors }),
   nameConflict: (holderId: string, detail: string) =>
     new ProblemError('name-conflict', 409, { detail, conflictingResourceId: holderId }),
+  externalIdConflict: (holderId: string | undefined, detail: string) =>
+    new ProblemError('external-id-conflict', 409, { detail, conflictingResourceId: holderId }),
   inUse: (dependentId: string, detail: string) =>
     new ProblemError('resource-in-use', 409, { detail, conflictingResourceId: dependentId }),
 };

@@ -5,7 +5,7 @@ import { changedFields, isEmpty } from '../core/merge.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { findRepository } from '../repositories/repositories.repository.js';
-import { ProblemError, problems } from '../core/problems.js';
+import { problems } from '../core/problems.js';
 import {
   deleteTenant,
   findTenant,
@@ -99,10 +99,7 @@ export async function createTenant(
   const created = await insertTenantIfAbsent(deps.db, row);
   if (created) return created;
   const holder = await findTenantByExternalId(deps.db, principal.integrationId, row.external_id ?? '');
-  throw new ProblemError('external-id-conflict', 409, {
-    detail: 'A tenant with this external_id exists.',
-    conflictingResourceId: holder?.id,
-  });
+  throw problems.externalIdConflict(holder?.id, 'A tenant with this external_id exists.');
 }
 
 /**
