@@ -43,13 +43,17 @@ async function main(argv: string[]): Promise<number> {
 async function serve(): Promise<number> {
   const config = loadConfig();
   const server = await startServer(config);
-  const shutdown = async (signal: string) => {
-    server.deps.logger.info({ signal }, 'shutting down');
-    await server.stop();
-    process.exit(0);
+  let stopping: Promise<void> | undefined;
+  // A second signal (Ctrl-C, then a supervisor's SIGTERM) joins the shutdown already under way.
+  const shutdown = (signal: string) => {
+    stopping ??= (async () => {
+      server.deps.logger.info({ signal }, 'shutting down');
+      await server.stop();
+      process.exit(0);
+    })();
   };
-  process.once('SIGINT', () => void shutdown('SIGINT'));
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
   return new Promise<number>(() => {}); // serve until a signal
 }
 

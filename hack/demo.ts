@@ -1,0 +1,282 @@
+/**
+ * `npm run demo`: ACIS end to end on this machine with nothing to set up. Starts the model stub in
+ * process and ACIS from source in a child process (embedded database in a temporary directory),
+ * provisions over REST exactly as a host adapter does, then runs a conversation whose agent calls
+ * Bash in its sandbox and remembers the previous turn.
+ *
+ * With DEMO_URL and DEMO_SERVICE_KEY, a running server is used instead; it must reach the model
+ * stub this script starts on 127.0.0.1:DEMO_STUB_PORT (default 8788) through its ANTHROPIC_BASE_URL.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type ModelStub, startModelStub } from './model-stub/model-stub.js';
+import { startAcis } from './demo/acis-process.js';
+import { type ApiClient, createApiClient, DemoError, type JsonAnswer } from './demo/api-client.js';
+import { printStream, type StreamSummary } from './demo/stream-view.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const DEFAULT_REMOTE_STUB_PORT = 8788;
+// The first run starts a sandbox; a wedged run should fail the demo rather than hang it.
+const DEMO_TIMEOUT_MS = 180_000;
+const SANDBOX_OUTPUT = 'hello from the sandbox';
+
+/** Undo steps, run newest first exactly once: on success, on failure and on Ctrl-C. */
+const cleanups: Array<() => Promise<unknown>> = [];
+let cleaning: Promise<void> | undefined;
+let interrupted = false;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const step of cleanups.reverse()) {
+      try {
+        await step();
+      } catch (error) {
+        console.error('demo: a cleanup step failed:', error);
+      }
+    }
+  })();
+  return cleaning;
+}
+// `on`, not `once`: under `npm run` a Ctrl-C arrives twice (from the terminal and relayed by tsx),
+// and a second signal without a handler would end the demo halfway through its cleanup.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (cleaning) return;
+    interrupted = true;
+    console.error(`\ndemo: ${signal}, cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+setTimeout(() => {
+  console.error(`\ndemo failed: not finished after ${DEMO_TIMEOUT_MS / 1000} s`);
+  void cleanup().finally(() => process.exit(1));
+}, DEMO_TIMEOUT_MS).unref();
+
+function section(title: string): void {
+  console.log(`\n== ${title} ==`);
+}
+
+function note(text: string): void {
+  console.log(`  ${text}`);
+}
+
+/** One REST call, printed as `METHOD path  status  detail`. */
+async function step(
+  api: ApiClient,
+  method: string,
+  pathname: string,
+  options: { token: string; body?: unknown; expect: number[] },
+  detail: (answer: JsonAnswer) => string,
+): Promise<JsonAnswer> {
+  const answer = await api.call(method, pathname, options);
+  console.log(`  ${`${method} ${pathname}`.padEnd(64)} ${answer.status}  ${detail(answer)}`);
+  return answer;
+}
+
+interface Target {
+  url: string;
+  serviceKey: string;
+  remote: boolean;
+}
+
+async function startStub(remote: boolean): Promise<ModelStub | undefined> {
+  if (!remote) return startModelStub();
+  const port = Number(process.env.DEMO_STUB_PORT ?? DEFAULT_REMOTE_STUB_PORT);
+  try {
+    return await startModelStub({ port });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    note(`port ${port} is taken: assuming a model stub (npm run stub) already listens there`);
+    return undefined;
+  }
+}
+
+async function startTarget(stubUrl: string): Promise<Target> {
+  const { DEMO_URL: url, DEMO_SERVICE_KEY: serviceKey } = process.env;
+  if (url && serviceKey) {
+    note(`using the running server at ${url} (DEMO_URL)`);
+    note(`hint: it must have been started with ANTHROPIC_BASE_URL=${stubUrl} so its agents reach this stub`);
+    return { url: url.replace(/\/+$/, ''), serviceKey, remote: true };
+  }
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'acis-demo-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const generatedKey = `sk_int_demo_${randomBytes(18).toString('base64url')}`;
+  const acis = await startAcis(ROOT, {
+    ACIS_DATA_DIR: dataDir,
+    ACIS_BOOTSTRAP_SERVICE_KEY: generatedKey,
+    ACIS_ADMIN_TOKEN: `demo-admin-${randomBytes(12).toString('base64url')}`,
+    ANTHROPIC_BASE_URL: stubUrl,
+    // Short, so the keepalive pings show up (as dots) in a demo-length run.
+    ACIS_PING_INTERVAL_MS: '250',
+    LOG_LEVEL: 'warn',
+  });
+  cleanups.push(() => acis.stop());
+  note(`tsx api-server/main.ts serve   pid ${acis.pid}, ${acis.url}`);
+  note(`embedded PGlite in ${dataDir} (removed at the end)`);
+  note(`bootstrap service key ${generatedKey.slice(0, 16)}… (generated for this run)`);
+  return { url: acis.url, serviceKey: generatedKey, remote: false };
+}
+
+async function provision(api: ApiClient, key: string, run: string) {
+  const tenantExternalId = `demo:tenant:${run}`;
+  const userExternalId = `demo:user:${run}`;
+  const tenantBody = { name: `Demo tenant ${run}` };
+  const tenantPath = `/tenants/by-external-id/${tenantExternalId}`;
+
+  const tenant = await step(api, 'PUT', tenantPath, { token: key, body: tenantBody, expect: [201] }, (a) => `${a.body.id}  cold path: created, so set it up`);
+  const tenantId = tenant.body.id as string;
+  const repository = await step(
+    api,
+    'POST',
+    '/repositories',
+    { token: key, body: { name: `demo-skills-${run}`, repo_url: 'https://github.com/acme/demo-skills.git' }, expect: [201] },
+    (a) => `${a.body.id}  sync ${a.body.sync.state}`,
+  );
+  const skill = await step(
+    api,
+    'POST',
+    `/repositories/${repository.body.id}/skills`,
+    {
+      token: key,
+      body: { name: 'release-notes', description: 'Drafts release notes from merged changes', path: 'skills/release-notes' },
+      expect: [201],
+    },
+    (a) => `${a.body.id}  ${a.body.name} (source ${a.body.source})`,
+  );
+  await step(
+    api,
+    'PUT',
+    `/tenants/${tenantId}/repository`,
+    { token: key, body: { repository_id: repository.body.id }, expect: [200] },
+    (a) => `tenant ${a.body.id} now uses repository ${a.body.repository_id}`,
+  );
+  const role = await step(
+    api,
+    'POST',
+    `/tenants/${tenantId}/roles`,
+    { token: key, body: { name: 'analyst', skill_access: { mode: 'selected', skill_ids: [skill.body.id] } }, expect: [201] },
+    (a) => `${a.body.id}  ${a.body.name}, skills: ${a.body.skill_access.skill_ids?.join(', ') ?? a.body.skill_access.mode}`,
+  );
+  const user = await step(
+    api,
+    'PUT',
+    `/tenants/${tenantId}/users/by-external-id/${userExternalId}`,
+    { token: key, body: { email: 'ada@example.com', display_name: 'Ada', role_id: role.body.id }, expect: [201] },
+    (a) => `${a.body.id}  ${a.body.email}`,
+  );
+  await step(api, 'PUT', tenantPath, { token: key, body: tenantBody, expect: [200] }, (a) => `${a.body.id}  warm path: exists, setup skipped`);
+  const token = await step(
+    api,
+    'POST',
+    '/auth/token-exchange',
+    { token: key, body: { tenant_external_id: tenantExternalId, user_external_id: userExternalId }, expect: [200] },
+    (a) => `${String(a.body.token).slice(0, 20)}…  expires ${a.body.expires_at}`,
+  );
+  return { userId: user.body.id as string, jwt: token.body.token as string };
+}
+
+function requireSuccess(what: string, run: StreamSummary, remote: boolean): void {
+  const terminal = run.terminal;
+  if (!terminal) throw new DemoError(`${what}: the stream ended without a terminal line`);
+  if (terminal.type !== 'result' || terminal.subtype !== 'success') {
+    throw new DemoError(`${what}: the run did not succeed (${terminal.type}/${terminal.subtype ?? terminal.problem?.detail})`);
+  }
+  if (terminal.is_error) {
+    const hint = remote ? ' (does the server reach the model stub? see the hint at the top)' : '';
+    throw new DemoError(`${what}: the agent reported an error: ${String(terminal.result ?? '').slice(0, 200)}${hint}`);
+  }
+}
+
+function requireText(what: string, run: StreamSummary, expected: string, remote: boolean): void {
+  if (run.text.includes(expected)) return;
+  const hint = remote ? ' (is the server using this model stub? see the hint at the top)' : '';
+  throw new DemoError(`${what}: expected the reply to contain ${JSON.stringify(expected)}${hint}`);
+}
+
+async function main(): Promise<void> {
+  const remote = Boolean(process.env.DEMO_URL || process.env.DEMO_SERVICE_KEY);
+  if (remote && !(process.env.DEMO_URL && process.env.DEMO_SERVICE_KEY)) {
+    throw new DemoError('set both DEMO_URL and DEMO_SERVICE_KEY to use a running server, or neither');
+  }
+  const run = randomBytes(3).toString('hex');
+
+  section('1. Model stub (stands in for the model vendor, offline and deterministic)');
+  const stub = await startStub(remote);
+  if (stub) cleanups.push(() => stub.stop());
+  const stubUrl = stub?.url ?? `http://127.0.0.1:${process.env.DEMO_STUB_PORT ?? DEFAULT_REMOTE_STUB_PORT}`;
+  note(`listening on ${stubUrl}`);
+
+  section('2. ACIS server');
+  const target = await startTarget(stubUrl);
+  const api = createApiClient(target.url);
+  const key = target.serviceKey;
+
+  section('3. Provisioning, as a host adapter does it (integration service key)');
+  const { jwt } = await provision(api, key, run);
+
+  section("4. A conversation with an initial message (the user's platform JWT, streamed as NDJSON)");
+  const firstPrompt = `Please check the sandbox. [[tool:Bash {"command":"echo ${SANDBOX_OUTPUT}"}]]`;
+  note(`POST /conversations  initial_message: ${firstPrompt}`);
+  const created = await api.stream('POST', '/conversations', {
+    token: jwt,
+    body: { title: 'Demo conversation', initial_message: { content: firstPrompt } },
+    expect: [200],
+  });
+  const conversationId = created.headers.get('x-service-conversation-id');
+  if (!conversationId) throw new DemoError('POST /conversations: no X-Service-Conversation-Id header');
+  note(`200 ${created.headers.get('content-type')}, X-Service-Conversation-Id ${conversationId}, X-Service-Stream-Format ${created.headers.get('x-service-stream-format')}`);
+  const first = await printStream(created);
+  requireSuccess('first message', first, target.remote);
+  requireText('first message', first, `Tool Bash returned: ${SANDBOX_OUTPUT}`, target.remote);
+
+  section('5. A second message: the agent remembers the first turn');
+  const secondPrompt = 'What did I ask you before? [[echo-history]]';
+  note(`POST /conversations/${conversationId}/messages  content: ${secondPrompt}`);
+  const sent = await api.stream('POST', `/conversations/${conversationId}/messages`, {
+    token: jwt,
+    body: { content: secondPrompt },
+    expect: [200],
+  });
+  note(`200, X-Service-Message-Id ${sent.headers.get('x-service-message-id')}`);
+  const second = await printStream(sent);
+  requireSuccess('second message', second, target.remote);
+  requireText('second message', second, 'History: 1 earlier user turn', target.remote);
+
+  section('6. The message history (oldest first)');
+  const history = await step(
+    api,
+    'GET',
+    `/conversations/${conversationId}/messages`,
+    { token: jwt, expect: [200] },
+    (a) => `${a.body.data.length} messages`,
+  );
+  for (const message of [...history.body.data].reverse()) {
+    const content = String(message.content).replace(/\s+/g, ' ');
+    const usage = message.usage ? `  (${message.usage.input_tokens} in / ${message.usage.output_tokens} out)` : '';
+    note(`${message.id}  ${message.role.padEnd(9)} ${message.status.padEnd(9)} ${content.length > 90 ? `${content.slice(0, 89)}…` : content}${usage}`);
+  }
+  if (history.body.data.length !== 4) throw new DemoError(`expected 4 messages in the history, found ${history.body.data.length}`);
+
+  section('Done');
+  if (stub) {
+    const kinds = stub.requests.reduce<Record<string, number>>((count, r) => ({ ...count, [r.kind]: (count[r.kind] ?? 0) + 1 }), {});
+    note(`the model stub answered ${stub.requests.length} requests: ${Object.entries(kinds).map(([kind, n]) => `${n} ${kind}`).join(', ')}`);
+  }
+  note(target.remote ? 'the running server is left as it was (the demo tenant stays)' : 'stopping ACIS and removing its data directory');
+}
+
+main().then(
+  async () => {
+    await cleanup();
+    process.exit(0);
+  },
+  async (error: unknown) => {
+    // After Ctrl-C the stopping server fails the run in flight; that is not news, the signal handler exits.
+    if (interrupted) return;
+    console.error(`\ndemo failed: ${error instanceof DemoError ? error.message : (error as Error).stack ?? String(error)}`);
+    await cleanup();
+    process.exit(1);
+  },
+);
