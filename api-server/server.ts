@@ -60,14 +60,19 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const now = options.now ?? (() => new Date());
     const newId = createIdGenerator();
     const nodeId = await resolveNodeId(config.dataDir);
-    const provider = new LocalSandboxProvider(config, logger, (conversationId, state) => {
-      database.db
-        .updateTable('conversations')
-        .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
-        .where('id', '=', conversationId)
-        .execute()
-        .catch((err: unknown) => logger.error({ err, conversation_id: conversationId }, 'recording sandbox state failed'));
-    });
+    const provider = new LocalSandboxProvider(
+      config,
+      logger,
+      async (conversationId, state) => {
+        await database.db
+          .updateTable('conversations')
+          .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
+          .where('id', '=', conversationId)
+          .execute();
+      },
+      // Hold expiry follows the same clock as the timestamps the API shows.
+      () => now().getTime(),
+    );
     const runs = new RunManager({
       db: database.db,
       logger,
@@ -113,6 +118,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       void (async () => {
         await heartbeat(deps.db, nodeId, now());
         await failOrphanedRuns(deps.db, { nodeId, includeOwn: false, now: now(), baseUrl });
+        // Our own lapsed holds first (a late timer), so the sweep below only cools other nodes' leftovers.
+        await provider.expireLapsedHolds();
         await coolLapsedHolds(deps.db, now());
       })().catch((err: unknown) => logger.warn({ err }, 'node heartbeat failed'));
     }, HEARTBEAT_MS);

@@ -82,3 +82,8 @@ export function updateConversation(db: Db, conversationId: string, changes: Conv
 export async function deleteConversation(db: Db, conversationId: string): Promise<void> {
   await db.deleteFrom('conversations').where('id', '=', conversationId).execute();
 }
+
+/** Deletes the conversation unless a message was appended meanwhile (by a concurrent request). */
+export async function deleteConversationIfEmpty(db: Db, conversationId: string): Promise<void> {
+  await db.deleteFrom('conversations').where('id', '=', conversationId).where('message_count', '=', 0).execute();
+}

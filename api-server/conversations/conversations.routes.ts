@@ -5,7 +5,7 @@ import { StreamLine } from '../messages/message-body.schemas.js';
 import type { SendBody } from '../messages/messages.service.js';
 import { sendAndRespond } from '../messages/send.js';
 import { platformLine } from '../runs/run-manager.js';
-import type { ScopedConversationRow } from './conversations.repository.js';
+import { deleteConversationIfEmpty, type ScopedConversationRow } from './conversations.repository.js';
 import { mapPage } from '../core/pagination.js';
 import {
   ByExternalIdQuery,
@@ -31,23 +31,34 @@ import {
 
 const tag = 'Conversations';
 
-/** Create and upsert with `initial_message`: the run's stream, led by the conversation. */
-function streamInitialMessage(
+/**
+ * Create and upsert with `initial_message`: the run's stream, led by the conversation. When the
+ * message is refused before its run starts (skills, busy, capacity), a conversation this request
+ * created is removed again, so the refusal changes nothing and a retry can create it afresh.
+ */
+async function streamInitialMessage(
   deps: AppDeps,
   conversation: ScopedConversationRow,
+  created: boolean,
   message: SendBody,
   conversationOnCapacity: 'reject' | 'hold' | undefined,
   ctx: Context,
   requestId: string,
 ): Promise<RouteResult> {
-  return sendAndRespond(deps, conversation, message, {
-    stream: true,
-    onCapacity: message.on_capacity ?? conversationOnCapacity ?? 'reject',
-    leadingLines: [platformLine('conversation', { conversation: presentConversation(conversation) })],
-    baseUrl: deps.config.publicUrl ?? `${ctx.protocol}://${ctx.host}`,
-    requestId,
-    extraHeaders: { 'X-Service-Conversation-Id': conversation.id },
-  });
+  try {
+    return await sendAndRespond(deps, conversation, message, {
+      stream: true,
+      onCapacity: message.on_capacity ?? conversationOnCapacity ?? 'reject',
+      leadingLines: [platformLine('conversation', { conversation: presentConversation(conversation) })],
+      baseUrl: deps.config.publicUrl ?? `${ctx.protocol}://${ctx.host}`,
+      requestId,
+      extraHeaders: { 'X-Service-Conversation-Id': conversation.id },
+      bodyPointer: '/initial_message',
+    });
+  } catch (error) {
+    if (created) await deleteConversationIfEmpty(deps.db, conversation.id);
+    throw error;
+  }
 }
 const common = {
   401: { description: 'Missing or invalid credential' },
@@ -78,7 +89,7 @@ export const conversationRoutes = [
       const created = await createConversation(deps, principal, body);
       if (!body.initial_message) return { status: 201, body: presentConversation(created) };
       const conversation = await getConversationInScope(deps, principal, created.id);
-      return streamInitialMessage(deps, conversation, body.initial_message, body.on_capacity, ctx, requestId);
+      return streamInitialMessage(deps, conversation, true, body.initial_message, body.on_capacity, ctx, requestId);
     },
   }),
   defineRoute({
@@ -119,7 +130,7 @@ export const conversationRoutes = [
     handler: async ({ deps, principal, params, body, ctx, requestId }) => {
       const { created, conversation } = await upsertConversation(deps, principal, params.external_id, body);
       if (!body.initial_message) return { status: created ? 201 : 200, body: presentConversation(conversation) };
-      return streamInitialMessage(deps, conversation, body.initial_message, body.on_capacity, ctx, requestId);
+      return streamInitialMessage(deps, conversation, created, body.initial_message, body.on_capacity, ctx, requestId);
     },
   }),
   defineRoute({

@@ -265,6 +265,8 @@ export async function upsertConversation(
     if (caller.kind === 'user') throw problems.forbidden('The token reaches only its own user.');
     throw problems.invalid([{ pointer: '/user_id', message: 'user_id cannot change after creation' }]);
   }
+  // An archived conversation refuses the message before anything else of the call is merged.
+  if (body.initial_message) assertConversationActive(existing);
   const updated = await applyChanges(deps, existing, body);
   return { created: false, conversation: { ...existing, ...updated } };
 }
@@ -315,6 +317,8 @@ async function applyChanges(
 export async function removeConversation(deps: AppDeps, conversation: ScopedConversationRow): Promise<void> {
   assertTenantWritable(conversation.tenant_status);
   await deleteConversation(deps.db, conversation.id);
+  // A warm runner would otherwise stay held (counting against capacity and the tenant's cap) until its TTL.
+  await deps.runtime.provider.discardConversation(conversation.id);
 }
 
 export async function listConversations(

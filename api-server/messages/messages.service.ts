@@ -28,8 +28,11 @@ export function conversationBusy(): ProblemError {
   });
 }
 
-/** Checks a send can start: tenant writable, conversation active, skill narrowing within the effective set. */
-export function checkSend(conversation: ScopedConversationRow, body: SendBody): void {
+/**
+ * Checks a send can start: tenant writable, conversation active, skill narrowing within the effective
+ * set. `bodyPointer` locates the message in the request body (`/initial_message` on create and upsert).
+ */
+export function checkSend(conversation: ScopedConversationRow, body: SendBody, bodyPointer = ''): void {
   assertTenantWritable(conversation.tenant_status);
   assertConversationActive(conversation);
   if (body.skill_ids) {
@@ -37,7 +40,7 @@ export function checkSend(conversation: ScopedConversationRow, body: SendBody): 
     const errors = body.skill_ids
       .map((id, index) => ({ id, index }))
       .filter(({ id }) => !effective.has(id))
-      .map(({ index }) => ({ pointer: `/skill_ids/${index}`, message: "not among the conversation's effective skills" }));
+      .map(({ index }) => ({ pointer: `${bodyPointer}/skill_ids/${index}`, message: "not among the conversation's effective skills" }));
     if (errors.length > 0) throw problems.invalid(errors);
   }
 }
@@ -57,9 +60,9 @@ export async function startMessageRun(
   deps: AppDeps,
   conversation: ScopedConversationRow,
   body: SendBody,
-  context: { onCapacity: 'reject' | 'hold'; leadingLines: StreamLine[]; baseUrl: string; requestId: string },
+  context: { onCapacity: 'reject' | 'hold'; leadingLines: StreamLine[]; baseUrl: string; requestId: string; bodyPointer?: string },
 ): Promise<StartedRun> {
-  checkSend(conversation, body);
+  checkSend(conversation, body, context.bodyPointer);
   if (await findRunInFlight(deps.db, conversation.id)) throw conversationBusy();
 
   let lease: Lease | undefined;

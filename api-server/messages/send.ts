@@ -32,6 +32,8 @@ export async function sendAndRespond(
     baseUrl: string;
     requestId: string;
     extraHeaders?: Record<string, string>;
+    /** Where the message sits in the request body, for validation pointers. */
+    bodyPointer?: string;
   },
 ): Promise<RouteResult> {
   const run = await startMessageRun(deps, conversation, body, options);

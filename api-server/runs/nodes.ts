@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { sql } from 'kysely';
 import { type Db, json } from '../core/db/database.js';
 import { ProblemError, problemBody } from '../core/problems.js';
+import { presentMessage } from '../messages/messages.presenter.js';
 import { platformLine } from './run-manager.js';
 
 /** A node whose heartbeat is older than this is gone, and its runs are failed. */
@@ -64,25 +64,35 @@ export async function failOrphanedRuns(
   for (const orphan of orphans) {
     const problem = new ProblemError('internal-error', 500, { detail: 'The server hosting this run stopped before it ended.' });
     await db.transaction().execute(async (trx) => {
-      const updated = await trx
+      const failed = await trx
         .updateTable('messages')
         .set({ status: 'failed', node_id: null, updated_at: options.now })
         .where('id', '=', orphan.id)
         .where('status', '=', 'in_progress')
+        .returningAll()
         .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) === 0) return;
-      const line = platformLine('error', {
-        problem: problemBody(problem, {
-          baseUrl: options.baseUrl,
-          instance: `/conversations/${orphan.conversation_id}/messages/${orphan.id}`,
-          requestId: orphan.id,
+      if (!failed) return;
+      // As on every stream: message_end (the failed message as stored) right before the terminal line.
+      const lines = [
+        platformLine('message_end', { message: presentMessage(failed) }),
+        platformLine('error', {
+          problem: problemBody(problem, {
+            baseUrl: options.baseUrl,
+            instance: `/conversations/${orphan.conversation_id}/messages/${orphan.id}`,
+            requestId: orphan.id,
+          }),
         }),
-      });
-      await sql`
-        insert into run_lines (message_id, seq, line, created_at)
-        select ${orphan.id}, coalesce(max(seq), 0) + 1, ${json(line)}::jsonb, ${options.now}
-        from run_lines where message_id = ${orphan.id}
-      `.execute(trx);
+      ];
+      const stored = await trx
+        .selectFrom('run_lines')
+        .select((eb) => eb.fn.max('seq').as('last'))
+        .where('message_id', '=', orphan.id)
+        .executeTakeFirst();
+      const last = Number(stored?.last ?? 0);
+      await trx
+        .insertInto('run_lines')
+        .values(lines.map((line, index) => ({ message_id: orphan.id, seq: last + index + 1, line: json(line), created_at: options.now })))
+        .execute();
     });
   }
   return orphans.length;

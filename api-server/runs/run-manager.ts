@@ -2,9 +2,9 @@ import type { Logger } from 'pino';
 import { type Db, json } from '../core/db/database.js';
 import type { TenantSettings } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
-import { ProblemError, problemBody } from '../core/problems.js';
+import { ProblemError, problemBody, problems } from '../core/problems.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
-import { CapacityExhausted, type Lease, type LocalSandboxProvider } from '../sandboxes/local-provider.js';
+import { CapacityExhausted, type Lease, type LocalSandboxProvider, type ReleaseOptions } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
 import { type FillerOptions, streamFiller } from './filler.js';
@@ -69,10 +69,19 @@ export class RunManager {
     const stream = new RunStream(request.assistantMessageId, this.deps.db, this.deps.logger, this.deps.now);
     this.live.set(request.assistantMessageId, stream);
     for (const line of request.leadingLines) stream.append(line);
-    const done = this.execute(request, stream).finally(async () => {
-      await stream.flush();
-      this.live.delete(request.assistantMessageId);
-    });
+    const done = this.execute(request, stream)
+      .catch((error: unknown) => {
+        // Nothing awaits a streamed run, so a failure here must still end the stream rather than
+        // escape as an unhandled rejection (e.g. the conversation was deleted mid-run).
+        this.deps.logger.error({ err: error, message_id: request.assistantMessageId }, 'agent run failed unexpectedly');
+        const problem = internalProblem();
+        stream.append(this.errorLine(request, problem));
+        return { status: 'failed' as const, problem };
+      })
+      .finally(async () => {
+        await stream.flush();
+        this.live.delete(request.assistantMessageId);
+      });
     this.running.add(done);
     void done.finally(() => this.running.delete(done));
     return { stream, done };
@@ -113,6 +122,23 @@ export class RunManager {
   }
 
   private async runTurn(request: RunRequest, stream: RunStream, lease: Lease): Promise<RunOutcome> {
+    let released: Promise<unknown> | undefined;
+    try {
+      return await this.turnOn(request, stream, lease, (options) => (released = this.deps.provider.release(lease, options)));
+    } finally {
+      // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
+      // state is unknown then, so it is not held either.
+      await (released ?? this.deps.provider.release(lease, { broken: true }));
+    }
+  }
+
+  /** One turn on a claimed runner; `release` hands the runner back once the turn's outcome is known. */
+  private async turnOn(
+    request: RunRequest,
+    stream: RunStream,
+    lease: Lease,
+    release: (options: ReleaseOptions) => Promise<unknown>,
+  ): Promise<RunOutcome> {
     const { conversation } = request;
     const reply = new ReplyBuilder();
     let terminal: StreamLine | undefined;
@@ -143,8 +169,9 @@ export class RunManager {
     );
     await fillerDone;
     const mode = await this.currentMode(conversation.id);
-    const release = this.deps.provider.release(lease, {
+    const released = release({
       broken: outcome.kind === 'crashed',
+      discard: mode === undefined,
       ...(mode?.mode === 'warm' &&
         mode.idle_ttl_seconds !== null && {
           hold: { idleTtlSeconds: mode.idle_ttl_seconds, maxConcurrentWarm: mode.settings.max_concurrent_warm },
@@ -152,7 +179,7 @@ export class RunManager {
     });
     if (outcome.kind === 'crashed' || !terminal) {
       this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
-      await release;
+      await released;
       return this.abort(request, stream, internalProblem(), reply);
     }
     const built = reply.build();
@@ -164,7 +191,8 @@ export class RunManager {
       usage: built.usage,
       sessionId,
     });
-    await release;
+    await released;
+    if (!stored) return this.conversationGone(request, stream);
     stream.append(platformLine('message_end', { message: stored }));
     stream.append(terminal);
     return { status };
@@ -179,17 +207,27 @@ export class RunManager {
       parts: built?.parts ?? [],
       usage: built?.usage ?? null,
     });
+    if (!stored) return this.conversationGone(request, stream);
     stream.append(platformLine('message_end', { message: stored }));
-    stream.append(
-      platformLine('error', {
-        problem: problemBody(problem, {
-          baseUrl: request.baseUrl,
-          instance: `/conversations/${request.conversation.id}/messages/${request.assistantMessageId}`,
-          requestId: request.requestId,
-        }),
-      }),
-    );
+    stream.append(this.errorLine(request, problem));
     return { status: 'failed', problem };
+  }
+
+  /** The conversation (and with it this message) was deleted while the run went on: there is nothing to end with but the problem. */
+  private conversationGone(request: RunRequest, stream: RunStream): RunOutcome {
+    const problem = problems.notFound('conversation');
+    stream.append(this.errorLine(request, problem));
+    return { status: 'failed', problem };
+  }
+
+  private errorLine(request: RunRequest, problem: ProblemError): StreamLine {
+    return platformLine('error', {
+      problem: problemBody(problem, {
+        baseUrl: request.baseUrl,
+        instance: `/conversations/${request.conversation.id}/messages/${request.assistantMessageId}`,
+        requestId: request.requestId,
+      }),
+    });
   }
 
   private async finish(
@@ -210,7 +248,8 @@ export class RunManager {
       })
       .where('id', '=', messageId)
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
+    if (!row) return undefined;
     await this.deps.db
       .updateTable('conversations')
       .set({ last_message_at: now, updated_at: now, ...(result.sessionId && { session_id: result.sessionId }) })

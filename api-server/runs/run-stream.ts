@@ -7,6 +7,8 @@ export type StreamLine = Record<string, unknown>;
 const FLUSH_INTERVAL_MS = 50;
 const FLUSH_BATCH = 200;
 const STORED_POLL_MS = 200;
+/** How long a follower of stored lines waits for the terminal line once the run's status has ended. */
+const ENDED_GRACE_MS = 5_000;
 
 /** A line that ends a complete stream: the agent's `result` or a platform `error`. */
 export function isTerminalLine(line: StreamLine): boolean {
@@ -86,16 +88,27 @@ export class RunStream {
       }
       if (this.ended) return;
       await new Promise<void>((resolve) => {
-        this.waiters.add(resolve);
-        signal.addEventListener('abort', () => resolve(), { once: true });
+        // One listener per wait, removed when a line wakes us: a long run must not pile them up.
+        const onAbort = () => resolve();
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.waiters.add(() => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        });
       });
     }
   }
 }
 
-/** Re-attach to a run hosted elsewhere (or finished): replay stored lines, poll until the terminal one. */
+/**
+ * Re-attach to a run hosted elsewhere (or finished): replay stored lines, poll until the terminal one.
+ * The message's status changes before its last lines (`message_end`, the terminal line) are stored,
+ * so an ended status alone does not end the stream: it ends at the stored terminal line, or after a
+ * grace period when none is ever stored (a writer that died between the two).
+ */
 export async function* followStoredRun(db: Db, messageId: string, after: number, signal: AbortSignal): AsyncGenerator<StreamLine> {
   let next = after;
+  let endedSince: number | undefined;
   while (!signal.aborted) {
     const rows = await db
       .selectFrom('run_lines')
@@ -110,9 +123,25 @@ export async function* followStoredRun(db: Db, messageId: string, after: number,
       yield row.line as StreamLine;
       if (isTerminalLine(row.line as StreamLine)) return;
     }
+    if (rows.length === 0 && (await endedAtOrBefore(db, messageId, next))) return; // `after` is at or past the end
     const status = await db.selectFrom('messages').select('status').where('id', '=', messageId).executeTakeFirst();
     if (!status) return;
-    if (status.status !== 'in_progress' && rows.length === 0) return;
+    if (status.status !== 'in_progress') {
+      endedSince ??= Date.now();
+      if (Date.now() - endedSince >= ENDED_GRACE_MS) return;
+    }
     await sleep(STORED_POLL_MS, undefined, { signal }).catch(() => undefined);
   }
+}
+
+/** Whether the run's stored lines end with its terminal line at or before `seq` (none are left after it). */
+async function endedAtOrBefore(db: Db, messageId: string, seq: number): Promise<boolean> {
+  const last = await db
+    .selectFrom('run_lines')
+    .select(['seq', 'line'])
+    .where('message_id', '=', messageId)
+    .orderBy('seq', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return last !== undefined && last.seq <= seq && isTerminalLine(last.line as StreamLine);
 }

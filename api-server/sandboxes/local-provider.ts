@@ -50,6 +50,8 @@ export interface ReleaseOptions {
   hold?: { idleTtlSeconds: number; maxConcurrentWarm: number };
   /** The runner misbehaved: never reuse it. */
   broken?: boolean;
+  /** The conversation no longer exists: its workspace is not saved. */
+  discard?: boolean;
 }
 
 export class CapacityExhausted extends Error {
@@ -58,19 +60,27 @@ export class CapacityExhausted extends Error {
   }
 }
 
-/** Sandbox state changes the conversation record must show (`runtime.sandbox_state`, `expires_at`). */
-export type SandboxStateListener = (conversationId: string, state: { warm: boolean; expiresAt: Date | null }) => void;
+/**
+ * Sandbox state changes the conversation record must show (`runtime.sandbox_state`, `expires_at`).
+ * Awaited, so a turn's terminal line goes out only once its conversation shows the new state.
+ */
+export type SandboxStateListener = (conversationId: string, state: { warm: boolean; expiresAt: Date | null }) => Promise<void>;
 
 interface RunnerEntry {
   runner: LocalRunner;
   view: RunnerView;
   dirs: { root: string; workspace: string; home: string };
+  /** Its conversation was last shown warm (so recycling it must show the conversation cold). */
+  shownWarm: boolean;
 }
 
 interface Waiter {
   request: AcquireRequest;
   resolve: (lease: Lease) => void;
   reject: (error: Error) => void;
+  onQueued?: ((position: number, retryHintSeconds: number) => void) | undefined;
+  /** The position last announced to it. */
+  position: number;
 }
 
 /**
@@ -110,8 +120,15 @@ export class LocalSandboxProvider {
     this.stopped = true;
     clearTimeout(this.expiryTimer);
     for (const waiter of this.waiters.splice(0)) waiter.reject(new Error('server is stopping'));
-    await Promise.all([...this.entries.values()].map((entry) => entry.runner.kill()));
+    const entries = [...this.entries.values()];
     this.entries.clear();
+    await Promise.all(
+      entries.map(async (entry) => {
+        await entry.runner.kill();
+        // Its warm hold ends with this process; the next message will cold-start and resume.
+        if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
+      }),
+    );
     await this.modelBridge?.close();
   }
 
@@ -120,16 +137,18 @@ export class LocalSandboxProvider {
     return [...this.entries.values()].map((entry) => entry.view);
   }
 
-  acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+  async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+    // A hold whose TTL lapsed is not the conversation's any more, even if its timer has not fired yet.
+    await this.expireLapsedHolds();
     const immediate = this.tryAcquire(request);
     if (immediate) return immediate;
     if (!options.wait || this.stopped) {
       return Promise.reject(new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS)));
     }
     return new Promise<Lease>((resolve, reject) => {
-      const waiter: Waiter = { request, resolve, reject };
+      const waiter: Waiter = { request, resolve, reject, onQueued: options.onQueued, position: 0 };
       this.waiters.push(waiter);
-      options.onQueued?.(this.waiters.length, retryHintSeconds(this.waiters.length, TYPICAL_TURN_SECONDS));
+      this.announcePositions();
       options.signal?.addEventListener(
         'abort',
         () => {
@@ -137,10 +156,19 @@ export class LocalSandboxProvider {
           if (index < 0) return;
           this.waiters.splice(index, 1);
           reject(new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS)));
+          this.announcePositions();
         },
         { once: true },
       );
     });
+  }
+
+  /** Recycles the warm holds whose idle TTL has lapsed (their conversations show cold), then serves the queue. */
+  async expireLapsedHolds(): Promise<void> {
+    const lapsed = expiredHolds(this.views(), this.now());
+    if (lapsed.length === 0) return;
+    await Promise.all(lapsed.map((id) => this.recycle(id)));
+    this.pump();
   }
 
   /** Ends a turn's use of a runner: hold it warm for its conversation, or recycle it. */
@@ -167,17 +195,23 @@ export class LocalSandboxProvider {
         this.armExpiry();
       }
     }
-    if (!heldUntil) await this.recycle(entry.runner.id);
-    else if (conversationId) this.onSandboxState(conversationId, { warm: true, expiresAt: heldUntil });
+    if (!heldUntil) await this.recycle(entry.runner.id, { save: !options.discard });
+    else if (conversationId) await this.showState(entry, { warm: true, expiresAt: heldUntil });
     this.pump();
     return { heldUntil };
   }
 
-  /** Drops a conversation's warm runner, if it holds one (conversation deleted, mode changed). */
-  async releaseConversation(conversationId: string): Promise<void> {
-    for (const entry of this.entries.values()) {
-      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) await this.recycle(entry.runner.id);
+  /**
+   * Forgets a deleted conversation: its warm runner, if it holds one, is recycled without saving,
+   * and its saved workspace removed. (A runner busy with its turn is discarded when the turn ends.)
+   */
+  async discardConversation(conversationId: string): Promise<void> {
+    for (const entry of [...this.entries.values()]) {
+      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) {
+        await this.recycle(entry.runner.id, { save: false });
+      }
     }
+    await rm(path.dirname(this.conversationWorkspace(conversationId)), { recursive: true, force: true });
     this.pump();
   }
 
@@ -250,7 +284,7 @@ export class LocalSandboxProvider {
     mkdirSync(dirs.workspace, { recursive: true });
     mkdirSync(dirs.home, { recursive: true });
     const runner = new LocalRunner(id, this.runnerCommand(dirs), this.logger);
-    const entry: RunnerEntry = { runner, view: { id, agentType, state, lastUsedAt: this.now() }, dirs };
+    const entry: RunnerEntry = { runner, view: { id, agentType, state, lastUsedAt: this.now() }, dirs, shownWarm: false };
     this.entries.set(id, entry);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
@@ -312,24 +346,36 @@ export class LocalSandboxProvider {
     return { file: 'bwrap', args, cwd: dirs.root, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } };
   }
 
-  /** Saves a runner's workspace back to its conversation, kills it and frees its capacity. */
-  private async recycle(runnerId: string): Promise<void> {
+  /** Saves a runner's workspace back to its conversation (unless told not to), kills it and frees its capacity. */
+  private async recycle(runnerId: string, options: { save: boolean } = { save: true }): Promise<void> {
     const entry = this.entries.get(runnerId);
     if (!entry) return;
     this.entries.delete(runnerId);
     const { conversationId } = entry.view;
-    const wasHeld = entry.view.state === 'held';
     await entry.runner.kill();
     try {
-      if (conversationId) {
+      if (conversationId && options.save) {
         await cp(entry.dirs.workspace, this.conversationWorkspace(conversationId), { recursive: true, force: true });
       }
     } catch (error) {
       this.logger.warn({ err: error, runner_id: runnerId }, 'saving a runner workspace failed');
     }
     await rm(entry.dirs.root, { recursive: true, force: true });
-    if (wasHeld && conversationId) this.onSandboxState(conversationId, { warm: false, expiresAt: null });
+    // Not only lapsed or evicted holds: a warm runner that served a turn after the conversation
+    // switched to pooled, or that crashed, is recycled while busy.
+    if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
     this.topUpPool();
+  }
+
+  private async showState(entry: RunnerEntry, state: { warm: boolean; expiresAt: Date | null }): Promise<void> {
+    const { conversationId } = entry.view;
+    if (!conversationId) return;
+    entry.shownWarm = state.warm;
+    try {
+      await this.onSandboxState(conversationId, state);
+    } catch (error) {
+      this.logger.error({ err: error, conversation_id: conversationId }, 'recording sandbox state failed');
+    }
   }
 
   private topUpPool(): void {
@@ -341,12 +387,25 @@ export class LocalSandboxProvider {
 
   /** Serves queued turns in FIFO order while capacity allows. */
   private pump(): void {
+    let served = false;
     while (this.waiters.length > 0) {
       const lease = this.tryAcquire(this.waiters[0]!.request);
-      if (!lease) return;
+      if (!lease) break;
       const waiter = this.waiters.shift()!;
       lease.then(waiter.resolve, waiter.reject);
+      served = true;
     }
+    if (served) this.announcePositions();
+  }
+
+  /** Tells each queued caller its place whenever it changes (1 = next to be served). */
+  private announcePositions(): void {
+    this.waiters.forEach((waiter, index) => {
+      const position = index + 1;
+      if (waiter.position === position) return;
+      waiter.position = position;
+      waiter.onQueued?.(position, retryHintSeconds(position, TYPICAL_TURN_SECONDS));
+    });
   }
 
   private armExpiry(): void {
@@ -354,10 +413,7 @@ export class LocalSandboxProvider {
     const next = nextExpiry(this.views());
     if (next === undefined || this.stopped) return;
     this.expiryTimer = setTimeout(() => {
-      void Promise.all(expiredHolds(this.views(), this.now()).map((id) => this.recycle(id))).then(() => {
-        this.pump();
-        this.armExpiry();
-      });
+      void this.expireLapsedHolds().then(() => this.armExpiry());
     }, Math.max(0, next - this.now()));
     this.expiryTimer.unref();
   }

@@ -21,8 +21,12 @@ export async function provisionUser(
     if (res.status >= 300) throw new Error(`${what} failed: ${res.status} ${res.text}`);
   };
   let tenantId = options.tenantId;
-  const tenantExternalId = unique('test:tenant');
-  if (!tenantId) {
+  let tenantExternalId = unique('test:tenant');
+  if (tenantId) {
+    const tenant = await t.request('GET', `/tenants/${tenantId}`, { token: serviceKey });
+    expect2xx(tenant, 'tenant read');
+    tenantExternalId = tenant.body.external_id as string;
+  } else {
     const tenant = await t.request('PUT', `/tenants/by-external-id/${tenantExternalId}`, {
       token: serviceKey,
       body: options.settings ? { settings: options.settings } : {},
