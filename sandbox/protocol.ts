@@ -11,6 +11,8 @@ export type ServerCommand =
       type: 'turn';
       /** The user's message text. */
       content: string;
+      /** The message's `env`: plain run parameters the agent sees verbatim beside the text. */
+      env?: Record<string, string> | undefined;
       /** Only on a runner's first turn: the session to resume (its transcript comes from the store). */
       resume?: string | undefined;
       /** Only on a runner's first turn: project skills to offer (already materialised in the workspace). */

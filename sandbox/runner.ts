@@ -56,8 +56,15 @@ class TurnQueue implements AsyncIterable<SDKUserMessage> {
   private wake: (() => void) | undefined;
   private ended = false;
 
-  push(content: string): void {
-    this.queued.push({ type: 'user', message: { role: 'user', content }, parent_tool_use_id: null, session_id: '' });
+  push(content: string, env: Record<string, string> | undefined): void {
+    const blocks: { type: 'text'; text: string }[] = [];
+    if (env && Object.keys(env).length > 0) {
+      // The message's run parameters, verbatim, in a block of their own ahead of the user's text.
+      const lines = Object.entries(env).map(([name, value]) => `${name}=${value}`);
+      blocks.push({ type: 'text', text: `<run-env>\n${lines.join('\n')}\n</run-env>` });
+    }
+    blocks.push({ type: 'text', text: content });
+    this.queued.push({ type: 'user', message: { role: 'user', content: blocks }, parent_tool_use_id: null, session_id: '' });
     this.wake?.();
   }
 
@@ -117,7 +124,7 @@ function handle(command: ServerCommand): void {
         () => process.exit(0),
         (error: unknown) => fail(error),
       );
-      turns.push(command.content);
+      turns.push(command.content, command.env);
       return;
     case 'session_entries':
     case 'session_ack': {

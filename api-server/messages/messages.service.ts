@@ -98,6 +98,7 @@ export async function startMessageRun(
     conversation,
     assistantMessageId: ids.assistantMessageId,
     content: body.content,
+    env: body.env,
     onCapacity: context.onCapacity,
     lease,
     leadingLines: context.leadingLines,

@@ -26,6 +26,8 @@ export interface RunRequest {
   conversation: ScopedConversationRow;
   assistantMessageId: string;
   content: string;
+  /** The message's `env`, shown to the agent with the turn. */
+  env?: Record<string, string> | undefined;
   onCapacity: 'reject' | 'hold';
   /** Already acquired (on_capacity=reject acquires before anything is persisted). */
   lease?: Lease;
@@ -154,7 +156,7 @@ export class RunManager {
         })
       : Promise.resolve();
     const outcome = await lease.runner.runTurn(
-      { content: request.content, resume: lease.continuing ? undefined : (conversation.session_id ?? undefined) },
+      { content: request.content, env: request.env, resume: lease.continuing ? undefined : (conversation.session_id ?? undefined) },
       (event) => {
         if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') {
           sessionId = event.session_id;

@@ -8,6 +8,7 @@ export type AgentEvent = Record<string, unknown>;
 
 export interface TurnRequest {
   content: string;
+  env?: Record<string, string> | undefined;
   resume?: string | undefined;
   skills?: string[] | undefined;
 }
@@ -87,7 +88,7 @@ export class LocalRunner {
     return new Promise<TurnOutcome>((resolve) => {
       this.onEvent = onEvent;
       this.onTurnEnd = resolve;
-      this.send({ type: 'turn', content: turn.content, resume: turn.resume, skills: turn.skills });
+      this.send({ type: 'turn', content: turn.content, env: turn.env, resume: turn.resume, skills: turn.skills });
     });
   }
 

@@ -63,6 +63,10 @@ describe('POST /conversations/{id}/messages (stream=true)', () => {
     expect(assistant.usage).toEqual({ input_tokens: expect.any(Number), output_tokens: expect.any(Number) });
     expect(assistant.parts).toEqual([{ type: 'text', text: 'General Kenobi' }]);
 
+    // env reaches the agent verbatim, beside the user's text.
+    const agentCall = stub.requests.filter((r) => r.kind === 'agent').at(-1)!;
+    expect(JSON.stringify(agentCall.body)).toContain(JSON.stringify('<run-env>\nREGION=eu\n</run-env>'));
+
     const conversation = await t.request('GET', `/conversations/${conversationId}`, { token: key });
     expect(conversation.body).toMatchObject({ message_count: 2, title: 'Hello there [[reply: General Kenobi]]' });
     expect(conversation.body.last_message_at).not.toBeNull();
