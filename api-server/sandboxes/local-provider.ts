@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { cp, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,15 @@ import {
 import type { ConversationSessionStore } from './session-store.js';
 import { AGENT_TYPES } from './agent-types.js';
 
-const APP_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+/** The package root (holding node_modules and the runner's source), from source or from dist/ alike. */
+const APP_ROOT = packageRoot(path.dirname(fileURLToPath(import.meta.url)));
+
+function packageRoot(from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`no package.json above ${from}`);
+  }
+}
 /** A rough turn length for `retry_hint_seconds` until real figures exist. */
 const TYPICAL_TURN_SECONDS = 5;
 
@@ -223,6 +231,8 @@ export class LocalSandboxProvider {
         const entry = this.entries.get(decision.runnerId)!;
         entry.view.state = 'busy';
         entry.view.heldUntil = undefined;
+        // This turn's store: it masks this run's secrets out of the transcript.
+        entry.runner.bindSessionStore(request.store);
         return Promise.resolve({ runner: entry.runner, continuing: true });
       }
       case 'claim-pooled': {
