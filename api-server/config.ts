@@ -11,6 +11,13 @@ const EnvSchema = z.object({
   DATABASE_URL: z.string().min(1).optional(),
   ACIS_DATA_DIR: z.string().min(1).default('./.data'),
   ACIS_MASTER_KEY: z.string().min(1).optional(),
+  ACIS_MASTER_KEY_PREVIOUS: z
+    .string()
+    .refine(
+      (value) => value.split(',').every((key) => key.trim() === '' || Buffer.from(key.trim(), 'base64').length === 32),
+      'must be comma-separated base64 encodings of 32 bytes',
+    )
+    .optional(),
   ACIS_BOOTSTRAP_SERVICE_KEY: z
     .string()
     .regex(/^sk_int_[A-Za-z0-9_-]{16,}$/, 'must look like sk_int_ followed by at least 16 characters')
@@ -39,6 +46,8 @@ export interface Config {
   dataDir: string;
   /** base64 of 32 bytes; absent: generated into `dataDir` on first start. */
   masterKey: string | undefined;
+  /** Retired master keys (base64 each) that still decrypt what was written under them; rotation. */
+  previousMasterKeys: string[];
   bootstrapServiceKey: string | undefined;
   adminToken: string | undefined;
   /** `{base_url}` of problem types; absent: the origin of each request. */
@@ -79,6 +88,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: e.DATABASE_URL,
     dataDir: path.resolve(e.ACIS_DATA_DIR),
     masterKey: e.ACIS_MASTER_KEY,
+    previousMasterKeys: (e.ACIS_MASTER_KEY_PREVIOUS ?? '')
+      .split(',')
+      .map((key) => key.trim())
+      .filter((key) => key !== ''),
     bootstrapServiceKey: e.ACIS_BOOTSTRAP_SERVICE_KEY,
     adminToken: e.ACIS_ADMIN_TOKEN,
     publicUrl: e.ACIS_PUBLIC_URL?.replace(/\/+$/, ''),

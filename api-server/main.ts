@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config.js';
+import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
 import { migrateToLatest, openDatabase } from './core/db/database.js';
+import { reencryptVaultedValues } from './secrets/rotation.js';
 import { createLogger, startServer } from './server.js';
 
 const USAGE = `usage: acis <command> [options]
@@ -9,6 +11,8 @@ const USAGE = `usage: acis <command> [options]
 commands:
   serve                                     run the API server (the default)
   migrate                                   apply database migrations and exit
+  rotate-secrets                            re-encrypt vaulted values under ACIS_MASTER_KEY (old keys in
+                                            ACIS_MASTER_KEY_PREVIOUS), so the old keys can be retired
   integrations create --name NAME           create an integration; prints its service key once
   service-keys create --integration ID      issue another service key for an integration
   service-keys revoke --id KEY_ID           revoke a service key
@@ -25,6 +29,8 @@ async function main(argv: string[]): Promise<number> {
       return serve();
     case 'migrate':
       return migrate();
+    case 'rotate-secrets':
+      return rotateSecrets();
     case 'integrations':
     case 'service-keys':
     case 'approver-keys':
@@ -64,6 +70,20 @@ async function migrate(): Promise<number> {
   try {
     const applied = await migrateToLatest(database.db);
     logger.info({ migrations: applied }, applied.length ? 'migrations applied' : 'database is up to date');
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+async function rotateSecrets(): Promise<number> {
+  const config = loadConfig();
+  const logger = createLogger(config);
+  const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 1 });
+  try {
+    const rotated = await reencryptVaultedValues(database.db, vault);
+    logger.info({ rotated }, 'vaulted values re-encrypted under the current master key');
     return 0;
   } finally {
     await database.close();

@@ -7,6 +7,7 @@ import { integrationRoutes } from './integrations/integrations.routes.js';
 import { messageRoutes } from './messages/messages.routes.js';
 import { repositoryRoutes } from './repositories/repositories.routes.js';
 import { roleRoutes } from './roles/roles.routes.js';
+import { secretRoutes } from './secrets/secrets.routes.js';
 import { skillRoutes } from './skills/skills.routes.js';
 import { tenantRoutes } from './tenants/tenants.routes.js';
 import { userRoutes } from './users/users.routes.js';
@@ -23,5 +24,6 @@ export const allRoutes: AnyRoute[] = [
   ...skillRoutes,
   ...conversationRoutes,
   ...messageRoutes,
+  ...secretRoutes,
   ...adminRoutes,
 ];

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import { createApp } from './app.js';
 import type { Config } from './config.js';
-import { createVault, loadMasterKey } from './core/crypto.js';
+import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
 import { migrateToLatest, openDatabase } from './core/db/database.js';
 import type { AppDeps } from './core/deps.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
@@ -12,6 +12,7 @@ import { ensureBootstrapIntegration } from './integrations/integrations.service.
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
+import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
 
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -87,7 +88,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       db: database.db,
       config,
       logger,
-      vault: createVault(await loadMasterKey(config.masterKey, config.dataDir)),
+      vault: createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey)),
       newId,
       now,
       validateResponses: options.validateResponses ?? false,
@@ -97,6 +98,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await heartbeat(deps.db, nodeId, now());
     const failed = await failOrphanedRuns(deps.db, { nodeId, includeOwn: true, now: now(), baseUrl });
     if (failed > 0) logger.warn({ runs: failed }, 'runs left in progress by a stopped process were marked failed');
+    await sweepEndedRunSecrets(deps.db);
     await coolLapsedHolds(deps.db, now());
     await provider.start();
     if (config.bootstrapServiceKey) {
@@ -118,6 +120,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       void (async () => {
         await heartbeat(deps.db, nodeId, now());
         await failOrphanedRuns(deps.db, { nodeId, includeOwn: false, now: now(), baseUrl });
+        // A message's secrets live as long as its run; those of runs failed above go now.
+        await sweepEndedRunSecrets(deps.db);
         // Our own lapsed holds first (a late timer), so the sweep below only cools other nodes' leftovers.
         await provider.expireLapsedHolds();
         await coolLapsedHolds(deps.db, now());

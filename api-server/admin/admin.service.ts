@@ -46,6 +46,11 @@ export async function adminRevokeServiceKey(deps: AppDeps, serviceKeyId: string)
   forgetServiceKeys(deps);
 }
 
+/** The vault context (AAD) of an approver key's HMAC secret. */
+export function approverKeyContext(approverKeyId: string): string {
+  return `approver_key:${approverKeyId}`;
+}
+
 const ED25519_KEY_BYTES = 32;
 const HMAC_KEY_BYTES = 32;
 
@@ -63,7 +68,7 @@ export async function adminCreateApproverKey(
   let publicKey: string | null = null;
   if (body.algorithm === 'hmac-sha256') {
     secret = randomBytes(HMAC_KEY_BYTES).toString('base64url');
-    secretCiphertext = deps.vault.encrypt(secret, `approver_key:${id}`);
+    secretCiphertext = deps.vault.encrypt(secret, approverKeyContext(id));
   } else {
     publicKey = validEd25519PublicKey(body.public_key ?? '');
   }

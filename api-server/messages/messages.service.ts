@@ -14,6 +14,8 @@ import { fillerEnabled } from '../runs/filler.js';
 import type { StreamLine } from '../runs/run-stream.js';
 import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
+import { createMasker, maskedSessionStore } from '../secrets/masking.js';
+import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
 import { findRunInFlight, selectMessages } from './messages.repository.js';
 import type { SendMessageBody } from './messages.schemas.js';
 
@@ -55,6 +57,10 @@ export interface StartedRun {
 /**
  * Appends the user's message and starts the agent run. With `on_capacity=reject` a runner is
  * claimed first, so a full node answers 429 before anything is stored or streamed.
+ *
+ * A placeholder naming an alias the run cannot resolve (missing-secret) claims no runner and runs
+ * nothing: both messages are stored, the assistant's `failed`, and the run ends at once with the
+ * problem (an `error` line, or 422 with stream=false), like any platform abort.
  */
 export async function startMessageRun(
   deps: AppDeps,
@@ -64,16 +70,19 @@ export async function startMessageRun(
 ): Promise<StartedRun> {
   checkSend(conversation, body, context.bodyPointer);
   if (await findRunInFlight(deps.db, conversation.id)) throw conversationBusy();
+  // The message's own values stand in for the run scope until the run exists to vault them under.
+  const secrets = await resolveRunSecrets(deps, { runId: undefined, conversation }, body.secrets);
+  const refusal = missingSecretProblem(body, secrets, context.bodyPointer);
 
   let lease: Lease | undefined;
-  if (context.onCapacity === 'reject') {
+  if (context.onCapacity === 'reject' && !refusal) {
     try {
       lease = await deps.runtime.provider.acquire(
         {
           agentType: conversation.agent_type,
           conversationId: conversation.id,
           tenantId: conversation.tenant_id,
-          store: databaseSessionStore(deps.db, conversation.id),
+          store: maskedSessionStore(databaseSessionStore(deps.db, conversation.id), createMasker(secrets)),
         },
         { wait: false },
       );
@@ -88,7 +97,7 @@ export async function startMessageRun(
 
   let ids: { userMessageId: string; assistantMessageId: string };
   try {
-    ids = await insertTurnMessages(deps, conversation, body);
+    ids = await insertTurnMessages(deps, conversation, body, !refusal);
   } catch (error) {
     if (lease) await deps.runtime.provider.release(lease, {});
     if (isUniqueViolation(error)) throw conversationBusy();
@@ -105,12 +114,17 @@ export async function startMessageRun(
     filler: fillerEnabled(body.filler?.enabled, conversation.filler?.enabled, conversation.tenant_settings.filler_enabled),
     baseUrl: context.baseUrl,
     requestId: context.requestId,
+    secrets,
+    refusal,
   });
   return { ...ids, stream, done };
 }
 
-/** The user message and the in-progress assistant message, in one transaction with the counters. */
-async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversationRow, body: SendBody) {
+/**
+ * The user message and the in-progress assistant message, in one transaction with the counters
+ * and (`vaultSecrets`) the message's `secrets`, vaulted for the run alone.
+ */
+async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversationRow, body: SendBody, vaultSecrets: boolean) {
   const now = deps.now();
   const userMessageId = deps.newId('message');
   const assistantMessageId = deps.newId('message');
@@ -158,6 +172,7 @@ async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversatio
       }))
       .where('id', '=', conversation.id)
       .execute();
+    if (vaultSecrets && body.secrets) await vaultRunSecrets({ db: trx, vault: deps.vault }, assistantMessageId, body.secrets, now);
   });
   return { userMessageId, assistantMessageId };
 }

@@ -7,6 +7,8 @@ import type { ScopedConversationRow } from '../conversations/conversations.repos
 import { CapacityExhausted, type Lease, type LocalSandboxProvider, type ReleaseOptions } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
+import { createMasker, EventMasker, maskedSessionStore, type SecretMasker } from '../secrets/masking.js';
+import { deleteRunSecrets } from '../secrets/secrets.repository.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import { ReplyBuilder } from './reply.js';
 import { RunStream, type StreamLine } from './run-stream.js';
@@ -38,6 +40,10 @@ export interface RunRequest {
   /** `{base_url}` for problem types in `error` lines, and the request that started the run. */
   baseUrl: string;
   requestId: string;
+  /** The run's resolved secrets (alias to value): masked out of everything the run emits or stores. */
+  secrets: ReadonlyMap<string, string>;
+  /** A platform refusal found before anything ran (missing-secret): the run ends with it at once. */
+  refusal?: ProblemError | undefined;
 }
 
 export type RunOutcome = { status: 'completed' | 'failed'; problem?: ProblemError };
@@ -52,13 +58,19 @@ export function platformLine(type: string, fields: Record<string, unknown> = {})
  * the reply still lands in history.
  */
 export class RunManager {
-  private readonly live = new Map<string, RunStream>();
+  private readonly live = new Map<string, { stream: RunStream; secrets: ReadonlyMap<string, string> }>();
   private readonly running = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: RunManagerDeps) {}
 
   liveStream(messageId: string): RunStream | undefined {
-    return this.live.get(messageId);
+    return this.live.get(messageId)?.stream;
+  }
+
+  /** The secrets of a run hosted here (the same map for its whole life, none once it has ended), for the egress proxy. */
+  runSecrets(messageId: string): ReadonlyMap<string, string> | undefined {
+    const run = this.live.get(messageId);
+    return run && !run.stream.isEnded ? run.secrets : undefined;
   }
 
   /** Waits for every run of this node to finish (shutdown). */
@@ -69,13 +81,14 @@ export class RunManager {
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> } {
     const stream = new RunStream(request.assistantMessageId, this.deps.db, this.deps.logger, this.deps.now);
-    this.live.set(request.assistantMessageId, stream);
+    this.live.set(request.assistantMessageId, { stream, secrets: request.secrets });
     for (const line of request.leadingLines) stream.append(line);
-    const done = this.execute(request, stream)
-      .catch((error: unknown) => {
+    const done = this.execute(request, stream, createMasker(request.secrets))
+      .catch(async (error: unknown) => {
         // Nothing awaits a streamed run, so a failure here must still end the stream rather than
         // escape as an unhandled rejection (e.g. the conversation was deleted mid-run).
         this.deps.logger.error({ err: error, message_id: request.assistantMessageId }, 'agent run failed unexpectedly');
+        await deleteRunSecrets(this.deps.db, request.assistantMessageId).catch(() => undefined);
         const problem = internalProblem();
         stream.append(this.errorLine(request, problem));
         return { status: 'failed' as const, problem };
@@ -89,8 +102,9 @@ export class RunManager {
     return { stream, done };
   }
 
-  private async execute(request: RunRequest, stream: RunStream): Promise<RunOutcome> {
+  private async execute(request: RunRequest, stream: RunStream, masker: SecretMasker): Promise<RunOutcome> {
     const { conversation } = request;
+    if (request.refusal) return this.abort(request, stream, request.refusal);
     let lease = request.lease;
     try {
       if (!lease) {
@@ -99,7 +113,7 @@ export class RunManager {
             agentType: conversation.agent_type,
             conversationId: conversation.id,
             tenantId: conversation.tenant_id,
-            store: databaseSessionStore(this.deps.db, conversation.id),
+            store: maskedSessionStore(databaseSessionStore(this.deps.db, conversation.id), masker),
           },
           {
             wait: request.onCapacity === 'hold',
@@ -120,13 +134,13 @@ export class RunManager {
       if (!(error instanceof CapacityExhausted)) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
       return this.abort(request, stream, problem);
     }
-    return this.runTurn(request, stream, lease);
+    return this.runTurn(request, stream, lease, masker);
   }
 
-  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease): Promise<RunOutcome> {
+  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease, masker: SecretMasker): Promise<RunOutcome> {
     let released: Promise<unknown> | undefined;
     try {
-      return await this.turnOn(request, stream, lease, (options) => (released = this.deps.provider.release(lease, options)));
+      return await this.turnOn(request, stream, lease, masker, (options) => (released = this.deps.provider.release(lease, options)));
     } finally {
       // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
       // state is unknown then, so it is not held either.
@@ -139,6 +153,7 @@ export class RunManager {
     request: RunRequest,
     stream: RunStream,
     lease: Lease,
+    masker: SecretMasker,
     release: (options: ReleaseOptions) => Promise<unknown>,
   ): Promise<RunOutcome> {
     const { conversation } = request;
@@ -148,25 +163,33 @@ export class RunManager {
     // While the filler streams, the agent's lines wait, so its acknowledgement comes first.
     const held: StreamLine[] | undefined = request.filler ? [] : undefined;
     let pending = held;
+    const fillerMasker = new EventMasker(masker);
     const fillerDone = request.filler
-      ? streamFiller(this.deps.filler, request.content, (line) => stream.append(line)).then((text) => {
-          reply.addLeadingText(text);
-          pending = undefined;
-          for (const line of held ?? []) stream.append(line);
-        })
+      ? streamFiller(this.deps.filler, request.content, (line) => fillerMasker.push(line).forEach((l) => stream.append(l))).then(
+          (text) => {
+            fillerMasker.flush().forEach((l) => stream.append(l));
+            reply.addLeadingText(masker.maskText(text));
+            pending = undefined;
+            for (const line of held ?? []) stream.append(line);
+          },
+        )
       : Promise.resolve();
+    // Every agent event is masked before anything else sees it: the stream, the stored reply, the result.
+    const agentMasker = new EventMasker(masker);
     const outcome = await lease.runner.runTurn(
       { content: request.content, env: request.env, resume: lease.continuing ? undefined : (conversation.session_id ?? undefined) },
-      (event) => {
-        if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') {
-          sessionId = event.session_id;
+      (raw) => {
+        for (const event of agentMasker.push(raw)) {
+          if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') {
+            sessionId = event.session_id;
+          }
+          reply.add(event);
+          // The agent's `result` is the terminal line: it is held back until the reply is stored and
+          // `message_end` has gone out.
+          if (event.type === 'result') terminal = event;
+          else if (pending) pending.push(event);
+          else stream.append(event);
         }
-        reply.add(event);
-        // The agent's `result` is the terminal line: it is held back until the reply is stored and
-        // `message_end` has gone out.
-        if (event.type === 'result') terminal = event;
-        else if (pending) pending.push(event);
-        else stream.append(event);
       },
     );
     await fillerDone;
@@ -232,11 +255,13 @@ export class RunManager {
     });
   }
 
+  /** Stores the run's outcome; the run's own secrets go first, so once a client sees the end they are gone. */
   private async finish(
     messageId: string,
     conversationId: string,
     result: { status: 'completed' | 'failed'; content: string; parts: unknown[]; usage: unknown; sessionId?: string | undefined },
   ) {
+    await deleteRunSecrets(this.deps.db, messageId);
     const now = this.deps.now();
     const row = await this.deps.db
       .updateTable('messages')

@@ -14,6 +14,7 @@ import {
 import pg from 'pg';
 import * as provisioning from './migrations/0001-provisioning.js';
 import * as conversations from './migrations/0002-conversations.js';
+import * as secrets from './migrations/0003-secrets.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -22,6 +23,7 @@ export type Db = Kysely<Database>;
 const MIGRATIONS: Record<string, Migration> = {
   '0001-provisioning': provisioning,
   '0002-conversations': conversations,
+  '0003-secrets': secrets,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -227,6 +227,23 @@ export interface NodesTable {
   heartbeat_at: Timestamp;
 }
 
+export type SecretScope = 'tenant' | 'user' | 'conversation' | 'run';
+
+/** A vaulted secret; `scope_id` is the owning tenant, user, conversation, or (scope `run`) assistant message. */
+export interface SecretsTable {
+  scope: SecretScope;
+  scope_id: string;
+  alias: string;
+  value_ciphertext: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  /** Generated from scope and scope_id, for the cascading foreign keys. */
+  tenant_id: ColumnType<string | null, never, never>;
+  user_id: ColumnType<string | null, never, never>;
+  conversation_id: ColumnType<string | null, never, never>;
+  message_id: ColumnType<string | null, never, never>;
+}
+
 export interface Database {
   integrations: IntegrationsTable;
   service_keys: ServiceKeysTable;
@@ -243,4 +260,5 @@ export interface Database {
   run_lines: RunLinesTable;
   agent_session_entries: AgentSessionEntriesTable;
   nodes: NodesTable;
+  secrets: SecretsTable;
 }

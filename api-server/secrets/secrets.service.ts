@@ -1,0 +1,219 @@
+import { isForeignKeyViolation } from '../core/db/database.js';
+import type { AppDeps } from '../core/deps.js';
+import { type Page, type PageRequest, mapPage } from '../core/pagination.js';
+import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
+import { ProblemError, problems } from '../core/problems.js';
+import {
+  assertConversationActive,
+  assertTenantWritable,
+  getConversationInScope,
+} from '../conversations/conversations.service.js';
+import { getTenantInScope } from '../tenants/tenants.service.js';
+import { getUserInScope } from '../users/users.service.js';
+import { findSecretReferences } from './placeholders.js';
+import {
+  deleteSecret,
+  listAllSecrets,
+  type Owner,
+  pageSecrets,
+  type SecretListRow,
+  selectVisibleSecrets,
+  upsertSecrets,
+} from './secrets.repository.js';
+
+type Caller = ServicePrincipal | UserPrincipal;
+type SecretKind = 'conversation.secret' | 'user.secret' | 'tenant.secret';
+export type SecretObject<K extends SecretKind = SecretKind> = { object: K; alias: string; created_at: string; updated_at: string };
+
+/** Alias to plaintext value, as a run resolves them. */
+export type SecretValues = ReadonlyMap<string, string>;
+
+export function presentSecret<K extends SecretKind>(kind: K) {
+  return (row: SecretListRow): SecretObject<K> => ({
+    object: kind,
+    alias: row.alias,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  });
+}
+
+/** The AAD of a secret's ciphertext: it only decrypts as this alias of this owner. */
+export function secretContext(owner: Owner, alias: string): string {
+  return `secret:${owner.scope}:${owner.id}:${alias}`;
+}
+
+function sealAll(deps: Pick<AppDeps, 'vault'>, owner: Owner, values: Record<string, string>) {
+  return Object.entries(values).map(([alias, value]) => ({
+    alias,
+    value_ciphertext: deps.vault.encrypt(value, secretContext(owner, alias)),
+  }));
+}
+
+/** Merge-upserts and answers the owner's whole list (the spec's PUT answers the list). */
+async function putSecrets(deps: AppDeps, owner: Owner, values: Record<string, string>, what: string): Promise<Page<SecretListRow>> {
+  try {
+    await upsertSecrets(deps.db, owner, sealAll(deps, owner, values), deps.now());
+  } catch (error) {
+    // The owner was deleted since it was looked up.
+    if (isForeignKeyViolation(error)) throw problems.notFound(what);
+    throw error;
+  }
+  const rows = await listAllSecrets(deps.db, owner);
+  return { object: 'list', data: rows, has_more: false, next_cursor: null };
+}
+
+async function removeSecret(deps: AppDeps, owner: Owner, alias: string): Promise<void> {
+  if (!(await deleteSecret(deps.db, owner, alias))) throw problems.notFound('secret');
+}
+
+// Conversation scope: the service key, or the owning user's platform JWT. Writes follow the rules
+// of every conversation write (tenant suspended: 403; archived: 409); reads always work.
+
+async function conversationOwner(deps: AppDeps, caller: Caller, conversationId: string, write: boolean): Promise<Owner> {
+  const conversation = await getConversationInScope(deps, caller, conversationId);
+  if (write) {
+    assertTenantWritable(conversation.tenant_status);
+    assertConversationActive(conversation);
+  }
+  return { scope: 'conversation', id: conversation.id };
+}
+
+const presentConversationSecret = presentSecret('conversation.secret');
+
+export async function putConversationSecrets(deps: AppDeps, caller: Caller, conversationId: string, values: Record<string, string>) {
+  const owner = await conversationOwner(deps, caller, conversationId, true);
+  return mapPage(await putSecrets(deps, owner, values, 'conversation'), presentConversationSecret);
+}
+
+export async function listConversationSecrets(deps: AppDeps, caller: Caller, conversationId: string, page: PageRequest) {
+  const owner = await conversationOwner(deps, caller, conversationId, false);
+  return mapPage(await pageSecrets(deps.db, owner, page), presentConversationSecret);
+}
+
+export async function deleteConversationSecret(deps: AppDeps, caller: Caller, conversationId: string, alias: string) {
+  await removeSecret(deps, await conversationOwner(deps, caller, conversationId, true), alias);
+}
+
+// User and tenant scopes: provisioning, so the service key only, within its subtree.
+
+async function userOwner(deps: AppDeps, principal: ServicePrincipal, userId: string): Promise<Owner> {
+  return { scope: 'user', id: (await getUserInScope(deps, principal, userId)).id };
+}
+
+async function tenantOwner(deps: AppDeps, principal: ServicePrincipal, tenantId: string): Promise<Owner> {
+  return { scope: 'tenant', id: (await getTenantInScope(deps, principal, tenantId)).id };
+}
+
+const presentUserSecret = presentSecret('user.secret');
+const presentTenantSecret = presentSecret('tenant.secret');
+
+export async function putUserSecrets(deps: AppDeps, principal: ServicePrincipal, userId: string, values: Record<string, string>) {
+  return mapPage(await putSecrets(deps, await userOwner(deps, principal, userId), values, 'user'), presentUserSecret);
+}
+
+export async function listUserSecrets(deps: AppDeps, principal: ServicePrincipal, userId: string, page: PageRequest) {
+  return mapPage(await pageSecrets(deps.db, await userOwner(deps, principal, userId), page), presentUserSecret);
+}
+
+export async function deleteUserSecret(deps: AppDeps, principal: ServicePrincipal, userId: string, alias: string) {
+  await removeSecret(deps, await userOwner(deps, principal, userId), alias);
+}
+
+export async function putTenantSecrets(deps: AppDeps, principal: ServicePrincipal, tenantId: string, values: Record<string, string>) {
+  return mapPage(await putSecrets(deps, await tenantOwner(deps, principal, tenantId), values, 'tenant'), presentTenantSecret);
+}
+
+export async function listTenantSecrets(deps: AppDeps, principal: ServicePrincipal, tenantId: string, page: PageRequest) {
+  return mapPage(await pageSecrets(deps.db, await tenantOwner(deps, principal, tenantId), page), presentTenantSecret);
+}
+
+export async function deleteTenantSecret(deps: AppDeps, principal: ServicePrincipal, tenantId: string, alias: string) {
+  await removeSecret(deps, await tenantOwner(deps, principal, tenantId), alias);
+}
+
+// Runs.
+
+interface RunScopes {
+  /** The run (its assistant message); undefined before the run exists. */
+  runId: string | undefined;
+  conversation: { id: string; user_id: string; tenant_id: string };
+}
+
+/**
+ * The secrets a run sees, alias to value, by precedence: the run's own (a message's `secrets`),
+ * then the conversation's, the user's, the tenant's, and the tenant's ancestors' nearest first.
+ * `extra` stands in for the run scope before it is vaulted (a send being checked).
+ */
+export async function resolveRunSecrets(
+  deps: Pick<AppDeps, 'db' | 'vault'>,
+  scopes: RunScopes,
+  extra: Record<string, string> = {},
+): Promise<Map<string, string>> {
+  const rows = await selectVisibleSecrets(deps.db, {
+    runId: scopes.runId,
+    conversationId: scopes.conversation.id,
+    userId: scopes.conversation.user_id,
+    tenantId: scopes.conversation.tenant_id,
+  });
+  const winners = new Map<string, (typeof rows)[number]>();
+  for (const row of rows) {
+    const current = winners.get(row.alias);
+    if (!current || row.rank < current.rank) winners.set(row.alias, row);
+  }
+  const values = new Map(Object.entries(extra));
+  for (const [alias, row] of winners) {
+    if (values.has(alias)) continue;
+    values.set(alias, deps.vault.decrypt(row.value_ciphertext, secretContext({ scope: row.scope, id: row.scope_id }, alias)));
+  }
+  return values;
+}
+
+/** Vaults a message's `secrets` for its run only (owner: the assistant message); deleted when the run ends. */
+export function vaultRunSecrets(
+  deps: Pick<AppDeps, 'db' | 'vault'>,
+  runId: string,
+  values: Record<string, string>,
+  now: Date,
+): Promise<void> {
+  const owner: Owner = { scope: 'run', id: runId };
+  return upsertSecrets(deps.db, owner, sealAll(deps, owner, values), now);
+}
+
+/**
+ * The missing-secret problem of a send whose content, parts or env name an alias the run would not
+ * resolve, or undefined. Every reference is listed with its JSON pointer.
+ */
+export function missingSecretProblem(
+  message: { content: string; parts?: unknown[] | undefined; env?: Record<string, string> | undefined },
+  available: SecretValues,
+  bodyPointer = '',
+): ProblemError | undefined {
+  const missing = findSecretReferences(message, bodyPointer).filter((ref) => !available.has(ref.alias));
+  if (missing.length === 0) return undefined;
+  const aliases = [...new Set(missing.map((ref) => ref.alias))];
+  return new ProblemError('missing-secret', 422, {
+    detail:
+      `No secret is vaulted under ${aliases.join(', ')} at any scope (message, conversation, user or tenant); ` +
+      're-send the message with the secret attached.',
+    errors: missing.map((ref) => ({ pointer: ref.pointer, message: `{{secret:${ref.alias}}} names no vaulted secret` })),
+  });
+}
+
+/**
+ * A run's alias-to-value map, for the egress proxy: the very map the run resolved when it is hosted
+ * on this node (the same object for the life of the run), else resolved afresh while the run is in
+ * progress on another node; undefined once the run has ended or for an unknown id.
+ */
+export async function secretsForRun(deps: AppDeps, runId: string): Promise<SecretValues | undefined> {
+  const live = deps.runtime.runs.runSecrets(runId);
+  if (live) return live;
+  const run = await deps.db
+    .selectFrom('messages')
+    .innerJoin('conversations', 'conversations.id', 'messages.conversation_id')
+    .select(['conversations.id', 'conversations.user_id', 'conversations.tenant_id'])
+    .where('messages.id', '=', runId)
+    .where('messages.role', '=', 'assistant')
+    .where('messages.status', '=', 'in_progress')
+    .executeTakeFirst();
+  return run ? resolveRunSecrets(deps, { runId, conversation: run }) : undefined;
+}
