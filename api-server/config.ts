@@ -35,6 +35,8 @@ const EnvSchema = z.object({
   ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
   ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
+  ACIS_EGRESS_ALLOW: z.string().optional(),
+  ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -69,6 +71,10 @@ export interface Config {
   maxHoldSeconds: number;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
   sandboxIsolation: 'bwrap' | 'none';
+  /** `host` or `host:port` entries the egress proxy may reach although loopback or private. */
+  egressAllow: string | undefined;
+  /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
+  egressExtraCaPath: string | undefined;
   logLevel: string;
 }
 
@@ -106,6 +112,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     poolSize: e.ACIS_POOL_SIZE,
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
+    egressAllow: e.ACIS_EGRESS_ALLOW,
+    egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -1,6 +1,8 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { createEgressProxy, type EgressProxy } from '../egress-proxy/egress-proxy.js';
 import { createApp } from './app.js';
 import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
@@ -8,11 +10,13 @@ import { migrateToLatest, openDatabase } from './core/db/database.js';
 import type { AppDeps } from './core/deps.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
+import { ProblemError } from './core/problems.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
 import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
+import { secretsForRun } from './secrets/secrets.service.js';
 
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -55,6 +59,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     dataDir: config.dataDir,
     poolSize: config.dbPoolSize,
   });
+  let egress: EgressProxy | undefined;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
@@ -100,7 +105,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     if (failed > 0) logger.warn({ runs: failed }, 'runs left in progress by a stopped process were marked failed');
     await sweepEndedRunSecrets(deps.db);
     await coolLapsedHolds(deps.db, now());
-    await provider.start();
+    egress = await startEgressProxy(deps, provider, runs, logger);
+    await provider.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
     if (config.bootstrapServiceKey) {
       const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
       if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -141,14 +147,44 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         clearInterval(beat);
         await provider.stop();
         await runs.drain();
+        await egress?.close();
         await closed;
         await database.close();
       },
     };
   } catch (error) {
+    await egress?.close();
     await database.close();
     throw error;
   }
+}
+
+/**
+ * The runners' only route out. A credential is a runner's (user: runner id, password: a token given at
+ * spawn) and stands for the run whose turn is in progress on it, so exactly that run's values are
+ * substituted; at any other time it gets 407.
+ */
+function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: RunManager, logger: Logger): Promise<EgressProxy> {
+  return createEgressProxy({
+    caDir: path.join(deps.config.dataDir, 'egress-ca'),
+    allow: deps.config.egressAllow,
+    extraCaPath: deps.config.egressExtraCaPath,
+    logger: logger.child({ component: 'egress' }),
+    resolveRun: async ({ runId: runnerId, token }) => {
+      const runId = provider.egressRun(runnerId, token);
+      return runId ? secretsForRun(deps, runId) : undefined;
+    },
+    onMissing: (runnerId, alias) => {
+      const runId = provider.currentRun(runnerId);
+      if (!runId) return;
+      runs.abortRun(
+        runId,
+        new ProblemError('missing-secret', 422, {
+          detail: `The run sent {{secret:${alias}}} to the network, but no secret is vaulted under ${alias} at any scope; re-send the message with the secret attached.`,
+        }),
+      );
+    },
+  });
 }
 
 function closeServer(server: Server): Promise<void> {

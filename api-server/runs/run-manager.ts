@@ -58,7 +58,10 @@ export function platformLine(type: string, fields: Record<string, unknown> = {})
  * the reply still lands in history.
  */
 export class RunManager {
-  private readonly live = new Map<string, { stream: RunStream; secrets: ReadonlyMap<string, string> }>();
+  private readonly live = new Map<
+    string,
+    { stream: RunStream; secrets: ReadonlyMap<string, string>; abort?: ((problem: ProblemError) => void) | undefined }
+  >();
   private readonly running = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: RunManagerDeps) {}
@@ -71,6 +74,17 @@ export class RunManager {
   runSecrets(messageId: string): ReadonlyMap<string, string> | undefined {
     const run = this.live.get(messageId);
     return run && !run.stream.isEnded ? run.secrets : undefined;
+  }
+
+  /**
+   * Aborts a run in progress on this node with a platform problem (the egress proxy met a placeholder
+   * the run cannot resolve): its runner is killed and recycled as broken, the message fails and the
+   * stream ends with message_end and an `error` line. False when no turn of that run is running here.
+   */
+  abortRun(messageId: string, problem: ProblemError): boolean {
+    const abort = this.live.get(messageId)?.abort;
+    abort?.(problem);
+    return abort !== undefined;
   }
 
   /** Waits for every run of this node to finish (shutdown). */
@@ -176,8 +190,23 @@ export class RunManager {
       : Promise.resolve();
     // Every agent event is masked before anything else sees it: the stream, the stored reply, the result.
     const agentMasker = new EventMasker(masker);
+    let aborted: ProblemError | undefined;
+    const live = this.live.get(request.assistantMessageId);
+    if (live) {
+      live.abort = (problem) => {
+        if (aborted) return;
+        aborted = problem;
+        // Ends the turn at once (it resolves as crashed); the runner is recycled as broken below.
+        void lease.runner.kill();
+      };
+    }
     const outcome = await lease.runner.runTurn(
-      { content: request.content, env: request.env, resume: lease.continuing ? undefined : (conversation.session_id ?? undefined) },
+      {
+        content: request.content,
+        env: request.env,
+        resume: lease.continuing ? undefined : (conversation.session_id ?? undefined),
+        runId: request.assistantMessageId,
+      },
       (raw) => {
         for (const event of agentMasker.push(raw)) {
           if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') {
@@ -192,7 +221,13 @@ export class RunManager {
         }
       },
     );
+    if (live) live.abort = undefined;
     await fillerDone;
+    if (aborted) {
+      this.deps.logger.warn({ message_id: request.assistantMessageId, problem: aborted.kind }, 'agent run aborted');
+      await release({ broken: true });
+      return this.abort(request, stream, aborted, reply);
+    }
     const mode = await this.currentMode(conversation.id);
     const released = release({
       broken: outcome.kind === 'crashed',

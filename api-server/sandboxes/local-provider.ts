@@ -1,5 +1,6 @@
+import { timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
-import { cp, mkdir, rm } from 'node:fs/promises';
+import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -8,6 +9,7 @@ import { bwrapArgs, SANDBOX_HOME, SANDBOX_RUN, sourceRunner } from '../../sandbo
 import type { Config } from '../config.js';
 import { randomToken } from '../core/crypto.js';
 import { LocalRunner } from './local-runner.js';
+import { serveModelGateway } from './model-gateway.js';
 import {
   type CapacityLimits,
   decideAcquire,
@@ -30,6 +32,19 @@ function packageRoot(from: string): string {
     if (path.dirname(dir) === dir) throw new Error(`no package.json above ${from}`);
   }
 }
+/** The loopback port inside a sandbox where the runner bridges to the egress proxy. */
+const SANDBOX_PROXY_PORT = 3128;
+/** The platform's key never enters a sandbox: the model gateway replaces this placeholder on the way out. */
+const MODEL_KEY_PLACEHOLDER = '{{secret:ANTHROPIC_API_KEY}}';
+/** Where the host's TLS roots are (Debian family), to bundle with the egress CA. */
+const SYSTEM_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
+
+/** The egress proxy runners go through: its loopback port on this host and the CA it terminates TLS with. */
+export interface EgressEndpoint {
+  port: number;
+  caCertificatePem: string;
+}
+
 /** A rough turn length for `retry_hint_seconds` until real figures exist. */
 const TYPICAL_TURN_SECONDS = 5;
 
@@ -78,6 +93,8 @@ interface RunnerEntry {
   runner: LocalRunner;
   view: RunnerView;
   dirs: { root: string; workspace: string; home: string };
+  /** The password of its egress credential (user: the runner id), fixed for the runner's life. */
+  egressToken: string;
   /** Its conversation was last shown warm (so recycling it must show the conversation cold). */
   shownWarm: boolean;
 }
@@ -101,6 +118,8 @@ export class LocalSandboxProvider {
   private readonly waiters: Waiter[] = [];
   private expiryTimer: NodeJS.Timeout | undefined;
   private modelBridge: Bridge | undefined;
+  private egressBridge: Bridge | undefined;
+  private egress: EgressEndpoint | undefined;
   private stopped = false;
   private readonly limits: CapacityLimits;
   private readonly root: string;
@@ -115,13 +134,46 @@ export class LocalSandboxProvider {
     this.root = path.join(config.dataDir, 'sandboxes');
   }
 
-  async start(): Promise<void> {
+  /**
+   * Prepares the run directory every sandbox sees at /run/acis: `model.sock` (the model gateway),
+   * `egress.sock` (piped to the egress proxy) and the CA files runners trust. Without `egress`, runners
+   * have no route out at all.
+   */
+  async start(egress?: EgressEndpoint): Promise<void> {
     await rm(this.root, { recursive: true, force: true });
-    await mkdir(path.join(this.root, 'run'), { recursive: true });
-    const model = new URL(this.config.anthropicBaseUrl);
-    const port = Number(model.port || (model.protocol === 'https:' ? 443 : 80));
-    this.modelBridge = await serveUnixToTcp(path.join(this.root, 'run', 'model.sock'), { host: model.hostname, port });
+    const runDir = path.join(this.root, 'run');
+    await mkdir(runDir, { recursive: true });
+    this.modelBridge = await serveModelGateway(path.join(runDir, 'model.sock'), {
+      baseUrl: this.config.anthropicBaseUrl,
+      apiKey: this.config.anthropicApiKey,
+      logger: this.logger,
+    });
+    if (egress) {
+      this.egress = egress;
+      this.egressBridge = await serveUnixToTcp(path.join(runDir, 'egress.sock'), { host: '127.0.0.1', port: egress.port });
+      const systemRoots = await readFile(SYSTEM_CA_BUNDLE, 'utf8').catch(() => '');
+      await writeFile(path.join(runDir, 'egress-ca.pem'), egress.caCertificatePem);
+      await writeFile(path.join(runDir, 'ca-bundle.pem'), `${systemRoots.trimEnd()}\n${egress.caCertificatePem}`);
+    }
     this.topUpPool();
+  }
+
+  /**
+   * The run an egress credential stands for now: the run whose turn is in progress on that runner. A
+   * pooled, held or recycled runner's credential stands for nothing (the proxy answers 407).
+   */
+  egressRun(runnerId: string, token: string): string | undefined {
+    const entry = this.entries.get(runnerId);
+    if (!entry || entry.view.state !== 'busy') return undefined;
+    const expected = Buffer.from(entry.egressToken);
+    const given = Buffer.from(token);
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
+    return entry.runner.currentRunId;
+  }
+
+  /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */
+  currentRun(runnerId: string): string | undefined {
+    return this.entries.get(runnerId)?.runner.currentRunId;
   }
 
   async stop(): Promise<void> {
@@ -138,6 +190,7 @@ export class LocalSandboxProvider {
       }),
     );
     await this.modelBridge?.close();
+    await this.egressBridge?.close();
   }
 
   /** A snapshot for the policy (and for metrics). */
@@ -293,8 +346,9 @@ export class LocalSandboxProvider {
     // Bind sources must exist before bubblewrap starts.
     mkdirSync(dirs.workspace, { recursive: true });
     mkdirSync(dirs.home, { recursive: true });
-    const runner = new LocalRunner(id, this.runnerCommand(dirs), this.logger);
-    const entry: RunnerEntry = { runner, view: { id, agentType, state, lastUsedAt: this.now() }, dirs, shownWarm: false };
+    const egressToken = randomToken(24);
+    const runner = new LocalRunner(id, this.runnerCommand(dirs, { id, token: egressToken }), this.logger);
+    const entry: RunnerEntry = { runner, view: { id, agentType, state, lastUsedAt: this.now() }, dirs, egressToken, shownWarm: false };
     this.entries.set(id, entry);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
@@ -315,9 +369,21 @@ export class LocalSandboxProvider {
     return entry;
   }
 
-  private runnerCommand(dirs: RunnerEntry['dirs']): { file: string; args: string[]; env: Record<string, string>; cwd: string } {
+  private runnerCommand(
+    dirs: RunnerEntry['dirs'],
+    credential: { id: string; token: string },
+  ): { file: string; args: string[]; env: Record<string, string>; cwd: string } {
+    const runDir = path.join(this.root, 'run');
+    const isolated = this.config.sandboxIsolation !== 'none';
+    // Inside a sandbox the run dir is at /run/acis and the proxy is reached through a loopback bridge to
+    // egress.sock; an unisolated runner (debugging) uses the host paths and the proxy's port directly.
+    const runPath = isolated ? SANDBOX_RUN : runDir;
     const shared = {
-      ANTHROPIC_API_KEY: this.config.anthropicApiKey ?? 'unset',
+      ANTHROPIC_API_KEY: MODEL_KEY_PLACEHOLDER,
+      // The runtime's host part is never resolved: it talks to the model gateway on model.sock.
+      ANTHROPIC_BASE_URL: 'http://model.invalid',
+      ANTHROPIC_UNIX_SOCKET: `${runPath}/model.sock`,
+      ...this.egressEnv(credential, runPath, isolated),
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
       ACIS_SESSION_STORE: '1',
       // The sandbox is the permission boundary (the runtime refuses to skip permissions as root otherwise).
@@ -334,7 +400,6 @@ export class LocalSandboxProvider {
           PATH: process.env.PATH ?? '/usr/bin:/bin',
           HOME: dirs.home,
           CLAUDE_CONFIG_DIR: path.join(dirs.home, '.claude'),
-          ANTHROPIC_BASE_URL: this.config.anthropicBaseUrl,
         },
       };
     }
@@ -342,18 +407,35 @@ export class LocalSandboxProvider {
       workspace: dirs.workspace,
       home: dirs.home,
       runtimeDirs: source.runtimeDirs,
-      runDir: path.join(this.root, 'run'),
-      env: {
-        ...shared,
-        CLAUDE_CONFIG_DIR: `${SANDBOX_HOME}/.claude`,
-        // The sandbox has no network: the runtime reaches the model through a bound Unix socket that
-        // the host pipes to the model endpoint (the host part of this URL is never resolved).
-        ANTHROPIC_BASE_URL: 'http://model.invalid',
-        ANTHROPIC_UNIX_SOCKET: `${SANDBOX_RUN}/model.sock`,
-      },
+      runDir,
+      env: { ...shared, CLAUDE_CONFIG_DIR: `${SANDBOX_HOME}/.claude` },
       command: source.command,
     });
     return { file: 'bwrap', args, cwd: dirs.root, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } };
+  }
+
+  /**
+   * The runner's route out: every HTTP(S) client is pointed at the egress proxy with the runner's own
+   * credential, and trusts the proxy's CA. No egress proxy: no proxy variables (a sandbox then has no route).
+   */
+  private egressEnv(credential: { id: string; token: string }, runPath: string, isolated: boolean): Record<string, string> {
+    if (!this.egress) return {};
+    const proxy = `http://${credential.id}:${credential.token}@127.0.0.1:${isolated ? SANDBOX_PROXY_PORT : this.egress.port}`;
+    const bundle = `${runPath}/ca-bundle.pem`;
+    return {
+      ...(isolated && { ACIS_FORWARD: `${SANDBOX_PROXY_PORT}=${runPath}/egress.sock` }),
+      HTTP_PROXY: proxy,
+      HTTPS_PROXY: proxy,
+      http_proxy: proxy,
+      https_proxy: proxy,
+      NO_PROXY: '',
+      no_proxy: '',
+      NODE_EXTRA_CA_CERTS: `${runPath}/egress-ca.pem`,
+      SSL_CERT_FILE: bundle,
+      CURL_CA_BUNDLE: bundle,
+      REQUESTS_CA_BUNDLE: bundle,
+      GIT_SSL_CAINFO: bundle,
+    };
   }
 
   /** Saves a runner's workspace back to its conversation (unless told not to), kills it and frees its capacity. */

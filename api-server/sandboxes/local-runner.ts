@@ -11,6 +11,8 @@ export interface TurnRequest {
   env?: Record<string, string> | undefined;
   resume?: string | undefined;
   skills?: string[] | undefined;
+  /** The run (assistant message) this turn belongs to: the runner's egress credential stands for it until the turn ends. */
+  runId?: string | undefined;
 }
 
 export type TurnOutcome = { kind: 'result' } | { kind: 'crashed'; error: string };
@@ -27,6 +29,7 @@ export class LocalRunner {
   private onTurnEnd: ((outcome: TurnOutcome) => void) | undefined;
   private store: ConversationSessionStore | undefined;
   private exited = false;
+  private turnRunId: string | undefined;
   readonly ready: Promise<void>;
   readonly exit: Promise<void>;
 
@@ -76,6 +79,11 @@ export class LocalRunner {
     return !this.exited;
   }
 
+  /** The run whose turn is in progress on this runner, if any. */
+  get currentRunId(): string | undefined {
+    return this.turnRunId;
+  }
+
   /** Binds the runner to a conversation's transcript store (before its first turn). */
   bindSessionStore(store: ConversationSessionStore): void {
     this.store = store;
@@ -88,6 +96,7 @@ export class LocalRunner {
     return new Promise<TurnOutcome>((resolve) => {
       this.onEvent = onEvent;
       this.onTurnEnd = resolve;
+      this.turnRunId = turn.runId;
       this.send({ type: 'turn', content: turn.content, env: turn.env, resume: turn.resume, skills: turn.skills });
     });
   }
@@ -106,6 +115,7 @@ export class LocalRunner {
     const done = this.onTurnEnd;
     this.onEvent = undefined;
     this.onTurnEnd = undefined;
+    this.turnRunId = undefined;
     done?.(outcome);
   }
 

@@ -4,9 +4,9 @@
  * exactly as long as their run, and the masking of a vaulted value the agent came by. The real
  * Agent SDK in bubblewrap runners against the model stub.
  *
- * Without the egress proxy the agent never receives a value (it sees placeholders only), so
- * resolution is observed where the proxy will read it: `secretsForRun` and `resolveRunSecrets`
- * through the running server's deps. For masking, the agent is made to come by a value honestly:
+ * The agent never receives a value (it sees placeholders only; the egress proxy substitutes, see
+ * egress.test.ts), so resolution is observed where the proxy reads it: `secretsForRun` and
+ * `resolveRunSecrets` through the running server's deps. For masking, the agent is made to come by a value honestly:
  * its Bash tool assembles it from two pieces (neither of them the value), as an upstream that
  * echoed a substituted value would hand it over.
  */

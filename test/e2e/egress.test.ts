@@ -1,0 +1,246 @@
+/**
+ * The egress proxy wired into agent runs, end to end: the real Agent SDK in bubblewrap runners whose
+ * only route out is the server's egress proxy, with local echo servers (plain HTTP, and HTTPS with a
+ * CA of its own) standing for the outside world. A canary vaulted at conversation scope must reach the
+ * echo servers (header and body) and nothing else: not the agent, the stream, the stored messages, the
+ * logs, the database, the runner's files or the model. The model key reaches the model only through
+ * the host's gateway; the sandbox holds a placeholder.
+ */
+import { randomBytes } from 'node:crypto';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
+import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
+import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
+import { startTestServer, type TestServer } from '../helpers/test-server.js';
+
+interface Received {
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+/** Records what arrived and reflects it back, which is what the proxy's masking must catch. */
+function echo(received: Received[]) {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const record = { url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
+      received.push(record);
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ token: req.headers['x-token'] ?? null, body: record.body }));
+    });
+  };
+}
+
+async function listen(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+const PLATFORM_KEY = `sk-ant-platform-${randomBytes(8).toString('hex')}`;
+const received: Received[] = [];
+const unlistedReceived: Received[] = [];
+const servers: Server[] = [];
+let httpPort: number;
+let httpsPort: number;
+let unlistedPort: number;
+let stub: ModelStub;
+let t: TestServer;
+let key: string;
+let user: ProvisionedUser;
+let caFile: string;
+/** Every response body the tests saw, to search for the canary. */
+const seen: string[] = [];
+
+beforeAll(async () => {
+  const upstreamCa = await createEphemeralCa('egress e2e echo CA');
+  const leaf = await upstreamCa.issueLeaf('localhost');
+  const http = createServer(echo(received));
+  const https = createHttpsServer({ cert: leaf.certPem, key: leaf.keyPem }, echo(received));
+  const unlisted = createServer(echo(unlistedReceived));
+  servers.push(http, https, unlisted);
+  [httpPort, httpsPort, unlistedPort] = await Promise.all([listen(http), listen(https), listen(unlisted)]);
+  caFile = path.join(process.env.TMPDIR ?? '/tmp', `acis-egress-e2e-${randomBytes(4).toString('hex')}.pem`);
+  await writeFile(caFile, upstreamCa.certPem);
+
+  stub = await startModelStub({ apiKey: PLATFORM_KEY });
+  t = await startTestServer({
+    ANTHROPIC_BASE_URL: stub.url,
+    ANTHROPIC_API_KEY: PLATFORM_KEY,
+    ACIS_EGRESS_ALLOW: `127.0.0.1:${httpPort},localhost:${httpsPort}`,
+    ACIS_EGRESS_EXTRA_CA: caFile,
+    ACIS_POOL_SIZE: '1',
+    ACIS_MAX_SANDBOXES: '4',
+  });
+  ({ serviceKey: key } = await t.createIntegration('egress e2e'));
+  user = await provisionUser(t, key, { settings: { filler_enabled: false } });
+});
+
+afterAll(async () => {
+  await t?.stop();
+  await stub?.stop();
+  for (const server of servers) server.close();
+  if (caFile) await rm(caFile, { force: true });
+});
+
+async function newConversation(): Promise<string> {
+  const res = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+  expect(res.status).toBe(201);
+  return res.body.id;
+}
+
+/** A streamed turn whose agent runs `command` in its Bash tool; every line is kept for the leak search. */
+async function bash(conversationId: string, command: string) {
+  const res = await t.request('POST', `/conversations/${conversationId}/messages`, {
+    token: key,
+    body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` },
+  });
+  seen.push(res.text);
+  expect(res.status, res.text).toBe(200);
+  const lines = withoutPings(parseNdjson(res.text));
+  const end = lines.find((l) => l.type === 'message_end');
+  expect(end, res.text).toBeDefined();
+  return { lines, message: end!.message, terminal: lines.at(-1)! };
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  return entries.filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name));
+}
+
+describe('a run calling out through the egress proxy', () => {
+  it('substitutes the vaulted canary at egress (HTTP and HTTPS) and nothing else ever holds it', async () => {
+    const canary = `canary-${randomBytes(8).toString('hex')}`;
+    const conversationId = await newConversation();
+    const put = await t.request('PUT', `/conversations/${conversationId}/secrets`, { token: key, body: { secrets: { CANARY: canary } } });
+    expect(put.status).toBe(200);
+    seen.push(put.text);
+
+    const { message, terminal } = await bash(
+      conversationId,
+      `curl -s -H 'X-Token: {{secret:CANARY}}' -d 'v={{secret:CANARY}}' http://127.0.0.1:${httpPort}/plain ; echo ; ` +
+        `curl -s -H 'X-Token: {{secret:CANARY}}' https://localhost:${httpsPort}/tls ; echo ; echo "files" > note.txt`,
+    );
+    expect(terminal.type, JSON.stringify(terminal)).toBe('result');
+    expect(message.status).toBe('completed');
+
+    // The outside world got the real value, in header and body, over plain HTTP and through TLS.
+    const plain = received.find((r) => r.url === '/plain');
+    const tls = received.find((r) => r.url === '/tls');
+    expect(plain?.headers['x-token']).toBe(canary);
+    expect(plain?.body).toBe(`v=${canary}`);
+    expect(tls?.headers['x-token']).toBe(canary);
+    // Their reflection came back to the agent masked.
+    expect(message.content).toContain('{"token":"{{secret:CANARY}}","body":"v={{secret:CANARY}}"}');
+    expect(message.content).toContain('{"token":"{{secret:CANARY}}","body":""}');
+
+    // Then everywhere it must not be.
+    const history = await t.request('GET', `/conversations/${conversationId}/messages?limit=100`, { token: key });
+    const replay = await t.request('GET', `/conversations/${conversationId}/messages/${message.id}/stream?after=0`, { token: key });
+    seen.push(history.text, replay.text);
+    expect(replay.text).toContain('{{secret:CANARY}}');
+    for (const text of seen) expect(text).not.toContain(canary);
+    expect(t.logs.join('')).not.toContain(canary);
+    expect(JSON.stringify(stub.requests)).not.toContain(canary);
+    expect(JSON.stringify(stub.agentRequests())).toContain('{{secret:CANARY}}');
+
+    const db = new pg.Client({ connectionString: t.databaseUrl });
+    await db.connect();
+    try {
+      const tables = await db.query<{ table_name: string }>(
+        "select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'",
+      );
+      expect(tables.rows.length).toBeGreaterThan(5);
+      for (const { table_name } of tables.rows) {
+        const dump = await db.query<{ row: string }>(`select t::text as row from "${table_name}" t`);
+        expect(dump.rows.map((r) => r.row).join('\n'), table_name).not.toContain(canary);
+      }
+    } finally {
+      await db.end();
+    }
+
+    const dataDir = t.server.deps.config.dataDir;
+    const files = [...(await filesUnder(path.join(dataDir, 'sandboxes'))), ...(await filesUnder(path.join(dataDir, 'conversations')))];
+    expect(files.some((f) => f.endsWith(path.join(conversationId, 'workspace', 'note.txt')))).toBe(true);
+    for (const file of files) expect((await readFile(file)).toString('latin1'), file).not.toContain(canary);
+  });
+
+  it('keeps the platform model key out of the sandbox: the model gets it from the gateway, the agent a placeholder', async () => {
+    const conversationId = await newConversation();
+    const before = stub.requests.length;
+    const { message } = await bash(conversationId, 'printenv ANTHROPIC_API_KEY; printenv HTTPS_PROXY | sed "s/:[^:@]*@/:***@/"');
+    expect(message.status).toBe('completed');
+    expect(message.content).toContain('{{secret:ANTHROPIC_API_KEY}}');
+    expect(message.content).toContain('@127.0.0.1:3128');
+    expect(message.content).not.toContain(PLATFORM_KEY);
+    // The stub refuses any other key with 401: every call of the turn carried the real one.
+    const calls = stub.requests.slice(before);
+    expect(calls.filter((r) => r.kind === 'agent').length).toBeGreaterThanOrEqual(2);
+    for (const call of calls) expect(call.status).toBe(200);
+    expect(t.logs.join('')).not.toContain(PLATFORM_KEY);
+  });
+
+  it('aborts the run with missing-secret when a placeholder met only at egress names no vaulted alias', async () => {
+    const conversationId = await newConversation();
+    const count = received.length;
+    // Assembled by the shell, so the send-time scan cannot see it.
+    const { lines, message, terminal } = await bash(conversationId, `curl -s -H "X-Token: {{secret:NO""PE}}" http://127.0.0.1:${httpPort}/nope; sleep 20`);
+    expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
+    expect(isTerminal(terminal)).toBe(true);
+    expect(terminal).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 422 } });
+    expect(terminal.problem.type).toMatch(/\/problems\/missing-secret$/);
+    expect(terminal.problem.detail).toContain('NOPE');
+    expect(message.status).toBe('failed');
+    expect(received.length).toBe(count);
+    const [assistant] = (await t.request('GET', `/conversations/${conversationId}/messages`, { token: key })).body.data;
+    expect(assistant).toMatchObject({ id: message.id, status: 'failed' });
+
+    // The runner was recycled and the conversation is free for the next turn.
+    const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: again]]' } });
+    expect(next.status, next.text).toBe(201);
+    expect(next.body).toMatchObject({ status: 'completed', content: 'again' });
+  });
+
+  it('refuses metadata endpoints, unlisted loopback, wrong credentials and any direct route', async () => {
+    const conversationId = await newConversation();
+    const { message } = await bash(
+      conversationId,
+      `curl -s -o /dev/null -w "meta=%{http_code}\\n" http://169.254.169.254/latest/meta-data/ ; ` +
+        `curl -s -o /dev/null -w "loop=%{http_code}\\n" http://127.0.0.1:${unlistedPort}/ ; ` +
+        `curl -s -o /dev/null -w "forged=%{http_code}\\n" -x http://run_forged:nope@127.0.0.1:3128 http://127.0.0.1:${httpPort}/forged ; ` +
+        `curl -s -o /dev/null -w "direct=%{http_code}\\n" --noproxy "*" http://127.0.0.1:${httpPort}/direct`,
+    );
+    expect(message.status).toBe('completed');
+    expect(message.content).toContain('meta=403');
+    expect(message.content).toContain('loop=403');
+    expect(message.content).toContain('forged=407');
+    expect(message.content).toContain('direct=000');
+    expect(unlistedReceived).toEqual([]);
+    expect(received.filter((r) => r.url === '/forged' || r.url === '/direct')).toEqual([]);
+  });
+
+  it('answers 407 to a client with no runner behind it, with or without credentials', async () => {
+    const socketPath = path.join(t.server.deps.config.dataDir, 'sandboxes', 'run', 'egress.sock');
+    const ask = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ socketPath, method: 'GET', path: `http://127.0.0.1:${httpPort}/runnerless`, headers }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await ask({})).toBe(407);
+    const forged = `Basic ${Buffer.from('run_forged:not-a-token').toString('base64')}`;
+    expect(await ask({ 'proxy-authorization': forged })).toBe(407);
+    expect(received.filter((r) => r.url === '/runnerless')).toEqual([]);
+  });
+});
