@@ -20,8 +20,9 @@ function clockTicks(): number | null {
   }
 }
 
-/** utime + stime of one process, in ms; undefined when it is gone. */
-function processCpuMs(pid: number): number | undefined {
+/** utime + stime of one process, in ms; undefined when it is gone (or off Linux). */
+export function processCpuMs(pid: number): number | undefined {
+  if (TICKS_PER_SECOND === null) return undefined;
   try {
     // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

@@ -91,7 +91,8 @@ async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
   throw new Error(`no answer on ${url}/healthz within ${READY_TIMEOUT_MS / 1000} s`);
 }
 
-function freePort(): Promise<number> {
+/** A port nothing listens on now, on loopback. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);

@@ -6,16 +6,20 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { cpuSnapshot, cpuSpentMs, machineBusyShare, machineCpuMs } from './cpu.js';
 import { measure, type RequestPlan, stopAllLoad, warmUp } from './load.js';
+import { runConversationsPlane } from './conversations.js';
 import { acisServeArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
 import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
 import { DATASETS, SCENARIOS, type Scenario, type Target } from './scenarios.js';
 import { type Fixture, growTenants, seedBase } from './seed.js';
 
 /**
- * `npm run bench`: the provisioning plane against its floors, on a fresh PostgreSQL database.
- * Environment: BENCH_DURATION_S (measured seconds per scenario, default 10), BENCH_WARMUP_S
- * (default 3), BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles),
- * BENCH_ADMIN_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres).
+ * `npm run bench`: the provisioning plane against its floors, on a fresh PostgreSQL database, then
+ * the conversation plane against the Agent SDK driven directly (conversations.ts).
+ * Environment: BENCH_PLANES (provisioning | conversations | all, the default), BENCH_DURATION_S
+ * (measured seconds per provisioning scenario, default 10), BENCH_WARMUP_S (default 3),
+ * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles),
+ * BENCH_ADMIN_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres); the conversation
+ * plane's own variables are listed in conversations.ts.
  */
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT_DIR = path.join(ROOT, '.data/bench');
@@ -56,7 +60,48 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+const PLANES = ['provisioning', 'conversations'] as const;
+
+function planes(): Array<(typeof PLANES)[number]> {
+  const raw = process.env.BENCH_PLANES ?? 'all';
+  if (raw === 'all') return [...PLANES];
+  if ((PLANES as readonly string[]).includes(raw)) return [raw as (typeof PLANES)[number]];
+  throw new Error(`BENCH_PLANES must be one of ${PLANES.join(', ')}, all`);
+}
+
+interface PlaneOutcome {
+  markdown: string;
+  failures: string[];
+  files: string[];
+}
+
 async function main(): Promise<number> {
+  const outcomes: PlaneOutcome[] = [];
+  for (const plane of planes()) {
+    if (interrupted) throw new Error('interrupted');
+    outcomes.push(
+      plane === 'provisioning'
+        ? await provisioningPlane()
+        : await runConversationsPlane({
+            root: ROOT,
+            outDir: OUT_DIR,
+            newDatabase: async () => {
+              const url = await createDatabase();
+              cleanups.push(() => dropDatabase(url));
+              return url;
+            },
+            defer: (step) => cleanups.push(step),
+          }),
+    );
+  }
+  for (const outcome of outcomes) console.log(outcome.markdown);
+  console.error(`bench: written ${outcomes.flatMap((o) => o.files).map((f) => path.relative(ROOT, f)).join(', ')}`);
+  const failures = outcomes.flatMap((o) => o.failures);
+  for (const failure of failures) console.error(`bench: FAILED ${failure}`);
+  return failures.length > 0 ? 1 : 0;
+}
+
+async function provisioningPlane(): Promise<PlaneOutcome> {
   const durationSeconds = envSeconds('BENCH_DURATION_S', 10);
   const warmupSeconds = envSeconds('BENCH_WARMUP_S', 3);
   if (process.env.BENCH_CPU_PROF === '1') {
@@ -139,12 +184,13 @@ async function main(): Promise<number> {
     acisCommand: `node ${acisArgs.map((arg) => (path.isAbsolute(arg) ? path.relative(ROOT, arg) : arg)).join(' ')}`,
   };
   const files = await writeReport(OUT_DIR, REPORT_NAME, info, outcomes);
-  console.log(renderMarkdown(info, outcomes));
-  console.error(`bench: written ${files.map((f) => path.relative(ROOT, f)).join(', ')}`);
-
-  const failed = outcomes.filter((o) => o.failure);
-  for (const { scenario, failure } of failed) console.error(`bench: FAILED ${scenario.id}: ${failure}`);
-  return failed.length > 0 ? 1 : 0;
+  // Its servers and database are not needed by the next plane: free the machine now.
+  for (const server of servers.values()) await server.stop();
+  return {
+    markdown: renderMarkdown(info, outcomes),
+    failures: outcomes.filter((o) => o.failure).map(({ scenario, failure }) => `${scenario.id}: ${failure}`),
+    files,
+  };
 }
 
 interface ScenarioContext {
