@@ -120,18 +120,25 @@ function lstatOrNull(file: string) {
 }
 
 /**
- * Running the runner from a source checkout: its TypeScript and node_modules bound read-only under /opt/acis
- * (package.json too, for `"type": "module"`), started through tsx's loader. Nothing else of the checkout
- * (notably a data dir holding the master key) is bound.
+ * How a sandbox starts the runner: node_modules and package.json (for `"type": "module"`) bound
+ * read-only under /opt/acis, with either the compiled runner (`dist/sandbox`, what `npm start` runs:
+ * no loader, no transpiling at each start) or, from a source checkout, its TypeScript through tsx's
+ * loader. Nothing else of the checkout (notably a data dir holding the master key) is bound.
  */
-export function sourceRunner(appRoot: string): { runtimeDirs: Bind[]; command: string[] } {
+export function runnerCommand(appRoot: string, compiled: boolean): { runtimeDirs: Bind[]; command: string[] } {
+  const common = [
+    ...nodeRuntimeDirs(),
+    { source: path.join(appRoot, 'node_modules'), target: `${SANDBOX_APP}/node_modules` },
+    { source: path.join(appRoot, 'package.json'), target: `${SANDBOX_APP}/package.json` },
+  ];
+  if (compiled) {
+    return {
+      runtimeDirs: [...common, { source: path.join(appRoot, 'dist', 'sandbox'), target: `${SANDBOX_APP}/dist/sandbox` }],
+      command: ['node', `${SANDBOX_APP}/dist/sandbox/runner.js`],
+    };
+  }
   return {
-    runtimeDirs: [
-      ...nodeRuntimeDirs(),
-      { source: path.join(appRoot, 'node_modules'), target: `${SANDBOX_APP}/node_modules` },
-      { source: path.join(appRoot, 'sandbox'), target: `${SANDBOX_APP}/sandbox` },
-      { source: path.join(appRoot, 'package.json'), target: `${SANDBOX_APP}/package.json` },
-    ],
+    runtimeDirs: [...common, { source: path.join(appRoot, 'sandbox'), target: `${SANDBOX_APP}/sandbox` }],
     command: ['node', '--import', `file://${SANDBOX_APP}/node_modules/tsx/dist/esm/index.mjs`, `${SANDBOX_APP}/sandbox/runner.ts`],
   };
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
-import { bwrapArgs, SANDBOX_HOME, SANDBOX_RUN, sourceRunner } from '../../sandbox/bwrap.js';
+import { bwrapArgs, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from '../../sandbox/bwrap.js';
 import type { Config } from '../config.js';
 import { randomToken } from '../core/crypto.js';
 import { LocalRunner } from './local-runner.js';
@@ -25,6 +25,8 @@ import { AGENT_TYPES } from './agent-types.js';
 
 /** The package root (holding node_modules and the runner's source), from source or from dist/ alike. */
 const APP_ROOT = packageRoot(path.dirname(fileURLToPath(import.meta.url)));
+/** Running compiled (`npm start`): runners start from the compiled runner beside this build, not through tsx. */
+const COMPILED_RUNNER = import.meta.url.endsWith('.js') && existsSync(path.join(APP_ROOT, 'dist', 'sandbox', 'runner.js'));
 
 function packageRoot(from: string): string {
   for (let dir = from; ; dir = path.dirname(dir)) {
@@ -389,11 +391,13 @@ export class LocalSandboxProvider {
       // The sandbox is the permission boundary (the runtime refuses to skip permissions as root otherwise).
       IS_SANDBOX: '1',
     };
-    const source = sourceRunner(APP_ROOT);
+    const source = runnerCommand(APP_ROOT, COMPILED_RUNNER);
     if (this.config.sandboxIsolation === 'none') {
       return {
         file: process.execPath,
-        args: ['--import', 'tsx', path.join(APP_ROOT, 'sandbox', 'runner.ts')],
+        args: COMPILED_RUNNER
+          ? [path.join(APP_ROOT, 'dist', 'sandbox', 'runner.js')]
+          : ['--import', 'tsx', path.join(APP_ROOT, 'sandbox', 'runner.ts')],
         cwd: dirs.workspace,
         env: {
           ...shared,

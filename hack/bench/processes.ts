@@ -110,7 +110,9 @@ export function freePort(): Promise<number> {
  */
 export function acisServeArgs(root: string): string[] {
   const compiled = path.join(root, 'dist/api-server/main.js');
-  if (existsSync(compiled) && statSync(compiled).mtimeMs >= newestMtime(path.join(root, 'api-server'))) {
+  // The build is used only when it is newer than every source file it holds (the runner's included).
+  const sources = Math.max(newestMtime(path.join(root, 'api-server')), newestMtime(path.join(root, 'sandbox')));
+  if (existsSync(compiled) && statSync(compiled).mtimeMs >= sources) {
     return [compiled, 'serve'];
   }
   return ['--import', 'tsx', path.join(root, 'api-server/main.ts'), 'serve'];

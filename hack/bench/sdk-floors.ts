@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import type { SDKMessage } from '@anthropic-ai/claude-agent-sdk';
 import ts from 'typescript';
 import { OtherCpu } from './proc-tree.js';
-import { bwrapArgs, SANDBOX_APP, SANDBOX_HOME, SANDBOX_RUN, sourceRunner } from '../../sandbox/bwrap.js';
+import { bwrapArgs, SANDBOX_APP, SANDBOX_HOME, SANDBOX_RUN, runnerCommand } from '../../sandbox/bwrap.js';
 import { type FloorKind, openSdkHost, runnerLikeOptions } from './sdk-host.js';
 
 export type Where = 'plain' | 'bwrap';
@@ -208,7 +208,7 @@ async function compileSdkHost(options: FloorOptions): Promise<string> {
 
 /** The compiled sdk-host in a bubblewrap sandbox with a runner's recipe, reaching the stub through `runDir`. */
 function sandboxedHost(options: FloorOptions, dirs: Dirs, hostDir: string): OpenHost {
-  const source = sourceRunner(options.appRoot);
+  const source = runnerCommand(options.appRoot, false);
   return (kind, resume) => {
     const args = bwrapArgs({
       ...dirs,

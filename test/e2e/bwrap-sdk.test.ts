@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
 import { isRunnerLine, type RunnerLine } from '../../sandbox/protocol.js';
-import { bwrapArgs, SANDBOX_HOME, SANDBOX_RUN, SANDBOX_WORKSPACE, sourceRunner } from '../../sandbox/bwrap.js';
+import { bwrapArgs, SANDBOX_HOME, SANDBOX_RUN, SANDBOX_WORKSPACE, runnerCommand } from '../../sandbox/bwrap.js';
 import { resultOf, streamedText } from '../helpers/agent-sdk.js';
 
 const appRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -59,7 +59,7 @@ function startRunner(
   options: { resume?: string } = {},
 ) {
   let resume = options.resume;
-  const runner = sourceRunner(appRoot);
+  const runner = runnerCommand(appRoot, false);
   const args = bwrapArgs({
     ...dirs,
     runDir,
