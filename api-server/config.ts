@@ -26,6 +26,7 @@ const EnvSchema = z.object({
   ACIS_PUBLIC_URL: z.string().url().optional(),
   ACIS_STORAGE_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/).default('acis-platform'),
   ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
+  ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
@@ -34,6 +35,7 @@ const EnvSchema = z.object({
   ACIS_MAX_SANDBOXES: z.coerce.number().int().min(1).max(1000).default(8),
   ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
   ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+  ACIS_APPROVAL_TTL_SECONDS: z.coerce.number().int().min(1).max(7 * 86400).default(900),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
@@ -56,6 +58,8 @@ export interface Config {
   publicUrl: string | undefined;
   storageBucket: string;
   allowFileRepos: boolean;
+  /** The longest one repository sync's git work may take before it is killed and the sync fails. */
+  syncTimeoutSeconds: number;
   dbPoolSize: number;
   /** Model endpoint for the agent runtime and the filler. */
   anthropicBaseUrl: string;
@@ -69,6 +73,8 @@ export interface Config {
   poolSize: number;
   /** How long `on_capacity=hold` may wait for a runner. */
   maxHoldSeconds: number;
+  /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
+  approvalTtlSeconds: number;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
   sandboxIsolation: 'bwrap' | 'none';
   /** `host` or `host:port` entries the egress proxy may reach although loopback or private. */
@@ -103,6 +109,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: e.ACIS_PUBLIC_URL?.replace(/\/+$/, ''),
     storageBucket: e.ACIS_STORAGE_BUCKET,
     allowFileRepos: e.ACIS_ALLOW_FILE_REPOS === '1',
+    syncTimeoutSeconds: e.ACIS_SYNC_TIMEOUT_SECONDS,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL.replace(/\/+$/, ''),
     anthropicApiKey: e.ANTHROPIC_API_KEY,
@@ -111,6 +118,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxSandboxes: e.ACIS_MAX_SANDBOXES,
     poolSize: e.ACIS_POOL_SIZE,
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
+    approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),

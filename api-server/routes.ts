@@ -1,4 +1,5 @@
 import { adminRoutes } from './admin/admin.routes.js';
+import { approvalRoutes } from './approvals/approvals.routes.js';
 import { authRoutes } from './auth/auth.routes.js';
 import { conversationRoutes } from './conversations/conversations.routes.js';
 import type { AnyRoute } from './core/http/route.js';
@@ -25,5 +26,6 @@ export const allRoutes: AnyRoute[] = [
   ...conversationRoutes,
   ...messageRoutes,
   ...secretRoutes,
+  ...approvalRoutes,
   ...adminRoutes,
 ];

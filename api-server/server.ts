@@ -4,6 +4,7 @@ import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import { createEgressProxy, type EgressProxy } from '../egress-proxy/egress-proxy.js';
 import { createApp } from './app.js';
+import { ApprovalGate } from './approvals/approval-gate.js';
 import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
 import { migrateToLatest, openDatabase } from './core/db/database.js';
@@ -12,6 +13,8 @@ import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
 import { ProblemError } from './core/problems.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
+import { RepositoryContentStore } from './repositories/content.js';
+import { RepositorySyncWorker } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
@@ -19,6 +22,8 @@ import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
 import { secretsForRun } from './secrets/secrets.service.js';
 
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
+/** How often a node looks for approvals past their deadline (those of any node: a dead one's too). */
+const APPROVAL_SWEEP_MS = 1_000;
 
 export interface RunningServer {
   url: string;
@@ -60,6 +65,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     poolSize: config.dbPoolSize,
   });
   let egress: EgressProxy | undefined;
+  let approvals: ApprovalGate | undefined;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
@@ -79,6 +85,20 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       // Hold expiry follows the same clock as the timestamps the API shows.
       () => now().getTime(),
     );
+    const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
+    approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl });
+    await approvals.start();
+    const repositorySync = new RepositorySyncWorker({
+      db: database.db,
+      vault,
+      logger,
+      now,
+      newId,
+      nodeId,
+      content: new RepositoryContentStore(path.join(config.dataDir, 'repositories')),
+      allowFileRepos: config.allowFileRepos,
+      timeoutMs: config.syncTimeoutSeconds * 1000,
+    });
     const runs = new RunManager({
       db: database.db,
       logger,
@@ -88,16 +108,21 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       nodeId,
       maxHoldSeconds: config.maxHoldSeconds,
       filler: { baseUrl: config.anthropicBaseUrl, apiKey: config.anthropicApiKey, model: config.fillerModel, logger },
+      vault,
+      approvals,
+      approvalTtlSeconds: config.approvalTtlSeconds,
+      repositorySync,
     });
     const deps: AppDeps = {
       db: database.db,
       config,
       logger,
-      vault: createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey)),
+      vault,
       newId,
       now,
       validateResponses: options.validateResponses ?? false,
-      runtime: { nodeId, provider, runs },
+      runtime: { nodeId, provider, runs, approvals },
+      repositorySync,
     };
     const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
     await heartbeat(deps.db, nodeId, now());
@@ -105,6 +130,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     if (failed > 0) logger.warn({ runs: failed }, 'runs left in progress by a stopped process were marked failed');
     await sweepEndedRunSecrets(deps.db);
     await coolLapsedHolds(deps.db, now());
+    const resumed = await repositorySync.recoverOrphans(true);
+    if (resumed > 0) logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
     egress = await startEgressProxy(deps, provider, runs, logger);
     await provider.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
     if (config.bootstrapServiceKey) {
@@ -131,9 +158,15 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         // Our own lapsed holds first (a late timer), so the sweep below only cools other nodes' leftovers.
         await provider.expireLapsedHolds();
         await coolLapsedHolds(deps.db, now());
+        await repositorySync.recoverOrphans(false);
       })().catch((err: unknown) => logger.warn({ err }, 'node heartbeat failed'));
     }, HEARTBEAT_MS);
     beat.unref();
+    const gate = approvals;
+    const sweep = setInterval(() => {
+      gate.expireDue().catch((err: unknown) => logger.warn({ err }, 'approval expiry sweep failed'));
+    }, APPROVAL_SWEEP_MS);
+    sweep.unref();
     logger.info({ port, host: config.host, database: database.kind }, 'ACIS listening');
 
     return {
@@ -145,8 +178,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         const closed = closeServer(server);
         clearInterval(purge);
         clearInterval(beat);
+        clearInterval(sweep);
         await provider.stop();
         await runs.drain();
+        await repositorySync.stop();
+        await gate.stop();
         await egress?.close();
         await closed;
         await database.close();
@@ -154,6 +190,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
   } catch (error) {
     await egress?.close();
+    await approvals?.stop();
     await database.close();
     throw error;
   }

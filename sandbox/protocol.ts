@@ -19,14 +19,18 @@ export type ServerCommand =
       skills?: string[] | undefined;
     }
   | { type: 'session_entries'; request_id: number; entries: unknown[] | null }
-  | { type: 'session_ack'; request_id: number; error?: string | undefined };
+  | { type: 'session_ack'; request_id: number; error?: string | undefined }
+  /** The outcome of a `request_approval` call, as the tool result the agent sees. */
+  | { type: 'approval_result'; request_id: number; text: string; is_error: boolean };
 
 /** Runner → server (stdout), besides the verbatim agent events. */
 export type RunnerLine =
   | { type: 'runner_ready' }
   | { type: 'runner_error'; error: string }
   | { type: 'runner_session_load'; request_id: number; key: SessionKeyLike }
-  | { type: 'runner_session_append'; request_id: number; key: SessionKeyLike; entries: unknown[] };
+  | { type: 'runner_session_append'; request_id: number; key: SessionKeyLike; entries: unknown[] }
+  /** The agent called the platform tool `request_approval`; the call waits for `approval_result`. */
+  | { type: 'runner_approval_request'; request_id: number; input: unknown };
 
 export interface SessionKeyLike {
   projectKey: string;

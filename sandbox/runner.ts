@@ -12,7 +12,8 @@
  * sockets, for tools that only speak TCP).
  */
 import { createInterface } from 'node:readline';
-import { query, type SDKUserMessage, type SessionStore } from '@anthropic-ai/claude-agent-sdk';
+import { createSdkMcpServer, query, type SDKUserMessage, type SessionStore, tool } from '@anthropic-ai/claude-agent-sdk';
+import { z } from 'zod';
 import { serveTcpToUnix } from './bridge.js';
 import type { RunnerLine, ServerCommand, SessionKeyLike } from './protocol.js';
 
@@ -49,6 +50,42 @@ const serverSessionStore: SessionStore = {
 function plainKey(key: SessionKeyLike): SessionKeyLike {
   return { projectKey: key.projectKey, sessionId: key.sessionId, ...(key.subpath && { subpath: key.subpath }) };
 }
+
+/**
+ * The platform's own tools, served in-process (MCP server `platform`). `request_approval` parks the
+ * turn: the call is handed to the API server, which raises an Approval and answers only once a human
+ * resolves it (or the run ends), so the agent sees the decision as the tool's result.
+ */
+const platformTools = createSdkMcpServer({
+  name: 'platform',
+  version: '1.0.0',
+  tools: [
+    tool(
+      'request_approval',
+      'Ask a human approver before a risky step, or for a secret you need. The call waits for the decision; ' +
+        'an approval can supply secrets, which you then use as {{secret:ALIAS}} placeholders.',
+      {
+        reason: z.string().describe('Why approval is needed, for the approver'),
+        requested_items: z
+          .array(
+            z.object({
+              kind: z.enum(['action', 'secret']),
+              description: z.string(),
+              alias: z.string().optional().describe('For kind secret: the alias the secret is supplied under'),
+            }),
+          )
+          .describe('What is asked for: actions to permit, secrets to supply'),
+        expires_in_seconds: z.number().int().min(1).optional().describe('How long the approver has (capped by the platform)'),
+      },
+      async (input) => {
+        const reply = await ask((request_id) => ({ type: 'runner_approval_request', request_id, input }));
+        return reply.type === 'approval_result'
+          ? { content: [{ type: 'text', text: reply.text }], isError: reply.is_error }
+          : { content: [{ type: 'text', text: 'The platform gave no decision.' }], isError: true };
+      },
+    ),
+  ],
+});
 
 /** User turns for the SDK's streaming input, fed by `turn` commands. */
 class TurnQueue implements AsyncIterable<SDKUserMessage> {
@@ -108,6 +145,7 @@ function startSession(first: Turn): Promise<void> {
       ...(first.skills && { skills: first.skills }),
       // The SDK finds transcripts through CLAUDE_CONFIG_DIR (not HOME); without it nothing is mirrored.
       env: { ...process.env },
+      mcpServers: { platform: platformTools },
       ...(useServerStore && { sessionStore: serverSessionStore }),
       stderr: (data) => process.stderr.write(data),
     },
@@ -127,7 +165,8 @@ function handle(command: ServerCommand): void {
       turns.push(command.content, command.env);
       return;
     case 'session_entries':
-    case 'session_ack': {
+    case 'session_ack':
+    case 'approval_result': {
       const resolve = pending.get(command.request_id);
       pending.delete(command.request_id);
       resolve?.(command);

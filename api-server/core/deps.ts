@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
+import type { ApprovalGate } from '../approvals/approval-gate.js';
 import type { Config } from '../config.js';
+import type { RepositorySyncWorker } from '../repositories/sync.js';
 import type { RunManager } from '../runs/run-manager.js';
 import type { LocalSandboxProvider } from '../sandboxes/local-provider.js';
 import type { Vault } from './crypto.js';
@@ -18,6 +20,8 @@ export interface AppDeps {
   validateResponses: boolean;
   /** Agent runs on this node. */
   runtime: Runtime;
+  /** Repository syncs (git fetch, catalog) and the synced content runs use. */
+  repositorySync: RepositorySyncWorker;
 }
 
 export interface Runtime {
@@ -25,4 +29,6 @@ export interface Runtime {
   nodeId: string;
   provider: LocalSandboxProvider;
   runs: RunManager;
+  /** Where this node's runs wait on their approvals, and how a resolution reaches the node hosting the run. */
+  approvals: ApprovalGate;
 }

@@ -36,3 +36,11 @@ export function insertCredentialIfAbsent(db: Db, row: CredentialInsert): Promise
 export async function deleteCredential(db: Db, credentialId: string): Promise<void> {
   await db.deleteFrom('credentials').where('id', '=', credentialId).execute();
 }
+
+/**
+ * The one read of a credential's ciphertext, for the repository sync worker that hands it to git.
+ * No route reaches this.
+ */
+export function findCredentialCiphertext(db: Db, credentialId: string): Promise<{ type: string; secret_ciphertext: string } | undefined> {
+  return db.selectFrom('credentials').select(['type', 'secret_ciphertext']).where('id', '=', credentialId).executeTakeFirst();
+}

@@ -16,6 +16,7 @@ import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { createMasker, maskedSessionStore } from '../secrets/masking.js';
 import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
+import { effectiveSkillIds } from '../skills/materialise.js';
 import { findRunInFlight, selectMessages } from './messages.repository.js';
 import type { SendMessageBody } from './messages.schemas.js';
 
@@ -116,6 +117,7 @@ export async function startMessageRun(
     requestId: context.requestId,
     secrets,
     refusal,
+    skillIds: effectiveSkillIds(conversation, body.skill_ids),
   });
   return { ...ids, stream, done };
 }

@@ -105,3 +105,92 @@ export async function repositoryDependent(db: Db, repositoryId: string): Promise
     .executeTakeFirst();
   return role?.id;
 }
+
+/**
+ * Claims the repository's sync for this attempt: one conditional update, so of two concurrent
+ * requests (on any nodes) exactly one moves it to `syncing`. undefined: missing, or a sync is in flight.
+ */
+export function claimSync(
+  db: Db,
+  repositoryId: string,
+  attempt: { claim: string; nodeId: string; now: Date },
+): Promise<RepositoryView | undefined> {
+  return db
+    .updateTable('repositories')
+    .set({ sync_state: 'syncing', sync_error: null, sync_claim: attempt.claim, sync_node_id: attempt.nodeId, sync_started_at: attempt.now })
+    .where('id', '=', repositoryId)
+    .where('sync_state', '<>', 'syncing')
+    .returningAll()
+    .returning(skillCount)
+    .executeTakeFirst();
+}
+
+/**
+ * Syncs left `syncing` by a process that is gone: this node's previous life (`includeOwn`, at start),
+ * nodes whose heartbeat is older than `staleBefore`, or no node at all.
+ */
+export function orphanedSyncs(db: Db, options: { nodeId: string; includeOwn: boolean; staleBefore: Date }) {
+  return db
+    .selectFrom('repositories')
+    .leftJoin('nodes', 'nodes.id', 'repositories.sync_node_id')
+    .select(['repositories.id', 'repositories.sync_claim'])
+    .where('repositories.sync_state', '=', 'syncing')
+    .where((eb) =>
+      eb.or([
+        ...(options.includeOwn ? [eb('repositories.sync_node_id', '=', options.nodeId)] : []),
+        eb('repositories.sync_node_id', 'is', null),
+        eb.and([eb('repositories.sync_node_id', '!=', options.nodeId), eb('nodes.heartbeat_at', '<', options.staleBefore)]),
+        eb.and([eb('repositories.sync_node_id', '!=', options.nodeId), eb('nodes.id', 'is', null)]),
+      ]),
+    )
+    .execute();
+}
+
+/** Moves an orphaned sync to this node under a new claim, unless someone else took it first. */
+export async function takeOverSync(
+  db: Db,
+  repositoryId: string,
+  previousClaim: string | null,
+  attempt: { claim: string; nodeId: string; now: Date },
+): Promise<boolean> {
+  const taken = await db
+    .updateTable('repositories')
+    .set({ sync_claim: attempt.claim, sync_node_id: attempt.nodeId, sync_started_at: attempt.now })
+    .where('id', '=', repositoryId)
+    .where('sync_state', '=', 'syncing')
+    .where((eb) => (previousClaim === null ? eb('sync_claim', 'is', null) : eb('sync_claim', '=', previousClaim)))
+    .executeTakeFirst();
+  return taken.numUpdatedRows > 0n;
+}
+
+/**
+ * Ends a sync attempt (ready or error) if it is still the one in flight: a PATCH of branch or
+ * credential (back to `pending`) or a takeover made it stale, and then its outcome is dropped.
+ */
+export async function endSync(db: Db, repositoryId: string, claim: string, changes: RepositoryUpdate): Promise<boolean> {
+  const ended = await db
+    .updateTable('repositories')
+    .set({ ...changes, sync_claim: null, sync_node_id: null, sync_started_at: null })
+    .where('id', '=', repositoryId)
+    .where('sync_state', '=', 'syncing')
+    .where('sync_claim', '=', claim)
+    .executeTakeFirst();
+  return ended.numUpdatedRows > 0n;
+}
+
+/** Locks the repository row while its attempt is still current (the catalog write happens under it). */
+export function lockCurrentSync(db: Db, repositoryId: string, claim: string) {
+  return db
+    .selectFrom('repositories')
+    .select('id')
+    .where('id', '=', repositoryId)
+    .where('sync_state', '=', 'syncing')
+    .where('sync_claim', '=', claim)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/** A repository by id alone (the sync worker acts for whichever integration registered it). */
+export function findRepositoryById(db: Db, repositoryId: string): Promise<RepositoryRow | undefined> {
+  return db.selectFrom('repositories').selectAll().where('id', '=', repositoryId).executeTakeFirst();
+}

@@ -7,6 +7,7 @@ import {
   Repository,
   RepositoryIdParams,
   RepositoryList,
+  RepositorySyncDetails,
 } from './repositories.schemas.js';
 import {
   createRepository,
@@ -14,7 +15,9 @@ import {
   listRepositories,
   patchRepository,
   presentRepository,
+  presentSyncDetails,
   removeRepository,
+  syncRepository,
 } from './repositories.service.js';
 
 const tag = 'Repositories';
@@ -35,7 +38,7 @@ export const repositoryRoutes = [
     body: CreateRepositoryBody,
     idempotent: true,
     responses: {
-      201: { description: 'Registered; sync pending', schema: Repository },
+      201: { description: 'Registered; its first sync starts at once (state pending, then syncing)', schema: Repository },
       ...common,
       409: { description: 'Name taken (name-conflict)' },
       422: { description: 'Invalid body, refused URL or unknown credential' },
@@ -96,6 +99,40 @@ export const repositoryRoutes = [
     handler: async ({ deps, principal, params, body }) => ({
       status: 200,
       body: presentRepository(await patchRepository(deps, principal, params.repository_id, body)),
+    }),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/repositories/:repository_id/sync',
+    operationId: 'syncRepository',
+    summary: 'Start a fresh git read that reconciles the skill catalog',
+    tag,
+    auth: 'service',
+    params: RepositoryIdParams,
+    idempotent: true,
+    responses: {
+      202: { description: 'Sync started; state syncing', schema: Repository },
+      ...common,
+      ...notFound,
+      409: { description: 'A sync is already in flight (sync-in-progress)' },
+    },
+    handler: async ({ deps, principal, params }) => ({
+      status: 202,
+      body: presentRepository(await syncRepository(deps, principal, params.repository_id)),
+    }),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/repositories/:repository_id/sync',
+    operationId: 'getRepositorySync',
+    summary: 'Sync details: state, synced commit and what the last scan skipped (invalid manifests, conflicts)',
+    tag,
+    auth: 'service',
+    params: RepositoryIdParams,
+    responses: { 200: { description: 'The sync details', schema: RepositorySyncDetails }, ...common, ...notFound },
+    handler: async ({ deps, principal, params }) => ({
+      status: 200,
+      body: presentSyncDetails(await getRepositoryInScope(deps, principal, params.repository_id)),
     }),
   }),
   defineRoute({

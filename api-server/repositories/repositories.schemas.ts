@@ -34,6 +34,33 @@ export const Repository = z
 
 export const RepositoryList = ListOf(Repository);
 
+/** What the last scan of a repository skipped; the sync succeeds regardless. */
+export const SyncWarning = z
+  .object({
+    kind: z.enum(['invalid_manifest', 'duplicate_name', 'manual_conflict', 'limit']),
+    path: z.string().nullable().describe('The manifest concerned, if any'),
+    name: z.string().nullable().describe('The skill name concerned, if known'),
+    message: z.string(),
+  })
+  .meta({ id: 'RepositorySyncWarning' });
+
+/**
+ * The sync details of a repository (ours, beside the spec's `sync` object, which stays exactly
+ * `{state, last_synced_at, error}`): the commit runs use and what the last scan skipped.
+ */
+export const RepositorySyncDetails = z
+  .object({
+    object: z.literal('repository.sync'),
+    repository_id: z.string(),
+    state: RepositorySync.shape.state,
+    last_synced_at: Timestamp.nullable(),
+    error: z.string().nullable(),
+    commit: z.string().nullable().describe('The commit of the last successful scan; runs materialise skills from it'),
+    started_at: Timestamp.nullable().describe('When the sync in flight started (null unless syncing)'),
+    warnings: z.array(SyncWarning).describe('Invalid manifests, duplicate names and names held by manual skills, from the last successful scan'),
+  })
+  .meta({ id: 'RepositorySyncDetails' });
+
 /** The remote forms git accepts that we take; `file` is further gated by configuration. */
 export type RepoUrlKind = 'network' | 'file';
 

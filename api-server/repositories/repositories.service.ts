@@ -4,13 +4,14 @@ import type { AppDeps } from '../core/deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
-import { type FieldError, problems } from '../core/problems.js';
+import { type FieldError, ProblemError, problems } from '../core/problems.js';
 import { findCredential } from '../credentials/credentials.repository.js';
 import {
   deleteRepository,
   findRepositoryByName,
   findRepositoryView,
   insertRepositoryIfAbsent,
+  type RepositoryRow,
   type RepositoryView,
   repositoryDependent,
   selectRepositoryViews,
@@ -21,6 +22,7 @@ import {
   classifyRepoUrl,
   type PatchRepositoryBody,
   type Repository,
+  type RepositorySyncDetails,
 } from './repositories.schemas.js';
 
 export function presentRepository(row: RepositoryView): z.output<typeof Repository> {
@@ -109,7 +111,13 @@ export async function createRepository(
       if (isForeignKeyViolation(error)) throw problems.invalid([NO_SUCH_CREDENTIAL]);
       throw error;
     }
-    if (created) return { ...created, skill_count: 0 };
+    if (created) {
+      // The scan starts at registration; the answer shows the repository as inserted (`pending`).
+      deps.repositorySync.start(created.id).catch((error: unknown) => {
+        deps.logger.error({ err: error, repository_id: created.id }, 'starting a repository sync failed');
+      });
+      return { ...created, skill_count: 0 };
+    }
     const holder = await findRepositoryByName(deps.db, principal.integrationId, body.name);
     if (holder) throw nameConflict(holder.id);
   }
@@ -174,6 +182,35 @@ export async function removeRepository(deps: AppDeps, principal: ServicePrincipa
     if (!latecomer) throw error;
     throw repositoryInUse(latecomer);
   }
+  await deps.repositorySync.forget(repository.id);
+}
+
+/**
+ * POST /repositories/{id}/sync: claims a fresh sync (202 with `syncing`); a sync in flight on any
+ * node is 409 `sync-in-progress`.
+ */
+export async function syncRepository(deps: AppDeps, principal: ServicePrincipal, repositoryId: string): Promise<RepositoryView> {
+  const repository = await getRepositoryInScope(deps, principal, repositoryId);
+  const claimed = await deps.repositorySync.start(repository.id);
+  if (claimed) return claimed;
+  // Deleted in between, or (the usual case) a sync already in flight.
+  await getRepositoryInScope(deps, principal, repositoryId);
+  throw new ProblemError('sync-in-progress', 409, {
+    detail: 'A sync of this repository is already in flight; wait for it to end (state ready or error).',
+  });
+}
+
+export function presentSyncDetails(row: RepositoryRow): z.output<typeof RepositorySyncDetails> {
+  return {
+    object: 'repository.sync',
+    repository_id: row.id,
+    state: row.sync_state,
+    last_synced_at: row.sync_last_synced_at?.toISOString() ?? null,
+    error: row.sync_error,
+    commit: row.sync_commit,
+    started_at: row.sync_state === 'syncing' ? (row.sync_started_at?.toISOString() ?? null) : null,
+    warnings: row.sync_warnings,
+  };
 }
 
 function nameConflict(holderId: string) {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { expireApprovalsOfMessages } from '../approvals/approvals.repository.js';
 import { type Db, json } from '../core/db/database.js';
 import { ProblemError, problemBody } from '../core/problems.js';
 import { presentMessage } from '../messages/messages.presenter.js';
@@ -39,7 +40,7 @@ export async function heartbeat(db: Db, nodeId: string, now: Date): Promise<void
 /**
  * Fails runs left `in_progress` by a process that died: those of this node's previous life (at
  * start), and those of nodes that stopped beating. Each gets a terminal `error` line, so a client
- * re-attaching to it sees the stream end.
+ * re-attaching to it sees the stream end, and its pending approvals expire.
  */
 export async function failOrphanedRuns(
   db: Db,
@@ -72,6 +73,8 @@ export async function failOrphanedRuns(
         .returningAll()
         .executeTakeFirst();
       if (!failed) return;
+      // A run that is gone cannot be resumed: an approval it was parked on can no longer be granted.
+      await expireApprovalsOfMessages(trx, [orphan.id], options.now);
       // As on every stream: message_end (the failed message as stored) right before the terminal line.
       const lines = [
         platformLine('message_end', { message: presentMessage(failed) }),

@@ -1,4 +1,10 @@
 import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { ApprovalGate } from '../approvals/approval-gate.js';
+import { presentApproval } from '../approvals/approvals.presenter.js';
+import { type ApprovalRow, expireApprovalsOfMessages, insertApproval } from '../approvals/approvals.repository.js';
+import { RequestApprovalInput } from '../approvals/approvals.schemas.js';
+import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
 import type { TenantSettings } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
@@ -7,8 +13,11 @@ import type { ScopedConversationRow } from '../conversations/conversations.repos
 import { CapacityExhausted, type Lease, type LocalSandboxProvider, type ReleaseOptions } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
-import { createMasker, EventMasker, maskedSessionStore, type SecretMasker } from '../secrets/masking.js';
+import type { ApprovalAnswer } from '../sandboxes/local-runner.js';
+import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
+import { type MaterialiseDeps, materialiseSkills } from '../skills/materialise.js';
+import { resolveRunSecrets } from '../secrets/secrets.service.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import { ReplyBuilder } from './reply.js';
 import { RunStream, type StreamLine } from './run-stream.js';
@@ -22,6 +31,12 @@ export interface RunManagerDeps {
   nodeId: string;
   maxHoldSeconds: number;
   filler: FillerOptions;
+  vault: Vault;
+  approvals: ApprovalGate;
+  /** Default and cap of an approval's life (ACIS_APPROVAL_TTL_SECONDS). */
+  approvalTtlSeconds: number;
+  /** The synced repository content a run's skills are copied from. */
+  repositorySync: MaterialiseDeps['repositorySync'];
 }
 
 export interface RunRequest {
@@ -44,6 +59,8 @@ export interface RunRequest {
   secrets: ReadonlyMap<string, string>;
   /** A platform refusal found before anything ran (missing-secret): the run ends with it at once. */
   refusal?: ProblemError | undefined;
+  /** The run's effective skills (snapshot, narrowed by the conversation's selection and the message's skill_ids). */
+  skillIds: string[];
 }
 
 export type RunOutcome = { status: 'completed' | 'failed'; problem?: ProblemError };
@@ -60,7 +77,13 @@ export function platformLine(type: string, fields: Record<string, unknown> = {})
 export class RunManager {
   private readonly live = new Map<
     string,
-    { stream: RunStream; secrets: ReadonlyMap<string, string>; abort?: ((problem: ProblemError) => void) | undefined }
+    {
+      stream: RunStream;
+      /** Alias to value; grows when an approval supplies secrets (the egress proxy reads this very map). */
+      secrets: Map<string, string>;
+      masker: GrowingMasker;
+      abort?: ((problem: ProblemError) => void) | undefined;
+    }
   >();
   private readonly running = new Set<Promise<unknown>>();
 
@@ -95,9 +118,11 @@ export class RunManager {
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> } {
     const stream = new RunStream(request.assistantMessageId, this.deps.db, this.deps.logger, this.deps.now);
-    this.live.set(request.assistantMessageId, { stream, secrets: request.secrets });
+    const secrets = new Map(request.secrets);
+    const masker = new GrowingMasker(secrets);
+    this.live.set(request.assistantMessageId, { stream, secrets, masker });
     for (const line of request.leadingLines) stream.append(line);
-    const done = this.execute(request, stream, createMasker(request.secrets))
+    const done = this.execute(request, stream, masker)
       .catch(async (error: unknown) => {
         // Nothing awaits a streamed run, so a failure here must still end the stream rather than
         // escape as an unhandled rejection (e.g. the conversation was deleted mid-run).
@@ -110,13 +135,17 @@ export class RunManager {
       .finally(async () => {
         await stream.flush();
         this.live.delete(request.assistantMessageId);
+        // An approval the run was parked on when it ended otherwise can no longer be granted.
+        await expireApprovalsOfMessages(this.deps.db, [request.assistantMessageId], this.deps.now()).catch((err: unknown) =>
+          this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
+        );
       });
     this.running.add(done);
     void done.finally(() => this.running.delete(done));
     return { stream, done };
   }
 
-  private async execute(request: RunRequest, stream: RunStream, masker: SecretMasker): Promise<RunOutcome> {
+  private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker): Promise<RunOutcome> {
     const { conversation } = request;
     if (request.refusal) return this.abort(request, stream, request.refusal);
     let lease = request.lease;
@@ -148,10 +177,42 @@ export class RunManager {
       if (!(error instanceof CapacityExhausted)) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
       return this.abort(request, stream, problem);
     }
-    return this.runTurn(request, stream, lease, masker);
+    return this.runTurn(request, stream, await this.withSkills(request, lease, masker), masker);
   }
 
-  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease, masker: SecretMasker): Promise<RunOutcome> {
+  /**
+   * Puts the run's skills into the runner's workspace and has the runner offer exactly those. A live
+   * session keeps offering the set it started with, so a held runner whose set differs is recycled and
+   * a fresh one resumes the transcript with this run's set.
+   */
+  private async withSkills(request: RunRequest, lease: Lease, masker: GrowingMasker): Promise<Lease> {
+    let current = lease;
+    try {
+      let names = await materialiseSkills(this.deps, current.workspace, request.skillIds);
+      const offered = current.runner.sessionSkills;
+      if (current.continuing && (offered?.length !== names.length || offered.some((name, i) => name !== names[i]))) {
+        await this.deps.provider.release(current, { broken: true });
+        const { conversation } = request;
+        current = await this.deps.provider.acquire(
+          {
+            agentType: conversation.agent_type,
+            conversationId: conversation.id,
+            tenantId: conversation.tenant_id,
+            store: maskedSessionStore(databaseSessionStore(this.deps.db, conversation.id), masker),
+          },
+          { wait: true, signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000) },
+        );
+        names = await materialiseSkills(this.deps, current.workspace, request.skillIds);
+      }
+      current.runner.offerSkills(names);
+      return current;
+    } catch (error) {
+      await this.deps.provider.release(current, { broken: true });
+      throw error;
+    }
+  }
+
+  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease, masker: GrowingMasker): Promise<RunOutcome> {
     let released: Promise<unknown> | undefined;
     try {
       return await this.turnOn(request, stream, lease, masker, (options) => (released = this.deps.provider.release(lease, options)));
@@ -167,7 +228,7 @@ export class RunManager {
     request: RunRequest,
     stream: RunStream,
     lease: Lease,
-    masker: SecretMasker,
+    masker: GrowingMasker,
     release: (options: ReleaseOptions) => Promise<unknown>,
   ): Promise<RunOutcome> {
     const { conversation } = request;
@@ -200,12 +261,15 @@ export class RunManager {
         void lease.runner.kill();
       };
     }
+    // Ends any approval wait of this turn once the turn is over, however it ended.
+    const turnOver = new AbortController();
     const outcome = await lease.runner.runTurn(
       {
         content: request.content,
         env: request.env,
         resume: lease.continuing ? undefined : (conversation.session_id ?? undefined),
         runId: request.assistantMessageId,
+        onApprovalRequest: (input) => this.parkOnApproval(request, stream, input, turnOver.signal),
       },
       (raw) => {
         for (const event of agentMasker.push(raw)) {
@@ -221,6 +285,7 @@ export class RunManager {
         }
       },
     );
+    turnOver.abort();
     if (live) live.abort = undefined;
     await fillerDone;
     if (aborted) {
@@ -256,6 +321,58 @@ export class RunManager {
     stream.append(platformLine('message_end', { message: stored }));
     stream.append(terminal);
     return { status };
+  }
+
+  /**
+   * The agent called `request_approval`: raise a pending Approval, announce it on the stream, and park
+   * the turn (its runner stays claimed) until the approval is decided. Approved or denied, the stream
+   * says `resumed` and the agent gets the decision as the tool's result; expired, the run is aborted.
+   */
+  private async parkOnApproval(request: RunRequest, stream: RunStream, input: unknown, turnOver: AbortSignal): Promise<ApprovalAnswer> {
+    const run = this.live.get(request.assistantMessageId);
+    const parsed = RequestApprovalInput.safeParse(input);
+    if (!run || !parsed.success) {
+      return { isError: true, text: parsed.success ? 'The run is not active.' : `Invalid request_approval input: ${z.prettifyError(parsed.error)}` };
+    }
+    // What the agent wrote is masked like its events: a value it came by must not reach an approver.
+    const asked = run.masker.maskValue(parsed.data);
+    const now = this.deps.now();
+    const lifeSeconds = Math.min(asked.expires_in_seconds ?? this.deps.approvalTtlSeconds, this.deps.approvalTtlSeconds);
+    const raised = await insertApproval(this.deps.db, {
+      id: this.deps.newId('approval'),
+      tenant_id: request.conversation.tenant_id,
+      conversation_id: request.conversation.id,
+      message_id: request.assistantMessageId,
+      status: 'pending',
+      reason: asked.reason,
+      requested_items: json(asked.requested_items),
+      expires_at: new Date(now.getTime() + lifeSeconds * 1000),
+      resolved_by: null,
+      resolved_at: null,
+      note: null,
+      created_at: now,
+      updated_at: now,
+    });
+    stream.append(platformLine('approval', { approval: presentApproval(raised) }));
+    this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id }, 'run parked on an approval');
+    const decided = await this.deps.approvals.wait(raised.id, turnOver);
+    if (!decided) return { isError: true, text: 'The run ended before the approval was decided.' };
+    if (decided.status === 'expired') {
+      this.abortRun(
+        request.assistantMessageId,
+        new ProblemError('approval-expired', 409, { detail: `Approval ${raised.id} expired before anyone resolved it, so the run ended.` }),
+      );
+      return { isError: true, text: 'The approval expired.' };
+    }
+    if (decided.status === 'approved') {
+      // Secrets given with the approval were vaulted at conversation scope: the run resolves them now.
+      const fresh = await resolveRunSecrets(this.deps, { runId: request.assistantMessageId, conversation: request.conversation });
+      for (const [alias, value] of fresh) run.secrets.set(alias, value);
+      run.masker.add(fresh);
+    }
+    stream.append(platformLine('resumed', { approval: presentApproval(decided) }));
+    this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id, status: decided.status }, 'run resumed');
+    return decisionAnswer(decided);
   }
 
   /** A platform abort: the message fails and the stream ends with an `error` line carrying the problem. */
@@ -328,6 +445,17 @@ export class RunManager {
       .where('conversations.id', '=', conversationId)
       .executeTakeFirst();
   }
+}
+
+/** The tool result the agent sees for a decided approval. */
+function decisionAnswer(approval: ApprovalRow): ApprovalAnswer {
+  const note = approval.note ? ` Note from the approver: ${approval.note}` : '';
+  if (approval.status !== 'approved') {
+    return { isError: true, text: `Denied by ${approval.resolved_by}: do not perform the requested items.${note}` };
+  }
+  const aliases = approval.requested_items.flatMap((item) => (item.kind === 'secret' && item.alias ? [item.alias] : []));
+  const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map((a) => `{{secret:${a}}}`).join(', ')}.` : '';
+  return { isError: false, text: `Approved by ${approval.resolved_by}.${secrets}${note}` };
 }
 
 function internalProblem(): ProblemError {

@@ -68,6 +68,8 @@ export interface Lease {
   runner: LocalRunner;
   /** True when this runner served the conversation's previous turn (a live session): no resume needed. */
   continuing: boolean;
+  /** The runner's workspace on this host (the agent's cwd), where a run's skills are put. */
+  workspace: string;
 }
 
 export interface ReleaseOptions {
@@ -288,7 +290,7 @@ export class LocalSandboxProvider {
         entry.view.heldUntil = undefined;
         // This turn's store: it masks this run's secrets out of the transcript.
         entry.runner.bindSessionStore(request.store);
-        return Promise.resolve({ runner: entry.runner, continuing: true });
+        return Promise.resolve({ runner: entry.runner, continuing: true, workspace: entry.dirs.workspace });
       }
       case 'claim-pooled': {
         const entry = this.entries.get(decision.runnerId)!;
@@ -326,7 +328,7 @@ export class LocalSandboxProvider {
       await mkdir(saved, { recursive: true });
       await cp(saved, entry.dirs.workspace, { recursive: true, force: true });
       await entry.runner.ready;
-      return { runner: entry.runner, continuing: false };
+      return { runner: entry.runner, continuing: false, workspace: entry.dirs.workspace };
     } catch (error) {
       await this.recycle(entry.runner.id);
       this.pump();

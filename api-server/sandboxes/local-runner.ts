@@ -13,6 +13,13 @@ export interface TurnRequest {
   skills?: string[] | undefined;
   /** The run (assistant message) this turn belongs to: the runner's egress credential stands for it until the turn ends. */
   runId?: string | undefined;
+  /** Answers the agent's `request_approval` calls of this turn (the tool result it sees); refused when absent. */
+  onApprovalRequest?: ((input: unknown) => Promise<ApprovalAnswer>) | undefined;
+}
+
+export interface ApprovalAnswer {
+  text: string;
+  isError: boolean;
 }
 
 export type TurnOutcome = { kind: 'result' } | { kind: 'crashed'; error: string };
@@ -27,9 +34,13 @@ export class LocalRunner {
   private readonly stderrTail: string[] = [];
   private onEvent: ((event: AgentEvent) => void) | undefined;
   private onTurnEnd: ((outcome: TurnOutcome) => void) | undefined;
+  private onApprovalRequest: TurnRequest['onApprovalRequest'];
   private store: ConversationSessionStore | undefined;
   private exited = false;
   private turnRunId: string | undefined;
+  /** The skills the next turn offers (see offerSkills), and those its session was started with. */
+  private offered: string[] | undefined;
+  private started: string[] | undefined;
   readonly ready: Promise<void>;
   readonly exit: Promise<void>;
 
@@ -89,6 +100,19 @@ export class LocalRunner {
     this.store = store;
   }
 
+  /**
+   * The skills (already materialised in the workspace) the turns to come offer the agent. Only a
+   * session's first turn can set them: a live session keeps the set it started with (`sessionSkills`).
+   */
+  offerSkills(names: string[]): void {
+    this.offered = names;
+  }
+
+  /** The skills this runner's session was started with; undefined before its first turn. */
+  get sessionSkills(): string[] | undefined {
+    return this.started;
+  }
+
   /** Runs one user turn; `onEvent` sees every agent event up to and including the `result`. */
   runTurn(turn: TurnRequest, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome> {
     if (this.onTurnEnd) throw new Error('a turn is already running on this runner');
@@ -97,7 +121,10 @@ export class LocalRunner {
       this.onEvent = onEvent;
       this.onTurnEnd = resolve;
       this.turnRunId = turn.runId;
-      this.send({ type: 'turn', content: turn.content, env: turn.env, resume: turn.resume, skills: turn.skills });
+      this.onApprovalRequest = turn.onApprovalRequest;
+      const skills = turn.skills ?? this.offered;
+      this.started ??= skills;
+      this.send({ type: 'turn', content: turn.content, env: turn.env, resume: turn.resume, skills });
     });
   }
 
@@ -116,6 +143,7 @@ export class LocalRunner {
     this.onEvent = undefined;
     this.onTurnEnd = undefined;
     this.turnRunId = undefined;
+    this.onApprovalRequest = undefined;
     done?.(outcome);
   }
 
@@ -139,6 +167,9 @@ export class LocalRunner {
         );
         return;
       }
+      case 'runner_approval_request':
+        this.answerApprovalRequest(line);
+        return;
       case 'runner_session_append': {
         const store = this.store;
         void (store ? store.append(line.key, line.entries) : Promise.resolve()).then(
@@ -151,6 +182,19 @@ export class LocalRunner {
         return;
       }
     }
+  }
+
+  private answerApprovalRequest(line: Extract<RunnerLine, { type: 'runner_approval_request' }>): void {
+    const handler = this.onApprovalRequest;
+    const answer = handler
+      ? handler(line.input).catch((error: unknown) => {
+          this.logger.error({ err: error, runner_id: this.id }, 'raising an approval failed');
+          return { text: 'The platform could not raise the approval.', isError: true };
+        })
+      : Promise.resolve({ text: 'Approvals are not available outside a run.', isError: true });
+    void answer.then(({ text, isError }) =>
+      this.send({ type: 'approval_result', request_id: line.request_id, text, is_error: isError }),
+    );
   }
 
   private send(command: ServerCommand): void {

@@ -1,5 +1,6 @@
 import { type Db, json } from '../core/db/database.js';
 import { type SessionKeyLike, sessionStoreKey } from '../../sandbox/protocol.js';
+import { forgetSkillListings } from '../skills/skill-listings.js';
 
 /**
  * The agent runtime's transcripts, mirrored into the conversation's storage (here: Postgres) through
@@ -21,7 +22,8 @@ export function databaseSessionStore(db: Db, conversationId: string): Conversati
         .where('session_key', '=', sessionStoreKey(key))
         .orderBy('seq')
         .execute();
-      return rows.length === 0 ? null : rows.map((row) => row.entry);
+      // A resumed session announces the skills of the run resuming it, not those of earlier runs.
+      return rows.length === 0 ? null : forgetSkillListings(rows.map((row) => row.entry));
     },
     async append(key, entries) {
       if (entries.length === 0) return;

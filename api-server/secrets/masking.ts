@@ -24,7 +24,7 @@ export interface SecretMasker {
 
 export const placeholder = (alias: string) => `{{secret:${alias}}}`;
 
-export function createMasker(secrets: ReadonlyMap<string, string>): SecretMasker {
+export function createMasker(secrets: Iterable<readonly [alias: string, value: string]>): SecretMasker {
   const byForm = new Map<string, string>();
   for (const [alias, value] of secrets) {
     if (value === '') continue;
@@ -73,6 +73,44 @@ export function createMasker(secrets: ReadonlyMap<string, string>): SecretMasker
   };
 
   return { maskText, maskValue, pendingLength, empty: !pattern };
+}
+
+/**
+ * The masker of a run whose values can grow while it runs (an approval supplied secrets): every
+ * value it ever had stays masked, also one an alias no longer resolves to.
+ */
+export class GrowingMasker implements SecretMasker {
+  private readonly known: Array<readonly [string, string]> = [];
+  private current: SecretMasker;
+
+  constructor(secrets: ReadonlyMap<string, string>) {
+    this.known.push(...secrets);
+    this.current = createMasker(this.known);
+  }
+
+  add(secrets: ReadonlyMap<string, string>): void {
+    const seen = new Set(this.known.map(([alias, value]) => `${alias}\u0000${value}`));
+    const fresh = [...secrets].filter(([alias, value]) => !seen.has(`${alias}\u0000${value}`));
+    if (fresh.length === 0) return;
+    this.known.push(...fresh);
+    this.current = createMasker(this.known);
+  }
+
+  maskText(text: string): string {
+    return this.current.maskText(text);
+  }
+
+  maskValue<T>(value: T): T {
+    return this.current.maskValue(value);
+  }
+
+  pendingLength(text: string): number {
+    return this.current.pendingLength(text);
+  }
+
+  get empty(): boolean {
+    return this.current.empty;
+  }
 }
 
 type Event = Record<string, unknown>;
@@ -141,6 +179,6 @@ function escapeRegExp(text: string): string {
  * stored (and a resumed session reads it back), so a value the agent came by must not land there.
  */
 export function maskedSessionStore(store: ConversationSessionStore, masker: SecretMasker): ConversationSessionStore {
-  if (masker.empty) return store;
+  // Checked per call, not once: a growing masker may gain values mid-run.
   return { load: (key) => store.load(key), append: (key, entries) => store.append(key, masker.maskValue(entries)) };
 }

@@ -42,7 +42,7 @@ export function secretContext(owner: Owner, alias: string): string {
   return `secret:${owner.scope}:${owner.id}:${alias}`;
 }
 
-function sealAll(deps: Pick<AppDeps, 'vault'>, owner: Owner, values: Record<string, string>) {
+export function sealSecrets(deps: Pick<AppDeps, 'vault'>, owner: Owner, values: Record<string, string>) {
   return Object.entries(values).map(([alias, value]) => ({
     alias,
     value_ciphertext: deps.vault.encrypt(value, secretContext(owner, alias)),
@@ -52,7 +52,7 @@ function sealAll(deps: Pick<AppDeps, 'vault'>, owner: Owner, values: Record<stri
 /** Merge-upserts and answers the owner's whole list (the spec's PUT answers the list). */
 async function putSecrets(deps: AppDeps, owner: Owner, values: Record<string, string>, what: string): Promise<Page<SecretListRow>> {
   try {
-    await upsertSecrets(deps.db, owner, sealAll(deps, owner, values), deps.now());
+    await upsertSecrets(deps.db, owner, sealSecrets(deps, owner, values), deps.now());
   } catch (error) {
     // The owner was deleted since it was looked up.
     if (isForeignKeyViolation(error)) throw problems.notFound(what);
@@ -176,7 +176,7 @@ export function vaultRunSecrets(
   now: Date,
 ): Promise<void> {
   const owner: Owner = { scope: 'run', id: runId };
-  return upsertSecrets(deps.db, owner, sealAll(deps, owner, values), now);
+  return upsertSecrets(deps.db, owner, sealSecrets(deps, owner, values), now);
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Insertable, Selectable } from 'kysely';
+import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { Db } from '../core/db/database.js';
 import type { SkillsTable } from '../core/db/schema.js';
 
@@ -39,4 +39,24 @@ export function insertSkillIfAbsent(db: Db, row: SkillInsert): Promise<SkillRow 
     .onConflict((oc) => oc.columns(['repository_id', 'name']).doNothing())
     .returningAll()
     .executeTakeFirst();
+}
+
+/** The discovered and manual skills of a repository, keyed by name (a sync reconciles against these). */
+export async function skillsByName(db: Db, repositoryId: string): Promise<Map<string, SkillRow>> {
+  const rows = await selectSkills(db, repositoryId).execute();
+  return new Map(rows.map((row) => [row.name, row]));
+}
+
+export async function updateSkill(db: Db, skillId: string, changes: Updateable<SkillsTable>): Promise<void> {
+  await db.updateTable('skills').set(changes).where('id', '=', skillId).execute();
+}
+
+export async function deleteSkills(db: Db, skillIds: string[]): Promise<void> {
+  if (skillIds.length > 0) await db.deleteFrom('skills').where('id', 'in', skillIds).execute();
+}
+
+/** The skills of the given ids (any repository), for materialising a run's set. */
+export function findSkillsByIds(db: Db, skillIds: string[]): Promise<SkillRow[]> {
+  if (skillIds.length === 0) return Promise.resolve([]);
+  return db.selectFrom('skills').selectAll().where('id', 'in', skillIds).execute();
 }

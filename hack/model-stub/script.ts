@@ -43,7 +43,8 @@ type Directive =
   | { name: 'tool'; tool: string; input: Record<string, unknown> }
   | { name: 'slow'; ms: number }
   | { name: 'error'; status: number }
-  | { name: 'echo-history' };
+  | { name: 'echo-history' }
+  | { name: 'echo-skills' };
 
 const ERROR_TYPES: Record<number, string> = {
   400: 'invalid_request_error',
@@ -110,6 +111,7 @@ export function planReply(body: MessagesRequest): Plan {
   for (const d of directives) {
     if (d.name === 'reply') parts.push(d.text);
     if (d.name === 'echo-history') parts.push(historySummary(turns.slice(0, -1).map((t) => t.text)));
+    if (d.name === 'echo-skills') parts.push(skillsSummary(offeredSkills(body)));
   }
   if (parts.length === 0) parts.push(`You said: "${excerpt(prompt.text, 80)}".`);
   return { kind: 'message', blocks: [{ type: 'text', text: parts.join('\n') }], stopReason: 'end_turn', delayMs };
@@ -139,6 +141,38 @@ function historySummary(earlier: string[]): string {
   if (earlier.length === 0) return 'History: no earlier user turns.';
   const items = earlier.map((text, i) => `[${i + 1}] "${excerpt(text, 200)}"`);
   return `History: ${earlier.length} earlier user turn${earlier.length === 1 ? '' : 's'}: ${items.join(' ')}`;
+}
+
+/** The heading under which the agent runtime lists the skills its Skill tool offers (`- name: description` lines). */
+export const SKILL_LISTING_HEADING = 'The following skills are available for use with the Skill tool:';
+
+/**
+ * The skill names the request offers the model, in listing order: the `- name: description` lines under
+ * the runtime's skill listing, wherever it is (system prompt or a system-reminder in the messages).
+ */
+export function offeredSkills(body: MessagesRequest): string[] {
+  const texts = [systemText(body)];
+  for (const message of body.messages ?? []) for (const block of blocksOf(message.content)) if (typeof block.text === 'string') texts.push(block.text);
+  const names: string[] = [];
+  for (const text of texts) {
+    let at = text.indexOf(SKILL_LISTING_HEADING);
+    while (at !== -1) {
+      const lines = text.slice(at + SKILL_LISTING_HEADING.length).split('\n');
+      let index = 0;
+      while (index < lines.length && lines[index]!.trim() === '') index += 1;
+      for (; index < lines.length; index += 1) {
+        const match = /^- ([^:\s]+):/.exec(lines[index]!);
+        if (!match) break;
+        if (!names.includes(match[1]!)) names.push(match[1]!);
+      }
+      at = text.indexOf(SKILL_LISTING_HEADING, at + 1);
+    }
+  }
+  return names;
+}
+
+function skillsSummary(names: string[]): string {
+  return names.length === 0 ? 'Skills: none.' : `Skills: ${[...names].sort().join(', ')}`;
 }
 
 /** Reads `[[name]]`, `[[name: argument]]` and `[[tool:Name {json}]]` directives; an unknown or malformed one is an error. */
@@ -190,6 +224,7 @@ function toDirective(name: string, argument: string | undefined): Directive {
     case 'error':
       return { name, status: nonNegativeInteger(name, argument) };
     case 'echo-history':
+    case 'echo-skills':
       return { name };
     default:
       throw new Error(`unknown directive [[${name}]]`);

@@ -19,7 +19,9 @@ afterAll(async () => {
   await t.stop();
 });
 
-const URL = 'https://github.com/acme/skills.git';
+// Nothing listens on port 9 of the loopback: the sync every registration starts fails at once
+// (`host unreachable`), wherever the suite runs. test/integration/repository-sync.test.ts syncs real repositories.
+const URL = 'http://127.0.0.1:9/acme/skills.git';
 let counter = 0;
 const unique = (prefix: string) => `${prefix}-${++counter}`;
 const pointers = (res: ApiResponse) => res.body.errors.map((e: { pointer: string }) => e.pointer).sort();
@@ -43,8 +45,25 @@ async function repositoryCount(token = key): Promise<number> {
   return (await t.request('GET', '/repositories?limit=100', { token })).body.data.length;
 }
 
-/** The sync worker is not built yet; tests put a repository into a synced state directly. */
+/** Waits until the repository's sync has ended (the one started at registration, or a later one). */
+async function syncEnded(id: string): Promise<any> {
+  for (let i = 0; i < 200; i++) {
+    const res = await t.request('GET', `/repositories/${id}`, { token: key });
+    if (res.body.sync.state !== 'pending' && res.body.sync.state !== 'syncing') return res.body;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`the sync of ${id} did not end`);
+}
+
+const registrationSyncEnded = new Set<string>();
+
+/**
+ * Puts a repository into a given sync state directly, once the sync its registration started has
+ * ended (so it cannot overwrite the state afterwards).
+ */
 async function setSync(id: string, state: string, error: string | null, lastSyncedAt: Date | null) {
+  if (!registrationSyncEnded.has(id)) await syncEnded(id);
+  registrationSyncEnded.add(id);
   await db.query('update repositories set sync_state = $2, sync_error = $3, sync_last_synced_at = $4 where id = $1', [
     id,
     state,
@@ -54,7 +73,7 @@ async function setSync(id: string, state: string, error: string | null, lastSync
 }
 
 describe('POST /repositories', () => {
-  it('registers a repository with defaults: branch main, provider generic, sync pending, no skills', async () => {
+  it('registers a repository with defaults: branch main, provider generic, sync pending, no skills; its sync starts at once', async () => {
     const res = await t.request('POST', '/repositories', { token: key, body: { name: '  Skills  ', repo_url: ` ${URL} ` } });
     expect(res.status).toBe(201);
     expect(res.body).toEqual({
@@ -71,9 +90,11 @@ describe('POST /repositories', () => {
       created_at: res.body.created_at,
       updated_at: res.body.created_at,
     });
-    expect((await t.request('GET', `/repositories/${res.body.id}`, { token: key })).body).toEqual(res.body);
     const row = (await db.query('select * from repositories where id = $1', [res.body.id])).rows[0];
-    expect(row).toMatchObject({ name: 'Skills', branch: 'main', sync_state: 'pending' });
+    expect(row).toMatchObject({ name: 'Skills', branch: 'main' });
+    // The scan started at registration ends; here, with nothing listening, in error with the reason.
+    const ended = await syncEnded(res.body.id);
+    expect(ended).toEqual({ ...res.body, sync: { state: 'error', last_synced_at: null, error: expect.stringMatching(/^host unreachable/) } });
   });
 
   it('stores every provided field, with a credential of the same integration', async () => {
@@ -329,6 +350,7 @@ describe('PATCH /repositories/{repository_id}', () => {
   it('refuses a taken name (409), a bad credential or branch (422) and changes nothing', async () => {
     const holder = await createRepository({});
     const repo = await createRepository({});
+    const before = await syncEnded(repo.body.id);
     const foreign = await createCredential(otherKey);
     const patch = (body: Record<string, unknown>) => t.request('PATCH', `/repositories/${repo.body.id}`, { token: key, body });
 
@@ -351,7 +373,7 @@ describe('PATCH /repositories/{repository_id}', () => {
       expect(res.status, JSON.stringify(body).slice(0, 40)).toBe(422);
       expect(pointers(res)).toEqual(expected);
     }
-    expect((await t.request('GET', `/repositories/${repo.body.id}`, { token: key })).body).toEqual(repo.body);
+    expect((await t.request('GET', `/repositories/${repo.body.id}`, { token: key })).body).toEqual(before);
     expect((await t.request('PATCH', '/repositories/rep_unknown', { token: key, body: {} })).status).toBe(404);
   });
 });

@@ -134,6 +134,24 @@ describe('history', () => {
   });
 });
 
+describe('skills', () => {
+  const listing = (...lines: string[]) => `Intro.\n\nThe following skills are available for use with the Skill tool:\n\n${lines.join('\n')}\n\nMore text.`;
+
+  it('[[echo-skills]] names the skills listed in the system prompt, sorted', async () => {
+    const system = [{ type: 'text', text: listing('- pdf: Reads PDFs.', '- csv: Reads: CSV files.') }];
+    expect(textOf(await stream([user('which? [[echo-skills]]')], { system }))).toBe('Skills: csv, pdf');
+  });
+
+  it('finds a listing in a system-reminder of the messages', async () => {
+    const events = await stream([user(`<system-reminder>${listing('- heron-facts: Herons.')}</system-reminder>`, '[[echo-skills]] [[reply: and more]]')]);
+    expect(textOf(events)).toBe('Skills: heron-facts\nand more');
+  });
+
+  it('says so when nothing is offered', async () => {
+    expect(textOf(await stream([user('[[echo-skills]]')], { system: 'no listing here' }))).toBe('Skills: none.');
+  });
+});
+
 describe('non-streaming, token counting and errors', () => {
   it('answers stream:false with the same message as JSON', async () => {
     const res = await post({ messages: [user('[[reply: plain json]]')] });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createMasker, EventMasker, maskedSessionStore } from '../../api-server/secrets/masking.js';
+import { createMasker, EventMasker, GrowingMasker, maskedSessionStore } from '../../api-server/secrets/masking.js';
 import { findSecretReferences } from '../../api-server/secrets/placeholders.js';
 
 const masker = (entries: Record<string, string>) => createMasker(new Map(Object.entries(entries)));
@@ -159,5 +159,19 @@ describe('findSecretReferences', () => {
 
   it('ignores what only looks like a placeholder', () => {
     expect(findSecretReferences({ content: '{{secret:lower}} {{secret:}} {secret:A} {{ secret:A }} {{secret:1A}}' })).toEqual([]);
+  });
+});
+
+describe('GrowingMasker', () => {
+  it('masks values added mid-run, and keeps masking a value its alias no longer resolves to', () => {
+    const masker = new GrowingMasker(new Map());
+    expect(masker.empty).toBe(true);
+    expect(masker.maskText('token-one')).toBe('token-one');
+    masker.add(new Map([['TOKEN', 'token-one']]));
+    expect(masker.empty).toBe(false);
+    expect(masker.maskText('use token-one')).toBe('use {{secret:TOKEN}}');
+    masker.add(new Map([['TOKEN', 'token-two']]));
+    expect(masker.maskText('token-one then token-two')).toBe('{{secret:TOKEN}} then {{secret:TOKEN}}');
+    expect(masker.pendingLength('ends with token-t')).toBe('token-t'.length);
   });
 });

@@ -15,6 +15,8 @@ import pg from 'pg';
 import * as provisioning from './migrations/0001-provisioning.js';
 import * as conversations from './migrations/0002-conversations.js';
 import * as secrets from './migrations/0003-secrets.js';
+import * as repositorySync from './migrations/0004-repository-sync.js';
+import * as approvals from './migrations/0005-approvals.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -24,6 +26,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0001-provisioning': provisioning,
   '0002-conversations': conversations,
   '0003-secrets': secrets,
+  '0004-repository-sync': repositorySync,
+  '0005-approvals': approvals,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -80,6 +80,15 @@ export interface RolesTable {
 
 export type SyncState = 'pending' | 'syncing' | 'ready' | 'error';
 
+/** One thing a repository scan skipped, as the repository's sync details show it. */
+export interface SyncWarning {
+  kind: 'invalid_manifest' | 'duplicate_name' | 'manual_conflict' | 'limit';
+  /** The manifest concerned, if any. */
+  path: string | null;
+  name: string | null;
+  message: string;
+}
+
 export interface RepositoriesTable {
   id: string;
   integration_id: string;
@@ -91,6 +100,14 @@ export interface RepositoriesTable {
   sync_state: SyncState;
   sync_last_synced_at: Timestamp | null;
   sync_error: string | null;
+  /** What the last scan skipped: invalid manifests, duplicate names, names held by manual skills (migration 0004). */
+  sync_warnings: ColumnType<SyncWarning[], string | undefined, string>;
+  /** The commit of the last successful scan, whose content runs use. */
+  sync_commit: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The attempt in flight (random per claim) and the API node running it, while `syncing`. */
+  sync_claim: ColumnType<string | null, string | null | undefined, string | null>;
+  sync_node_id: ColumnType<string | null, string | null | undefined, string | null>;
+  sync_started_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   metadata: Json<Metadata>;
   created_at: Timestamp;
   updated_at: Timestamp;
@@ -128,6 +145,28 @@ export interface ApproverKeysTable {
   public_key: string | null;
   created_at: Timestamp;
   revoked_at: Timestamp | null;
+}
+
+export interface ApprovalItem {
+  kind: 'action' | 'secret';
+  description: string;
+  alias?: string;
+}
+
+export interface ApprovalsTable {
+  id: string;
+  tenant_id: string;
+  conversation_id: string;
+  message_id: string;
+  status: 'pending' | 'approved' | 'denied' | 'expired';
+  reason: string;
+  requested_items: Json<ApprovalItem[]>;
+  expires_at: Timestamp;
+  resolved_by: string | null;
+  resolved_at: Timestamp | null;
+  note: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
 }
 
 export interface IdempotencyKeysTable {
@@ -261,4 +300,5 @@ export interface Database {
   agent_session_entries: AgentSessionEntriesTable;
   nodes: NodesTable;
   secrets: SecretsTable;
+  approvals: ApprovalsTable;
 }

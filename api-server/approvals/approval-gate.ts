@@ -1,0 +1,131 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { sql } from 'kysely';
+import type { Db } from '../core/db/database.js';
+import { type ApprovalRow, expireDueApprovals, findApproval } from './approvals.repository.js';
+
+/** The Postgres channel on which any node announces that an approval left `pending`. */
+export const APPROVAL_CHANNEL = 'acis_approvals';
+/** A parked run re-reads its approval this often even without a signal (a lost notification, a reconnect). */
+const RECHECK_MS = 10_000;
+const RECONNECT_MS = 1_000;
+
+export interface ApprovalGateDeps {
+  db: Db;
+  logger: Logger;
+  now: () => Date;
+  /** PostgreSQL connection string for the LISTEN connection; undefined on the embedded database (one node). */
+  databaseUrl: string | undefined;
+}
+
+/**
+ * Where runs of this node wait on their approvals. The decision is always read from the database
+ * (the one source of truth); signals only say when to read: a resolution on this node wakes the
+ * waiter at once, one on another node arrives through `LISTEN/NOTIFY`, and a periodic re-read
+ * covers a notification lost while the LISTEN connection was down.
+ */
+export class ApprovalGate {
+  private readonly waiters = new Map<string, Set<(row: ApprovalRow) => void>>();
+  private listener: pg.Client | undefined;
+  private reconnect: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly deps: ApprovalGateDeps) {}
+
+  async start(): Promise<void> {
+    if (this.deps.databaseUrl) await this.listen();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.reconnect);
+    const listener = this.listener;
+    this.listener = undefined;
+    await listener?.end().catch(() => undefined);
+  }
+
+  /** Resolves with the approval once it is no longer pending, or undefined when `signal` aborts first. */
+  wait(approvalId: string, signal: AbortSignal): Promise<ApprovalRow | undefined> {
+    return new Promise((resolve) => {
+      const waiters = this.waiters.get(approvalId) ?? new Set();
+      this.waiters.set(approvalId, waiters);
+      const recheck = setInterval(() => void this.check(approvalId), RECHECK_MS);
+      const finish = (row: ApprovalRow | undefined) => {
+        clearInterval(recheck);
+        signal.removeEventListener('abort', onAbort);
+        waiters.delete(done);
+        if (waiters.size === 0) this.waiters.delete(approvalId);
+        resolve(row);
+      };
+      const done = (row: ApprovalRow) => finish(row);
+      const onAbort = () => finish(undefined);
+      if (signal.aborted) return finish(undefined);
+      waiters.add(done);
+      signal.addEventListener('abort', onAbort, { once: true });
+      // It may have been decided between being raised and this wait beginning.
+      void this.check(approvalId);
+    });
+  }
+
+  /** Tells every node that the approval changed state: this one at once, the others through NOTIFY. */
+  async announce(approvalId: string): Promise<void> {
+    await this.check(approvalId);
+    if (this.deps.databaseUrl) await sql`select pg_notify(${APPROVAL_CHANNEL}, ${approvalId})`.execute(this.deps.db);
+  }
+
+  /** Expires every pending approval past its deadline (whichever node hosts its run) and announces each. */
+  async expireDue(): Promise<number> {
+    const expired = await expireDueApprovals(this.deps.db, this.deps.now());
+    for (const row of expired) await this.announce(row.id);
+    return expired.length;
+  }
+
+  private async check(approvalId: string): Promise<void> {
+    if (!this.waiters.has(approvalId)) return;
+    try {
+      const row = await findApproval(this.deps.db, approvalId);
+      if (!row || row.status === 'pending') return;
+      for (const wake of [...(this.waiters.get(approvalId) ?? [])]) wake(row);
+    } catch (err) {
+      this.deps.logger.warn({ err, approval_id: approvalId }, 'reading an approval failed');
+    }
+  }
+
+  /** One LISTEN connection; when it drops, it is re-opened (a failure at start fails the start). */
+  private async listen(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.deps.databaseUrl });
+    client.on('notification', (message) => {
+      if (message.channel === APPROVAL_CHANNEL && message.payload) void this.check(message.payload);
+    });
+    client.on('error', (err) => {
+      if (this.listener !== client) return;
+      this.deps.logger.warn({ err }, 'approval signal connection lost; reconnecting');
+      this.listener = undefined;
+      client.end().catch(() => undefined);
+      this.scheduleReconnect();
+    });
+    try {
+      await client.connect();
+      await client.query(`listen ${APPROVAL_CHANNEL}`);
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      throw err;
+    }
+    this.listener = client;
+    // Whatever was decided while no connection listened is picked up now.
+    for (const approvalId of this.waiters.keys()) void this.check(approvalId);
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped || this.reconnect) return;
+    this.reconnect = setTimeout(() => {
+      this.reconnect = undefined;
+      if (this.stopped) return;
+      this.listen().catch((err: unknown) => {
+        this.deps.logger.warn({ err }, 'approval signal connection failed; retrying');
+        this.scheduleReconnect();
+      });
+    }, RECONNECT_MS);
+    this.reconnect.unref();
+  }
+}

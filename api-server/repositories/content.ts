@@ -1,0 +1,120 @@
+/**
+ * Where synced repository content lives on this node: `<ACIS_DATA_DIR>/repositories/<rep_id>/`, with a
+ * shallow bare clone (`git/`) and one checkout per synced commit (`content/<commit>/`). Runs read skill
+ * directories from the checkout of the repository's `sync_commit`; a node that did not run the sync
+ * (another API server) fetches that commit on first use.
+ *
+ * Checkouts are written with symlinks as plain files, so nothing in them points outside the tree.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { type GitRemote, openGitSession, runGit } from './git.js';
+
+export interface FetchOptions {
+  timeoutMs: number;
+  signal?: AbortSignal | undefined;
+}
+
+export class RepositoryContentStore {
+  /** Git work on one repository's directory is serialised within this process. */
+  private readonly locks = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly root: string) {}
+
+  /** The checkout of `commit`, if this node has it. */
+  checkoutPath(repositoryId: string, commit: string): string {
+    return path.join(this.root, repositoryId, 'content', commit);
+  }
+
+  /**
+   * Fetches the head of `branch` (depth 1) and checks it out; answers the commit. Older checkouts
+   * are pruned except the one before (a run may still be copying from it).
+   */
+  fetchBranch(repositoryId: string, remote: GitRemote, branch: string, options: FetchOptions): Promise<{ commit: string; dir: string }> {
+    return this.locked(repositoryId, () => this.fetchAndCheckout(repositoryId, remote, `refs/heads/${branch}`, options));
+  }
+
+  /** The checkout of `commit`, fetched by id when this node does not have it yet. */
+  ensureCommit(repositoryId: string, remote: GitRemote, commit: string, options: FetchOptions): Promise<string> {
+    const dir = this.checkoutPath(repositoryId, commit);
+    if (existsSync(dir)) return Promise.resolve(dir);
+    return this.locked(repositoryId, async () => {
+      if (existsSync(dir)) return dir;
+      return (await this.fetchAndCheckout(repositoryId, remote, commit, options)).dir;
+    });
+  }
+
+  /** Keeps only the checkouts of the given commits. */
+  prune(repositoryId: string, keep: string[]): Promise<void> {
+    return this.locked(repositoryId, async () => {
+      const contentDir = path.join(this.root, repositoryId, 'content');
+      const entries = await readdir(contentDir).catch(() => [] as string[]);
+      await Promise.all(entries.filter((name) => !keep.includes(name)).map((name) => rm(path.join(contentDir, name), { recursive: true, force: true })));
+    });
+  }
+
+  /** Forgets a deleted repository. */
+  remove(repositoryId: string): Promise<void> {
+    return this.locked(repositoryId, () => rm(path.join(this.root, repositoryId), { recursive: true, force: true }));
+  }
+
+  private async fetchAndCheckout(
+    repositoryId: string,
+    remote: GitRemote,
+    ref: string,
+    options: FetchOptions,
+  ): Promise<{ commit: string; dir: string }> {
+    const base = path.join(this.root, repositoryId);
+    const gitDir = path.join(base, 'git');
+    const session = await openGitSession(remote);
+    const run = (args: string[], extra: { cwd?: string; env?: Record<string, string> } = {}) =>
+      runGit(args, { session, timeoutMs: options.timeoutMs, signal: options.signal, cwd: extra.cwd, extraEnv: extra.env });
+    try {
+      if (!existsSync(path.join(gitDir, 'HEAD'))) {
+        await mkdir(gitDir, { recursive: true });
+        await run(['init', '--bare', '--quiet', gitDir]);
+      }
+      await run([
+        `--git-dir=${gitDir}`,
+        'fetch',
+        '--quiet',
+        '--depth=1',
+        '--no-tags',
+        '--no-write-fetch-head',
+        '--end-of-options',
+        remote.url,
+        `+${ref}:refs/acis/fetched`,
+      ]);
+      const commit = (await run([`--git-dir=${gitDir}`, 'rev-parse', '--verify', 'refs/acis/fetched^{commit}'])).trim();
+      const dir = this.checkoutPath(repositoryId, commit);
+      if (!existsSync(dir)) {
+        // Checked out beside, then renamed into place, so a reader never sees a half-written tree.
+        const staging = path.join(base, 'staging');
+        await rm(staging, { recursive: true, force: true });
+        await mkdir(staging, { recursive: true });
+        const index = { GIT_INDEX_FILE: path.join(base, 'staging.index') };
+        const tree = [`--git-dir=${gitDir}`, `--work-tree=${staging}`, '-c', 'core.symlinks=false'];
+        await run([...tree, 'read-tree', commit], { env: index });
+        await run([...tree, 'checkout-index', '--all', '--force'], { cwd: staging, env: index });
+        await rm(index.GIT_INDEX_FILE, { force: true });
+        await mkdir(path.dirname(dir), { recursive: true });
+        await rename(staging, dir);
+      }
+      return { commit, dir };
+    } finally {
+      await session.close();
+    }
+  }
+
+  private locked<T>(repositoryId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(repositoryId) ?? Promise.resolve();
+    const next = previous.catch(() => undefined).then(work);
+    const settled = next.catch(() => undefined);
+    this.locks.set(repositoryId, settled);
+    void settled.then(() => {
+      if (this.locks.get(repositoryId) === settled) this.locks.delete(repositoryId);
+    });
+    return next;
+  }
+}
