@@ -1,14 +1,18 @@
 /**
  * `npm run demo`: ACIS end to end on this machine with nothing to set up. Starts the model stub in
  * process and ACIS from source in a child process (embedded database in a temporary directory),
- * provisions over REST exactly as a host adapter does, then runs a conversation whose agent calls
+ * provisions over REST exactly as a host adapter does (with a skill repository made here with git and
+ * synced by the server), then runs a conversation whose agent is offered only its role's skill, calls
  * Bash in its sandbox and remembers the previous turn.
  *
  * With DEMO_URL and DEMO_SERVICE_KEY, a running server is used instead; it must reach the model
  * stub this script starts on 127.0.0.1:DEMO_STUB_PORT (default 8788) through its ANTHROPIC_BASE_URL.
+ * Its skill is then registered by hand (the server may not see this machine's files).
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,6 +112,8 @@ async function startTarget(stubUrl: string): Promise<Target> {
     ACIS_BOOTSTRAP_SERVICE_KEY: generatedKey,
     ACIS_ADMIN_TOKEN: `demo-admin-${randomBytes(12).toString('base64url')}`,
     ANTHROPIC_BASE_URL: stubUrl,
+    // The demo's skill repository is a local git repository.
+    ACIS_ALLOW_FILE_REPOS: '1',
     // Short, so the keepalive pings show up (as dots) in a demo-length run.
     ACIS_PING_INTERVAL_MS: '250',
     LOG_LEVEL: 'warn',
@@ -119,7 +125,53 @@ async function startTarget(stubUrl: string): Promise<Target> {
   return { url: acis.url, serviceKey: generatedKey, remote: false };
 }
 
-async function provision(api: ApiClient, key: string, run: string) {
+const SKILLS = {
+  'release-notes': 'Drafts release notes from merged changes',
+  'incident-review': 'Writes a blameless incident review',
+};
+
+/** A git repository with two skills, as a host's skill repository would hold them. */
+async function makeSkillRepository(): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'acis-demo-skills-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  for (const [name, description] of Object.entries(SKILLS)) {
+    await mkdir(path.join(dir, 'skills', name), { recursive: true });
+    await writeFile(path.join(dir, 'skills', name, 'SKILL.md'), `---\nname: ${name}\ndescription: ${description}\n---\n\n# ${name}\n`);
+  }
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'ignore' });
+  git('init', '-q', '-b', 'main');
+  git('add', '.');
+  git('-c', 'user.name=demo', '-c', 'user.email=demo@example.com', 'commit', '-q', '-m', 'skills');
+  return `file://${dir}`;
+}
+
+/** The repository's release-notes skill: synced from git locally, registered by hand on a remote server. */
+async function releaseNotesSkill(api: ApiClient, key: string, repositoryId: string, synced: boolean): Promise<string> {
+  if (!synced) {
+    const manual = await step(
+      api,
+      'POST',
+      `/repositories/${repositoryId}/skills`,
+      { token: key, body: { name: 'release-notes', description: SKILLS['release-notes'], path: 'skills/release-notes' }, expect: [201] },
+      (a) => `${a.body.id}  ${a.body.name} (source ${a.body.source})`,
+    );
+    return manual.body.id as string;
+  }
+  let repository: JsonAnswer | undefined;
+  for (let i = 0; i < 100; i++) {
+    repository = await api.call('GET', `/repositories/${repositoryId}`, { token: key, expect: [200] });
+    if (repository.body.sync.state !== 'pending' && repository.body.sync.state !== 'syncing') break;
+    await sleep(100);
+  }
+  note(`GET /repositories/${repositoryId}  sync ${repository?.body.sync.state}, ${repository?.body.skill_count} skills`);
+  if (repository?.body.sync.state !== 'ready') throw new DemoError(`the skill repository did not sync: ${JSON.stringify(repository?.body.sync)}`);
+  const skills = await step(api, 'GET', `/repositories/${repositoryId}/skills`, { token: key, expect: [200] }, (a) =>
+    a.body.data.map((skill: { name: string; source: string; path: string }) => `${skill.name} (${skill.source}, ${skill.path})`).join(', '),
+  );
+  return skills.body.data.find((skill: { name: string }) => skill.name === 'release-notes').id as string;
+}
+
+async function provision(api: ApiClient, key: string, run: string, skillRepositoryUrl: string | undefined) {
   const tenantExternalId = `demo:tenant:${run}`;
   const userExternalId = `demo:user:${run}`;
   const tenantBody = { name: `Demo tenant ${run}` };
@@ -131,20 +183,14 @@ async function provision(api: ApiClient, key: string, run: string) {
     api,
     'POST',
     '/repositories',
-    { token: key, body: { name: `demo-skills-${run}`, repo_url: 'https://github.com/acme/demo-skills.git' }, expect: [201] },
-    (a) => `${a.body.id}  sync ${a.body.sync.state}`,
-  );
-  const skill = await step(
-    api,
-    'POST',
-    `/repositories/${repository.body.id}/skills`,
     {
       token: key,
-      body: { name: 'release-notes', description: 'Drafts release notes from merged changes', path: 'skills/release-notes' },
+      body: { name: `demo-skills-${run}`, repo_url: skillRepositoryUrl ?? 'https://github.com/acme/demo-skills.git' },
       expect: [201],
     },
-    (a) => `${a.body.id}  ${a.body.name} (source ${a.body.source})`,
+    (a) => `${a.body.id}  ${a.body.repo_url}, sync ${a.body.sync.state}`,
   );
+  const skillId = await releaseNotesSkill(api, key, repository.body.id, skillRepositoryUrl !== undefined);
   await step(
     api,
     'PUT',
@@ -156,7 +202,7 @@ async function provision(api: ApiClient, key: string, run: string) {
     api,
     'POST',
     `/tenants/${tenantId}/roles`,
-    { token: key, body: { name: 'analyst', skill_access: { mode: 'selected', skill_ids: [skill.body.id] } }, expect: [201] },
+    { token: key, body: { name: 'analyst', skill_access: { mode: 'selected', skill_ids: [skillId] } }, expect: [201] },
     (a) => `${a.body.id}  ${a.body.name}, skills: ${a.body.skill_access.skill_ids?.join(', ') ?? a.body.skill_access.mode}`,
   );
   const user = await step(
@@ -214,10 +260,10 @@ async function main(): Promise<void> {
   const key = target.serviceKey;
 
   section('3. Provisioning, as a host adapter does it (integration service key)');
-  const { jwt } = await provision(api, key, run);
+  const { jwt } = await provision(api, key, run, target.remote ? undefined : await makeSkillRepository());
 
   section("4. A conversation with an initial message (the user's platform JWT, streamed as NDJSON)");
-  const firstPrompt = `Please check the sandbox. [[tool:Bash {"command":"echo ${SANDBOX_OUTPUT}"}]]`;
+  const firstPrompt = `Please check the sandbox. [[tool:Bash {"command":"echo ${SANDBOX_OUTPUT}"}]] [[echo-skills]]`;
   note(`POST /conversations  initial_message: ${firstPrompt}`);
   const created = await api.stream('POST', '/conversations', {
     token: jwt,
@@ -230,6 +276,8 @@ async function main(): Promise<void> {
   const first = await printStream(created);
   requireSuccess('first message', first, target.remote);
   requireText('first message', first, `Tool Bash returned: ${SANDBOX_OUTPUT}`, target.remote);
+  // The role grants one of the repository's two skills: the agent is offered that one only.
+  if (!target.remote) requireText('first message', first, 'Skills: release-notes', target.remote);
 
   section('5. A second message: the agent remembers the first turn');
   const secondPrompt = 'What did I ask you before? [[echo-history]]';
