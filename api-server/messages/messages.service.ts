@@ -70,9 +70,12 @@ export async function startMessageRun(
   context: { onCapacity: 'reject' | 'hold'; leadingLines: StreamLine[]; baseUrl: string; requestId: string; bodyPointer?: string },
 ): Promise<StartedRun> {
   checkSend(conversation, body, context.bodyPointer);
-  if (await findRunInFlight(deps.db, conversation.id)) throw conversationBusy();
   // The message's own values stand in for the run scope until the run exists to vault them under.
-  const secrets = await resolveRunSecrets(deps, { runId: undefined, conversation }, body.secrets);
+  const [inFlight, secrets] = await Promise.all([
+    findRunInFlight(deps.db, conversation.id),
+    resolveRunSecrets(deps, { runId: undefined, conversation }, body.secrets),
+  ]);
+  if (inFlight) throw conversationBusy();
   const refusal = missingSecretProblem(body, secrets, context.bodyPointer);
 
   let lease: Lease | undefined;

@@ -293,6 +293,19 @@ export class RunManager {
       await release({ broken: true });
       return this.abort(request, stream, aborted, reply);
     }
+    const succeeded = outcome.kind !== 'crashed' && terminal !== undefined;
+    const built = succeeded ? reply.build() : undefined;
+    // The reply is stored while the runner's next state is worked out: the terminal line waits for both.
+    const storing = built
+      ? this.finish(request.assistantMessageId, conversation.id, {
+          status: built.agentFailed ? 'failed' : 'completed',
+          content: built.content,
+          parts: built.parts,
+          usage: built.usage,
+          sessionId,
+        })
+      : undefined;
+    storing?.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
     const mode = await this.currentMode(conversation.id);
     const released = release({
       broken: outcome.kind === 'crashed',
@@ -302,20 +315,13 @@ export class RunManager {
           hold: { idleTtlSeconds: mode.idle_ttl_seconds, maxConcurrentWarm: mode.settings.max_concurrent_warm },
         }),
     });
-    if (outcome.kind === 'crashed' || !terminal) {
+    if (!storing || !built || !terminal) {
       this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
       await released;
       return this.abort(request, stream, internalProblem(), reply);
     }
-    const built = reply.build();
     const status = built.agentFailed ? 'failed' : 'completed';
-    const stored = await this.finish(request.assistantMessageId, conversation.id, {
-      status,
-      content: built.content,
-      parts: built.parts,
-      usage: built.usage,
-      sessionId,
-    });
+    const stored = await storing;
     await released;
     if (!stored) return this.conversationGone(request, stream);
     stream.append(platformLine('message_end', { message: stored }));
@@ -407,33 +413,36 @@ export class RunManager {
     });
   }
 
-  /** Stores the run's outcome; the run's own secrets go first, so once a client sees the end they are gone. */
+  /** Stores the run's outcome and deletes the run's own secrets: once a client sees the end they are gone. */
   private async finish(
     messageId: string,
     conversationId: string,
     result: { status: 'completed' | 'failed'; content: string; parts: unknown[]; usage: unknown; sessionId?: string | undefined },
   ) {
-    await deleteRunSecrets(this.deps.db, messageId);
     const now = this.deps.now();
-    const row = await this.deps.db
-      .updateTable('messages')
-      .set({
-        status: result.status,
-        content: result.content,
-        parts: json(result.parts),
-        usage: result.usage ? json(result.usage) : null,
-        node_id: null,
-        updated_at: now,
-      })
-      .where('id', '=', messageId)
-      .returningAll()
-      .executeTakeFirst();
+    // Independent statements, run side by side; all are done before anyone is told the run ended.
+    const [, row] = await Promise.all([
+      deleteRunSecrets(this.deps.db, messageId),
+      this.deps.db
+        .updateTable('messages')
+        .set({
+          status: result.status,
+          content: result.content,
+          parts: json(result.parts),
+          usage: result.usage ? json(result.usage) : null,
+          node_id: null,
+          updated_at: now,
+        })
+        .where('id', '=', messageId)
+        .returningAll()
+        .executeTakeFirst(),
+      this.deps.db
+        .updateTable('conversations')
+        .set({ last_message_at: now, updated_at: now, ...(result.sessionId && { session_id: result.sessionId }) })
+        .where('id', '=', conversationId)
+        .execute(),
+    ]);
     if (!row) return undefined;
-    await this.deps.db
-      .updateTable('conversations')
-      .set({ last_message_at: now, updated_at: now, ...(result.sessionId && { session_id: result.sessionId }) })
-      .where('id', '=', conversationId)
-      .execute();
     return presentMessage(row);
   }
 
