@@ -269,7 +269,9 @@ export class RunManager {
         env: request.env,
         resume: lease.continuing ? undefined : (conversation.session_id ?? undefined),
         runId: request.assistantMessageId,
-        onApprovalRequest: (input) => this.parkOnApproval(request, stream, input, turnOver.signal),
+        // Platform lines of the turn queue behind the agent's lines held for the filler, keeping their order.
+        onApprovalRequest: (input) =>
+          this.parkOnApproval(request, (line) => (pending ? pending.push(line) : stream.append(line)), input, turnOver.signal),
       },
       (raw) => {
         for (const event of agentMasker.push(raw)) {
@@ -334,7 +336,12 @@ export class RunManager {
    * the turn (its runner stays claimed) until the approval is decided. Approved or denied, the stream
    * says `resumed` and the agent gets the decision as the tool's result; expired, the run is aborted.
    */
-  private async parkOnApproval(request: RunRequest, stream: RunStream, input: unknown, turnOver: AbortSignal): Promise<ApprovalAnswer> {
+  private async parkOnApproval(
+    request: RunRequest,
+    emit: (line: StreamLine) => void,
+    input: unknown,
+    turnOver: AbortSignal,
+  ): Promise<ApprovalAnswer> {
     const run = this.live.get(request.assistantMessageId);
     const parsed = RequestApprovalInput.safeParse(input);
     if (!run || !parsed.success) {
@@ -359,7 +366,7 @@ export class RunManager {
       created_at: now,
       updated_at: now,
     });
-    stream.append(platformLine('approval', { approval: presentApproval(raised) }));
+    emit(platformLine('approval', { approval: presentApproval(raised) }));
     this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id }, 'run parked on an approval');
     const decided = await this.deps.approvals.wait(raised.id, turnOver);
     if (!decided) return { isError: true, text: 'The run ended before the approval was decided.' };
@@ -376,7 +383,7 @@ export class RunManager {
       for (const [alias, value] of fresh) run.secrets.set(alias, value);
       run.masker.add(fresh);
     }
-    stream.append(platformLine('resumed', { approval: presentApproval(decided) }));
+    emit(platformLine('resumed', { approval: presentApproval(decided) }));
     this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id, status: decided.status }, 'run resumed');
     return decisionAnswer(decided);
   }

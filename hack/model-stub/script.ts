@@ -42,6 +42,7 @@ type Directive =
   | { name: 'reply'; text: string }
   | { name: 'tool'; tool: string; input: Record<string, unknown> }
   | { name: 'slow'; ms: number }
+  | { name: 'slow-filler'; ms: number }
   | { name: 'error'; status: number }
   | { name: 'echo-history' }
   | { name: 'echo-skills' };
@@ -68,7 +69,7 @@ export function isFillerRequest(body: MessagesRequest): boolean {
 
 export function planReply(body: MessagesRequest): Plan {
   if (isFillerRequest(body)) {
-    return { kind: 'message', blocks: [{ type: 'text', text: FILLER_REPLY }], stopReason: 'end_turn', delayMs: 0 };
+    return { kind: 'message', blocks: [{ type: 'text', text: FILLER_REPLY }], stopReason: 'end_turn', delayMs: fillerDelay(body) };
   }
   const messages = body.messages ?? [];
   const turns = userTurns(messages);
@@ -135,6 +136,16 @@ function userTurns(messages: NonNullable<MessagesRequest['messages']>): Array<{ 
     }
   });
   return turns;
+}
+
+/** `[[slow-filler: N]]` in the user's text slows the filler call's deltas (a malformed prompt: no delay, the agent call reports it). */
+function fillerDelay(body: MessagesRequest): number {
+  const text = userTurns(body.messages ?? []).at(-1)?.text ?? '';
+  try {
+    return parseDirectives(text).find((d) => d.name === 'slow-filler')?.ms ?? 0;
+  } catch {
+    return 0;
+  }
 }
 
 function historySummary(earlier: string[]): string {
@@ -220,6 +231,7 @@ function toDirective(name: string, argument: string | undefined): Directive {
       if (argument === undefined) throw new Error('[[reply: text]] needs a text');
       return { name, text: argument };
     case 'slow':
+    case 'slow-filler':
       return { name, ms: nonNegativeInteger(name, argument) };
     case 'error':
       return { name, status: nonNegativeInteger(name, argument) };

@@ -105,12 +105,12 @@ interface ParkedRun {
 }
 
 /** Sends a message that raises an approval and reads its stream until the `approval` line. */
-async function parkRun(conversationId: string, content: string): Promise<ParkedRun> {
+async function parkRun(conversationId: string, content: string, extra: object = {}): Promise<ParkedRun> {
   const controller = new AbortController();
   const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ content }),
+    body: JSON.stringify({ content, ...extra }),
     signal: controller.signal,
   });
   expect(response.status).toBe(200);
@@ -203,6 +203,31 @@ describe('approve with HMAC', () => {
     expect(reply.content).toContain(`Tool ${TOOL} returned: Approved by approver_key:${hmacKey.id}.`);
     expect(reply.content).toContain('ship it');
     expect(await getApproval(run.approval.id)).toMatchObject({ status: 'approved', note: 'ship it' });
+  });
+});
+
+describe('with the filler on', () => {
+  it('streams the approval line after the filler text and the agent tool call, even when raised while the filler streams', async () => {
+    const conversationId = await newConversation();
+    // A slow filler: the agent raises the approval while the acknowledgement is still streaming.
+    const run = await parkRun(conversationId, raise({ reason: 'With filler', requested_items: [] }, ' [[slow-filler: 600]]'), {
+      filler: { enabled: true },
+    });
+    await resolveApproval(run.approval.id, 'approve', { signature: hmacSignature(run.approval.id, 'approve') });
+    const lines = withoutPings(await run.lines);
+    const firstDelta = lines.findIndex((l) => l.type === 'stream_event');
+    const toolCall = lines.findIndex((l) => l.type === 'assistant' && l.message.content.some((b: any) => b.type === 'tool_use' && b.name === TOOL));
+    const approvalAt = lines.findIndex((l) => l.type === 'approval');
+    const resumedAt = lines.findIndex((l) => l.type === 'resumed');
+    // The filler's deltas are the text deltas before the agent's init line.
+    const agentInit = lines.findIndex((l) => l.type === 'system' && l.subtype === 'init');
+    const fillerEnd = lines.findLastIndex((l, i) => i < agentInit && l.type === 'stream_event');
+    expect(firstDelta).toBeGreaterThanOrEqual(0);
+    expect(fillerEnd).toBeGreaterThanOrEqual(firstDelta);
+    expect(toolCall).toBeGreaterThan(fillerEnd);
+    expect(approvalAt).toBeGreaterThan(toolCall);
+    expect(resumedAt).toBeGreaterThan(approvalAt);
+    expect(lines.at(-1)).toMatchObject({ type: 'result' });
   });
 });
 

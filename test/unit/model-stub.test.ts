@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { FILLER_MARKER, FILLER_REPLY } from '../../hack/model-stub/script.js';
+import { FILLER_MARKER, FILLER_REPLY, planReply } from '../../hack/model-stub/script.js';
 
 let stub: ModelStub;
 beforeAll(async () => {
@@ -199,6 +199,19 @@ describe('filler calls', () => {
     const events = await stream([user('[[error: 500]] [[tool:Bash {}]]')], { system: [{ type: 'text', text: `You acknowledge. ${FILLER_MARKER}` }] });
     expect(textOf(events)).toBe(FILLER_REPLY);
     expect(stub.requests.at(-1)!.kind).toBe('filler');
+  });
+
+  it('paces a filler call with [[slow-filler: N]], which the agent calls ignore', async () => {
+    const marked = { system: [{ type: 'text', text: FILLER_MARKER }] };
+    const started = Date.now();
+    const events = await stream([user('[[slow-filler: 60]] [[reply: quick]]')], marked);
+    const deltas = events.filter((e) => e.event === 'content_block_delta').length;
+    expect(textOf(events)).toBe(FILLER_REPLY);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(deltas * 60 - 5);
+    expect(textOf(await stream([user('[[slow-filler: 500]] [[reply: quick]]')]))).toBe('quick');
+    const prompt = (text: string) => [{ role: 'user', content: text }];
+    expect(planReply({ max_tokens: 32_000, messages: prompt('[[slow-filler: 500]] [[reply: quick]]') })).toMatchObject({ delayMs: 0 });
+    expect(planReply({ max_tokens: 100, messages: prompt('[[slow-filler: 500]]') })).toMatchObject({ delayMs: 500 });
   });
 
   it('treats a small max_tokens as a filler call too', async () => {
