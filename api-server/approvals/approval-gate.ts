@@ -10,6 +10,9 @@ export const APPROVAL_CHANNEL = 'acis_approvals';
 const RECHECK_MS = 10_000;
 const RECONNECT_MS = 1_000;
 
+/** How a wait ended: the approval was decided (or expired), it vanished with its conversation, or the waiter gave up. */
+export type ApprovalWait = { kind: 'decided'; approval: ApprovalRow } | { kind: 'gone' } | { kind: 'ended' };
+
 export interface ApprovalGateDeps {
   db: Db;
   logger: Logger;
@@ -25,7 +28,7 @@ export interface ApprovalGateDeps {
  * covers a notification lost while the LISTEN connection was down.
  */
 export class ApprovalGate {
-  private readonly waiters = new Map<string, Set<(row: ApprovalRow) => void>>();
+  private readonly waiters = new Map<string, Set<(row: ApprovalRow | undefined) => void>>();
   private listener: pg.Client | undefined;
   private reconnect: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -44,22 +47,22 @@ export class ApprovalGate {
     await listener?.end().catch(() => undefined);
   }
 
-  /** Resolves with the approval once it is no longer pending, or undefined when `signal` aborts first. */
-  wait(approvalId: string, signal: AbortSignal): Promise<ApprovalRow | undefined> {
+  /** Resolves once the approval is no longer pending or no longer exists, or with `ended` when `signal` aborts first. */
+  wait(approvalId: string, signal: AbortSignal): Promise<ApprovalWait> {
     return new Promise((resolve) => {
       const waiters = this.waiters.get(approvalId) ?? new Set();
       this.waiters.set(approvalId, waiters);
       const recheck = setInterval(() => void this.check(approvalId), RECHECK_MS);
-      const finish = (row: ApprovalRow | undefined) => {
+      const finish = (outcome: ApprovalWait) => {
         clearInterval(recheck);
         signal.removeEventListener('abort', onAbort);
         waiters.delete(done);
         if (waiters.size === 0) this.waiters.delete(approvalId);
-        resolve(row);
+        resolve(outcome);
       };
-      const done = (row: ApprovalRow) => finish(row);
-      const onAbort = () => finish(undefined);
-      if (signal.aborted) return finish(undefined);
+      const done = (row: ApprovalRow | undefined) => finish(row ? { kind: 'decided', approval: row } : { kind: 'gone' });
+      const onAbort = () => finish({ kind: 'ended' });
+      if (signal.aborted) return finish({ kind: 'ended' });
       waiters.add(done);
       signal.addEventListener('abort', onAbort, { once: true });
       // It may have been decided between being raised and this wait beginning.
@@ -83,8 +86,9 @@ export class ApprovalGate {
   private async check(approvalId: string): Promise<void> {
     if (!this.waiters.has(approvalId)) return;
     try {
+      // No row: deleted with its conversation (or tenant), so nothing will ever decide it.
       const row = await findApproval(this.deps.db, approvalId);
-      if (!row || row.status === 'pending') return;
+      if (row?.status === 'pending') return;
       for (const wake of [...(this.waiters.get(approvalId) ?? [])]) wake(row);
     } catch (err) {
       this.deps.logger.warn({ err, approval_id: approvalId }, 'reading an approval failed');

@@ -18,6 +18,16 @@ export function selectConversationApprovals(db: Db, conversationId: string) {
   return db.selectFrom('approvals').selectAll().where('conversation_id', '=', conversationId);
 }
 
+export async function pendingApprovalIds(db: Db, conversationId: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('approvals')
+    .select('id')
+    .where('conversation_id', '=', conversationId)
+    .where('status', '=', 'pending')
+    .execute();
+  return rows.map((row) => row.id);
+}
+
 /** pending → approved | denied, only while still pending and before its expiry; undefined when it was not. */
 export function resolvePendingApproval(
   db: Db,

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { pendingApprovalIds } from '../approvals/approvals.repository.js';
 import { json } from '../core/db/database.js';
 import type { SkillAccess, TenantSettings } from '../core/db/schema.js';
 import type { AppDeps } from '../core/deps.js';
@@ -316,9 +317,12 @@ async function applyChanges(
 
 export async function removeConversation(deps: AppDeps, conversation: ScopedConversationRow): Promise<void> {
   assertTenantWritable(conversation.tenant_status);
+  const parkedOn = await pendingApprovalIds(deps.db, conversation.id);
   await deleteConversation(deps.db, conversation.id);
   // A warm runner would otherwise stay held (counting against capacity and the tenant's cap) until its TTL.
   await deps.runtime.provider.discardConversation(conversation.id);
+  // A run parked on an approval ends now, on whichever node parks it, rather than at its next re-read.
+  for (const approvalId of parkedOn) await deps.runtime.approvals.announce(approvalId);
 }
 
 export async function listConversations(

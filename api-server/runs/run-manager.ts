@@ -368,8 +368,14 @@ export class RunManager {
     });
     emit(platformLine('approval', { approval: presentApproval(raised) }));
     this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id }, 'run parked on an approval');
-    const decided = await this.deps.approvals.wait(raised.id, turnOver);
-    if (!decided) return { isError: true, text: 'The run ended before the approval was decided.' };
+    const outcome = await this.deps.approvals.wait(raised.id, turnOver);
+    if (outcome.kind === 'ended') return { isError: true, text: 'The run ended before the approval was decided.' };
+    if (outcome.kind === 'gone') {
+      // Deleted with its conversation: the run ends as any run whose conversation went away.
+      this.abortRun(request.assistantMessageId, problems.notFound('conversation'));
+      return { isError: true, text: 'The conversation was deleted.' };
+    }
+    const decided = outcome.approval;
     if (decided.status === 'expired') {
       this.abortRun(
         request.assistantMessageId,

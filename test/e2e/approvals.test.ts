@@ -421,6 +421,21 @@ describe('expiry', () => {
   });
 });
 
+describe('a parked run whose conversation is deleted', () => {
+  it('ends at once with an error line (the conversation is gone)', async () => {
+    const conversationId = await newConversation();
+    const run = await parkRun(conversationId, raise({ reason: 'About to vanish', requested_items: [] }));
+    const deletedAt = Date.now();
+    expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
+    const lines = withoutPings(await run.lines);
+    // Promptly (the parked run re-reads its approval only every 10 s on its own).
+    expect(Date.now() - deletedAt).toBeLessThan(5_000);
+    expect(lines.at(-1)).toMatchObject({ type: 'error', problem: { status: 404 } });
+    expect(lines.filter(isTerminal)).toHaveLength(1);
+    expect((await t.request('GET', `/approvals/${run.approval.id}`, { token: key })).status).toBe(404);
+  });
+});
+
 describe('a client that disconnected while parked', () => {
   it('finds the reply in history after the approval, and can re-attach from where it left', async () => {
     const conversationId = await newConversation();
