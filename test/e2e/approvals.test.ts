@@ -421,6 +421,29 @@ describe('expiry', () => {
   });
 });
 
+describe('a blocking send (stream=false)', () => {
+  it('waits while parked and answers 201 with the completed reply once approved', async () => {
+    const conversationId = await newConversation();
+    const sent = t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: raise({ reason: 'Blocking', requested_items: [] }, ' [[reply: done after approval]]') },
+    });
+    let pending: any;
+    for (let i = 0; i < 100 && !pending; i++) {
+      const list = await t.request('GET', `/conversations/${conversationId}/approvals`, { token: key });
+      pending = list.body.data[0];
+      if (!pending) await sleep(100);
+    }
+    expect(pending).toMatchObject({ status: 'pending', reason: 'Blocking' });
+    const approved = await resolveApproval(pending.id, 'approve', { signature: hmacSignature(pending.id, 'approve') });
+    expect(approved.status).toBe(200);
+    const res = await sent;
+    expect(res.status, res.text).toBe(201);
+    expect(res.body).toMatchObject({ id: pending.message_id, role: 'assistant', status: 'completed' });
+    expect(res.body.content).toContain('done after approval');
+  });
+});
+
 describe('a parked run whose conversation is deleted', () => {
   it('ends at once with an error line (the conversation is gone)', async () => {
     const conversationId = await newConversation();
