@@ -206,7 +206,8 @@ describe('POST /repositories/{id}/sync', () => {
       // Concurrent requests on both servers: exactly none is accepted while one is in flight; after it, exactly one.
       git.delayMs = 0;
       await settled(res.body.id);
-      git.delayMs = 500;
+      // Long enough for the process list to be read while git waits on the server, however loaded the machine.
+      git.delayMs = 4000;
       const race = await Promise.all([
         t.request('POST', `/repositories/${res.body.id}/sync`, { token: key }),
         other.request('POST', `/repositories/${res.body.id}/sync`, { token: key }),
@@ -216,7 +217,7 @@ describe('POST /repositories/{id}/sync', () => {
 
       // While the sync is in flight, the token is in no process's argv.
       let argv = await processArguments();
-      for (let i = 0; i < 40 && !argv.some((args) => args.includes(' fetch ')); i++) {
+      for (let i = 0; i < 150 && !argv.some((args) => args.includes(' fetch ')); i++) {
         await new Promise((resolve) => setTimeout(resolve, 25));
         argv = await processArguments();
       }
