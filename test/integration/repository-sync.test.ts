@@ -1,15 +1,19 @@
 /**
  * Repository sync against real git repositories made by the test: served over smart HTTP
- * (`git http-backend` behind basic auth) and as `file://`. Asserts the sync states, the skill catalog
- * it reconciles, the reasons of failed syncs, and that credentials appear nowhere.
+ * (`git http-backend` behind basic auth), over SSH (a real sshd) and as `file://`. Asserts the sync
+ * states, the skill catalog it reconciles, the reasons of failed syncs, and that credentials appear
+ * nowhere.
  */
+import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
 import { unique } from '../helpers/provision.js';
+import { startSshServer } from '../helpers/ssh-server.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const TOKEN = `ghp_${'s3cr3tT0ken'.repeat(3)}`;
@@ -357,6 +361,54 @@ describe('PATCH /repositories/{id} and sync', () => {
     const after = await t.request('GET', `/repositories/${res.body.id}`, { token: key });
     expect(after.body.sync.state).toBe('pending');
     expect(after.body.skill_count).toBe(2);
+  });
+});
+
+describe('over SSH (a real sshd on loopback)', () => {
+  it('syncs with a git_ssh_key, refuses a key the server does not know, and leaves the key nowhere', async () => {
+    const sshd = await startSshServer();
+    try {
+      const repo = await createGitRepository(root, unique('ssh'), SKILLS);
+      const credential = await t.request('POST', '/credentials', {
+        token: key,
+        body: { name: unique('deploy-key'), type: 'git_ssh_key', secret: sshd.clientKey },
+      });
+      expect(credential.status).toBe(201);
+      const synced = await settled((await register({ repo_url: sshd.url(repo.dir), credential_id: credential.body.id })).body.id);
+      expect(synced.sync, JSON.stringify(synced.sync)).toMatchObject({ state: 'ready', error: null });
+      expect((await skills(synced.id)).map((s) => s.name).sort()).toEqual(['csv', 'pdf']);
+
+      // Another key: the server refuses it, and the reason says so.
+      const strangerFile = path.join(root, unique('stranger-key'));
+      await promisify(execFile)('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', strangerFile]);
+      const strangerKey = await readFile(strangerFile, 'utf8');
+      await rm(strangerFile);
+      await rm(`${strangerFile}.pub`);
+      const stranger = await t.request('POST', '/credentials', {
+        token: key,
+        body: { name: unique('stranger'), type: 'git_ssh_key', secret: strangerKey },
+      });
+      const refused = await settled((await register({ repo_url: sshd.url(repo.dir), credential_id: stranger.body.id })).body.id);
+      expect(refused.sync.state).toBe('error');
+      expect(refused.sync.error).toMatch(/^authentication failed/);
+
+      // Neither key is left on disk (the key files are gone with their git sessions), in a log or a reason.
+      const keyBody = (pem: string) => pem.split('\n')[1]!;
+      for (const pem of [sshd.clientKey, strangerKey]) {
+        expect(JSON.stringify([synced, refused])).not.toContain(keyBody(pem));
+        expect(t.logs.join('')).not.toContain(keyBody(pem));
+      }
+      const leftovers = (await readdir(tmpdir())).filter((name) => name.startsWith('acis-git-'));
+      for (const name of leftovers) {
+        const files = await readdir(path.join(tmpdir(), name)).catch(() => []);
+        for (const file of files) {
+          const content = await readFile(path.join(tmpdir(), name, file), 'utf8').catch(() => '');
+          for (const pem of [sshd.clientKey, strangerKey]) expect(content).not.toContain(keyBody(pem));
+        }
+      }
+    } finally {
+      await sshd.stop();
+    }
   });
 });
 
