@@ -17,7 +17,7 @@ import { canonicalJson } from '../../api-server/core/canonical-json.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
-import { ADMIN_TOKEN, createTestDatabase, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOOL = 'mcp__platform__request_approval';
@@ -100,6 +100,8 @@ afterAll(async () => {
   await nodeA?.stop();
   await stub?.stop();
   if (nodeBDataDir) await rm(nodeBDataDir, { recursive: true, force: true });
+  // Made here and shared by both nodes, so neither drops it on its own.
+  if (databaseUrl) await dropTestDatabase(databaseUrl);
 });
 
 function signature(approvalId: string) {
