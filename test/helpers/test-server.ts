@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
-import { loadConfig } from '../../api-server/config.js';
+import { type Config, loadConfig } from '../../api-server/config.js';
 import { createLogger, type RunningServer, startServer } from '../../api-server/server.js';
 
 /** Where tests find PostgreSQL; each test file gets a fresh database on it. */
@@ -83,18 +83,29 @@ export async function dropTestDatabase(databaseUrl: string): Promise<void> {
 export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
   const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase());
   const dataDir = await mkdtemp(path.join(tmpdir(), 'acis-test-'));
-  const config = loadConfig({
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATABASE_URL: databaseUrl,
-    ACIS_DATA_DIR: dataDir,
-    ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
-    ACIS_ADMIN_TOKEN: ADMIN_TOKEN,
-    LOG_LEVEL: 'info',
-    // Suites that run agents ask for pre-started runners; the others should not pay for them.
-    ACIS_POOL_SIZE: '0',
-    ...env,
-  });
+  // A server that never starts (a test may expect its configuration refused) leaves nothing behind.
+  const discard = async () => {
+    if (!env.DATABASE_URL) await dropTestDatabase(databaseUrl);
+    await rm(dataDir, { recursive: true, force: true });
+  };
+  let config: Config;
+  try {
+    config = loadConfig({
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATABASE_URL: databaseUrl,
+      ACIS_DATA_DIR: dataDir,
+      ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
+      ACIS_ADMIN_TOKEN: ADMIN_TOKEN,
+      LOG_LEVEL: 'info',
+      // Suites that run agents ask for pre-started runners; the others should not pay for them.
+      ACIS_POOL_SIZE: '0',
+      ...env,
+    });
+  } catch (error) {
+    await discard();
+    throw error;
+  }
   let offsetMs = 0;
   const clock: TestClock = {
     now: () => new Date(Date.now() + offsetMs),
@@ -113,6 +124,9 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     logger: createLogger(config, sink),
     now: clock.now,
     validateResponses: true,
+  }).catch(async (error: unknown) => {
+    await discard();
+    throw error;
   });
 
   const request = async <T>(method: string, urlPath: string, options: RequestOptions = {}): Promise<ApiResponse<T>> => {
