@@ -11,10 +11,9 @@ import {
   getConversationInScope,
 } from '../conversations/conversations.service.js';
 import { fillerEnabled } from '../runs/filler.js';
+import { sandboxFor } from '../runs/run-manager.js';
 import type { StreamLine } from '../runs/run-stream.js';
 import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
-import { databaseSessionStore } from '../sandboxes/session-store.js';
-import { createMasker, maskedSessionStore } from '../secrets/masking.js';
 import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
 import { effectiveSkillIds } from '../skills/materialise.js';
 import { findRunInFlight, selectMessages } from './messages.repository.js';
@@ -81,15 +80,7 @@ export async function startMessageRun(
   let lease: Lease | undefined;
   if (context.onCapacity === 'reject' && !refusal) {
     try {
-      lease = await deps.runtime.provider.acquire(
-        {
-          agentType: conversation.agent_type,
-          conversationId: conversation.id,
-          tenantId: conversation.tenant_id,
-          store: maskedSessionStore(databaseSessionStore(deps.db, conversation.id), createMasker(secrets)),
-        },
-        { wait: false },
-      );
+      lease = await deps.runtime.provider.acquire(sandboxFor(conversation), { wait: false });
     } catch (error) {
       if (!(error instanceof CapacityExhausted)) throw error;
       throw new ProblemError('capacity-exhausted', 429, {

@@ -10,7 +10,13 @@ import type { TenantSettings } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
 import { ProblemError, problemBody, problems } from '../core/problems.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
-import { CapacityExhausted, type Lease, type LocalSandboxProvider, type ReleaseOptions } from '../sandboxes/local-provider.js';
+import {
+  type AcquireRequest,
+  CapacityExhausted,
+  type Lease,
+  type LocalSandboxProvider,
+  type ReleaseOptions,
+} from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
 import type { ApprovalAnswer } from '../sandboxes/local-runner.js';
@@ -151,20 +157,11 @@ export class RunManager {
     let lease = request.lease;
     try {
       if (!lease) {
-        lease = await this.deps.provider.acquire(
-          {
-            agentType: conversation.agent_type,
-            conversationId: conversation.id,
-            tenantId: conversation.tenant_id,
-            store: maskedSessionStore(databaseSessionStore(this.deps.db, conversation.id), masker),
-          },
-          {
-            wait: request.onCapacity === 'hold',
-            signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
-            onQueued: (position, retryHint) =>
-              stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint })),
-          },
-        );
+        lease = await this.deps.provider.acquire(sandboxFor(conversation), {
+          wait: request.onCapacity === 'hold',
+          signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
+          onQueued: (position, retryHint) => stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint })),
+        });
       }
     } catch (error) {
       const problem =
@@ -177,7 +174,7 @@ export class RunManager {
       if (!(error instanceof CapacityExhausted)) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
       return this.abort(request, stream, problem);
     }
-    return this.runTurn(request, stream, await this.withSkills(request, lease, masker), masker);
+    return this.runTurn(request, stream, await this.withSkills(request, lease), masker);
   }
 
   /**
@@ -185,23 +182,17 @@ export class RunManager {
    * session keeps offering the set it started with, so a held runner whose set differs is recycled and
    * a fresh one resumes the transcript with this run's set.
    */
-  private async withSkills(request: RunRequest, lease: Lease, masker: GrowingMasker): Promise<Lease> {
+  private async withSkills(request: RunRequest, lease: Lease): Promise<Lease> {
     let current = lease;
     try {
       let names = await materialiseSkills(this.deps, current.workspace, request.skillIds);
       const offered = current.runner.sessionSkills;
       if (current.continuing && (offered?.length !== names.length || offered.some((name, i) => name !== names[i]))) {
         await this.deps.provider.release(current, { broken: true });
-        const { conversation } = request;
-        current = await this.deps.provider.acquire(
-          {
-            agentType: conversation.agent_type,
-            conversationId: conversation.id,
-            tenantId: conversation.tenant_id,
-            store: maskedSessionStore(databaseSessionStore(this.deps.db, conversation.id), masker),
-          },
-          { wait: true, signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000) },
-        );
+        current = await this.deps.provider.acquire(sandboxFor(request.conversation), {
+          wait: true,
+          signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
+        });
         names = await materialiseSkills(this.deps, current.workspace, request.skillIds);
       }
       current.runner.offerSkills(names);
@@ -215,6 +206,8 @@ export class RunManager {
   private async runTurn(request: RunRequest, stream: RunStream, lease: Lease, masker: GrowingMasker): Promise<RunOutcome> {
     let released: Promise<unknown> | undefined;
     try {
+      // The turn's transcript store: it masks the run's secrets (also those an approval adds later).
+      lease.runner.bindSessionStore(maskedSessionStore(databaseSessionStore(this.deps.db, request.conversation.id), masker));
       return await this.turnOn(request, stream, lease, masker, (options) => (released = this.deps.provider.release(lease, options)));
     } finally {
       // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
@@ -467,6 +460,11 @@ export class RunManager {
       .where('conversations.id', '=', conversationId)
       .executeTakeFirst();
   }
+}
+
+/** What the sandbox provider needs of a conversation to place its run. */
+export function sandboxFor(conversation: ScopedConversationRow): AcquireRequest {
+  return { agentType: conversation.agent_type, conversationId: conversation.id, tenantId: conversation.tenant_id };
 }
 
 /** The tool result the agent sees for a decided approval. */

@@ -20,7 +20,6 @@ import {
   retryHintSeconds,
   type RunnerView,
 } from './policy.js';
-import type { ConversationSessionStore } from './session-store.js';
 import { AGENT_TYPES } from './agent-types.js';
 
 /** The package root (holding node_modules and the runner's source), from source or from dist/ alike. */
@@ -54,7 +53,6 @@ export interface AcquireRequest {
   agentType: string;
   conversationId: string;
   tenantId: string;
-  store: ConversationSessionStore;
 }
 
 export interface WaitOptions {
@@ -288,8 +286,6 @@ export class LocalSandboxProvider {
         const entry = this.entries.get(decision.runnerId)!;
         entry.view.state = 'busy';
         entry.view.heldUntil = undefined;
-        // This turn's store: it masks this run's secrets out of the transcript.
-        entry.runner.bindSessionStore(request.store);
         return Promise.resolve({ runner: entry.runner, continuing: true, workspace: entry.dirs.workspace });
       }
       case 'claim-pooled': {
@@ -318,7 +314,6 @@ export class LocalSandboxProvider {
     entry.view.state = 'busy';
     entry.view.conversationId = request.conversationId;
     entry.view.tenantId = request.tenantId;
-    entry.runner.bindSessionStore(request.store);
   }
 
   /** Copies the conversation's saved workspace into the runner's, then waits for the runner to be up. */

@@ -95,7 +95,7 @@ export class LocalRunner {
     return this.turnRunId;
   }
 
-  /** Binds the runner to a conversation's transcript store (before its first turn). */
+  /** Binds the runner to its conversation's transcript store, as the coming turn's run masks it (before every turn). */
   bindSessionStore(store: ConversationSessionStore): void {
     this.store = store;
   }
