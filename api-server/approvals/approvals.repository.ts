@@ -62,17 +62,15 @@ export function expireDueApprovals(db: Db, now: Date): Promise<ApprovalRow[]> {
 }
 
 /**
- * The run parked on these approvals has ended without them (aborted, crashed, or its node died):
- * nothing is left to resume, so they can no longer be granted.
+ * The run (assistant message) parked on its pending approvals has ended without them (aborted,
+ * crashed, or its node died): nothing is left to resume, so they can no longer be granted.
  */
-export function expireApprovalsOfMessages(db: Db, messageIds: string[], now: Date): Promise<ApprovalRow[]> {
-  if (messageIds.length === 0) return Promise.resolve([]);
-  return db
+export async function expireApprovalsOfMessage(db: Db, messageId: string, now: Date): Promise<void> {
+  await db
     .updateTable('approvals')
     .set({ status: 'expired', updated_at: now })
-    .where('message_id', 'in', messageIds)
+    .where('message_id', '=', messageId)
     .where('status', '=', 'pending')
-    .returningAll()
     .execute();
 }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { expireApprovalsOfMessages } from '../approvals/approvals.repository.js';
+import { expireApprovalsOfMessage } from '../approvals/approvals.repository.js';
 import { type Db, json } from '../core/db/database.js';
 import { ProblemError, problemBody } from '../core/problems.js';
 import { presentMessage } from '../messages/messages.presenter.js';
@@ -74,7 +74,7 @@ export async function failOrphanedRuns(
         .executeTakeFirst();
       if (!failed) return;
       // A run that is gone cannot be resumed: an approval it was parked on can no longer be granted.
-      await expireApprovalsOfMessages(trx, [orphan.id], options.now);
+      await expireApprovalsOfMessage(trx, orphan.id, options.now);
       // As on every stream: message_end (the failed message as stored) right before the terminal line.
       const lines = [
         platformLine('message_end', { message: presentMessage(failed) }),

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ApprovalGate } from '../approvals/approval-gate.js';
 import { presentApproval } from '../approvals/approvals.presenter.js';
-import { type ApprovalRow, expireApprovalsOfMessages, insertApproval } from '../approvals/approvals.repository.js';
+import { type ApprovalRow, expireApprovalsOfMessage, insertApproval } from '../approvals/approvals.repository.js';
 import { RequestApprovalInput } from '../approvals/approvals.schemas.js';
 import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
@@ -142,7 +142,7 @@ export class RunManager {
         await stream.flush();
         this.live.delete(request.assistantMessageId);
         // An approval the run was parked on when it ended otherwise can no longer be granted.
-        await expireApprovalsOfMessages(this.deps.db, [request.assistantMessageId], this.deps.now()).catch((err: unknown) =>
+        await expireApprovalsOfMessage(this.deps.db, request.assistantMessageId, this.deps.now()).catch((err: unknown) =>
           this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
         );
       });
