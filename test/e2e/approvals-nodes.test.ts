@@ -4,75 +4,42 @@
  * whose process died expires when that process comes back, so it can no longer be granted.
  * Node A runs in the test process; node B is a separate server process started from source.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../api-server/core/canonical-json.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { cleanEnv, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOOL = 'mcp__platform__request_approval';
 const MASTER_KEY = randomBytes(32).toString('base64');
 
 let stub: ModelStub;
 let nodeA: TestServer;
-let nodeB: { child: ChildProcess; url: string; output: () => string };
+let nodeB: ServingAcis;
 let nodeBDataDir: string;
 let databaseUrl: string;
 let key: string;
 let user: ProvisionedUser;
 let approver: { id: string; secret: string };
 
-async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}
-
 /** Node B: `acis serve` from source in its own process, on the shared database and master key. */
-async function startNodeB(): Promise<typeof nodeB> {
-  const port = await freePort();
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('ACIS_') && name !== 'DATABASE_URL') env[name] = value;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'api-server/main.ts', 'serve'], {
-    cwd: ROOT,
-    env: {
-      ...env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
+function startNodeB(): Promise<ServingAcis> {
+  return serveAcis(
+    cleanEnv({
       DATABASE_URL: databaseUrl,
       ACIS_DATA_DIR: nodeBDataDir,
       ACIS_MASTER_KEY: MASTER_KEY,
       ANTHROPIC_BASE_URL: stub.url,
       ACIS_POOL_SIZE: '0',
       ACIS_PING_INTERVAL_MS: '200',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout?.on('data', (chunk) => (output += chunk));
-  child.stderr?.on('data', (chunk) => (output += chunk));
-  const url = `http://127.0.0.1:${port}`;
-  for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
-    if (child.exitCode !== null) throw new Error(`node B exited with ${child.exitCode}:\n${output}`);
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { child, url, output: () => output };
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`node B did not become healthy:\n${output}`);
+    }),
+  );
 }
 
 beforeAll(async () => {
@@ -93,10 +60,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  if (nodeB && nodeB.child.exitCode === null) {
-    nodeB.child.kill('SIGTERM');
-    await once(nodeB.child, 'exit');
-  }
+  if (nodeB) await stopAcis(nodeB);
   await nodeA?.stop();
   await stub?.stop();
   if (nodeBDataDir) await rm(nodeBDataDir, { recursive: true, force: true });
@@ -150,8 +114,7 @@ describe('two API server processes on one database', () => {
 
   it('expires the pending approval of a run whose process died, once that process is back', async () => {
     const run = await parkOnNodeB('dies with its node');
-    nodeB.child.kill('SIGKILL');
-    await once(nodeB.child, 'exit');
+    await stopAcis(nodeB, 'SIGKILL');
     await run.lines;
     // While B is down its run still looks in progress (its heartbeat is not stale yet).
     expect((await nodeA.request('GET', `/approvals/${run.approval.id}`, { token: key })).body.status).toBe('pending');

@@ -5,99 +5,56 @@
  * the source-run suites never take: a message with a tool call, an approval raised through the
  * platform tool and approved, and the reply in history.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { once } from 'node:events';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../api-server/core/canonical-json.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { cleanEnv, commandLines, ROOT, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const BOOTSTRAP_KEY = 'sk_int_npmstartsmoketest0123456789';
 const ADMIN_TOKEN = 'npm-start-admin-token-0123';
 const TOOL = 'mcp__platform__request_approval';
 
 let stub: ModelStub;
 let dataDir: string;
-let server: ChildProcess;
-let base: string;
-let output = '';
-
-async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}
+let server: ServingAcis;
 
 beforeAll(async () => {
   await promisify(execFile)(path.join(ROOT, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.build.json'], { cwd: ROOT });
   stub = await startModelStub();
   dataDir = await mkdtemp(path.join(tmpdir(), 'acis-npm-start-'));
-  const port = await freePort();
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('ACIS_') && name !== 'DATABASE_URL') env[name] = value;
-  server = spawn(process.execPath, ['dist/api-server/main.js', 'serve'], {
-    cwd: ROOT,
-    env: {
-      ...env,
-      PORT: String(port),
+  server = await serveAcis(
+    cleanEnv({
       ACIS_DATA_DIR: dataDir,
       ACIS_BOOTSTRAP_SERVICE_KEY: BOOTSTRAP_KEY,
       ACIS_ADMIN_TOKEN: ADMIN_TOKEN,
       ANTHROPIC_BASE_URL: stub.url,
       ACIS_PING_INTERVAL_MS: '300',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  server.stdout?.on('data', (chunk) => (output += chunk));
-  server.stderr?.on('data', (chunk) => (output += chunk));
-  base = `http://127.0.0.1:${port}`;
-  for (const deadline = Date.now() + 90_000; Date.now() < deadline; ) {
-    if (server.exitCode !== null) throw new Error(`the server exited with ${server.exitCode}:\n${output}`);
-    if (await fetch(`${base}/healthz`).then((r) => r.ok, () => false)) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`the server did not become healthy:\n${output}`);
+    }),
+    { compiled: true },
+  );
 }, 180_000);
 
 afterAll(async () => {
-  if (server && server.exitCode === null) {
-    server.kill('SIGTERM');
-    await once(server, 'exit');
-  }
+  if (server) await stopAcis(server);
   await stub?.stop();
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 async function api(method: string, urlPath: string, token: string, body?: unknown) {
-  const res = await fetch(`${base}${urlPath}`, {
+  const res = await fetch(`${server.url}${urlPath}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined, text };
-}
-
-/** Command lines of this machine's processes that run the compiled runner. */
-async function compiledRunnerProcesses(): Promise<string[]> {
-  const found: string[] = [];
-  for (const pid of await readdir('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.includes('dist/sandbox/runner.js')) found.push(cmdline.replaceAll('\0', ' '));
-  }
-  return found;
 }
 
 describe('npm start (the compiled build on the embedded database)', () => {
@@ -115,7 +72,7 @@ describe('npm start (the compiled build on the embedded database)', () => {
     const content =
       `[[tool:Bash ${JSON.stringify({ command: 'echo compiled runner' })}]] ` +
       `[[tool:${TOOL} ${JSON.stringify({ reason: 'smoke', requested_items: [{ kind: 'action', description: 'finish' }] })}]]`;
-    const response = await fetch(`${base}/conversations/${conversation.body.id}/messages`, {
+    const response = await fetch(`${server.url}/conversations/${conversation.body.id}/messages`, {
       method: 'POST',
       headers: { authorization: `Bearer ${BOOTSTRAP_KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ content }),
@@ -127,7 +84,7 @@ describe('npm start (the compiled build on the embedded database)', () => {
       if (line.type === 'approval') markParked(line.approval);
     });
     const approval = await parked;
-    expect((await compiledRunnerProcesses()).length).toBeGreaterThan(0);
+    expect((await commandLines()).some((line) => line.includes('dist/sandbox/runner.js'))).toBe(true);
 
     const exp = Math.floor(Date.now() / 1000) + 60;
     const value = createHmac('sha256', Buffer.from(approver.body.secret, 'base64url'))

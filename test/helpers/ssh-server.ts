@@ -6,10 +6,11 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from './acis-process.js';
 
 const exec = promisify(execFile);
 const SSHD = '/usr/sbin/sshd';
@@ -22,15 +23,6 @@ export interface SshServer {
   /** `ssh://user@127.0.0.1:port/<absolute path>` for a repository on this machine. */
   url(repositoryDir: string): string;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  probe.close();
-  await once(probe, 'close');
-  return port;
 }
 
 async function keyPair(file: string): Promise<{ privateKey: string; publicKey: string }> {

@@ -1,10 +1,8 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanEnv, killLeftovers, runAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
 
 /**
@@ -12,80 +10,21 @@ import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js'
  * as a real child process, and keeps its data and master key across restarts.
  */
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
 const BOOTSTRAP_KEY = 'sk_int_embeddedsmoketest0123456789';
 const STARTUP_TIMEOUT_MS = 60_000;
 
 let dataDir: string;
-const children = new Set<ChildProcess>();
 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'acis-embedded-'));
 });
 afterAll(async () => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+  killLeftovers();
   await rm(dataDir, { recursive: true, force: true });
 });
 
-/** The environment of a fresh laptop: none of our variables unless given. */
-function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (name === 'DATABASE_URL' || name.startsWith('ACIS_') || name === 'PORT' || name === 'HOST') continue;
-    env[name] = value;
-  }
-  return { ...env, LOG_LEVEL: 'warn', ...extra };
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  probe.listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as { port: number };
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}
-
-interface Child {
-  process: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-function run(args: string[], env: NodeJS.ProcessEnv): Child {
-  const child = spawn(TSX, ['api-server/main.ts', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  let output = '';
-  child.stdout?.on('data', (chunk) => (output += chunk));
-  child.stderr?.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { process: child, output: () => output, exited };
-}
-
-async function serve(): Promise<{ child: Child; base: string }> {
-  const port = await freePort();
-  const child = run(['serve'], cleanEnv({ PORT: String(port), HOST: '127.0.0.1', ACIS_DATA_DIR: dataDir, ACIS_BOOTSTRAP_SERVICE_KEY: BOOTSTRAP_KEY }));
-  const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (child.process.exitCode !== null) throw new Error(`serve exited with ${child.process.exitCode}:\n${child.output()}`);
-    try {
-      const res = await fetch(`${base}/healthz`);
-      if (res.ok) return { child, base };
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  child.process.kill('SIGKILL');
-  throw new Error(`serve did not become healthy:\n${child.output()}`);
-}
-
-async function stop(child: Child): Promise<number | null> {
-  child.process.kill('SIGTERM');
-  return child.exited;
+function serve() {
+  return serveAcis(cleanEnv({ ACIS_DATA_DIR: dataDir, ACIS_BOOTSTRAP_SERVICE_KEY: BOOTSTRAP_KEY }));
 }
 
 async function api(base: string, method: string, urlPath: string, token?: string, body?: unknown) {
@@ -110,15 +49,15 @@ describe('embedded PGlite (no DATABASE_URL)', () => {
       let platformJwt: string;
       let masterKey: string;
       try {
-        expect((await api(first.base, 'GET', '/readyz')).status).toBe(200);
-        const created = await api(first.base, 'POST', '/tenants', BOOTSTRAP_KEY, { name: 'Persisted', external_id: 'smoke:tenant:1' });
+        expect((await api(first.url, 'GET', '/readyz')).status).toBe(200);
+        const created = await api(first.url, 'POST', '/tenants', BOOTSTRAP_KEY, { name: 'Persisted', external_id: 'smoke:tenant:1' });
         expect(created.status).toBe(201);
         tenant = created.body;
-        expect((await api(first.base, 'GET', `/tenants/${tenant.id}`, BOOTSTRAP_KEY)).body).toEqual(tenant);
+        expect((await api(first.url, 'GET', `/tenants/${tenant.id}`, BOOTSTRAP_KEY)).body).toEqual(tenant);
 
-        const user = await api(first.base, 'PUT', `/tenants/${tenant.id}/users/by-external-id/smoke:user:1`, BOOTSTRAP_KEY, {});
+        const user = await api(first.url, 'PUT', `/tenants/${tenant.id}/users/by-external-id/smoke:user:1`, BOOTSTRAP_KEY, {});
         expect(user.status).toBe(201);
-        const exchanged = await api(first.base, 'POST', '/auth/token-exchange', BOOTSTRAP_KEY, {
+        const exchanged = await api(first.url, 'POST', '/auth/token-exchange', BOOTSTRAP_KEY, {
           tenant_external_id: 'smoke:tenant:1',
           user_external_id: 'smoke:user:1',
           ttl_seconds: 3600,
@@ -126,27 +65,27 @@ describe('embedded PGlite (no DATABASE_URL)', () => {
         expect(exchanged.status).toBe(200);
         platformJwt = exchanged.body.token;
         // A valid JWT on a provisioning route is 403; one the server cannot verify would be 401.
-        expect((await api(first.base, 'GET', '/tenants', platformJwt)).status).toBe(403);
+        expect((await api(first.url, 'GET', '/tenants', platformJwt)).status).toBe(403);
 
         // No ACIS_ADMIN_TOKEN: the admin API is closed to everyone.
-        expect((await api(first.base, 'POST', '/admin/integrations', BOOTSTRAP_KEY, { name: 'x' })).status).toBe(401);
+        expect((await api(first.url, 'POST', '/admin/integrations', BOOTSTRAP_KEY, { name: 'x' })).status).toBe(401);
 
         masterKey = await readFile(path.join(dataDir, 'master.key'), 'utf8');
         expect(Buffer.from(masterKey.trim(), 'base64')).toHaveLength(32);
       } finally {
-        expect(await stop(first.child)).toBe(0);
+        expect(await stopAcis(first)).toBe(0);
       }
 
       const second = await serve();
       try {
-        expect((await api(second.base, 'GET', `/tenants/${tenant.id}`, BOOTSTRAP_KEY)).body).toEqual(tenant);
-        const list = await api(second.base, 'GET', '/tenants', BOOTSTRAP_KEY);
+        expect((await api(second.url, 'GET', `/tenants/${tenant.id}`, BOOTSTRAP_KEY)).body).toEqual(tenant);
+        const list = await api(second.url, 'GET', '/tenants', BOOTSTRAP_KEY);
         expect(list.body.data.map((x: { id: string }) => x.id)).toEqual([tenant.id]);
         expect(await readFile(path.join(dataDir, 'master.key'), 'utf8')).toBe(masterKey);
         // The token signed before the restart still verifies: same key, derived again.
-        expect((await api(second.base, 'GET', '/tenants', platformJwt)).status).toBe(403);
+        expect((await api(second.url, 'GET', '/tenants', platformJwt)).status).toBe(403);
       } finally {
-        expect(await stop(second.child)).toBe(0);
+        expect(await stopAcis(second)).toBe(0);
       }
     },
     4 * STARTUP_TIMEOUT_MS,
@@ -160,7 +99,7 @@ describe('acis migrate', () => {
       const dir = await mkdtemp(path.join(tmpdir(), 'acis-migrate-'));
       try {
         for (let i = 0; i < 2; i++) {
-          const child = run(['migrate'], cleanEnv({ ACIS_DATA_DIR: dir, LOG_LEVEL: 'info' }));
+          const child = runAcis(['migrate'], cleanEnv({ ACIS_DATA_DIR: dir, LOG_LEVEL: 'info' }));
           expect(await child.exited, child.output()).toBe(0);
           expect(child.output()).toMatch(i === 0 ? /migrations applied/ : /up to date/);
         }
@@ -177,7 +116,7 @@ describe('acis migrate', () => {
       const databaseUrl = await createTestDatabase();
       const dir = await mkdtemp(path.join(tmpdir(), 'acis-migrate-'));
       try {
-        const child = run(['migrate'], cleanEnv({ DATABASE_URL: databaseUrl, ACIS_DATA_DIR: dir, LOG_LEVEL: 'info' }));
+        const child = runAcis(['migrate'], cleanEnv({ DATABASE_URL: databaseUrl, ACIS_DATA_DIR: dir, LOG_LEVEL: 'info' }));
         expect(await child.exited, child.output()).toBe(0);
         expect(child.output()).toMatch(/migrations applied/);
       } finally {
@@ -189,7 +128,7 @@ describe('acis migrate', () => {
   );
 
   it('rejects an invalid environment with a readable message and a non-zero exit', async () => {
-    const child = run(['migrate'], cleanEnv({ ACIS_DATA_DIR: dataDir, ACIS_BOOTSTRAP_SERVICE_KEY: 'nope' }));
+    const child = runAcis(['migrate'], cleanEnv({ ACIS_DATA_DIR: dataDir, ACIS_BOOTSTRAP_SERVICE_KEY: 'nope' }));
     expect(await child.exited).toBe(1);
     expect(child.output()).toMatch(/ACIS_BOOTSTRAP_SERVICE_KEY/);
     expect(child.output()).not.toMatch(/at .*\.ts:\d+/);

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commandLines } from '../helpers/acis-process.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
 import { unique } from '../helpers/provision.js';
 import { startSshServer } from '../helpers/ssh-server.js';
@@ -220,10 +221,10 @@ describe('POST /repositories/{id}/sync', () => {
       expect(race.map((r) => r.status).sort()).toEqual([202, 409, 409]);
 
       // While the sync is in flight, the token is in no process's argv.
-      let argv = await processArguments();
+      let argv = await commandLines();
       for (let i = 0; i < 150 && !argv.some((args) => args.includes(' fetch ')); i++) {
         await new Promise((resolve) => setTimeout(resolve, 25));
-        argv = await processArguments();
+        argv = await commandLines();
       }
       expect(argv.some((args) => args.includes(' fetch '))).toBe(true);
       expect(argv.some((args) => args.includes(TOKEN))).toBe(false);
@@ -474,10 +475,3 @@ describe('roles and synced skills', () => {
     expect(bad.body.errors).toEqual([expect.objectContaining({ pointer: '/skill_access/skill_ids/1' })]);
   });
 });
-
-/** The argv of every process on the machine (what `ps` shows). */
-async function processArguments(): Promise<string[]> {
-  const pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
-  const all = await Promise.all(pids.map((pid) => readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')));
-  return all.map((cmdline) => cmdline.split('\0').join(' '));
-}

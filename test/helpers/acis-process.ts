@@ -1,0 +1,99 @@
+/**
+ * ACIS as a separate OS process, for the suites that need a real one: the zero-setup path, a second
+ * API node beside the in-process test server, what `npm start` runs. Also the little tools those
+ * suites share (a free port, the machine's process command lines).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readdir, readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import path from 'node:path';
+
+export const ROOT = path.resolve(import.meta.dirname, '../..');
+const READY_TIMEOUT_MS = 60_000;
+
+export interface AcisProcess {
+  process: ChildProcess;
+  /** Everything it wrote to stdout and stderr so far. */
+  output(): string;
+  /** Its exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+}
+
+export interface ServingAcis extends AcisProcess {
+  url: string;
+}
+
+const started = new Set<ChildProcess>();
+
+/** A port nothing listens on now, on loopback. */
+export async function freePort(): Promise<number> {
+  const probe = createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as { port: number };
+  probe.close();
+  await once(probe, 'close');
+  return port;
+}
+
+/** This environment without ACIS's own settings (a fresh machine's), plus `extra`; logs at warn unless said. */
+export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name === 'DATABASE_URL' || name.startsWith('ACIS_') || name === 'PORT' || name === 'HOST') continue;
+    env[name] = value;
+  }
+  return { ...env, LOG_LEVEL: 'warn', ...extra };
+}
+
+/**
+ * Runs `acis <args>` in one node process: from source through tsx's loader, or `compiled` from
+ * dist/ (what `npm start` runs; build it first).
+ */
+export function runAcis(args: string[], env: NodeJS.ProcessEnv, options: { compiled?: boolean } = {}): AcisProcess {
+  const entry = options.compiled ? ['dist/api-server/main.js'] : ['--import', 'tsx', 'api-server/main.ts'];
+  const child = spawn(process.execPath, [...entry, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  started.add(child);
+  let output = '';
+  child.stdout?.on('data', (chunk) => (output += chunk));
+  child.stderr?.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      started.delete(child);
+      resolve(code);
+    }),
+  );
+  return { process: child, output: () => output, exited };
+}
+
+/** `acis serve` on a free loopback port with `env` (see cleanEnv), once GET /healthz answers. */
+export async function serveAcis(env: NodeJS.ProcessEnv, options: { compiled?: boolean } = {}): Promise<ServingAcis> {
+  const port = await freePort();
+  const child = runAcis(['serve'], { ...env, PORT: String(port), HOST: '127.0.0.1' }, options);
+  const url = `http://127.0.0.1:${port}`;
+  for (const deadline = Date.now() + READY_TIMEOUT_MS; Date.now() < deadline; ) {
+    if (child.process.exitCode !== null) throw new Error(`acis serve exited with ${child.process.exitCode}:\n${child.output()}`);
+    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { ...child, url };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  child.process.kill('SIGKILL');
+  throw new Error(`acis serve did not become healthy:\n${child.output()}`);
+}
+
+/** Sends `signal` (a graceful SIGTERM by default) and answers the exit code; at once if it has exited. */
+export async function stopAcis(child: AcisProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill(signal);
+  return child.exited;
+}
+
+/** Kills whatever a suite started and left running (its afterAll). */
+export function killLeftovers(): void {
+  for (const child of started) if (child.exitCode === null) child.kill('SIGKILL');
+}
+
+/** The command line of every process on this machine (Linux /proc), space-separated. */
+export async function commandLines(): Promise<string[]> {
+  const pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
+  const all = await Promise.all(pids.map((pid) => readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')));
+  return all.map((cmdline) => cmdline.split('\0').join(' '));
+}
