@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../bench/processes.js';
 
 /** ACIS running from source in a child process (what `npm run dev` runs). */
 export interface AcisProcess {
@@ -80,15 +80,4 @@ async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
     await sleep(100);
   }
   throw new Error(`ACIS did not answer ${url}/healthz within ${READY_TIMEOUT_MS / 1000} s`);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no free port'))));
-    });
-  });
 }
