@@ -4,14 +4,14 @@
  * whose process died expires when that process comes back, so it can no longer be granted.
  * Node A runs in the test process; node B is a separate server process started from source.
  */
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canonicalJson } from '../../api-server/core/canonical-json.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { cleanEnv, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
+import { hmacAssertion } from '../helpers/approver.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -68,12 +68,7 @@ afterAll(async () => {
   if (databaseUrl) await dropTestDatabase(databaseUrl);
 });
 
-function signature(approvalId: string) {
-  const exp = Math.floor(Date.now() / 1000) + 120;
-  const payload = canonicalJson({ approval_id: approvalId, decision: 'approve', exp });
-  const value = createHmac('sha256', Buffer.from(approver.secret, 'base64url')).update(payload).digest('base64url');
-  return { key_id: approver.id, algorithm: 'hmac-sha256', exp, value };
-}
+const signature = (approvalId: string) => hmacAssertion(approvalId, 'approve', approver);
 
 /** Starts a message on node B whose agent raises an approval; resolves once the `approval` line is there. */
 async function parkOnNodeB(reason: string) {

@@ -13,6 +13,7 @@ import { canonicalJson } from '../../api-server/core/canonical-json.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { isTerminal, type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser, userToken } from '../helpers/provision.js';
+import { type Decision, hmacAssertion } from '../helpers/approver.js';
 import { ADMIN_TOKEN, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const TOOL = 'mcp__platform__request_approval';
@@ -71,13 +72,10 @@ afterAll(async () => {
   upstream?.close();
 });
 
-type Decision = 'approve' | 'deny';
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 function hmacSignature(approvalId: string, decision: Decision, exp = nowSeconds() + 120, secret = hmacKey.secret, keyId = hmacKey.id) {
-  const payload = canonicalJson({ approval_id: approvalId, decision, exp });
-  const value = createHmac('sha256', Buffer.from(secret, 'base64url')).update(payload).digest('base64url');
-  return { key_id: keyId, algorithm: 'hmac-sha256', exp, value };
+  return hmacAssertion(approvalId, decision, { id: keyId, secret }, exp);
 }
 
 function ed25519Signature(approvalId: string, decision: Decision, exp = nowSeconds() + 120) {

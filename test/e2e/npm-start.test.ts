@@ -6,15 +6,14 @@
  * platform tool and approved, and the reply in history.
  */
 import { execFile } from 'node:child_process';
-import { createHmac } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canonicalJson } from '../../api-server/core/canonical-json.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { cleanEnv, commandLines, ROOT, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
+import { hmacAssertion } from '../helpers/approver.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 
 const BOOTSTRAP_KEY = 'sk_int_npmstartsmoketest0123456789';
@@ -86,12 +85,8 @@ describe('npm start (the compiled build on the embedded database)', () => {
     const approval = await parked;
     expect((await commandLines()).some((line) => line.includes('dist/sandbox/runner.js'))).toBe(true);
 
-    const exp = Math.floor(Date.now() / 1000) + 60;
-    const value = createHmac('sha256', Buffer.from(approver.body.secret, 'base64url'))
-      .update(canonicalJson({ approval_id: approval.id, decision: 'approve', exp }))
-      .digest('base64url');
     const approved = await api('POST', `/approvals/${approval.id}/approve`, BOOTSTRAP_KEY, {
-      signature: { key_id: approver.body.id, algorithm: 'hmac-sha256', exp, value },
+      signature: hmacAssertion(approval.id, 'approve', approver.body),
     });
     expect(approved.status, approved.text).toBe(200);
 
