@@ -228,9 +228,11 @@ export class RunManager {
     const reply = new ReplyBuilder();
     let terminal: StreamLine | undefined;
     let sessionId: string | undefined;
-    // While the filler streams, the agent's lines wait, so its acknowledgement comes first.
+    // While the filler streams, the turn's lines (the agent's and the platform's) wait, so its
+    // acknowledgement comes first.
     const held: StreamLine[] | undefined = request.filler ? [] : undefined;
     let pending = held;
+    const emit = (line: StreamLine) => (pending ? pending.push(line) : stream.append(line));
     const fillerMasker = new EventMasker(masker);
     const fillerDone = request.filler
       ? streamFiller(this.deps.filler, request.content, (line) => fillerMasker.push(line).forEach((l) => stream.append(l))).then(
@@ -262,9 +264,7 @@ export class RunManager {
         env: request.env,
         resume: lease.continuing ? undefined : (conversation.session_id ?? undefined),
         runId: request.assistantMessageId,
-        // Platform lines of the turn queue behind the agent's lines held for the filler, keeping their order.
-        onApprovalRequest: (input) =>
-          this.parkOnApproval(request, (line) => (pending ? pending.push(line) : stream.append(line)), input, turnOver.signal),
+        onApprovalRequest: (input) => this.parkOnApproval(request, emit, input, turnOver.signal),
       },
       (raw) => {
         for (const event of agentMasker.push(raw)) {
@@ -275,8 +275,7 @@ export class RunManager {
           // The agent's `result` is the terminal line: it is held back until the reply is stored and
           // `message_end` has gone out.
           if (event.type === 'result') terminal = event;
-          else if (pending) pending.push(event);
-          else stream.append(event);
+          else emit(event);
         }
       },
     );
