@@ -37,25 +37,23 @@ export function findOwner(db: Db, userId: string): Promise<OwnerRow | undefined>
     .executeTakeFirst();
 }
 
-/** A conversation with its tenant's integration and status (for scope and suspension checks). */
-export function findConversation(db: Db, conversationId: string) {
+/** Conversations with their tenant's integration, status and settings (for scope and suspension checks). */
+function scopedConversations(db: Db) {
   return db
     .selectFrom('conversations')
     .innerJoin('tenants', 'tenants.id', 'conversations.tenant_id')
     .selectAll('conversations')
-    .select(['tenants.integration_id', 'tenants.status as tenant_status', 'tenants.settings as tenant_settings'])
-    .where('conversations.id', '=', conversationId)
-    .executeTakeFirst();
+    .select(['tenants.integration_id', 'tenants.status as tenant_status', 'tenants.settings as tenant_settings']);
+}
+
+export function findConversation(db: Db, conversationId: string) {
+  return scopedConversations(db).where('conversations.id', '=', conversationId).executeTakeFirst();
 }
 
 export type ScopedConversationRow = NonNullable<Awaited<ReturnType<typeof findConversation>>>;
 
 export function findConversationByExternalId(db: Db, tenantId: string, externalId: string) {
-  return db
-    .selectFrom('conversations')
-    .innerJoin('tenants', 'tenants.id', 'conversations.tenant_id')
-    .selectAll('conversations')
-    .select(['tenants.integration_id', 'tenants.status as tenant_status', 'tenants.settings as tenant_settings'])
+  return scopedConversations(db)
     .where('conversations.tenant_id', '=', tenantId)
     .where('conversations.external_id', '=', externalId)
     .executeTakeFirst();
