@@ -81,8 +81,10 @@ export interface GitHttpServer {
   url(name: string): string;
   /** Every request's method, path and the user it authenticated as (undefined: refused). */
   requests: Array<{ method: string; path: string; user: string | undefined; authorization: boolean }>;
-  /** Holds every answer this long (to keep a sync in flight). */
-  delayMs: number;
+  /** Holds every authenticated request until the returned release is called (keeps a sync in flight, whatever the machine's load). */
+  hold(): () => void;
+  /** How many requests are held now (git is waiting on them). */
+  readonly held: number;
   stop(): Promise<void>;
 }
 
@@ -92,7 +94,7 @@ export interface GitHttpServer {
  */
 export async function serveGitOverHttp(root: string, auth: { username?: string; password: string }): Promise<GitHttpServer> {
   const requests: GitHttpServer['requests'] = [];
-  const state = { delayMs: 0 };
+  const state: { gate: Promise<void> | undefined; held: number } = { gate: undefined, held: 0 };
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const user = authenticatedUser(req.headers.authorization, auth);
@@ -102,7 +104,13 @@ export async function serveGitOverHttp(root: string, auth: { username?: string; 
       res.end('authentication required');
       return;
     }
-    setTimeout(() => backend(req, res, url, user), state.delayMs);
+    const gate = state.gate;
+    if (!gate) return backend(req, res, url, user);
+    state.held += 1;
+    void gate.then(() => {
+      state.held -= 1;
+      backend(req, res, url, user);
+    });
   });
   const backend = (req: http.IncomingMessage, res: http.ServerResponse, url: URL, user: string) => {
     const child = spawn('git', ['http-backend'], {
@@ -158,11 +166,16 @@ export async function serveGitOverHttp(root: string, auth: { username?: string; 
   return {
     url: (name) => `http://127.0.0.1:${port}/${name}`,
     requests,
-    get delayMs() {
-      return state.delayMs;
+    hold() {
+      let release: () => void = () => {};
+      state.gate = new Promise<void>((resolve) => (release = resolve));
+      return () => {
+        state.gate = undefined;
+        release();
+      };
     },
-    set delayMs(value: number) {
-      state.delayMs = value;
+    get held() {
+      return state.held;
     },
     stop: () =>
       new Promise<void>((resolve) => {

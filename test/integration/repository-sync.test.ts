@@ -196,7 +196,7 @@ describe('POST /repositories/{id}/sync', () => {
     const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
     await settled(res.body.id);
     const other = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_ALLOW_FILE_REPOS: '1' });
-    git.delayMs = 1500;
+    let release = git.hold();
     try {
       const started = await t.request('POST', `/repositories/${res.body.id}/sync`, { token: key });
       expect(started.status).toBe(202);
@@ -209,10 +209,9 @@ describe('POST /repositories/{id}/sync', () => {
       expect(problemSlug(elsewhere)).toBe('sync-in-progress');
 
       // Concurrent requests on both servers: exactly none is accepted while one is in flight; after it, exactly one.
-      git.delayMs = 0;
+      release();
       await settled(res.body.id);
-      // Long enough for the process list to be read while git waits on the server, however loaded the machine.
-      git.delayMs = 4000;
+      release = git.hold();
       const race = await Promise.all([
         t.request('POST', `/repositories/${res.body.id}/sync`, { token: key }),
         other.request('POST', `/repositories/${res.body.id}/sync`, { token: key }),
@@ -220,16 +219,13 @@ describe('POST /repositories/{id}/sync', () => {
       ]);
       expect(race.map((r) => r.status).sort()).toEqual([202, 409, 409]);
 
-      // While the sync is in flight, the token is in no process's argv.
-      let argv = await commandLines();
-      for (let i = 0; i < 150 && !argv.some((args) => args.includes(' fetch ')); i++) {
-        await new Promise((resolve) => setTimeout(resolve, 25));
-        argv = await commandLines();
-      }
+      // While the sync is in flight (git waits on the held server), the token is in no process's argv.
+      for (let i = 0; i < 400 && git.held === 0; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+      const argv = await commandLines();
       expect(argv.some((args) => args.includes(' fetch '))).toBe(true);
       expect(argv.some((args) => args.includes(TOKEN))).toBe(false);
     } finally {
-      git.delayMs = 0;
+      release();
       await settled(res.body.id);
       await other.stop();
     }
@@ -347,17 +343,18 @@ describe('PATCH /repositories/{id} and sync', () => {
     const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
     await settled(res.body.id);
     await repo.commit({ 'skills/new/SKILL.md': manifest({ name: 'new', description: 'Added.' }) });
-    git.delayMs = 800;
+    const release = git.hold();
     try {
       expect((await t.request('POST', `/repositories/${res.body.id}/sync`, { token: key })).status).toBe(202);
       const patched = await t.request('PATCH', `/repositories/${res.body.id}`, { token: key, body: { credential_id: null } });
       expect(patched.body.sync.state).toBe('pending');
+      release();
       // The attempt goes on in the background; wait until it has finished and dropped its result.
       const dropped = () => t.logs.some((line) => line.includes(res.body.id) && line.includes('its result was dropped'));
       for (let i = 0; i < 200 && !dropped(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
       expect(dropped()).toBe(true);
     } finally {
-      git.delayMs = 0;
+      release();
     }
     const after = await t.request('GET', `/repositories/${res.body.id}`, { token: key });
     expect(after.body.sync.state).toBe('pending');
