@@ -80,7 +80,7 @@ async function turn(conversationId: string, content: string): Promise<Turn> {
   expect(runner, 'a runner served the turn').toBeDefined();
   const visible = withoutPings(lines);
   expect(visible.filter(isTerminal)).toHaveLength(1);
-  expect(visible.at(-1)).toMatchObject({ type: 'result', subtype: 'success', is_error: false });
+  expect(visible.at(-1), JSON.stringify(visible.at(-1))).toMatchObject({ type: 'result', subtype: 'success', is_error: false });
   return { lines: visible, runner: runner! };
 }
 
