@@ -13,7 +13,7 @@ import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
 import { ProblemError } from './core/problems.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
-import { RepositoryContentStore } from './repositories/content.js';
+import { RepositoryCheckouts } from './repositories/checkouts.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
@@ -95,7 +95,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       now,
       newId,
       nodeId,
-      content: new RepositoryContentStore(path.join(config.dataDir, 'repositories')),
+      checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
       allowFileRepos: config.allowFileRepos,
       timeoutMs: config.syncTimeoutSeconds * 1000,
     });
@@ -111,7 +111,6 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       vault,
       approvals,
       approvalTtlSeconds: config.approvalTtlSeconds,
-      repositorySync,
     });
     const deps: AppDeps = {
       db: database.db,

@@ -27,6 +27,8 @@ export interface DiscoveredSkill {
 
 export interface Catalog {
   skills: DiscoveredSkill[];
+  /** Every manifest read, valid or not (a manual skill may name any of them): their directories are the content a sync stores. */
+  manifests: string[];
   warnings: SyncWarning[];
 }
 
@@ -36,7 +38,8 @@ export async function scanCatalog(root: string): Promise<Catalog> {
   const skills: DiscoveredSkill[] = [];
   const warnings: SyncWarning[] = [];
   const seen = new Map<string, string>();
-  for (const manifestPath of manifests.found.slice(0, MAX_MANIFESTS)) {
+  const read = manifests.found.slice(0, MAX_MANIFESTS);
+  for (const manifestPath of read) {
     const parsed = await readManifest(root, manifestPath);
     if ('problem' in parsed) {
       warnings.push({ kind: 'invalid_manifest', path: manifestPath, name: null, message: parsed.problem });
@@ -56,7 +59,7 @@ export async function scanCatalog(root: string): Promise<Catalog> {
   if (manifests.truncated) {
     warnings.push({ kind: 'limit', path: null, name: null, message: `only the first ${MAX_DIRECTORIES} directories were scanned` });
   }
-  return { skills, warnings };
+  return { skills, manifests: read, warnings };
 }
 
 /** Parses one manifest's text; `path` is only used to describe it. */

@@ -8,10 +8,12 @@
  * `syncing` by a process that died are taken over and run again: at start (this node's own) and on
  * every heartbeat (nodes that stopped beating), as orphaned runs are.
  *
- * A sync fetches the branch head (depth 1) with real git and the vaulted credential (git.ts), keeps
- * the checkout per commit (content.ts), catalogs its SKILL.md manifests (catalog.ts) and reconciles
- * the repository's discovered skills: upserted by name, refreshed, pruned when gone. Manual skills are
- * never touched; a discovered skill whose name a manual one holds is reported, not cataloged.
+ * A sync fetches the branch head (depth 1) with real git and the vaulted credential (git.ts) into a
+ * checkout on this node (checkouts.ts), catalogs its SKILL.md manifests (catalog.ts), stores the
+ * skill directories in the database every node shares (skill-content.ts) and reconciles the
+ * repository's discovered skills: upserted by name, refreshed, pruned when gone. Manual skills are
+ * never touched; a discovered skill whose name a manual one holds is reported, not cataloged. The
+ * content, the catalog and the new `sync_commit` land in one transaction.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -24,7 +26,7 @@ import { credentialSecretContext } from '../credentials/credentials.service.js';
 import { NODE_STALE_MS } from '../runs/nodes.js';
 import { deleteSkills, insertSkillIfAbsent, skillsByName, updateSkill } from '../skills/skills.repository.js';
 import { type Catalog, scanCatalog } from './catalog.js';
-import type { RepositoryContentStore } from './content.js';
+import type { RepositoryCheckouts } from './checkouts.js';
 import { GitError, type GitRemote } from './git.js';
 import {
   claimSync,
@@ -37,6 +39,14 @@ import {
   takeOverSync,
 } from './repositories.repository.js';
 import { classifyRepoUrl } from './repositories.schemas.js';
+import {
+  collectSkillContent,
+  collectUnreferencedBlobs,
+  readSkillDirectories,
+  type SkillFile,
+  SkillContentTooLarge,
+  storeSkillContent,
+} from './skill-content.js';
 
 export interface SyncWorkerDeps {
   db: Db;
@@ -45,7 +55,7 @@ export interface SyncWorkerDeps {
   now: () => Date;
   newId: IdGenerator;
   nodeId: string;
-  content: RepositoryContentStore;
+  checkouts: RepositoryCheckouts;
   allowFileRepos: boolean;
   /** The longest one git command of a sync may take. */
   timeoutMs: number;
@@ -84,30 +94,10 @@ export class RepositorySyncWorker {
     return taken;
   }
 
-  /**
-   * The checkout of the repository's synced commit on this node, fetched on first use when another
-   * node ran the sync. undefined when the repository has never synced or the commit cannot be had.
-   */
-  async contentOf(repository: RepositoryRow): Promise<string | undefined> {
-    if (!repository.sync_commit) return undefined;
-    try {
-      return await this.deps.content.ensureCommit(repository.id, await this.remoteOf(repository), repository.sync_commit, {
-        timeoutMs: this.deps.timeoutMs,
-        signal: this.stopping.signal,
-      });
-    } catch (error) {
-      const reason = error instanceof GitError ? error.reason : 'unexpected failure';
-      this.deps.logger.warn(
-        { repository_id: repository.id, commit: repository.sync_commit, reason, ...(!(error instanceof GitError) && { err: error }) },
-        'fetching synced repository content failed',
-      );
-      return undefined;
-    }
-  }
-
-  /** Forgets a deleted repository's content on this node. */
+  /** Forgets a deleted repository: its clone on this node, and the stored content only it named (its files went with its row). */
   async forget(repositoryId: string): Promise<void> {
-    await this.deps.content.remove(repositoryId);
+    await this.deps.checkouts.remove(repositoryId);
+    await collectUnreferencedBlobs(this.deps.db);
   }
 
   /**
@@ -135,41 +125,51 @@ export class RepositorySyncWorker {
     log.info({ branch: repository.branch }, 'repository sync started');
     let fetched: { commit: string; dir: string };
     let catalog: Catalog;
+    let files: SkillFile[];
     try {
       const url = classifyRepoUrl(repository.repo_url);
       if ('kind' in url && url.kind === 'file' && !this.deps.allowFileRepos) {
         throw new GitError('file:// repositories are not enabled on this deployment');
       }
-      fetched = await this.deps.content.fetchBranch(repositoryId, await this.remoteOf(repository), repository.branch, {
+      fetched = await this.deps.checkouts.fetchBranch(repositoryId, await this.remoteOf(repository), repository.branch, {
         timeoutMs: this.deps.timeoutMs,
         signal: this.stopping.signal,
       });
       catalog = await scanCatalog(fetched.dir);
+      files = await readSkillDirectories(fetched.dir, catalog.manifests);
     } catch (error) {
       // Interrupted by shutdown: left `syncing` for recovery.
       if (this.stopping.signal.aborted) return;
-      const reason = error instanceof GitError ? error.reason : 'the sync failed on the platform side';
-      if (!(error instanceof GitError)) log.error({ err: error }, 'repository sync failed');
+      const reason =
+        error instanceof GitError ? error.reason : error instanceof SkillContentTooLarge ? error.message : 'the sync failed on the platform side';
+      if (!(error instanceof GitError || error instanceof SkillContentTooLarge)) log.error({ err: error }, 'repository sync failed');
+      await this.deps.checkouts.discardCheckouts(repositoryId);
       const ended = await endSync(db, repositoryId, claim, { sync_state: 'error', sync_error: reason });
       log.warn({ reason, current: ended }, 'repository sync failed');
       return;
     }
-    const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog);
+    const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog, files);
+    await this.deps.checkouts.discardCheckouts(repositoryId);
     if (!applied) {
       log.info({ commit: fetched.commit }, 'repository sync outdated by a newer change; its result was dropped');
-      // Deleted while we fetched: its content must not outlive it.
-      if (!(await findRepositoryById(db, repositoryId))) await this.deps.content.remove(repositoryId);
+      // Deleted while we fetched: its clone must not outlive it.
+      if (!(await findRepositoryById(db, repositoryId))) await this.deps.checkouts.remove(repositoryId);
       return;
     }
-    await this.deps.content.prune(repositoryId, [fetched.commit, ...(repository.sync_commit ? [repository.sync_commit] : [])]);
-    log.info({ commit: fetched.commit, skills: catalog.skills.length, warnings: applied.warnings.length }, 'repository sync ready');
+    // The commit before stays: a run may have read it just before this one landed.
+    const collected = await collectSkillContent(db, repositoryId, [fetched.commit, ...(repository.sync_commit ? [repository.sync_commit] : [])]);
+    log.info(
+      { commit: fetched.commit, skills: catalog.skills.length, files: files.length, warnings: applied.warnings.length, collected },
+      'repository sync ready',
+    );
   }
 
-  /** Reconciles the discovered skills and marks the repository ready, in one transaction, if the attempt is current. */
-  private applyCatalog(repositoryId: string, claim: string, commit: string, catalog: Catalog) {
+  /** Stores the content, reconciles the discovered skills and marks the repository ready, in one transaction, if the attempt is current. */
+  private applyCatalog(repositoryId: string, claim: string, commit: string, catalog: Catalog, files: SkillFile[]) {
     const { now, newId } = this.deps;
     return this.deps.db.transaction().execute(async (trx) => {
       if (!(await lockCurrentSync(trx, repositoryId, claim))) return undefined;
+      await storeSkillContent(trx, repositoryId, commit, files);
       const at = now();
       const existing = await skillsByName(trx, repositoryId);
       const warnings: SyncWarning[] = [...catalog.warnings];

@@ -22,7 +22,7 @@ import { presentMessage } from '../messages/messages.presenter.js';
 import type { ApprovalAnswer } from '../sandboxes/local-runner.js';
 import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
-import { type MaterialiseDeps, materialiseSkills } from '../skills/materialise.js';
+import { materialiseSkills } from '../skills/materialise.js';
 import { resolveRunSecrets } from '../secrets/secrets.service.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import { ReplyBuilder } from './reply.js';
@@ -41,8 +41,6 @@ export interface RunManagerDeps {
   approvals: ApprovalGate;
   /** Default and cap of an approval's life (ACIS_APPROVAL_TTL_SECONDS). */
   approvalTtlSeconds: number;
-  /** The synced repository content a run's skills are copied from. */
-  repositorySync: MaterialiseDeps['repositorySync'];
 }
 
 export interface RunRequest {

@@ -1,29 +1,34 @@
 /**
  * A run's skills, delivered to its agent: the effective set (the conversation's snapshot, narrowed by
- * `selected_skill_ids`, then by the message's `skill_ids`) is copied from the synced content into the
- * runner workspace as `.claude/skills/<name>/`, where the Agent SDK loads project skills. The folder is
- * replaced on every run, so nothing outside this run's set is on disk, and the runner offers exactly
- * these names (the SDK hides every other skill, its bundled ones included).
+ * `selected_skill_ids`, then by the message's `skill_ids`) is read from the skill content every node
+ * shares (repositories/skill-content.ts) and written into the runner workspace as
+ * `.claude/skills/<name>/`, where the Agent SDK loads project skills. The folder is replaced on every
+ * run, so nothing outside this run's set is on disk, and the runner offers exactly these names (the
+ * SDK hides every other skill, its bundled ones included).
  *
- * A skill is delivered when its manifest is in the content of its repository's synced commit: the
- * directory holding its SKILL.md is copied. A skill without content there (a manual skill without a
- * `path`, or whose path names no manifest in the checkout) is not offered.
+ * A skill is delivered when its manifest is in its repository's synced commit: the directory holding
+ * its SKILL.md. A skill without content there (a manual skill without a `path`, or whose path names no
+ * manifest of that commit) is not offered. Each repository's files are read in one statement, so a
+ * run sees one commit even while a re-sync lands.
  */
-import { existsSync } from 'node:fs';
-import { cp, mkdir, rm } from 'node:fs/promises';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Db } from '../core/db/database.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import { MANIFEST } from '../repositories/catalog.js';
-import { findRepositoryById } from '../repositories/repositories.repository.js';
-import type { RepositorySyncWorker } from '../repositories/sync.js';
+import { loadSkillFiles, type SkillFile, skillDirOfManifest } from '../repositories/skill-content.js';
 import { findSkillsByIds } from './skills.repository.js';
 
 export interface MaterialiseDeps {
   db: Db;
   logger: Logger;
-  repositorySync: Pick<RepositorySyncWorker, 'contentOf'>;
+}
+
+/** One skill as a run receives it: its name and its directory's files (paths relative to it). */
+export interface RunSkill {
+  name: string;
+  files: Array<Pick<SkillFile, 'path' | 'data' | 'executable'>>;
 }
 
 /** The skills a run of this message may use, in snapshot order. */
@@ -43,43 +48,63 @@ export function effectiveSkillIds(
   return ids;
 }
 
-/** Replaces `<workspace>/.claude/skills` with the given skills' directories; answers the names delivered, sorted. */
-export async function materialiseSkills(deps: MaterialiseDeps, workspace: string, skillIds: string[]): Promise<string[]> {
-  const target = path.join(workspace, '.claude', 'skills');
-  await rm(target, { recursive: true, force: true });
+/** The given skills with their content, sorted by name; skills without synced content are left out (and logged). */
+export async function loadRunSkills(deps: MaterialiseDeps, skillIds: string[]): Promise<RunSkill[]> {
   const skills = await findSkillsByIds(deps.db, skillIds);
-  const delivered: string[] = [];
-  const contentByRepository = new Map<string, string | undefined>();
+  const wanted = new Map<string, Array<{ name: string; id: string; dir: string }>>();
   for (const skill of skills) {
-    if (!skill.path) continue;
-    if (!contentByRepository.has(skill.repository_id)) {
-      const repository = await findRepositoryById(deps.db, skill.repository_id);
-      contentByRepository.set(skill.repository_id, repository ? await deps.repositorySync.contentOf(repository) : undefined);
-    }
-    const content = contentByRepository.get(skill.repository_id);
-    const source = content && skillDirectory(content, skill.path);
-    if (!source) {
+    const dir = skill.path === null ? undefined : skillDirOfPath(skill.path);
+    if (dir === undefined) {
       deps.logger.info({ skill_id: skill.id, repository_id: skill.repository_id }, 'skill has no synced content; not offered to the agent');
       continue;
     }
-    await mkdir(target, { recursive: true });
-    await cp(source, path.join(target, skill.name), {
-      recursive: true,
-      filter: (source) => path.basename(source) !== '.git',
-    });
-    delivered.push(skill.name);
+    wanted.set(skill.repository_id, [...(wanted.get(skill.repository_id) ?? []), { name: skill.name, id: skill.id, dir }]);
   }
-  return delivered.sort();
+  const delivered: RunSkill[] = [];
+  for (const [repositoryId, entries] of wanted) {
+    const files = await loadSkillFiles(deps.db, repositoryId, [...new Set(entries.map((entry) => entry.dir))]);
+    for (const entry of entries) {
+      const own = files.filter((file) => file.skillDir === entry.dir);
+      if (!own.some((file) => file.path === MANIFEST)) {
+        deps.logger.info({ skill_id: entry.id, repository_id: repositoryId }, 'skill has no synced content; not offered to the agent');
+        continue;
+      }
+      delivered.push({ name: entry.name, files: own.map(({ path, data, executable }) => ({ path, data, executable })) });
+    }
+  }
+  return delivered.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** Replaces `<workspace>/.claude/skills` with the given skills; answers their names, sorted. */
+export async function writeSkills(workspace: string, skills: RunSkill[]): Promise<string[]> {
+  const target = path.join(workspace, '.claude', 'skills');
+  await rm(target, { recursive: true, force: true });
+  for (const skill of skills) {
+    const dir = path.join(target, skill.name);
+    for (const file of skill.files) {
+      const destination = path.resolve(dir, file.path);
+      // Paths come from our own scan of a checkout; the check keeps every write inside the skill's folder regardless.
+      if (path.relative(dir, destination).startsWith('..') || path.isAbsolute(path.relative(dir, destination))) continue;
+      await mkdir(path.dirname(destination), { recursive: true });
+      await writeFile(destination, file.data);
+      if (file.executable) await chmod(destination, 0o755);
+    }
+  }
+  return skills.map((skill) => skill.name);
+}
+
+/** Loads and writes a run's skills into its workspace; answers the names delivered, sorted. */
+export async function materialiseSkills(deps: MaterialiseDeps, workspace: string, skillIds: string[]): Promise<string[]> {
+  return writeSkills(workspace, await loadRunSkills(deps, skillIds));
 }
 
 /**
- * The directory of a skill in a checkout: that of the manifest `path` names, or `path` itself when it
- * names a directory holding a SKILL.md (manual skills may say either). Paths come from the catalog or
- * a validated body; the check keeps the copy inside the checkout regardless.
+ * The skill directory a skill's `path` names: that of the manifest it names, or the path itself when
+ * it names a directory (manual skills may say either). undefined for a path that leaves the repository.
  */
-function skillDirectory(content: string, skillPath: string): string | undefined {
-  const resolved = path.resolve(content, skillPath);
-  if (path.relative(content, resolved).startsWith('..') || !existsSync(resolved)) return undefined;
-  if (existsSync(path.join(resolved, MANIFEST))) return resolved;
-  return path.basename(resolved) === MANIFEST ? path.dirname(resolved) : undefined;
+function skillDirOfPath(skillPath: string): string | undefined {
+  const normalised = path.posix.normalize(skillPath.replace(/\/+$/, ''));
+  if (normalised.startsWith('..') || path.posix.isAbsolute(normalised)) return undefined;
+  if (path.posix.basename(normalised) === MANIFEST) return skillDirOfManifest(normalised);
+  return normalised === '.' ? '' : normalised;
 }

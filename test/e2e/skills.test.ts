@@ -4,12 +4,13 @@
  * offered in its model request, so each test proves the effective set (snapshot, conversation
  * selection, message skill_ids) and nothing else reached the agent, and Bash shows what is on disk.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { createGitRepository, manifest } from '../helpers/git-server.js';
+import { cleanEnv, killLeftovers, serveAcis, stopAcis } from '../helpers/acis-process.js';
+import { createGitRepository, type GitRepository, manifest } from '../helpers/git-server.js';
 import { type ProvisionedUser, provisionUser, unique } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
 
@@ -18,6 +19,8 @@ let root: string;
 let t: TestServer;
 let key: string;
 let user: ProvisionedUser;
+let repo: GitRepository;
+let repositoryId: string;
 const ids: Record<string, string> = {};
 
 beforeAll(async () => {
@@ -30,7 +33,7 @@ beforeAll(async () => {
     ACIS_MAX_SANDBOXES: '4',
   });
   ({ serviceKey: key } = await t.createIntegration('skills e2e'));
-  const repo = await createGitRepository(root, 'skills', {
+  repo = await createGitRepository(root, 'skills', {
     'alpha/SKILL.md': manifest({ name: 'alpha', description: 'Alpha things.' }),
     'alpha/notes.txt': 'alpha notes\n',
     'beta/SKILL.md': manifest({ name: 'beta', description: 'Beta things.' }),
@@ -38,12 +41,8 @@ beforeAll(async () => {
   });
   const registered = await t.request('POST', '/repositories', { token: key, body: { name: 'skills', repo_url: repo.fileUrl } });
   expect(registered.status).toBe(201);
-  for (let i = 0; i < 200; i++) {
-    const state = (await t.request('GET', `/repositories/${registered.body.id}`, { token: key })).body.sync.state;
-    if (state === 'ready') break;
-    expect(state).not.toBe('error');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  repositoryId = registered.body.id;
+  await syncEnded();
   const listed = await t.request('GET', `/repositories/${registered.body.id}/skills`, { token: key });
   for (const skill of listed.body.data) ids[skill.name] = skill.id;
   expect(Object.keys(ids).sort()).toEqual(['alpha', 'beta', 'gamma']);
@@ -53,10 +52,22 @@ beforeAll(async () => {
   expect(attached.status).toBe(200);
 });
 afterAll(async () => {
+  killLeftovers();
   await t?.stop();
   await stub?.stop();
   await rm(root, { recursive: true, force: true });
 });
+
+/** Polls until the repository's sync is ready (an error fails the test). */
+async function syncEnded(): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const state = (await t.request('GET', `/repositories/${repositoryId}`, { token: key })).body.sync.state;
+    if (state === 'ready') return;
+    expect(state).not.toBe('error');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('the sync did not end');
+}
 
 async function newConversation(body: object = {}, userId = user.userId): Promise<string> {
   const res = await t.request('POST', '/conversations', { token: key, body: { user_id: userId, ...body } });
@@ -129,5 +140,60 @@ describe('skills delivered to the agent', () => {
   it('an empty selection offers no skill at all', async () => {
     const conversationId = await newConversation({ selected_skill_ids: [] });
     expect(await reply(conversationId, { content: '[[echo-skills]]' })).toBe('Skills: none.');
+  });
+});
+
+describe('skill content shared through the database', () => {
+  const CAT_NOTES = '[[tool:Bash {"command":"cat .claude/skills/alpha/notes.txt"}]]';
+
+  it('another API process on the same database runs with the skills this one synced, the source gone', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'acis-skills-other-'));
+    // No node could fetch the repository now: what the other one delivers comes from the database.
+    await rename(repo.dir, `${repo.dir}.away`);
+    const other = await serveAcis(
+      cleanEnv({
+        DATABASE_URL: t.databaseUrl,
+        ACIS_MASTER_KEY: t.server.deps.config.masterKey!,
+        ACIS_DATA_DIR: dataDir,
+        ANTHROPIC_BASE_URL: stub.url,
+        ACIS_POOL_SIZE: '0',
+      }),
+    );
+    try {
+      const conversationId = await newConversation();
+      const res = await fetch(`${other.url}/conversations/${conversationId}/messages?stream=false`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ content: `${CAT_NOTES} [[echo-skills]]` }),
+      });
+      const body = (await res.json()) as { content: string };
+      expect(res.status, JSON.stringify(body)).toBe(201);
+      expect(body.content).toBe('Tool Bash returned: alpha notes\nSkills: alpha, beta, gamma');
+      expect(await readdir(dataDir)).not.toContain('repositories');
+    } finally {
+      await stopAcis(other);
+      await rename(`${repo.dir}.away`, repo.dir);
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a run in flight keeps the content of the commit it started with while a re-sync lands; the next run gets the new one', async () => {
+    const conversationId = await newConversation();
+    const agentCalls = () => stub.requests.filter((r) => r.kind === 'agent');
+    const before = agentCalls().length;
+    // Slow deltas keep the turn's tool call in flight while the re-sync lands.
+    const inFlight = reply(conversationId, { content: `[[slow: 2000]] ${CAT_NOTES}` });
+    for (let i = 0; i < 600 && agentCalls().length === before; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(agentCalls().length).toBeGreaterThan(before);
+    await repo.commit({ 'alpha/notes.txt': 'alpha notes, second edition\n' });
+    const resync = await t.request('POST', `/repositories/${repositoryId}/sync`, { token: key });
+    expect(resync.status).toBe(202);
+    await syncEnded();
+    const landedAt = Date.now();
+    expect(await inFlight).toBe('Tool Bash returned: alpha notes');
+    // The tool result reached the model after the re-sync had landed: the run read its files with the new commit current.
+    const toolResultCall = agentCalls().slice(before).at(-1)!;
+    expect(toolResultCall.at.getTime(), 'the re-sync landed only after the run had used its skill').toBeGreaterThan(landedAt);
+    expect(await reply(conversationId, { content: CAT_NOTES })).toBe('Tool Bash returned: alpha notes, second edition');
   });
 });

@@ -5,12 +5,13 @@
  * nowhere.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { materialiseSkills } from '../../api-server/skills/materialise.js';
 import { commandLines } from '../helpers/acis-process.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
 import { unique } from '../helpers/provision.js';
@@ -106,16 +107,64 @@ describe('POST /repositories: the first sync', () => {
     expect(details.body.commit).toMatch(/^[0-9a-f]{40}$/);
   });
 
-  it('keeps the checkout of the synced commit under the data dir', async () => {
+  it('stores the skill directories of the synced commit in the database and keeps no checkout on disk', async () => {
     const repo = await createGitRepository(root, unique('kept'), SKILLS);
-    const head = await repo.commit({ 'skills/csv/notes.md': 'csv notes\n' });
+    const head = await repo.commit({ 'skills/csv/notes.md': 'csv notes\n', 'skills/csv/run.sh': '#!/bin/sh\necho hi\n' });
+    await chmod(path.join(repo.dir, 'skills/csv/run.sh'), 0o755);
+    const head2 = await repo.commit({});
+    expect(head2).not.toBe(head);
     const res = await register({ repo_url: repo.fileUrl });
     await settled(res.body.id);
     const details = (await t.request('GET', `/repositories/${res.body.id}/sync`, { token: key })).body;
-    expect(details.commit).toBe(head);
-    const content = path.join(t.server.deps.config.dataDir, 'repositories', res.body.id, 'content', head);
-    expect(await readFile(path.join(content, 'skills/csv/notes.md'), 'utf8')).toBe('csv notes\n');
-    expect(await readdir(path.join(t.server.deps.config.dataDir, 'repositories', res.body.id, 'content'))).toEqual([head]);
+    expect(details.commit).toBe(head2);
+    const files = await db.query(
+      `select f.skill_dir, f.path, f.executable, convert_from(b.data, 'UTF8') as text
+         from skill_files f join content_blobs b on b.digest = f.digest
+        where f.repository_id = $1 and f.commit = $2 order by 1, 2`,
+      [res.body.id, head2],
+    );
+    // The skill directories only (not README.md at the root), with their modes.
+    expect(files.rows.map((r) => `${r.skill_dir}:${r.path}:${r.executable ? 'x' : '-'}`)).toEqual([
+      'skills/csv:SKILL.md:-',
+      'skills/csv:notes.md:-',
+      'skills/csv:run.sh:x',
+      'skills/pdf:SKILL.md:-',
+      'skills/pdf:reference.md:-',
+    ]);
+    expect(files.rows.find((r) => r.path === 'notes.md').text).toBe('csv notes\n');
+    expect(await readdir(path.join(t.server.deps.config.dataDir, 'repositories', res.body.id))).toEqual(['git']);
+  });
+
+  it('keeps the content of the synced commit and the one before, collects older ones, and stores equal files once', async () => {
+    const [uniqueA, uniqueB, uniqueC] = ['A', 'B', 'C'].map((label) => `only in ${label} ${unique('content')}\n`) as [string, string, string];
+    const repo = await createGitRepository(root, unique('collected'), { ...SKILLS, 'skills/pdf/reference.md': uniqueA });
+    const res = await register({ repo_url: repo.fileUrl });
+    expect((await settled(res.body.id)).sync.state).toBe('ready');
+    const commitOf = async () => (await t.request('GET', `/repositories/${res.body.id}/sync`, { token: key })).body.commit;
+    const a = await commitOf();
+    await repo.commit({ 'skills/pdf/reference.md': uniqueB });
+    await resync(res.body.id);
+    const b = await commitOf();
+    await repo.commit({ 'skills/pdf/reference.md': uniqueC });
+    await resync(res.body.id);
+    const c = await commitOf();
+    const commits = await db.query('select distinct commit from skill_files where repository_id = $1', [res.body.id]);
+    expect(commits.rows.map((r) => r.commit).sort()).toEqual([b, c].sort());
+    expect([b, c]).not.toContain(a);
+    const blobsHolding = async (text: string) =>
+      (await db.query(`select count(*)::int as n from content_blobs where data = convert_to($1, 'UTF8')`, [text])).rows[0].n;
+    // A's own file went with it; what every commit and repository of this suite shares is one blob.
+    expect(await blobsHolding(uniqueA)).toBe(0);
+    expect(await blobsHolding(uniqueB)).toBe(1);
+    expect(await blobsHolding(uniqueC)).toBe(1);
+    expect(await blobsHolding(SKILLS['skills/csv/SKILL.md'])).toBe(1);
+
+    // Deleting the repository removes its files and the blobs nobody else names.
+    expect((await t.request('DELETE', `/repositories/${res.body.id}`, { token: key })).status).toBe(204);
+    expect((await db.query('select count(*)::int as n from skill_files where repository_id = $1', [res.body.id])).rows[0].n).toBe(0);
+    expect(await blobsHolding(uniqueB)).toBe(0);
+    expect(await blobsHolding(uniqueC)).toBe(0);
+    expect(await blobsHolding(SKILLS['skills/csv/SKILL.md'])).toBe(1);
   });
 
   it('skips invalid manifests and reports them in the sync details; the sync is still ready', async () => {
@@ -243,21 +292,24 @@ describe('POST /repositories/{id}/sync', () => {
 });
 
 describe('synced content on another API node', () => {
-  it('a node that did not run the sync fetches the synced commit on first use', async () => {
+  it('a node that did not run the sync reads the synced commit from the database, even with the source gone', async () => {
     const repo = await createGitRepository(root, unique('multi'), SKILLS);
     const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
     await settled(res.body.id);
-    const synced = (await t.request('GET', `/repositories/${res.body.id}/sync`, { token: key })).body.commit;
-    // The branch moves on; the other node must still get the commit the catalog was made from.
+    // The branch moves on and then the source disappears: the other node must still get the synced commit.
     await repo.commit({ 'skills/pdf/reference.md': 'Changed after the sync.\n' });
-    // Every node of a deployment has the same master key (it decrypts the credential).
+    await rm(repo.dir, { recursive: true, force: true });
     const other = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_MASTER_KEY: t.server.deps.config.masterKey! });
+    const workspace = await mkdtemp(path.join(tmpdir(), 'acis-test-workspace-'));
     try {
-      const row = (await db.query('select * from repositories where id = $1', [res.body.id])).rows[0];
-      const dir = await other.server.deps.repositorySync.contentOf(row);
-      expect(dir).toBe(path.join(other.server.deps.config.dataDir, 'repositories', res.body.id, 'content', synced));
-      expect(await readFile(path.join(dir!, 'skills/pdf/reference.md'), 'utf8')).toBe('How to read PDFs.\n');
+      const ids = (await skills(res.body.id)).map((s) => s.id);
+      const names = await materialiseSkills(other.server.deps, workspace, ids);
+      expect(names).toEqual(['csv', 'pdf']);
+      expect(await readFile(path.join(workspace, '.claude/skills/pdf/reference.md'), 'utf8')).toBe('How to read PDFs.\n');
+      expect(await readdir(path.join(workspace, '.claude/skills/pdf'))).toEqual(['SKILL.md', 'reference.md']);
+      expect(await readdir(other.server.deps.config.dataDir)).not.toContain('repositories');
     } finally {
+      await rm(workspace, { recursive: true, force: true });
       await other.stop();
     }
   });

@@ -113,6 +113,25 @@ export interface RepositoriesTable {
   updated_at: Timestamp;
 }
 
+/** A file's content, addressed by the hex SHA-256 of its bytes (migration 0007). */
+export interface ContentBlobsTable {
+  digest: string;
+  data: Buffer;
+  size: number;
+}
+
+/** One file of one skill directory in one synced commit (migration 0007). */
+export interface SkillFilesTable {
+  repository_id: string;
+  commit: string;
+  /** The directory holding the skill's SKILL.md, `/`-separated, relative to the repository root ('' for the root). */
+  skill_dir: string;
+  /** The file's path inside skill_dir, `/`-separated. */
+  path: string;
+  digest: string;
+  executable: boolean;
+}
+
 export interface SkillsTable {
   id: string;
   repository_id: string;
@@ -301,4 +320,6 @@ export interface Database {
   nodes: NodesTable;
   secrets: SecretsTable;
   approvals: ApprovalsTable;
+  content_blobs: ContentBlobsTable;
+  skill_files: SkillFilesTable;
 }

@@ -1,13 +1,13 @@
 /**
- * Where synced repository content lives on this node: `<ACIS_DATA_DIR>/repositories/<rep_id>/`, with a
- * shallow bare clone (`git/`) and one checkout per synced commit (`content/<commit>/`). Runs read skill
- * directories from the checkout of the repository's `sync_commit`; a node that did not run the sync
- * (another API server) fetches that commit on first use.
+ * A sync's working files on the node that runs it: `<ACIS_DATA_DIR>/repositories/<rep_id>/`, with a
+ * shallow bare clone (`git/`, kept so the next fetch of the branch is incremental) and the checkout of
+ * the fetched commit (`content/<commit>/`), which the sync scans and stores in the database
+ * (skill-content.ts) and then discards. Runs never read these files: another node may hold them.
  *
  * Checkouts are written with symlinks as plain files, so nothing in them points outside the tree.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { type GitRemote, openGitSession, runGit } from './git.js';
 
@@ -16,42 +16,24 @@ export interface FetchOptions {
   signal?: AbortSignal | undefined;
 }
 
-export class RepositoryContentStore {
+export class RepositoryCheckouts {
   /** Git work on one repository's directory is serialised within this process. */
   private readonly locks = new Map<string, Promise<unknown>>();
 
   constructor(private readonly root: string) {}
 
-  /** The checkout of `commit`, if this node has it. */
-  checkoutPath(repositoryId: string, commit: string): string {
+  private checkoutPath(repositoryId: string, commit: string): string {
     return path.join(this.root, repositoryId, 'content', commit);
   }
 
-  /**
-   * Fetches the head of `branch` (depth 1) and checks it out; answers the commit. Older checkouts
-   * are pruned except the one before (a run may still be copying from it).
-   */
+  /** Fetches the head of `branch` (depth 1) and checks it out; answers the commit and the checkout. */
   fetchBranch(repositoryId: string, remote: GitRemote, branch: string, options: FetchOptions): Promise<{ commit: string; dir: string }> {
     return this.locked(repositoryId, () => this.fetchAndCheckout(repositoryId, remote, `refs/heads/${branch}`, options));
   }
 
-  /** The checkout of `commit`, fetched by id when this node does not have it yet. */
-  ensureCommit(repositoryId: string, remote: GitRemote, commit: string, options: FetchOptions): Promise<string> {
-    const dir = this.checkoutPath(repositoryId, commit);
-    if (existsSync(dir)) return Promise.resolve(dir);
-    return this.locked(repositoryId, async () => {
-      if (existsSync(dir)) return dir;
-      return (await this.fetchAndCheckout(repositoryId, remote, commit, options)).dir;
-    });
-  }
-
-  /** Keeps only the checkouts of the given commits. */
-  prune(repositoryId: string, keep: string[]): Promise<void> {
-    return this.locked(repositoryId, async () => {
-      const contentDir = path.join(this.root, repositoryId, 'content');
-      const entries = await readdir(contentDir).catch(() => [] as string[]);
-      await Promise.all(entries.filter((name) => !keep.includes(name)).map((name) => rm(path.join(contentDir, name), { recursive: true, force: true })));
-    });
+  /** Removes the checkouts (the clone stays, for the next fetch). */
+  discardCheckouts(repositoryId: string): Promise<void> {
+    return this.locked(repositoryId, () => rm(path.join(this.root, repositoryId, 'content'), { recursive: true, force: true }));
   }
 
   /** Forgets a deleted repository. */
