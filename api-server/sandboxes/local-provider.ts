@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
-import { bwrapArgs, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from '../../sandbox/bwrap.js';
+import { bwrapCommand, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from '../../sandbox/bwrap.js';
 import type { Config } from '../config.js';
 import { randomToken } from '../core/crypto.js';
 import { LocalRunner } from './local-runner.js';
@@ -404,7 +404,7 @@ export class LocalSandboxProvider {
         },
       };
     }
-    const args = bwrapArgs({
+    const { args, env } = bwrapCommand({
       workspace: dirs.workspace,
       home: dirs.home,
       runtimeDirs: source.runtimeDirs,
@@ -412,7 +412,7 @@ export class LocalSandboxProvider {
       env: { ...shared, CLAUDE_CONFIG_DIR: `${SANDBOX_HOME}/.claude` },
       command: source.command,
     });
-    return { file: 'bwrap', args, cwd: dirs.root, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } };
+    return { file: 'bwrap', args, cwd: dirs.root, env };
   }
 
   /**
