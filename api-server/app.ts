@@ -22,6 +22,8 @@ export function createApp(deps: AppDeps): Koa {
     ctx.body = { status: 'ok' };
   });
   router.get('/readyz', async (ctx) => {
+    const unavailable = deps.runtime.provider.unavailableReason;
+    if (unavailable) throw new ProblemError('sandbox-unavailable', 503, { detail: unavailable });
     await deps.db.selectNoFrom((eb) => eb.val(1).as('one')).execute();
     ctx.body = { status: 'ready' };
   });

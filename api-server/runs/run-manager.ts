@@ -16,6 +16,7 @@ import {
   type Lease,
   type LocalSandboxProvider,
   type ReleaseOptions,
+  SandboxUnavailable,
 } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
@@ -170,8 +171,12 @@ export class RunManager {
               detail: 'No sandbox became available within the maximum hold time.',
               headers: { 'Retry-After': String(error.retryAfterSeconds) },
             })
-          : internalProblem();
-      if (!(error instanceof CapacityExhausted)) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
+          : error instanceof SandboxUnavailable
+            ? sandboxUnavailableProblem(error.reason)
+            : internalProblem();
+      if (!(error instanceof CapacityExhausted || error instanceof SandboxUnavailable)) {
+        this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
+      }
       return this.abort(request, stream, problem);
     }
     return this.runTurn(request, stream, await this.withSkills(request, lease), masker);
@@ -475,6 +480,11 @@ function decisionAnswer(approval: ApprovalRow): ApprovalAnswer {
   const aliases = approval.requested_items.flatMap((item) => (item.kind === 'secret' && item.alias ? [item.alias] : []));
   const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map((a) => `{{secret:${a}}}`).join(', ')}.` : '';
   return { isError: false, text: `Approved by ${approval.resolved_by}.${secrets}${note}` };
+}
+
+/** This node cannot start runners; `reason` says what is missing and how to install it. */
+export function sandboxUnavailableProblem(reason: string): ProblemError {
+  return new ProblemError('sandbox-unavailable', 503, { detail: reason });
 }
 
 function internalProblem(): ProblemError {

@@ -58,15 +58,20 @@ export class LocalRunner {
     });
     this.ready.catch(() => undefined);
     this.exit = new Promise<void>((resolve) => {
-      this.child.once('exit', (code, signal) => {
+      const ended = (error: string) => {
+        if (this.exited) return;
         this.exited = true;
-        const error = `runner exited (${signal ?? code}): ${this.stderrTail.join('').slice(-2000)}`;
         failReady(new Error(error));
         this.finishTurn({ kind: 'crashed', error });
         resolve();
+      };
+      this.child.once('exit', (code, signal) => ended(`runner exited (${signal ?? code}): ${this.stderrTail.join('').slice(-2000)}`));
+      // A process that could not be started (no such binary) never exits: it ends here, or killing it would wait forever.
+      this.child.once('error', (error) => {
+        if (this.child.pid === undefined) ended(`runner could not be started: ${error.message}`);
+        else failReady(error);
       });
     });
-    this.child.once('error', (error) => failReady(error));
     this.child.stdin?.on('error', () => undefined);
 
     createInterface({ input: this.child.stdout!, crlfDelay: Infinity }).on('line', (text) => {
