@@ -29,6 +29,13 @@ export interface RunningServer {
   url: string;
   port: number;
   deps: AppDeps;
+  /**
+   * Graceful shutdown: takes no new messages (503 `shutting-down`, /readyz too), lets the runs in
+   * progress finish for up to `graceMs`, ends the rest `failed` with a stored `error` line, then
+   * stops runners, background work, the egress proxy and the listener, and closes the database last.
+   */
+  shutdown(graceMs: number): Promise<void>;
+  /** A shutdown without grace: runs in progress end `failed` at once. */
   stop(): Promise<void>;
 }
 
@@ -55,7 +62,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: Des
 
 /**
  * Opens the database, migrates it, bootstraps the configured integration and serves the API.
- * `stop()` closes the listener first, then background work, then the database.
+ * `shutdown()` ends runs, then runners and background work, then the listener, the database last.
  */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config);
@@ -169,24 +176,38 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     sweep.unref();
     logger.info({ port, host: config.host, database: database.kind }, 'ACIS listening');
 
+    let shuttingDown: Promise<void> | undefined;
+    const shutdown = (graceMs: number) =>
+      (shuttingDown ??= (async () => {
+        // The listener stays open while runs finish: their streams and re-attaches are served, and a
+        // new message gets a 503 it can retry elsewhere rather than a refused connection.
+        runs.close();
+        clearInterval(purge);
+        clearInterval(sweep);
+        if (!(await runs.drain(graceMs))) {
+          logger.warn({ grace_seconds: graceMs / 1000 }, 'runs still in progress at the shutdown deadline are ended as failed');
+          runs.endAll(
+            new ProblemError('shutting-down', 503, {
+              detail: `The server shut down before the run finished (it waited ${Math.round(graceMs / 1000)} s); send the message again.`,
+            }),
+          );
+        }
+        // Kills every runner (the ended runs' and the pooled and held ones) and ends the turns still queued for one.
+        await provider.stop();
+        await runs.drain();
+        clearInterval(beat);
+        await repositorySync.stop();
+        await gate.stop();
+        await egress?.close();
+        await closeServer(server);
+        await database.close();
+      })());
     return {
       url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
       port,
       deps,
-      stop: async () => {
-        // Stop accepting first; open streams end when their runs do, which ending the runners forces.
-        const closed = closeServer(server);
-        clearInterval(purge);
-        clearInterval(beat);
-        clearInterval(sweep);
-        await provider.stop();
-        await runs.drain();
-        await repositorySync.stop();
-        await gate.stop();
-        await egress?.close();
-        await closed;
-        await database.close();
-      },
+      shutdown,
+      stop: () => shutdown(0),
     };
   } catch (error) {
     await egress?.close();
@@ -224,9 +245,10 @@ function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: R
   });
 }
 
+/** Closes the listener; every run has ended by now, so a connection still open is only a client lingering on it. */
 function closeServer(server: Server): Promise<void> {
   return new Promise((resolve, reject) => {
     server.close((err) => (err ? reject(err) : resolve()));
-    server.closeIdleConnections();
+    server.closeAllConnections();
   });
 }

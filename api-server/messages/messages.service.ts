@@ -11,7 +11,7 @@ import {
   getConversationInScope,
 } from '../conversations/conversations.service.js';
 import { fillerEnabled } from '../runs/filler.js';
-import { sandboxFor, sandboxUnavailableProblem } from '../runs/run-manager.js';
+import { sandboxFor, sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-manager.js';
 import type { StreamLine } from '../runs/run-stream.js';
 import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
 import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
@@ -69,6 +69,7 @@ export async function startMessageRun(
   body: SendBody,
   context: { onCapacity: 'reject' | 'hold'; leadingLines: StreamLine[]; baseUrl: string; requestId: string; bodyPointer?: string },
 ): Promise<StartedRun> {
+  if (!deps.runtime.runs.accepting) throw shuttingDownProblem();
   checkSend(conversation, body, context.bodyPointer);
   // The message's own values stand in for the run scope until the run exists to vault them under.
   const [inFlight, secrets] = await Promise.all([

@@ -49,7 +49,9 @@ export class LocalRunner {
     command: { file: string; args: string[]; env: Record<string, string>; cwd: string },
     private readonly logger: Logger,
   ) {
-    this.child = spawn(command.file, command.args, { cwd: command.cwd, env: command.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    // Its own process group: a Ctrl-C meant for the server (which shuts down gracefully) must not kill
+    // the runners of the turns it lets finish. They still die with the server (bwrap --die-with-parent).
+    this.child = spawn(command.file, command.args, { cwd: command.cwd, env: command.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     let markReady: () => void = () => {};
     let failReady: (error: Error) => void = () => {};
     this.ready = new Promise<void>((resolve, reject) => {
