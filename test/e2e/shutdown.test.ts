@@ -193,4 +193,12 @@ describe('acis serve on SIGTERM', () => {
     // The runners die with the server (bwrap --die-with-parent); the kernel reaps them right after.
     while ((await runnersOf(server.dataDir)).length > 0) await new Promise((resolve) => setTimeout(resolve, 50));
   }, 60_000);
+
+  it('takes a SIGINT right after the first for the same Ctrl-C relayed (npm start), and shuts down gracefully', async () => {
+    const server = await startServing(300);
+    server.process.kill('SIGINT');
+    server.process.kill('SIGINT');
+    expect(await server.exited).toBe(0);
+    expect(server.output()).not.toContain('exiting at once');
+  }, 60_000);
 });
