@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
@@ -24,6 +24,11 @@ import { secretsForRun } from './secrets/secrets.service.js';
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** How often a node looks for approvals past their deadline (those of any node: a dead one's too). */
 const APPROVAL_SWEEP_MS = 1_000;
+/**
+ * At shutdown, how long a response still being written may take once the runs have ended (a stream
+ * writing out its last lines, a re-attach following a run on another node) before it is cut.
+ */
+const CLOSE_LINGER_MS = 5_000;
 
 export interface RunningServer {
   url: string;
@@ -152,6 +157,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       server.once('error', reject);
     });
     const port = (server.address() as AddressInfo).port;
+    const closeServer = closerOf(server);
     const purge = setInterval(() => {
       purgeExpiredIdempotencyKeys(deps).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
     }, PURGE_INTERVAL_MS);
@@ -199,7 +205,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         await repositorySync.stop();
         await gate.stop();
         await egress?.close();
-        await closeServer(server);
+        await closeServer(CLOSE_LINGER_MS);
         await database.close();
       })());
     return {
@@ -245,10 +251,27 @@ function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: R
   });
 }
 
-/** Closes the listener; every run has ended by now, so a connection still open is only a client lingering on it. */
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.close((err) => (err ? reject(err) : resolve()));
-    server.closeAllConnections();
+/**
+ * How the listener is closed at shutdown: stop listening and close every connection, idle ones at
+ * once, the others as soon as their response is out (a keep-alive connection would otherwise stay
+ * open), and any left after `lingerMs` regardless. Set up at start, so it sees every response.
+ */
+function closerOf(server: Server): (lingerMs: number) => Promise<void> {
+  let closing = false;
+  server.on('request', (_req, res: ServerResponse) => {
+    res.once('finish', () => {
+      if (closing) setImmediate(() => server.closeIdleConnections());
+    });
   });
+  return (lingerMs) =>
+    new Promise((resolve, reject) => {
+      closing = true;
+      const cut = setTimeout(() => server.closeAllConnections(), lingerMs);
+      server.close((err) => {
+        clearTimeout(cut);
+        if (err) reject(err);
+        else resolve();
+      });
+      server.closeIdleConnections();
+    });
 }
