@@ -222,8 +222,8 @@ export class LocalSandboxProvider {
   }
 
   async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
-    // A hold whose TTL lapsed is not the conversation's any more, even if its timer has not fired yet.
     if (!this.runtime.ok) throw new SandboxUnavailable(this.runtime.reason);
+    // A hold whose TTL lapsed is not the conversation's any more, even if its timer has not fired yet.
     await this.expireLapsedHolds();
     const immediate = this.tryAcquire(request);
     if (immediate) return immediate;
