@@ -94,22 +94,24 @@ export async function storeSkillContent(trx: Kysely<Database>, repositoryId: str
   }
 }
 
-/** Deletes the repository's files of every commit but `keep` (all of them when empty) and the blobs left unnamed. */
-export async function collectSkillContent(db: Db, repositoryId: string, keep: string[]): Promise<{ files: number; blobs: number }> {
-  return db.transaction().execute(async (trx) => {
-    await sql`select pg_advisory_xact_lock(${CONTENT_LOCK})`.execute(trx);
-    let remove = trx.deleteFrom('skill_files').where('repository_id', '=', repositoryId);
-    if (keep.length > 0) remove = remove.where('commit', 'not in', keep);
-    const removed = await remove.returning('digest').execute();
-    const digests = [...new Set(removed.map((row) => row.digest))];
-    if (digests.length === 0) return { files: 0, blobs: 0 };
-    const blobs = await trx
-      .deleteFrom('content_blobs')
-      .where('digest', 'in', digests)
-      .where(({ not, exists, selectFrom }) => not(exists(selectFrom('skill_files').select('digest').whereRef('skill_files.digest', '=', 'content_blobs.digest'))))
-      .executeTakeFirst();
-    return { files: removed.length, blobs: Number(blobs.numDeletedRows) };
-  });
+/**
+ * Deletes the repository's files of every commit but `keep` (all of them when empty) and the blobs
+ * left unnamed. Run inside the transaction that stored the new commit (its shared lock does not
+ * conflict with the exclusive one taken here), so the sync is visible only once collected.
+ */
+export async function collectSkillContent(trx: Kysely<Database>, repositoryId: string, keep: string[]): Promise<{ files: number; blobs: number }> {
+  await sql`select pg_advisory_xact_lock(${CONTENT_LOCK})`.execute(trx);
+  let remove = trx.deleteFrom('skill_files').where('repository_id', '=', repositoryId);
+  if (keep.length > 0) remove = remove.where('commit', 'not in', keep);
+  const removed = await remove.returning('digest').execute();
+  const digests = [...new Set(removed.map((row) => row.digest))];
+  if (digests.length === 0) return { files: 0, blobs: 0 };
+  const blobs = await trx
+    .deleteFrom('content_blobs')
+    .where('digest', 'in', digests)
+    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('skill_files').select('digest').whereRef('skill_files.digest', '=', 'content_blobs.digest'))))
+    .executeTakeFirst();
+  return { files: removed.length, blobs: Number(blobs.numDeletedRows) };
 }
 
 /** Deletes every blob no file names (after a repository's rows went with it); how many. */

@@ -137,6 +137,8 @@ export class RepositorySyncWorker {
       });
       catalog = await scanCatalog(fetched.dir);
       files = await readSkillDirectories(fetched.dir, catalog.manifests);
+      // Everything a run needs is in `files` now; the checkout is not kept.
+      await this.deps.checkouts.discardCheckouts(repositoryId);
     } catch (error) {
       // Interrupted by shutdown: left `syncing` for recovery.
       if (this.stopping.signal.aborted) return;
@@ -148,24 +150,24 @@ export class RepositorySyncWorker {
       log.warn({ reason, current: ended }, 'repository sync failed');
       return;
     }
-    const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog, files);
-    await this.deps.checkouts.discardCheckouts(repositoryId);
+    const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog, files, repository.sync_commit);
     if (!applied) {
       log.info({ commit: fetched.commit }, 'repository sync outdated by a newer change; its result was dropped');
       // Deleted while we fetched: its clone must not outlive it.
       if (!(await findRepositoryById(db, repositoryId))) await this.deps.checkouts.remove(repositoryId);
       return;
     }
-    // The commit before stays: a run may have read it just before this one landed.
-    const collected = await collectSkillContent(db, repositoryId, [fetched.commit, ...(repository.sync_commit ? [repository.sync_commit] : [])]);
     log.info(
-      { commit: fetched.commit, skills: catalog.skills.length, files: files.length, warnings: applied.warnings.length, collected },
+      { commit: fetched.commit, skills: catalog.skills.length, files: files.length, warnings: applied.warnings.length, collected: applied.collected },
       'repository sync ready',
     );
   }
 
-  /** Stores the content, reconciles the discovered skills and marks the repository ready, in one transaction, if the attempt is current. */
-  private applyCatalog(repositoryId: string, claim: string, commit: string, catalog: Catalog, files: SkillFile[]) {
+  /**
+   * Stores the content, reconciles the discovered skills, marks the repository ready and collects
+   * the content of older commits, in one transaction, if the attempt is current.
+   */
+  private applyCatalog(repositoryId: string, claim: string, commit: string, catalog: Catalog, files: SkillFile[], previousCommit: string | null) {
     const { now, newId } = this.deps;
     return this.deps.db.transaction().execute(async (trx) => {
       if (!(await lockCurrentSync(trx, repositoryId, claim))) return undefined;
@@ -211,7 +213,9 @@ export class RepositorySyncWorker {
         sync_commit: commit,
         sync_warnings: json(warnings),
       });
-      return { warnings };
+      // The commit before stays: a run may have read it just before this one landed.
+      const collected = await collectSkillContent(trx, repositoryId, previousCommit ? [commit, previousCommit] : [commit]);
+      return { warnings, collected };
     });
   }
 
