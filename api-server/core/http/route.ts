@@ -7,7 +7,7 @@ import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js
 import { type ProblemError, problemBody, problems } from '../problems.js';
 import { followRun } from '../../runs/follow.js';
 import { sendNdjson } from '../../runs/ndjson.js';
-import { fieldErrors } from './validation.js';
+import { fieldErrors, malformedText } from './validation.js';
 
 /**
  * A route is data: method, path, who may call it, the zod schemas of its inputs and outputs, and a
@@ -118,10 +118,15 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
   }
 }
 
+/**
+ * Text that cannot be kept as sent is refused before any schema sees it, whatever the field (even
+ * one the schema would strip), so no route can pass it on to the database.
+ */
 function parseInput(schema: z.ZodType, input: unknown, status: 400 | 422): unknown {
-  const parsed = schema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const errors = fieldErrors(parsed.error);
+  const textErrors = malformedText(input);
+  const parsed = textErrors.length > 0 ? undefined : schema.safeParse(input);
+  if (parsed?.success) return parsed.data;
+  const errors = parsed ? fieldErrors(parsed.error) : textErrors;
   throw status === 400 ? problems.badRequest(errors) : problems.invalid(errors);
 }
 
