@@ -1,6 +1,6 @@
 import type { SelectQueryBuilder } from 'kysely';
 import { z } from 'zod';
-import { ID_PREFIX, type IdKind, isId } from './ids.js';
+import { ID_PREFIX, type IdKind, idPattern } from './ids.js';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
@@ -13,7 +13,7 @@ export const MAX_PAGE_SIZE = 100;
 export function listQuery<Extra extends z.ZodRawShape>(cursor: IdKind | z.ZodType<string>, extra: Extra) {
   const cursorSchema =
     typeof cursor === 'string'
-      ? z.string().refine((value) => isId(cursor, value), `must be an id of this listing (${ID_PREFIX[cursor]}_...)`)
+      ? z.string().regex(idPattern(cursor), `must be an id of this listing (${ID_PREFIX[cursor]}_...)`)
       : cursor;
   return z
     .object({
