@@ -47,8 +47,8 @@ export function malformedText(input: unknown): FieldError[] {
   const stack: Visit[] = [{ value: input }];
   const pointerOf = (visit: Visit): string => {
     const path: PropertyKey[] = [];
-    for (let at: Visit | undefined = visit; at?.key !== undefined; at = at.parent) path.unshift(at.key);
-    return toPointer(path);
+    for (let at: Visit | undefined = visit; at?.key !== undefined; at = at.parent) path.push(at.key);
+    return toPointer(path.reverse());
   };
   while (stack.length > 0 && errors.length < MAX_TEXT_ERRORS) {
     const visit = stack.pop()!;
