@@ -145,6 +145,21 @@ describe('text that is not well-formed Unicode', () => {
   });
 });
 
+describe('deeply nested bodies', () => {
+  it('refuses a body nested deeper than the limit with 422, before idempotency records anything', async () => {
+    const before = await snapshot();
+    const depth = 100_000;
+    const res = await t.request('POST', '/tenants', {
+      token: key,
+      rawBody: `{"name":"n","metadata":{"a":${'['.repeat(depth)}${']'.repeat(depth)}}}`,
+      headers: { 'content-type': 'application/json', 'idempotency-key': 'deep-body' },
+    });
+    expectProblem(res, 422, 'validation-error');
+    expect(pointers(res)[0]).toMatch(/^\/metadata\/a(\/0)+$/);
+    expect(await snapshot()).toEqual(before);
+  });
+});
+
 describe('percent-encoding that does not decode to UTF-8', () => {
   it('answers 400 for path segments and query values, creating nothing', async () => {
     const before = await snapshot();
@@ -322,7 +337,8 @@ interface FuzzCase {
   method: string;
   path: string;
   token: string | null;
-  rawBody?: string;
+  body?: Buffer;
+  idempotencyKey?: string;
 }
 
 function generateCases(random: () => number, perRoute: number): FuzzCase[] {
@@ -345,10 +361,27 @@ function generateCases(random: () => number, perRoute: number): FuzzCase[] {
       const kinds = ['query'];
       if (paramNames.length > 0) kinds.push('path', 'path');
       if (isList) kinds.push('cursor', 'cursor');
-      if (hasBody) kinds.push('body', 'body', 'body', 'key');
+      if (hasBody) kinds.push('body', 'body', 'body', 'key', 'bytes', 'deep');
       const kind = pick(kinds);
+      let bodyBytes: Buffer | undefined;
+      // A well-formed request that finds nothing is a plain 404, which an idempotency key records.
+      let wellFormed = false;
       if (kind === 'path') {
-        params[pick(paramNames)] = badUrlValue();
+        const name = pick(paramNames);
+        // A well-formed id of another kind finds nothing; an external id or alias has no wrong kind.
+        wellFormed = name.endsWith('_id') && name !== 'external_id' && random() < 0.3;
+        params[name] = wellFormed ? `${pick(prefixes.filter((prefix) => !ids[name]!.startsWith(`${prefix}_`)))}_01HZ` : badUrlValue();
+      } else if (kind === 'bytes') {
+        // Bytes that are not UTF-8 inside a JSON string (or a whole body of them).
+        const text = JSON.stringify(body);
+        const at = text.indexOf(':"') + 2;
+        const bad = Buffer.from(pick([[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf4, 0x90, 0x80, 0x80], [0x80]]));
+        bodyBytes = at > 1 ? Buffer.concat([Buffer.from(text.slice(0, at)), bad, Buffer.from(text.slice(at))]) : Buffer.concat([Buffer.from('{"a":"'), bad, Buffer.from('"}')]);
+      } else if (kind === 'deep') {
+        let deep: unknown = text();
+        const depth = 33 + Math.floor(random() * 3000);
+        for (let i = 0; i < depth; i++) deep = random() < 0.5 ? [deep] : { a: deep };
+        (body as Record<string, unknown>)[pick(['metadata', 'settings', 'secrets', 'x'])] = deep;
       } else if (kind === 'cursor') {
         const name = pick(['starting_after', 'ending_before']);
         // A well-formed id of another kind, an id with bad characters, or bad encoding.
@@ -385,7 +418,9 @@ function generateCases(random: () => number, perRoute: number): FuzzCase[] {
         method: route.method.toUpperCase(),
         path: query.length > 0 ? `${path}?${query.join('&')}` : path,
         token,
-        ...(body !== undefined && { rawBody: JSON.stringify(body) }),
+        ...(body !== undefined && { body: bodyBytes ?? Buffer.from(JSON.stringify(body)) }),
+        // A refusal must not leave an idempotency record behind either.
+        ...(route.idempotent && !wellFormed && random() < 0.5 && { idempotencyKey: `fuzz-${cases.length}` }),
       });
     }
   }
@@ -403,13 +438,15 @@ describe('fuzz: malformed input on every route', () => {
     const worker = async () => {
       while (next < cases.length) {
         const c = cases[next++]!;
-        const res = await t.request(c.method, c.path, {
-          token: c.token,
-          ...(c.rawBody !== undefined && { rawBody: c.rawBody, headers: { 'content-type': 'application/json' } }),
-        });
+        const headers: Record<string, string> = {};
+        if (c.token) headers.authorization = `Bearer ${c.token}`;
+        if (c.body) headers['content-type'] = 'application/json';
+        if (c.idempotencyKey) headers['idempotency-key'] = c.idempotencyKey;
+        const res = await fetch(`${t.url}${c.path}`, { method: c.method, headers, body: c.body });
+        const text = await res.text();
         const isProblem = (res.headers.get('content-type') ?? '').startsWith('application/problem+json');
         if (res.status < 400 || res.status >= 500 || !isProblem) {
-          failures.push(`${c.method} ${c.path} ${c.rawBody ?? ''} -> ${res.status} ${res.text.slice(0, 200)}`);
+          failures.push(`${c.method} ${c.path} ${c.body?.toString().slice(0, 300) ?? ''} -> ${res.status} ${text.slice(0, 200)}`);
         }
       }
     };

@@ -29,38 +29,43 @@ export function textFault(text: string): string | undefined {
 
 // With the u flag a surrogate pair is one code point, so only unpaired surrogates match.
 const LONE_SURROGATE = /\p{Cs}/u;
-const MAX_TEXT_ERRORS = 20;
+const MAX_INPUT_ERRORS = 20;
+/** No request shape nests nearly this deep; deeper input would only cost stack in recursive code. */
+export const MAX_INPUT_DEPTH = 32;
 
 interface Visit {
   value: unknown;
+  depth: number;
   key?: PropertyKey;
   parent?: Visit;
 }
 
 /**
  * Every string and object key in a parsed input (path parameters, query, JSON body) that cannot be
- * kept as sent, as field errors. Iterative, and paths are built only for faults, so a deeply nested
- * body costs linear time and no stack.
+ * kept as sent, and any value nested deeper than MAX_INPUT_DEPTH, as field errors. Iterative, and
+ * paths are built only for faults, so a deeply nested body costs linear time and no stack.
  */
-export function malformedText(input: unknown): FieldError[] {
+export function unsafeInput(input: unknown): FieldError[] {
   const errors: FieldError[] = [];
-  const stack: Visit[] = [{ value: input }];
+  const stack: Visit[] = [{ value: input, depth: 0 }];
   const pointerOf = (visit: Visit): string => {
     const path: PropertyKey[] = [];
     for (let at: Visit | undefined = visit; at?.key !== undefined; at = at.parent) path.push(at.key);
     return toPointer(path.reverse());
   };
-  while (stack.length > 0 && errors.length < MAX_TEXT_ERRORS) {
+  while (stack.length > 0 && errors.length < MAX_INPUT_ERRORS) {
     const visit = stack.pop()!;
-    const { value } = visit;
-    if (typeof value === 'string') {
+    const { value, depth } = visit;
+    if (depth > MAX_INPUT_DEPTH && value !== null && typeof value === 'object') {
+      errors.push({ pointer: pointerOf(visit), message: `nests deeper than ${MAX_INPUT_DEPTH} levels` });
+    } else if (typeof value === 'string') {
       const fault = textFault(value);
       if (fault) errors.push({ pointer: pointerOf(visit), message: fault });
     } else if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], key: i, parent: visit });
+      for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], depth: depth + 1, key: i, parent: visit });
     } else if (value !== null && typeof value === 'object') {
       for (const [key, item] of Object.entries(value).reverse()) {
-        const child: Visit = { value: item, key, parent: visit };
+        const child: Visit = { value: item, depth: depth + 1, key, parent: visit };
         const fault = textFault(key);
         if (fault) errors.push({ pointer: pointerOf(child), message: `key ${fault}` });
         stack.push(child);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { malformedText, textFault } from '../../api-server/core/http/validation.js';
+import { MAX_INPUT_DEPTH, textFault, unsafeInput } from '../../api-server/core/http/validation.js';
 
 describe('textFault', () => {
   it('accepts well-formed text, surrogate pairs, controls and U+FFFD', () => {
@@ -16,9 +16,9 @@ describe('textFault', () => {
   });
 });
 
-describe('malformedText', () => {
+describe('unsafeInput', () => {
   it('points at every faulty value and key, escaping the pointer', () => {
-    const errors = malformedText({
+    const errors = unsafeInput({
       ok: 'fine',
       name: 'a\ud800',
       list: ['x', ['y', 'z\u0000']],
@@ -30,16 +30,20 @@ describe('malformedText', () => {
     expect(errors[2]?.message).toMatch(/^key /);
   });
 
-  it('finds nothing in clean input and handles a very deep body without recursion', () => {
-    expect(malformedText({ a: ['b', { c: 'd' }], e: 1 })).toEqual([]);
-    let deep: unknown = 'bottom\ud800';
+  it('finds nothing in clean input, nested up to the depth limit', () => {
+    expect(unsafeInput({ a: ['b', { c: 'd' }], e: 1 })).toEqual([]);
+    let nested: unknown = 'bottom';
+    for (let i = 0; i < MAX_INPUT_DEPTH; i++) nested = i % 2 ? [nested] : { k: nested };
+    expect(unsafeInput(nested)).toEqual([]);
+  });
+
+  it('refuses a deeper body at its first level too deep, in linear time and no recursion', () => {
+    let deep: unknown = 'bottom';
     for (let i = 0; i < 200_000; i++) deep = [deep];
-    const errors = malformedText(deep);
-    expect(errors).toHaveLength(1);
-    expect(errors[0]?.pointer).toBe('/0'.repeat(200_000));
+    expect(unsafeInput(deep)).toEqual([{ pointer: '/0'.repeat(MAX_INPUT_DEPTH + 1), message: expect.stringMatching(/deeper/) }]);
   });
 
   it('stops after a bounded number of errors', () => {
-    expect(malformedText(Array.from({ length: 1000 }, () => '\u0000')).length).toBeLessThanOrEqual(20);
+    expect(unsafeInput(Array.from({ length: 1000 }, () => '\u0000')).length).toBeLessThanOrEqual(20);
   });
 });
