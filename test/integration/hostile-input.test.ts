@@ -212,6 +212,17 @@ describe('transport-level refusals', () => {
     expect((await t.request('GET', '/integration', { token: key })).status).toBe(200);
   });
 
+  it('answers a request the HTTP parser refuses with a 400 problem document', async () => {
+    for (const head of [
+      'GET /integration HTTP/1.1\r\nHost: x\r\nNot a header line\r\n\r\n',
+      'GET /integration HTTP/1.1\r\nHost: x\r\nX-Test: a\u0000b\r\n\r\n',
+      'GET /integration HTTP/9.9\r\nHost: x\r\n\r\n',
+    ]) {
+      const [answer] = await rawExchange(head, [], 1);
+      expect(answer, JSON.stringify(head)).toMatch(/^HTTP\/1\.1 400 [^]*content-type: application\/problem\+json[^]*"status":400/i);
+    }
+  });
+
   it('answers a 10 MB body with a 413 problem document the client can read', async () => {
     const before = await snapshot();
     const body = JSON.stringify({ name: 'big', secret: 'x'.repeat(10 * 1024 * 1024) });
@@ -236,6 +247,14 @@ describe('transport-level refusals', () => {
     );
     expect(answers[0]).toMatch(/^HTTP\/1\.1 413 [^]*content-type: application\/problem\+json[^]*"status":413/i);
     expect(answers[1]).toMatch(/^HTTP\/1\.1 200 /);
+
+    // A body announced far past what is worth reading is answered at once, and the connection closed.
+    const [huge] = await rawExchange(
+      `POST /credentials HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${1024 ** 3}\r\n\r\n`,
+      ['{"name":"'],
+      1,
+    );
+    expect(huge).toMatch(/^HTTP\/1\.1 413 [^]*connection: close[^]*"status":413/i);
     expect(await snapshot()).toEqual(before);
   });
 });
