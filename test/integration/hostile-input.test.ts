@@ -2,6 +2,7 @@ import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AnyRoute } from '../../api-server/core/http/route.js';
+import { MAX_INPUT_DEPTH } from '../../api-server/core/http/validation.js';
 import { allRoutes } from '../../api-server/routes.js';
 import { provisionUser, userToken } from '../helpers/provision.js';
 import { ADMIN_TOKEN, type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -398,7 +399,7 @@ function generateCases(random: () => number, perRoute: number): FuzzCase[] {
         bodyBytes = at > 1 ? Buffer.concat([Buffer.from(text.slice(0, at)), bad, Buffer.from(text.slice(at))]) : Buffer.concat([Buffer.from('{"a":"'), bad, Buffer.from('"}')]);
       } else if (kind === 'deep') {
         let deep: unknown = text();
-        const depth = 33 + Math.floor(random() * 3000);
+        const depth = MAX_INPUT_DEPTH + 1 + Math.floor(random() * 3000);
         for (let i = 0; i < depth; i++) deep = random() < 0.5 ? [deep] : { a: deep };
         (body as Record<string, unknown>)[pick(['metadata', 'settings', 'secrets', 'x'])] = deep;
       } else if (kind === 'cursor') {

@@ -30,8 +30,11 @@ export function textFault(text: string): string | undefined {
 // With the u flag a surrogate pair is one code point, so only unpaired surrogates match.
 const LONE_SURROGATE = /\p{Cs}/u;
 const MAX_INPUT_ERRORS = 20;
-/** No request shape nests nearly this deep; deeper input would only cost stack in recursive code. */
-export const MAX_INPUT_DEPTH = 32;
+/**
+ * Far deeper than any request shape (message parts carry free-form JSON); deeper input would only
+ * cost stack in recursive code such as the idempotency fingerprint.
+ */
+export const MAX_INPUT_DEPTH = 64;
 
 interface Visit {
   value: unknown;
