@@ -62,7 +62,9 @@ async function snapshot(): Promise<Map<string, string>> {
   for (const { table_name: table } of tables.rows) {
     // The node heartbeat row changes on a timer, whatever the requests do.
     if (table === 'nodes') continue;
-    const rows = await db.query(`select count(*)::int as n, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as h from "${table}" t`);
+    const rows = await db.query(
+      `select count(*)::int as n, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as h from "${table}" t`,
+    );
     out.set(table, `${rows.rows[0].n}:${rows.rows[0].h}`);
   }
   return out;
@@ -197,14 +199,17 @@ describe('cursors', () => {
     expect(tenants.status, tenants.text).toBe(200);
     const users = await t.request('GET', `/tenants/${ids.tenant_id}/users?ending_before=${ids.user_id}`, { token: key });
     expect(users.status, users.text).toBe(200);
-    const secrets = await t.request('GET', `/conversations/${ids.conversation_id}/secrets?starting_after=SOME_ALIAS`, { token: key });
+    const secretsPath = `/conversations/${ids.conversation_id}/secrets?starting_after=SOME_ALIAS`;
+    const secrets = await t.request('GET', secretsPath, { token: key });
     expect(secrets.status, secrets.text).toBe(200);
   });
 });
 
 describe('transport-level refusals', () => {
   it('answers a 20 KB URL with a 431 problem document', async () => {
-    const response = await fetch(`${t.url}/tenants?filler=${'a'.repeat(20_000)}`, { headers: { authorization: `Bearer ${key}` } });
+    const response = await fetch(`${t.url}/tenants?filler=${'a'.repeat(20_000)}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
     const text = await response.text();
     expect(response.status).toBe(431);
     expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
@@ -241,20 +246,18 @@ describe('transport-level refusals', () => {
     const opening = '{"name":"b","secret":"';
     const chunk = Buffer.alloc(64 * 1024, 'x');
     const chunks = Array.from({ length: 160 }, () => `${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+    const post = `POST /credentials HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`;
+    const next = `GET /integration HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`;
     const answers = await rawExchange(
-      `POST /credentials HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
-      [`${Buffer.byteLength(opening).toString(16)}\r\n${opening}\r\n`, ...chunks, '0\r\n\r\n', `GET /integration HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`],
+      `${post}Transfer-Encoding: chunked\r\n\r\n`,
+      [`${Buffer.byteLength(opening).toString(16)}\r\n${opening}\r\n`, ...chunks, '0\r\n\r\n', next],
       2,
     );
     expect(answers[0]).toMatch(/^HTTP\/1\.1 413 [^]*content-type: application\/problem\+json[^]*"status":413/i);
     expect(answers[1]).toMatch(/^HTTP\/1\.1 200 /);
 
     // A body announced far past what is worth reading is answered at once, and the connection closed.
-    const [huge] = await rawExchange(
-      `POST /credentials HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${1024 ** 3}\r\n\r\n`,
-      ['{"name":"'],
-      1,
-    );
+    const [huge] = await rawExchange(`${post}Content-Length: ${1024 ** 3}\r\n\r\n`, ['{"name":"'], 1);
     expect(huge).toMatch(/^HTTP\/1\.1 413 [^]*connection: close[^]*"status":413/i);
     expect(await snapshot()).toEqual(before);
   });
@@ -285,7 +288,8 @@ async function rawExchange(head: string, pieces: string[], responses: number): P
     socket.on('close', () => resolve());
     socket.on('error', reject);
   });
-  const write = (piece: string) => new Promise<void>((resolve, reject) => socket.write(piece, (error) => (error ? reject(error) : resolve())));
+  const write = (piece: string) =>
+    new Promise<void>((resolve, reject) => socket.write(piece, (error) => (error ? reject(error) : resolve())));
   await write(head);
   for (const piece of pieces) await write(piece);
   await done;
@@ -312,6 +316,9 @@ const BAD_URL_PIECES = ['%00', '%ED%A0%80', '%ED%BF%BF', '%C0%AF', '%C0%80', '%E
 // In JSON strings: NUL and lone or reversed surrogates.
 const BAD_TEXT_PIECES = ['\u0000', '\ud800', '\udfff', '\udc00', '\ud83d', '\ude00\ud83d', 'a\u0000b'];
 const SAFE_TEXT = ['', 'a', 'x-1', 'caf\u00e9', '\ud83d\ude00', ' '];
+// In raw bodies: a byte that never starts UTF-8, an overlong `/`, a surrogate, a truncated
+// sequence, a code point past U+10FFFF, a stray continuation byte.
+const BAD_BYTES = [[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf4, 0x90, 0x80, 0x80], [0x80]];
 
 const BASE_BODIES: Record<string, () => Record<string, unknown>> = {
   exchangeToken: () => ({ tenant_external_id: 'a', user_external_id: 'b' }),
@@ -375,9 +382,9 @@ function generateCases(random: () => number, perRoute: number): FuzzCase[] {
     const listed = LIST_PREFIX[route.path.split('/').at(-1)!];
     const hasBody = ['post', 'put', 'patch'].includes(route.method);
     for (let n = 0; n < perRoute; n++) {
-      const params: Record<string, string> = Object.fromEntries(paramNames.map((name) => [name, encodeURIComponent(ids[name]!)]));
+      const params = Object.fromEntries(paramNames.map((name) => [name, encodeURIComponent(ids[name]!)]));
       const query: string[] = [];
-      let body: unknown = hasBody ? (BASE_BODIES[route.operationId]?.() ?? {}) : undefined;
+      const body: unknown = hasBody ? (BASE_BODIES[route.operationId]?.() ?? {}) : undefined;
       const kinds = ['query'];
       if (paramNames.length > 0) kinds.push('path', 'path');
       if (isList) kinds.push('cursor', 'cursor');
@@ -390,13 +397,17 @@ function generateCases(random: () => number, perRoute: number): FuzzCase[] {
         const name = pick(paramNames);
         // A well-formed id of another kind finds nothing; an external id or alias has no wrong kind.
         wellFormed = name.endsWith('_id') && name !== 'external_id' && random() < 0.3;
-        params[name] = wellFormed ? `${pick(prefixes.filter((prefix) => !ids[name]!.startsWith(`${prefix}_`)))}_01HZ` : badUrlValue();
+        const otherKinds = prefixes.filter((prefix) => !ids[name]!.startsWith(`${prefix}_`));
+        params[name] = wellFormed ? `${pick(otherKinds)}_01HZ` : badUrlValue();
       } else if (kind === 'bytes') {
-        // Bytes that are not UTF-8 inside a JSON string (or a whole body of them).
-        const text = JSON.stringify(body);
-        const at = text.indexOf(':"') + 2;
-        const bad = Buffer.from(pick([[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf4, 0x90, 0x80, 0x80], [0x80]]));
-        bodyBytes = at > 1 ? Buffer.concat([Buffer.from(text.slice(0, at)), bad, Buffer.from(text.slice(at))]) : Buffer.concat([Buffer.from('{"a":"'), bad, Buffer.from('"}')]);
+        // Bytes that are not UTF-8 at the start of the first string value (or of a string added).
+        const json = JSON.stringify(body);
+        const at = json.indexOf(':"') + 2;
+        const bad = Buffer.from(pick(BAD_BYTES));
+        bodyBytes =
+          at > 1
+            ? Buffer.concat([Buffer.from(json.slice(0, at)), bad, Buffer.from(json.slice(at))])
+            : Buffer.concat([Buffer.from('{"a":"'), bad, Buffer.from('"}')]);
       } else if (kind === 'deep') {
         let deep: unknown = text();
         const depth = MAX_INPUT_DEPTH + 1 + Math.floor(random() * 3000);
