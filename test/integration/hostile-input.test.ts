@@ -1,7 +1,6 @@
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AnyRoute } from '../../api-server/core/http/route.js';
 import { MAX_INPUT_DEPTH } from '../../api-server/core/http/validation.js';
 import { allRoutes } from '../../api-server/routes.js';
 import { provisionUser, userToken } from '../helpers/provision.js';
@@ -360,7 +359,6 @@ const LIST_PREFIX: Record<string, string> = {
 };
 
 interface FuzzCase {
-  route: AnyRoute;
   method: string;
   path: string;
   token: string | null;
@@ -445,7 +443,6 @@ function generateCases(random: () => number, perRoute: number): FuzzCase[] {
       const path = route.path.replace(/:([a-z_]+)/g, (_, name: string) => params[name]!);
       const token = route.auth === 'admin' ? ADMIN_TOKEN : route.auth === 'service' || random() < 0.5 ? key : jwt;
       cases.push({
-        route,
         method: route.method.toUpperCase(),
         path: query.length > 0 ? `${path}?${query.join('&')}` : path,
         token,
