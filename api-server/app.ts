@@ -1,9 +1,9 @@
-import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { authenticate } from './auth/authenticate.js';
 import type { AppDeps } from './core/deps.js';
-import { bodyParseError, requestContext } from './core/http/middleware.js';
+import { jsonBody } from './core/http/json-body.js';
+import { requestContext, requireWellFormedUrl } from './core/http/middleware.js';
 import { buildOpenApi } from './core/http/openapi.js';
 import { mountRoutes } from './core/http/route.js';
 import { ProblemError } from './core/problems.js';
@@ -38,8 +38,9 @@ export function createApp(deps: AppDeps): Koa {
 
   app.use(requestContext(deps));
   app.use(closeWhileShuttingDown(deps));
+  app.use(requireWellFormedUrl);
   app.use(requireJsonBody);
-  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_JSON_BODY, onError: bodyParseError }));
+  app.use(jsonBody({ limit: MAX_JSON_BODY }));
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: true }));
   return app;

@@ -9,6 +9,7 @@ import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
 import { migrateToLatest, openDatabase } from './core/db/database.js';
 import type { AppDeps } from './core/deps.js';
+import { answerClientErrors } from './core/http/client-error.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
 import { ProblemError } from './core/problems.js';
@@ -151,6 +152,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
 
     const server = createApp(deps).listen(config.port, config.host);
+    answerClientErrors(server, deps);
     await new Promise<void>((resolve, reject) => {
       server.once('listening', resolve);
       server.once('error', reject);

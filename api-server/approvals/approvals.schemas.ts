@@ -68,4 +68,4 @@ export const ResolveApprovalBody = z.object({
 });
 
 export const ApprovalIdParams = z.object({ approval_id: IdParam });
-export const ListApprovalsQuery = listQuery({});
+export const ListApprovalsQuery = listQuery('approval', {});

@@ -76,7 +76,7 @@ export const PatchConversationBody = z.object({
   ...conversationFields,
 });
 
-export const ListConversationsQuery = listQuery({
+export const ListConversationsQuery = listQuery('conversation', {
   user_id: z.string().min(1).max(100).optional(),
   tenant_id: z.string().min(1).max(100).optional(),
 }).refine((q) => Boolean((q as { user_id?: string }).user_id) !== Boolean((q as { tenant_id?: string }).tenant_id), {

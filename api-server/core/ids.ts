@@ -70,6 +70,11 @@ const ID_PATTERNS = Object.fromEntries(
   Object.entries(ID_PREFIX).map(([kind, prefix]) => [kind, new RegExp(`^${prefix}_[A-Za-z0-9]{1,64}$`)]),
 ) as Record<IdKind, RegExp>;
 
+/** The shape of an id of `kind`: its prefix, `_`, then letters and digits. */
+export function idPattern(kind: IdKind): RegExp {
+  return ID_PATTERNS[kind];
+}
+
 /** True when `value` has the shape of an id of `kind` (cheap pre-check before a lookup). */
 export function isId(kind: IdKind, value: string): boolean {
   return ID_PATTERNS[kind].test(value);

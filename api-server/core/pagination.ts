@@ -1,19 +1,27 @@
 import type { SelectQueryBuilder } from 'kysely';
 import { z } from 'zod';
+import { ID_PREFIX, type IdKind, idPattern } from './ids.js';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
 
-const pageFields = {
-  limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE),
-  starting_after: z.string().min(1).max(100).optional(),
-  ending_before: z.string().min(1).max(100).optional(),
-};
-
-/** Query schema of a list route: the pagination parameters plus the route's own filters. */
-export function listQuery<Extra extends z.ZodRawShape>(extra: Extra) {
+/**
+ * Query schema of a list route: the pagination parameters plus the route's own filters. A cursor is
+ * an id of the listed kind (or, for listings not keyed by id, a value of the given schema); anything
+ * else cannot come from a previous page and is refused rather than answered with an empty one.
+ */
+export function listQuery<Extra extends z.ZodRawShape>(cursor: IdKind | z.ZodType<string>, extra: Extra) {
+  const cursorSchema =
+    typeof cursor === 'string'
+      ? z.string().regex(idPattern(cursor), `must be an id of this listing (${ID_PREFIX[cursor]}_...)`)
+      : cursor;
   return z
-    .object({ ...pageFields, ...extra })
+    .object({
+      limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE),
+      starting_after: cursorSchema.optional(),
+      ending_before: cursorSchema.optional(),
+      ...extra,
+    })
     .refine((q) => !((q as PageRequest).starting_after && (q as PageRequest).ending_before), {
       message: 'starting_after and ending_before are mutually exclusive',
       path: ['ending_before'],

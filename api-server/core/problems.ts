@@ -22,8 +22,10 @@ export const PROBLEMS = {
   'sync-in-progress': { title: 'Sync in progress' },
   'role-required': { title: 'Role required' },
   'missing-secret': { title: 'Missing secret' },
+  'request-timeout': { title: 'Request timeout' },
   'payload-too-large': { title: 'Payload too large' },
   'unsupported-media-type': { title: 'Unsupported media type' },
+  'request-header-too-large': { title: 'Request header fields too large' },
   'capacity-exhausted': { title: 'Capacity exhausted' },
   'rate-limited': { title: 'Rate limited' },
   'sandbox-unavailable': { title: 'Sandbox runtime unavailable' },
@@ -80,7 +82,8 @@ export interface ProblemBody {
 
 export function problemBody(
   error: ProblemError,
-  context: { baseUrl: string; instance: string; requestId: string },
+  // No instance when the request could not be parsed far enough to know its path.
+  context: { baseUrl: string; instance?: string; requestId: string },
 ): ProblemBody {
   const body: ProblemBody = {
     type: `${context.baseUrl}/problems/${problemSlug(error.kind)}`,
@@ -88,7 +91,7 @@ export function problemBody(
     status: error.status,
   };
   if (error.options.detail) body.detail = error.options.detail;
-  body.instance = context.instance;
+  if (context.instance !== undefined) body.instance = context.instance;
   body.request_id = context.requestId;
   if (error.options.conflictingResourceId) body.conflicting_resource_id = error.options.conflictingResourceId;
   if (error.options.errors) body.errors = error.options.errors;

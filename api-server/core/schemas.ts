@@ -42,7 +42,10 @@ export const BucketUri = z
   .max(1024)
   .regex(/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/[^\s]*)?$/, 'must be an s3:// bucket URI');
 
-/** Route parameter holding a resource id; a malformed id simply finds nothing (404), never 400. */
+/**
+ * Route parameter holding a resource id; a malformed id simply finds nothing (404). Text no id can
+ * hold (NUL, a lone surrogate, bad percent-encoding) is refused before this, as in every input (400).
+ */
 export const IdParam = z.string().max(100);
 
 /** List envelope of the spec. */

@@ -40,6 +40,6 @@ export const CreateCredentialBody = z.object({
   metadata: Metadata.optional(),
 });
 
-export const ListCredentialsQuery = listQuery({});
+export const ListCredentialsQuery = listQuery('credential', {});
 
 export const CredentialIdParams = z.object({ credential_id: IdParam });

@@ -35,7 +35,7 @@ export const SendMessageQuery = z.object({
     .transform((value) => value === 'true'),
 });
 
-export const ListMessagesQuery = listQuery({});
+export const ListMessagesQuery = listQuery('message', {});
 
 export const MessageStreamParams = z.object({ conversation_id: IdParam, message_id: IdParam });
 export const MessageStreamQuery = z.object({ after: z.coerce.number().int().min(0).default(0) });

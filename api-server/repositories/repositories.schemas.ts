@@ -153,6 +153,6 @@ export const PatchRepositoryBody = z.object({
   metadata: Metadata.optional(),
 });
 
-export const ListRepositoriesQuery = listQuery({});
+export const ListRepositoriesQuery = listQuery('repository', {});
 
 export const RepositoryIdParams = z.object({ repository_id: IdParam });

@@ -64,6 +64,6 @@ export const PatchRoleBody = z.object({
   metadata: Metadata.optional(),
 });
 
-export const ListRolesQuery = listQuery({ name: z.string().trim().min(1).max(255).optional() });
+export const ListRolesQuery = listQuery('role', { name: z.string().trim().min(1).max(255).optional() });
 
 export const RoleIdParams = z.object({ role_id: IdParam });

@@ -28,7 +28,7 @@ export const UserSecretList = ListOf(UserSecret);
 export const TenantSecretList = ListOf(TenantSecret);
 
 /** Listings go by alias, A to Z; the cursors are aliases. */
-export const ListSecretsQuery = listQuery({});
+export const ListSecretsQuery = listQuery(SecretAlias, {});
 
 // An alias that breaks the pattern cannot exist, so it simply finds nothing (404), like a malformed id.
 export const ConversationSecretParams = z.object({ conversation_id: IdParam, alias: z.string().max(100) });

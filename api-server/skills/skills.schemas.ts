@@ -46,6 +46,6 @@ export const CreateSkillBody = z.object({
   metadata: Metadata.optional(),
 });
 
-export const ListSkillsQuery = listQuery({});
+export const ListSkillsQuery = listQuery('skill', {});
 
 export const RepositorySkillsParams = z.object({ repository_id: IdParam });

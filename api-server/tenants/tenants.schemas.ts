@@ -62,7 +62,7 @@ export const AttachRepositoryBody = z.object({
   repository_id: z.string().min(1).max(100),
 });
 
-export const ListTenantsQuery = listQuery({ status: TenantStatus.optional() });
+export const ListTenantsQuery = listQuery('tenant', { status: TenantStatus.optional() });
 
 export const TenantIdParams = z.object({ tenant_id: IdParam });
 export const TenantExternalIdParams = z.object({ external_id: ExternalId });

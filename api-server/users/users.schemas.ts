@@ -56,8 +56,8 @@ export const PatchUserBody = z.object({
   metadata: Metadata.optional(),
 });
 
-export const ListUsersQuery = listQuery({ status: UserStatus.optional() });
-export const UserRolesQuery = listQuery({});
+export const ListUsersQuery = listQuery('user', { status: UserStatus.optional() });
+export const UserRolesQuery = listQuery('role', {});
 
 export const UserIdParams = z.object({ user_id: IdParam });
 export const TenantUserExternalIdParams = z.object({ tenant_id: IdParam, external_id: ExternalId });

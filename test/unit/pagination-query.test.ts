@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEFAULT_PAGE_SIZE, listQuery, MAX_PAGE_SIZE } from '../../api-server/core/pagination.js';
 
-const query = listQuery({ status: z.enum(['active', 'suspended']).optional() });
+const query = listQuery('tenant', { status: z.enum(['active', 'suspended']).optional() });
 
 describe('listQuery', () => {
   it('defaults the page size and coerces query strings', () => {
@@ -29,6 +29,22 @@ describe('listQuery', () => {
     expect(parsed.success).toBe(false);
     expect(parsed.error?.issues.map((issue) => issue.path)).toEqual([['ending_before']]);
     expect(query.safeParse({ ending_before: 'tnt_b' }).success).toBe(true);
+  });
+
+  it('takes as a cursor only an id of the listed kind', () => {
+    for (const cursor of ['not-an-id', '../..', 'usr_01HZ', 'tnt_', 'tnt_a-b', 'tnt_a\u0000', `tnt_${'A'.repeat(65)}`]) {
+      const parsed = query.safeParse({ starting_after: cursor });
+      expect(parsed.success, cursor).toBe(false);
+      expect(parsed.error?.issues.map((issue) => issue.path)).toEqual([['starting_after']]);
+      expect(query.safeParse({ ending_before: cursor }).success, cursor).toBe(false);
+    }
+    expect(query.safeParse({ starting_after: 'tnt_01HZX3' }).success).toBe(true);
+  });
+
+  it('takes the given cursor schema for listings not keyed by id', () => {
+    const byAlias = listQuery(z.string().regex(/^[A-Z]+$/), {});
+    expect(byAlias.safeParse({ starting_after: 'ALIAS' }).success).toBe(true);
+    expect(byAlias.safeParse({ starting_after: 'tnt_01HZX3' }).success).toBe(false);
   });
 
   it('validates the route filters with the page fields', () => {

@@ -1,7 +1,8 @@
 import type { Context, Next } from 'koa';
 import type { AppDeps } from '../deps.js';
-import { ProblemError } from '../problems.js';
+import { type FieldError, ProblemError, problems } from '../problems.js';
 import { problemResult, respond } from './route.js';
+import { toPointer } from './validation.js';
 
 const INCOMING_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -62,4 +63,37 @@ export function bodyParseError(error: Error & { status?: number; type?: string }
     throw new ProblemError('unsupported-media-type', 415, { detail: 'Send the request body as application/json.' });
   }
   throw new ProblemError('validation-error', 400, { detail: 'The request body is not valid JSON.' });
+}
+
+/**
+ * Refuses a URL that does not percent-decode to UTF-8 (`%ED%A0%80`, `%C0%AF`, `%FF`, a stray `%`)
+ * or holds raw bytes outside printable ASCII. Left alone, the router keeps such a path segment
+ * undecoded (so `x%FF` would become an external id) and the query parser puts U+FFFD in its place.
+ */
+export async function requireWellFormedUrl(ctx: Context, next: Next): Promise<void> {
+  if (!PRINTABLE_ASCII.test(ctx.url) || !ctx.path.split('/').every((segment) => decodes(segment))) {
+    throw problems.badRequest([], 'The URL path is not valid percent-encoded UTF-8.');
+  }
+  const errors: FieldError[] = [];
+  for (const pair of ctx.querystring.split('&')) {
+    const [name = '', value = ''] = pair.replace(/\+/g, ' ').split(/=(.*)/s);
+    if (decodes(name) && decodes(value)) continue;
+    errors.push({
+      pointer: decodes(name) ? toPointer([decodeURIComponent(name)]) : '',
+      message: 'is not valid percent-encoded UTF-8',
+    });
+  }
+  if (errors.length > 0) throw problems.badRequest(errors, 'The query string is not valid percent-encoded UTF-8.');
+  await next();
+}
+
+const PRINTABLE_ASCII = /^[\x21-\x7e]*$/;
+
+function decodes(component: string): boolean {
+  try {
+    decodeURIComponent(component);
+    return true;
+  } catch {
+    return false;
+  }
 }

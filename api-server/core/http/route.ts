@@ -7,7 +7,7 @@ import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js
 import { type ProblemError, problemBody, problems } from '../problems.js';
 import { followRun } from '../../runs/follow.js';
 import { sendNdjson } from '../../runs/ndjson.js';
-import { fieldErrors } from './validation.js';
+import { fieldErrors, unsafeInput } from './validation.js';
 
 /**
  * A route is data: method, path, who may call it, the zod schemas of its inputs and outputs, and a
@@ -94,6 +94,10 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
     router[route.method](route.operationId, route.path, async (ctx) => {
       const principal = await authenticate(ctx, route.auth, deps);
       // Path and query problems are malformed requests (400); body problems are semantic (422).
+      // Input that cannot be kept as sent is refused before anything, idempotency records included.
+      refuseUnsafeInput(ctx.params, 400);
+      refuseUnsafeInput(ctx.query, 400);
+      refuseUnsafeInput(ctx.request.body, 422);
       const params = parseInput(route.params ?? NoInput, ctx.params, 400);
       const query = parseInput(route.query ?? NoInput, ctx.query, 400);
       const requestId = ctx.state.requestId as string;
@@ -116,6 +120,15 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
       respond(ctx, result);
     });
   }
+}
+
+/**
+ * Text that cannot be kept as sent, or a body nested too deep, is refused whatever the field (even
+ * one the schema would strip), so no route can pass it on to the database.
+ */
+function refuseUnsafeInput(input: unknown, status: 400 | 422): void {
+  const errors = unsafeInput(input);
+  if (errors.length > 0) throw status === 400 ? problems.badRequest(errors) : problems.invalid(errors);
 }
 
 function parseInput(schema: z.ZodType, input: unknown, status: 400 | 422): unknown {
