@@ -8,6 +8,7 @@ import { buildOpenApi } from './core/http/openapi.js';
 import { mountRoutes } from './core/http/route.js';
 import { ProblemError } from './core/problems.js';
 import { allRoutes } from './routes.js';
+import { shuttingDownProblem } from './runs/run-manager.js';
 
 export const API_VERSION = '0.1.0';
 const MAX_JSON_BODY = '1mb';
@@ -22,6 +23,9 @@ export function createApp(deps: AppDeps): Koa {
     ctx.body = { status: 'ok' };
   });
   router.get('/readyz', async (ctx) => {
+    if (!deps.runtime.runs.accepting) throw shuttingDownProblem();
+    const unavailable = deps.runtime.provider.unavailableReason;
+    if (unavailable) throw new ProblemError('sandbox-unavailable', 503, { detail: unavailable });
     await deps.db.selectNoFrom((eb) => eb.val(1).as('one')).execute();
     ctx.body = { status: 'ready' };
   });
@@ -33,6 +37,7 @@ export function createApp(deps: AppDeps): Koa {
   mountRoutes(router, allRoutes, deps, authenticate);
 
   app.use(requestContext(deps));
+  app.use(closeWhileShuttingDown(deps));
   app.use(requireJsonBody);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: MAX_JSON_BODY, onError: bodyParseError }));
   app.use(router.routes());
@@ -47,4 +52,12 @@ async function requireJsonBody(ctx: Koa.Context, next: Koa.Next): Promise<void> 
     throw new ProblemError('unsupported-media-type', 415, { detail: 'Send the request body as application/json.' });
   }
   await next();
+}
+
+/** While the node shuts down, connections close after their response, so keep-alive clients move to another node. */
+function closeWhileShuttingDown(deps: AppDeps): Koa.Middleware {
+  return async (ctx, next) => {
+    if (!deps.runtime.runs.accepting) ctx.set('Connection', 'close');
+    await next();
+  };
 }

@@ -38,6 +38,8 @@ const EnvSchema = z.object({
   ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
   ACIS_APPROVAL_TTL_SECONDS: z.coerce.number().int().min(1).max(7 * 86400).default(900),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
+  ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
+  ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -80,6 +82,10 @@ export interface Config {
   approvalTtlSeconds: number;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
   sandboxIsolation: 'bwrap' | 'none';
+  /** The bubblewrap binary: a path, or a name looked up on PATH. */
+  bwrapPath: string;
+  /** How long a shutdown (SIGTERM) lets the runs in progress finish before ending them `failed`. */
+  shutdownGraceSeconds: number;
   /** `host` or `host:port` entries the egress proxy may reach although loopback or private. */
   egressAllow: string | undefined;
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
@@ -124,6 +130,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
+    bwrapPath: e.ACIS_BWRAP_PATH,
+    shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     logLevel: e.LOG_LEVEL,

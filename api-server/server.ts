@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
@@ -24,11 +24,23 @@ import { secretsForRun } from './secrets/secrets.service.js';
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** How often a node looks for approvals past their deadline (those of any node: a dead one's too). */
 const APPROVAL_SWEEP_MS = 1_000;
+/**
+ * At shutdown, how long a response still being written may take once the runs have ended (a stream
+ * writing out its last lines, a re-attach following a run on another node) before it is cut.
+ */
+const CLOSE_LINGER_MS = 5_000;
 
 export interface RunningServer {
   url: string;
   port: number;
   deps: AppDeps;
+  /**
+   * Graceful shutdown: takes no new messages (503 `shutting-down`, /readyz too), lets the runs in
+   * progress finish for up to `graceMs`, ends the rest `failed` with a stored `error` line, then
+   * stops runners, background work, the egress proxy and the listener, and closes the database last.
+   */
+  shutdown(graceMs: number): Promise<void>;
+  /** A shutdown without grace: runs in progress end `failed` at once. */
   stop(): Promise<void>;
 }
 
@@ -55,7 +67,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: Des
 
 /**
  * Opens the database, migrates it, bootstraps the configured integration and serves the API.
- * `stop()` closes the listener first, then background work, then the database.
+ * `shutdown()` ends runs, then runners and background work, then the listener, the database last.
  */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config);
@@ -145,6 +157,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       server.once('error', reject);
     });
     const port = (server.address() as AddressInfo).port;
+    const closeServer = closerOf(server);
     const purge = setInterval(() => {
       purgeExpiredIdempotencyKeys(deps).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
     }, PURGE_INTERVAL_MS);
@@ -169,24 +182,38 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     sweep.unref();
     logger.info({ port, host: config.host, database: database.kind }, 'ACIS listening');
 
+    let shuttingDown: Promise<void> | undefined;
+    const shutdown = (graceMs: number) =>
+      (shuttingDown ??= (async () => {
+        // The listener stays open while runs finish: their streams and re-attaches are served, and a
+        // new message gets a 503 it can retry elsewhere rather than a refused connection.
+        runs.close();
+        clearInterval(purge);
+        clearInterval(sweep);
+        if (!(await runs.drain(graceMs))) {
+          logger.warn({ grace_seconds: graceMs / 1000 }, 'runs still in progress at the shutdown deadline are ended as failed');
+          runs.endAll(
+            new ProblemError('shutting-down', 503, {
+              detail: `The server shut down before the run finished (it waited ${Math.round(graceMs / 1000)} s); send the message again.`,
+            }),
+          );
+        }
+        // Kills every runner (the ended runs' and the pooled and held ones) and ends the turns still queued for one.
+        await provider.stop();
+        await runs.drain();
+        clearInterval(beat);
+        await repositorySync.stop();
+        await gate.stop();
+        await egress?.close();
+        await closeServer(CLOSE_LINGER_MS);
+        await database.close();
+      })());
     return {
       url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
       port,
       deps,
-      stop: async () => {
-        // Stop accepting first; open streams end when their runs do, which ending the runners forces.
-        const closed = closeServer(server);
-        clearInterval(purge);
-        clearInterval(beat);
-        clearInterval(sweep);
-        await provider.stop();
-        await runs.drain();
-        await repositorySync.stop();
-        await gate.stop();
-        await egress?.close();
-        await closed;
-        await database.close();
-      },
+      shutdown,
+      stop: () => shutdown(0),
     };
   } catch (error) {
     await egress?.close();
@@ -224,9 +251,27 @@ function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: R
   });
 }
 
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.close((err) => (err ? reject(err) : resolve()));
-    server.closeIdleConnections();
+/**
+ * How the listener is closed at shutdown: stop listening and close every connection, idle ones at
+ * once, the others as soon as their response is out (a keep-alive connection would otherwise stay
+ * open), and any left after `lingerMs` regardless. Set up at start, so it sees every response.
+ */
+function closerOf(server: Server): (lingerMs: number) => Promise<void> {
+  let closing = false;
+  server.on('request', (_req, res: ServerResponse) => {
+    res.once('finish', () => {
+      if (closing) setImmediate(() => server.closeIdleConnections());
+    });
   });
+  return (lingerMs) =>
+    new Promise((resolve, reject) => {
+      closing = true;
+      const cut = setTimeout(() => server.closeAllConnections(), lingerMs);
+      server.close((err) => {
+        clearTimeout(cut);
+        if (err) reject(err);
+        else resolve();
+      });
+      server.closeIdleConnections();
+    });
 }

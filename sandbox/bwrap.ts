@@ -7,7 +7,9 @@
  * /home/agent; a run directory with the Unix sockets it may use at /run/acis; a private /tmp, /dev and /proc.
  * It gets its own user, pid, mount, ipc, uts and cgroup namespaces, and its own network namespace with only
  * loopback: the outside is reachable only through the sockets in /run/acis (see bridge.ts). Nothing of the
- * host's environment is inherited.
+ * host's environment is inherited: bwrap is started with exactly the sandbox's environment, which it
+ * passes on. The environment never goes on bwrap's command line (`--setenv`): it holds a run's egress
+ * credential, and any local user can read /proc/PID/cmdline, while /proc/PID/environ is the owner's only.
  */
 import { lstatSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
@@ -64,7 +66,13 @@ const ETC_ENTRIES = [
   'alternatives',
 ];
 
-export function bwrapArgs(options: BwrapOptions): string[] {
+/** How to start bwrap: its arguments, and the environment to start it with (which the sandbox inherits). */
+export interface BwrapCommand {
+  args: string[];
+  env: Record<string, string>;
+}
+
+export function bwrapCommand(options: BwrapOptions): BwrapCommand {
   const uid = options.uid ?? 1000;
   const gid = options.gid ?? 1000;
   const args = ['--unshare-all', '--unshare-user', ...(options.network === 'host' ? ['--share-net'] : [])];
@@ -98,11 +106,8 @@ export function bwrapArgs(options: BwrapOptions): string[] {
     LANG: 'C.UTF-8',
     ...options.env,
   };
-  args.push('--clearenv');
-  for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
-
   args.push('--', ...options.command);
-  return args;
+  return { args, env };
 }
 
 /** Node's install prefix when it lives outside /usr (nvm, a tarball), which the sandbox then needs bound. */

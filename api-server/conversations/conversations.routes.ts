@@ -84,6 +84,7 @@ export const conversationRoutes = [
       409: { description: 'external_id taken (external-id-conflict)' },
       422: { description: 'Invalid body, role-required, skills outside the context, TTL above the cap' },
       429: { description: 'initial_message: capacity-exhausted, with Retry-After' },
+      503: { description: 'initial_message: shutting-down (this node takes no new messages; retry)' },
     },
     handler: async ({ deps, principal, body, ctx, requestId }) => {
       const created = await createConversation(deps, principal, body);
@@ -126,6 +127,7 @@ export const conversationRoutes = [
       409: { description: 'initial_message on an archived conversation (conversation-archived), or a run in flight' },
       422: { description: 'Invalid body, immutable field mismatch, role-required' },
       429: { description: 'initial_message: capacity-exhausted, with Retry-After' },
+      503: { description: 'initial_message: shutting-down (this node takes no new messages; retry)' },
     },
     handler: async ({ deps, principal, params, body, ctx, requestId }) => {
       const { created, conversation } = await upsertConversation(deps, principal, params.external_id, body);

@@ -27,6 +27,8 @@ export const PROBLEMS = {
   'unsupported-media-type': { title: 'Unsupported media type' },
   'capacity-exhausted': { title: 'Capacity exhausted' },
   'rate-limited': { title: 'Rate limited' },
+  'sandbox-unavailable': { title: 'Sandbox runtime unavailable' },
+  'shutting-down': { title: 'Shutting down' },
   'internal-error': { title: 'Internal server error' },
 } as const satisfies Record<string, { title: string; slug?: string }>;
 

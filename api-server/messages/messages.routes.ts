@@ -44,6 +44,7 @@ export const messageRoutes = [
       409: { description: 'conversation-archived, or conversation-busy while a run is in flight' },
       422: { description: 'Invalid body, skills outside the conversation, missing-secret (stream=false)' },
       429: { description: 'capacity-exhausted, with Retry-After' },
+      503: { description: 'shutting-down (this node takes no new messages; retry), or with stream=false sandbox-unavailable' },
     },
     handler: async ({ deps, principal, params, query, body, ctx, requestId }) => {
       const conversation = await getConversationInScope(deps, principal, params.conversation_id);

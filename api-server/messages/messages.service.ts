@@ -11,7 +11,7 @@ import {
   getConversationInScope,
 } from '../conversations/conversations.service.js';
 import { fillerEnabled } from '../runs/filler.js';
-import { sandboxFor } from '../runs/run-manager.js';
+import { sandboxFor, sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-manager.js';
 import type { StreamLine } from '../runs/run-stream.js';
 import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
 import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
@@ -60,7 +60,8 @@ export interface StartedRun {
  *
  * A placeholder naming an alias the run cannot resolve (missing-secret) claims no runner and runs
  * nothing: both messages are stored, the assistant's `failed`, and the run ends at once with the
- * problem (an `error` line, or 422 with stream=false), like any platform abort.
+ * problem (an `error` line, or 422 with stream=false), like any platform abort. So does a node
+ * that cannot start runners at all (sandbox-unavailable, 503), rather than leave the turn waiting.
  */
 export async function startMessageRun(
   deps: AppDeps,
@@ -68,6 +69,7 @@ export async function startMessageRun(
   body: SendBody,
   context: { onCapacity: 'reject' | 'hold'; leadingLines: StreamLine[]; baseUrl: string; requestId: string; bodyPointer?: string },
 ): Promise<StartedRun> {
+  if (!deps.runtime.runs.accepting) throw shuttingDownProblem();
   checkSend(conversation, body, context.bodyPointer);
   // The message's own values stand in for the run scope until the run exists to vault them under.
   const [inFlight, secrets] = await Promise.all([
@@ -75,7 +77,8 @@ export async function startMessageRun(
     resolveRunSecrets(deps, { runId: undefined, conversation }, body.secrets),
   ]);
   if (inFlight) throw conversationBusy();
-  const refusal = missingSecretProblem(body, secrets, context.bodyPointer);
+  const unavailable = deps.runtime.provider.unavailableReason;
+  const refusal = missingSecretProblem(body, secrets, context.bodyPointer) ?? (unavailable ? sandboxUnavailableProblem(unavailable) : undefined);
 
   let lease: Lease | undefined;
   if (context.onCapacity === 'reject' && !refusal) {

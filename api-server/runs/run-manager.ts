@@ -16,6 +16,7 @@ import {
   type Lease,
   type LocalSandboxProvider,
   type ReleaseOptions,
+  SandboxUnavailable,
 } from '../sandboxes/local-provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
@@ -90,8 +91,32 @@ export class RunManager {
     }
   >();
   private readonly running = new Set<Promise<unknown>>();
+  /** Set once the node is shutting down: no new runs. */
+  private closing = false;
+  /** The problem runs still going at the shutdown deadline end with (see `endAll`). */
+  private ending: ProblemError | undefined;
 
   constructor(private readonly deps: RunManagerDeps) {}
+
+  /** False once the node is shutting down: new messages are refused (`shutting-down`). */
+  get accepting(): boolean {
+    return !this.closing;
+  }
+
+  /** Takes no new runs from now on; the runs in progress go on (see `drain`, `endAll`). */
+  close(): void {
+    this.closing = true;
+  }
+
+  /**
+   * Ends every run still in progress with `problem` (the shutdown deadline passed): each turn's runner
+   * is killed, its message stored `failed` and its stream ended with an `error` line, which stays
+   * stored for a re-attach. A run that has not reached its turn yet ends the same way when it does.
+   */
+  endAll(problem: ProblemError): void {
+    this.ending = problem;
+    for (const run of this.live.values()) run.abort?.(problem);
+  }
 
   liveStream(messageId: string): RunStream | undefined {
     return this.live.get(messageId)?.stream;
@@ -114,9 +139,15 @@ export class RunManager {
     return abort !== undefined;
   }
 
-  /** Waits for every run of this node to finish (shutdown). */
-  async drain(): Promise<void> {
-    await Promise.allSettled([...this.running]);
+  /** Waits for every run of this node to finish (shutdown); true when they did within `timeoutMs`. */
+  async drain(timeoutMs = Number.POSITIVE_INFINITY): Promise<boolean> {
+    const all = Promise.allSettled([...this.running]).then(() => true);
+    if (!Number.isFinite(timeoutMs)) return all;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    const drained = await Promise.race([all, late]);
+    clearTimeout(timer);
+    return drained;
   }
 
   /** Starts the run; returns its stream at once and the outcome when it ends. */
@@ -168,8 +199,12 @@ export class RunManager {
               detail: 'No sandbox became available within the maximum hold time.',
               headers: { 'Retry-After': String(error.retryAfterSeconds) },
             })
-          : internalProblem();
-      if (!(error instanceof CapacityExhausted)) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
+          : error instanceof SandboxUnavailable
+            ? sandboxUnavailableProblem(error.reason)
+            : (this.ending ?? internalProblem());
+      if (!(error instanceof CapacityExhausted || error instanceof SandboxUnavailable || this.ending)) {
+        this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
+      }
       return this.abort(request, stream, problem);
     }
     return this.runTurn(request, stream, await this.withSkills(request, lease), masker);
@@ -253,6 +288,7 @@ export class RunManager {
         // Ends the turn at once (it resolves as crashed); the runner is recycled as broken below.
         void lease.runner.kill();
       };
+      if (this.ending) live.abort(this.ending);
     }
     // Ends any approval wait of this turn once the turn is over, however it ended.
     const turnOver = new AbortController();
@@ -310,7 +346,7 @@ export class RunManager {
     if (!storing || !built || !terminal) {
       this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
       await released;
-      return this.abort(request, stream, internalProblem(), reply);
+      return this.abort(request, stream, this.ending ?? internalProblem(), reply);
     }
     const status = built.agentFailed ? 'failed' : 'completed';
     const stored = await storing;
@@ -473,6 +509,19 @@ function decisionAnswer(approval: ApprovalRow): ApprovalAnswer {
   const aliases = approval.requested_items.flatMap((item) => (item.kind === 'secret' && item.alias ? [item.alias] : []));
   const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map((a) => `{{secret:${a}}}`).join(', ')}.` : '';
   return { isError: false, text: `Approved by ${approval.resolved_by}.${secrets}${note}` };
+}
+
+/** This node cannot start runners; `reason` says what is missing and how to install it. */
+export function sandboxUnavailableProblem(reason: string): ProblemError {
+  return new ProblemError('sandbox-unavailable', 503, { detail: reason });
+}
+
+/** The node is shutting down and takes no new messages; another node (or this one once restarted) will. */
+export function shuttingDownProblem(): ProblemError {
+  return new ProblemError('shutting-down', 503, {
+    detail: 'This server is shutting down and takes no new messages; send it again (another node, or this one once restarted, serves it).',
+    headers: { 'Retry-After': '1' },
+  });
 }
 
 function internalProblem(): ProblemError {

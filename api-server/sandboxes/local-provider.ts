@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
-import { bwrapArgs, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from '../../sandbox/bwrap.js';
+import { bwrapCommand, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from '../../sandbox/bwrap.js';
 import type { Config } from '../config.js';
 import { randomToken } from '../core/crypto.js';
 import { LocalRunner } from './local-runner.js';
@@ -21,6 +21,7 @@ import {
   type RunnerView,
 } from './policy.js';
 import { AGENT_TYPES } from './agent-types.js';
+import { checkSandboxRuntime, type SandboxRuntime } from './sandbox-runtime.js';
 
 /** The package root (holding node_modules and the runner's source), from source or from dist/ alike. */
 const APP_ROOT = packageRoot(path.dirname(fileURLToPath(import.meta.url)));
@@ -85,6 +86,13 @@ export class CapacityExhausted extends Error {
   }
 }
 
+/** This node cannot start runners at all (see sandbox-runtime.ts); the reason says what is missing and how to get it. */
+export class SandboxUnavailable extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+  }
+}
+
 /**
  * Sandbox state changes the conversation record must show (`runtime.sandbox_state`, `expires_at`).
  * Awaited, so a turn's terminal line goes out only once its conversation shows the new state.
@@ -122,6 +130,8 @@ export class LocalSandboxProvider {
   private modelBridge: Bridge | undefined;
   private egressBridge: Bridge | undefined;
   private egress: EgressEndpoint | undefined;
+  /** Unsandboxed runners (ACIS_SANDBOX_ISOLATION=none) need no runtime. */
+  private runtime: SandboxRuntime = { ok: true, bwrapPath: '' };
   private stopped = false;
   private readonly limits: CapacityLimits;
   private readonly root: string;
@@ -139,12 +149,18 @@ export class LocalSandboxProvider {
   /**
    * Prepares the run directory every sandbox sees at /run/acis: `model.sock` (the model gateway),
    * `egress.sock` (piped to the egress proxy) and the CA files runners trust. Without `egress`, runners
-   * have no route out at all.
+   * have no route out at all. First checks that runners can start here at all (`unavailableReason`).
    */
   async start(egress?: EgressEndpoint): Promise<void> {
     await rm(this.root, { recursive: true, force: true });
     const runDir = path.join(this.root, 'run');
     await mkdir(runDir, { recursive: true });
+    if (this.config.sandboxIsolation === 'bwrap') {
+      this.runtime = await checkSandboxRuntime(this.config.bwrapPath, path.join(this.root, 'probe'));
+      if (!this.runtime.ok) {
+        this.logger.error({ reason: this.runtime.reason }, 'agent runners cannot start on this machine: every message fails until this is fixed and the server restarted');
+      }
+    }
     this.modelBridge = await serveModelGateway(path.join(runDir, 'model.sock'), {
       baseUrl: this.config.anthropicBaseUrl,
       apiKey: this.config.anthropicApiKey,
@@ -195,12 +211,18 @@ export class LocalSandboxProvider {
     await this.egressBridge?.close();
   }
 
+  /** Why runners cannot start on this node (every message then fails with it), or undefined when they can. */
+  get unavailableReason(): string | undefined {
+    return this.runtime.ok ? undefined : this.runtime.reason;
+  }
+
   /** A snapshot for the policy (and for metrics). */
   views(): RunnerView[] {
     return [...this.entries.values()].map((entry) => entry.view);
   }
 
   async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+    if (!this.runtime.ok) throw new SandboxUnavailable(this.runtime.reason);
     // A hold whose TTL lapsed is not the conversation's any more, even if its timer has not fired yet.
     await this.expireLapsedHolds();
     const immediate = this.tryAcquire(request);
@@ -404,7 +426,7 @@ export class LocalSandboxProvider {
         },
       };
     }
-    const args = bwrapArgs({
+    const { args, env } = bwrapCommand({
       workspace: dirs.workspace,
       home: dirs.home,
       runtimeDirs: source.runtimeDirs,
@@ -412,7 +434,7 @@ export class LocalSandboxProvider {
       env: { ...shared, CLAUDE_CONFIG_DIR: `${SANDBOX_HOME}/.claude` },
       command: source.command,
     });
-    return { file: 'bwrap', args, cwd: dirs.root, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } };
+    return { file: this.runtime.ok ? this.runtime.bwrapPath : this.config.bwrapPath, args, cwd: dirs.root, env };
   }
 
   /**
@@ -472,7 +494,7 @@ export class LocalSandboxProvider {
   }
 
   private topUpPool(): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.runtime.ok) return;
     for (const agentType of AGENT_TYPES) {
       for (let i = poolDeficit(this.views(), agentType, this.limits); i > 0; i--) this.spawnRunner(agentType, 'starting');
     }

@@ -49,7 +49,9 @@ export class LocalRunner {
     command: { file: string; args: string[]; env: Record<string, string>; cwd: string },
     private readonly logger: Logger,
   ) {
-    this.child = spawn(command.file, command.args, { cwd: command.cwd, env: command.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    // Its own process group: a Ctrl-C meant for the server (which shuts down gracefully) must not kill
+    // the runners of the turns it lets finish. They still die with the server (bwrap --die-with-parent).
+    this.child = spawn(command.file, command.args, { cwd: command.cwd, env: command.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     let markReady: () => void = () => {};
     let failReady: (error: Error) => void = () => {};
     this.ready = new Promise<void>((resolve, reject) => {
@@ -58,15 +60,20 @@ export class LocalRunner {
     });
     this.ready.catch(() => undefined);
     this.exit = new Promise<void>((resolve) => {
-      this.child.once('exit', (code, signal) => {
+      const ended = (error: string) => {
+        if (this.exited) return;
         this.exited = true;
-        const error = `runner exited (${signal ?? code}): ${this.stderrTail.join('').slice(-2000)}`;
         failReady(new Error(error));
         this.finishTurn({ kind: 'crashed', error });
         resolve();
+      };
+      this.child.once('exit', (code, signal) => ended(`runner exited (${signal ?? code}): ${this.stderrTail.join('').slice(-2000)}`));
+      // A process that could not be started (no such binary) never exits: it ends here, or killing it would wait forever.
+      this.child.once('error', (error) => {
+        if (this.child.pid === undefined) ended(`runner could not be started: ${error.message}`);
+        else failReady(error);
       });
     });
-    this.child.once('error', (error) => failReady(error));
     this.child.stdin?.on('error', () => undefined);
 
     createInterface({ input: this.child.stdout!, crlfDelay: Infinity }).on('line', (text) => {

@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import type { SDKMessage } from '@anthropic-ai/claude-agent-sdk';
 import ts from 'typescript';
 import { OtherCpu } from './proc-tree.js';
-import { bwrapArgs, SANDBOX_APP, SANDBOX_HOME, SANDBOX_RUN, runnerCommand } from '../../sandbox/bwrap.js';
+import { bwrapCommand, SANDBOX_APP, SANDBOX_HOME, SANDBOX_RUN, runnerCommand } from '../../sandbox/bwrap.js';
 import { type FloorKind, openSdkHost, runnerLikeOptions } from './sdk-host.js';
 
 export type Where = 'plain' | 'bwrap';
@@ -210,7 +210,7 @@ async function compileSdkHost(options: FloorOptions): Promise<string> {
 function sandboxedHost(options: FloorOptions, dirs: Dirs, hostDir: string): OpenHost {
   const source = runnerCommand(options.appRoot, false);
   return (kind, resume) => {
-    const args = bwrapArgs({
+    const { args, env } = bwrapCommand({
       ...dirs,
       runDir: options.runDir,
       // The runner's binds (node_modules, the SDK), plus the host script where node resolves the SDK from it.
@@ -227,7 +227,7 @@ function sandboxedHost(options: FloorOptions, dirs: Dirs, hostDir: string): Open
       },
       command: ['node', `${SANDBOX_APP}/floor-host/sdk-host.mjs`],
     });
-    const child: ChildProcessWithoutNullStreams = spawn('bwrap', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child: ChildProcessWithoutNullStreams = spawn('bwrap', args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString('utf8')).slice(-2000);

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
 import { isRunnerLine, type RunnerLine } from '../../sandbox/protocol.js';
-import { bwrapArgs, SANDBOX_HOME, SANDBOX_RUN, SANDBOX_WORKSPACE, runnerCommand } from '../../sandbox/bwrap.js';
+import { bwrapCommand, SANDBOX_HOME, SANDBOX_RUN, SANDBOX_WORKSPACE, runnerCommand } from '../../sandbox/bwrap.js';
 import { resultOf, streamedText } from '../helpers/agent-sdk.js';
 
 const appRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -60,7 +60,7 @@ function startRunner(
 ) {
   let resume = options.resume;
   const runner = runnerCommand(appRoot, false);
-  const args = bwrapArgs({
+  const sandbox = bwrapCommand({
     ...dirs,
     runDir,
     runtimeDirs: runner.runtimeDirs,
@@ -73,7 +73,7 @@ function startRunner(
     },
     command: runner.command,
   });
-  const child: ChildProcessWithoutNullStreams = spawn('bwrap', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child: ChildProcessWithoutNullStreams = spawn('bwrap', sandbox.args, { env: sandbox.env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();

@@ -7,7 +7,8 @@
  * the host's gateway; the sandbox holds a placeholder.
  */
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { EventEmitter, once } from 'node:events';
+import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +17,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { descendantsOf, processes } from '../helpers/acis-process.js';
 import { isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -26,6 +28,9 @@ interface Received {
   body: string;
 }
 
+/** Emits `held` with a function that answers the request, for every request to /held: a run kept alive at will. */
+const heldRequests = new EventEmitter();
+
 /** Records what arrived and reflects it back, which is what the proxy's masking must catch. */
 function echo(received: Received[]) {
   return (req: IncomingMessage, res: ServerResponse) => {
@@ -34,8 +39,12 @@ function echo(received: Received[]) {
     req.on('end', () => {
       const record = { url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
       received.push(record);
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ token: req.headers['x-token'] ?? null, body: record.body }));
+      const answer = () => {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ token: req.headers['x-token'] ?? null, body: record.body }));
+      };
+      if (record.url === '/held') heldRequests.emit('held', answer);
+      else answer();
     });
   };
 }
@@ -225,6 +234,37 @@ describe('a run calling out through the egress proxy', () => {
     expect(message.content).toContain('direct=000');
     expect(unlistedReceived).toEqual([]);
     expect(received.filter((r) => r.url === '/forged' || r.url === '/direct')).toEqual([]);
+  });
+
+  it("keeps a runner's egress credential off every command line while its run reaches the proxy with it", async () => {
+    const conversationId = await newConversation();
+    const held = once(heldRequests, 'held') as Promise<[() => void]>;
+    const turn = bash(conversationId, `curl -s http://127.0.0.1:${httpPort}/held`);
+    // The request got through the proxy, which let it pass only with the runner's credential.
+    const [answer] = await held;
+    try {
+      const all = await processes();
+      const runnerProcesses = descendantsOf(process.pid, all).filter((info) => info.commandLine.startsWith('bwrap ') || info.commandLine.includes('/opt/acis/'));
+      expect(runnerProcesses.length).toBeGreaterThan(0);
+      const tokens = new Set<string>();
+      for (const { pid } of runnerProcesses) {
+        const environ = await readFile(`/proc/${pid}/environ`, 'utf8').catch(() => '');
+        if (!environ) continue;
+        // Readable by its owner only, unlike the command line.
+        expect((await stat(`/proc/${pid}/environ`)).mode & 0o077).toBe(0);
+        for (const variable of environ.split('\0')) {
+          const match = /^HTTPS?_PROXY=http:\/\/run_[^:]+:([^@]+)@/i.exec(variable);
+          if (match) tokens.add(match[1]!);
+        }
+      }
+      expect(tokens.size).toBeGreaterThan(0);
+      for (const token of tokens) expect(all.filter((info) => info.commandLine.includes(token)).map((info) => info.commandLine)).toEqual([]);
+    } finally {
+      answer();
+    }
+    const { message } = await turn;
+    expect(message.status).toBe('completed');
+    expect(message.content).toContain('"body":""');
   });
 
   it('answers 407 to a client with no runner behind it, with or without credentials', async () => {

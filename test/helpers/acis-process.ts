@@ -91,9 +91,49 @@ export function killLeftovers(): void {
   for (const child of started) if (child.exitCode === null) child.kill('SIGKILL');
 }
 
-/** The command line of every process on this machine (Linux /proc), space-separated. */
-export async function commandLines(): Promise<string[]> {
+export interface ProcessInfo {
+  pid: number;
+  ppid: number;
+  /** Its arguments, space-separated. */
+  commandLine: string;
+}
+
+/** Every process on this machine (Linux /proc) that was still there when read. */
+export async function processes(): Promise<ProcessInfo[]> {
   const pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name));
-  const all = await Promise.all(pids.map((pid) => readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')));
-  return all.map((cmdline) => cmdline.split('\0').join(' '));
+  const all = await Promise.all(
+    pids.map(async (pid) => {
+      try {
+        const [cmdline, stat] = await Promise.all([readFile(`/proc/${pid}/cmdline`, 'utf8'), readFile(`/proc/${pid}/stat`, 'utf8')]);
+        // The fields after the command name (which may hold spaces and parentheses): state, then ppid.
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        return { pid: Number(pid), ppid, commandLine: cmdline.split('\0').join(' ') };
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  return all.filter((info) => info !== undefined);
+}
+
+/** The processes descended from `pid`, among `list`. */
+export function descendantsOf(pid: number, list: ProcessInfo[]): ProcessInfo[] {
+  const found: ProcessInfo[] = [];
+  const parents = new Set([pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const info of list) {
+      if (parents.has(info.ppid) && !parents.has(info.pid)) {
+        parents.add(info.pid);
+        found.push(info);
+        grew = true;
+      }
+    }
+  }
+  return found;
+}
+
+/** The command line of every process on this machine, space-separated. */
+export async function commandLines(): Promise<string[]> {
+  return (await processes()).map((info) => info.commandLine);
 }

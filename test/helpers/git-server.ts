@@ -3,6 +3,7 @@
  * over smart HTTP (`git http-backend` behind a small Node server that requires basic auth).
  */
 import { execFile, spawn } from 'node:child_process';
+import { EventEmitter, once } from 'node:events';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -83,8 +84,11 @@ export interface GitHttpServer {
   requests: Array<{ method: string; path: string; user: string | undefined; authorization: boolean }>;
   /** Holds every authenticated request until the returned release is called (keeps a sync in flight, whatever the machine's load). */
   hold(): () => void;
-  /** How many requests are held now (git is waiting on them). */
-  readonly held: number;
+  /**
+   * Resolves once a request is held (at once if one is): proof that a git process is alive and
+   * waiting on this server.
+   */
+  held(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -95,6 +99,7 @@ export interface GitHttpServer {
 export async function serveGitOverHttp(root: string, auth: { username?: string; password: string }): Promise<GitHttpServer> {
   const requests: GitHttpServer['requests'] = [];
   const state: { gate: Promise<void> | undefined; held: number } = { gate: undefined, held: 0 };
+  const heldEvents = new EventEmitter();
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const user = authenticatedUser(req.headers.authorization, auth);
@@ -107,6 +112,7 @@ export async function serveGitOverHttp(root: string, auth: { username?: string; 
     const gate = state.gate;
     if (!gate) return backend(req, res, url, user);
     state.held += 1;
+    heldEvents.emit('held');
     void gate.then(() => {
       state.held -= 1;
       backend(req, res, url, user);
@@ -174,9 +180,7 @@ export async function serveGitOverHttp(root: string, auth: { username?: string; 
         release();
       };
     },
-    get held() {
-      return state.held;
-    },
+    held: () => (state.held > 0 ? Promise.resolve() : once(heldEvents, 'held').then(() => undefined)),
     stop: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

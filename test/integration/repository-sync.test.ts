@@ -244,7 +244,8 @@ describe('POST /repositories/{id}/sync', () => {
     const repo = await createGitRepository(root, unique('slow'), SKILLS);
     const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
     await settled(res.body.id);
-    const other = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_ALLOW_FILE_REPOS: '1' });
+    // Nodes of one deployment share the master key: whichever wins the race below must decrypt the credential.
+    const other = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_ALLOW_FILE_REPOS: '1', ACIS_MASTER_KEY: t.server.deps.config.masterKey! });
     let release = git.hold();
     try {
       const started = await t.request('POST', `/repositories/${res.body.id}/sync`, { token: key });
@@ -269,7 +270,7 @@ describe('POST /repositories/{id}/sync', () => {
       expect(race.map((r) => r.status).sort()).toEqual([202, 409, 409]);
 
       // While the sync is in flight (git waits on the held server), the token is in no process's argv.
-      for (let i = 0; i < 400 && git.held === 0; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+      await git.held();
       const argv = await commandLines();
       expect(argv.some((args) => args.includes(' fetch '))).toBe(true);
       expect(argv.some((args) => args.includes(TOKEN))).toBe(false);
