@@ -1,7 +1,7 @@
 /**
  * A stand-in for the GitHub REST endpoint a sync calls: `POST /app/installations/{id}/access_tokens`,
  * as GitHub documents it. The caller authenticates with an App JWT (RS256, `iss` = the App id,
- * `iat`/`exp` at most 10 minutes apart) signed with the App's private key; the answer is 201
+ * `exp` at most 10 minutes ahead) signed with the App's private key; the answer is 201
  * `{token, expires_at, permissions, repository_selection}`, 401 for a JWT that does not verify, 404
  * for an installation the App does not have. Requests are recorded (without the JWT).
  */
@@ -39,12 +39,12 @@ export async function startGitHubStub(options: GitHubStubOptions): Promise<GitHu
       }
       const match = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path);
       if (req.method !== 'POST' || !match) return answer(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
-      const jwt = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+      const jwt = /^bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
       const verified = jwt
         ? await jwtVerify(jwt, options.publicKey, { algorithms: ['RS256'], issuer: options.appId }).catch(() => undefined)
         : undefined;
       const { iat, exp } = verified?.payload ?? {};
-      if (!verified || typeof iat !== 'number' || typeof exp !== 'number' || exp - iat > 600) {
+      if (!verified || typeof iat !== 'number' || typeof exp !== 'number' || exp > Date.now() / 1000 + 600) {
         return answer(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
       }
       const token = options.installations[match[1]!];
