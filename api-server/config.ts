@@ -27,6 +27,7 @@ const EnvSchema = z.object({
   ACIS_STORAGE_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/).default('acis-platform'),
   ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
+  ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
@@ -62,6 +63,8 @@ export interface Config {
   allowFileRepos: boolean;
   /** The longest one repository sync's git work may take before it is killed and the sync fails. */
   syncTimeoutSeconds: number;
+  /** REST base of GitHub (or GitHub Enterprise Server: https://HOST/api/v3), for App installation tokens. */
+  githubApiUrl: string;
   dbPoolSize: number;
   /** Model endpoint for the agent runtime and the filler. */
   anthropicBaseUrl: string;
@@ -116,6 +119,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     storageBucket: e.ACIS_STORAGE_BUCKET,
     allowFileRepos: e.ACIS_ALLOW_FILE_REPOS === '1',
     syncTimeoutSeconds: e.ACIS_SYNC_TIMEOUT_SECONDS,
+    githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL.replace(/\/+$/, ''),
     anthropicApiKey: e.ANTHROPIC_API_KEY,

@@ -12,6 +12,7 @@ import { secretRoutes } from './secrets/secrets.routes.js';
 import { skillRoutes } from './skills/skills.routes.js';
 import { tenantRoutes } from './tenants/tenants.routes.js';
 import { userRoutes } from './users/users.routes.js';
+import { webhookRoutes } from './webhooks/webhooks.routes.js';
 
 /** Every API route, by resource module. The OpenAPI document is generated from this list. */
 export const allRoutes: AnyRoute[] = [
@@ -28,4 +29,5 @@ export const allRoutes: AnyRoute[] = [
   ...secretRoutes,
   ...approvalRoutes,
   ...adminRoutes,
+  ...webhookRoutes,
 ];

@@ -111,6 +111,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
       allowFileRepos: config.allowFileRepos,
       timeoutMs: config.syncTimeoutSeconds * 1000,
+      githubApiUrl: config.githubApiUrl,
     });
     const runs = new RunManager({
       db: database.db,

@@ -40,6 +40,8 @@ export function forgetServiceKeys(deps: AppDeps): void {
 
 /** Resolves the bearer credential and checks it may call a route of `mode`. */
 export async function authenticate(ctx: Context, mode: AuthMode, deps: AppDeps): Promise<Principal> {
+  // No bearer: the route's handler verifies the request's signature before it acts.
+  if (mode === 'signature') return { kind: 'webhook' };
   const token = bearerToken(ctx);
   if (mode === 'admin') {
     const expected = deps.config.adminToken;

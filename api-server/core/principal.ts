@@ -12,7 +12,9 @@ export type Principal =
       tenantId: string;
       userId: string;
     }
-  | { kind: 'admin' };
+  | { kind: 'admin' }
+  /** A caller proven by a request signature the handler checks (webhooks), not by a bearer credential. */
+  | { kind: 'webhook' };
 
 export type ServicePrincipal = Extract<Principal, { kind: 'service' }>;
 export type UserPrincipal = Extract<Principal, { kind: 'user' }>;
@@ -26,5 +28,7 @@ export function principalKey(principal: Principal): string {
       return `user:${principal.userId}`;
     case 'admin':
       return 'admin';
+    case 'webhook':
+      return 'webhook';
   }
 }

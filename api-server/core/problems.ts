@@ -8,6 +8,7 @@ export const PROBLEMS = {
   'insufficient-scope': { title: 'Insufficient scope' },
   'tenant-suspended': { title: 'Tenant suspended' },
   'approval-signature-invalid': { title: 'Approval signature invalid' },
+  'webhook-signature-invalid': { title: 'Webhook signature invalid' },
   'not-found': { title: 'Not found' },
   'method-not-allowed': { title: 'Method not allowed' },
   'name-conflict': { title: 'Name conflict' },

@@ -44,3 +44,18 @@ export async function deleteCredential(db: Db, credentialId: string): Promise<vo
 export function findCredentialCiphertext(db: Db, credentialId: string): Promise<{ type: string; secret_ciphertext: string } | undefined> {
   return db.selectFrom('credentials').select(['type', 'secret_ciphertext']).where('id', '=', credentialId).executeTakeFirst();
 }
+
+/** The encrypted secrets of one type in the given integrations' registries (webhook secrets). */
+export function findCredentialCiphertextsOfType(
+  db: Db,
+  integrationIds: string[],
+  type: string,
+): Promise<Array<{ id: string; integration_id: string; secret_ciphertext: string }>> {
+  if (integrationIds.length === 0) return Promise.resolve([]);
+  return db
+    .selectFrom('credentials')
+    .select(['id', 'integration_id', 'secret_ciphertext'])
+    .where('integration_id', 'in', integrationIds)
+    .where('type', '=', type)
+    .execute();
+}

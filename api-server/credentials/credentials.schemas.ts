@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { GITHUB_APP_CREDENTIAL, parseGitHubAppSecret } from '../repositories/github-app.js';
 import { listQuery } from '../core/pagination.js';
 import { IdParam, ListOf, Metadata, Name, Timestamp } from '../core/schemas.js';
 
@@ -28,7 +29,7 @@ export const CreateCredentialBody = z.object({
     .min(1)
     .max(64)
     .default(DEFAULT_CREDENTIAL_TYPE)
-    .describe('Open enum: git_pat, git_ssh_key, api_key, basic_auth, oauth_token, generic_secret, ...'),
+    .describe('Open enum: git_pat, git_ssh_key, api_key, basic_auth, oauth_token, generic_secret, github_app, github_webhook_secret, ...'),
   // Kept verbatim (no trimming): whitespace can be part of a secret. Messages never echo the value.
   secret: z
     .string()
@@ -38,6 +39,11 @@ export const CreateCredentialBody = z.object({
     })
     .meta({ writeOnly: true, description: 'Encrypted on arrival; never returned, logged or echoed in errors' }),
   metadata: Metadata.optional(),
+}).superRefine((body, ctx) => {
+  // A GitHub App credential is only usable in its documented shape; say so now rather than at the first sync.
+  if (body.type !== GITHUB_APP_CREDENTIAL) return;
+  const parsed = parseGitHubAppSecret(body.secret);
+  if (!parsed.ok) for (const message of parsed.problems) ctx.addIssue({ code: 'custom', path: ['secret'], message });
 });
 
 export const ListCredentialsQuery = listQuery('credential', {});

@@ -36,6 +36,16 @@ export function findRepositoryView(db: Db, integrationId: string, repositoryId: 
   return selectRepositoryViews(db, integrationId).where('id', '=', repositoryId).executeTakeFirst();
 }
 
+/** Repositories of every integration whose URL is one of `urls` (compared lower-cased, without a trailing slash). */
+export function findRepositoriesByUrls(db: Db, urls: string[]): Promise<RepositoryRow[]> {
+  if (urls.length === 0) return Promise.resolve([]);
+  return db
+    .selectFrom('repositories')
+    .selectAll()
+    .where(sql<string>`rtrim(lower(repo_url), '/')`, 'in', urls)
+    .execute();
+}
+
 export function findRepositoryByName(db: Db, integrationId: string, name: string): Promise<RepositoryRow | undefined> {
   return db
     .selectFrom('repositories')
@@ -117,12 +127,43 @@ export function claimSync(
 ): Promise<RepositoryView | undefined> {
   return db
     .updateTable('repositories')
-    .set({ sync_state: 'syncing', sync_error: null, sync_claim: attempt.claim, sync_node_id: attempt.nodeId, sync_started_at: attempt.now })
+    .set({
+      sync_state: 'syncing',
+      sync_error: null,
+      sync_claim: attempt.claim,
+      sync_node_id: attempt.nodeId,
+      sync_started_at: attempt.now,
+      // This sync reads the branch head as it is now, which covers any push that asked for it.
+      sync_requested: false,
+    })
     .where('id', '=', repositoryId)
     .where('sync_state', '<>', 'syncing')
     .returningAll()
     .returning(skillCount)
     .executeTakeFirst();
+}
+
+/** Asks for one more sync once the one in flight ends (a push arrived meanwhile); false when none is in flight. */
+export async function requestSyncAfterCurrent(db: Db, repositoryId: string): Promise<boolean> {
+  const marked = await db
+    .updateTable('repositories')
+    .set({ sync_requested: true })
+    .where('id', '=', repositoryId)
+    .where('sync_state', '=', 'syncing')
+    .executeTakeFirst();
+  return marked.numUpdatedRows > 0n;
+}
+
+/** Takes (clears) a request for another sync; whether there was one. */
+export async function takeSyncRequest(db: Db, repositoryId: string): Promise<boolean> {
+  const taken = await db
+    .updateTable('repositories')
+    .set({ sync_requested: false })
+    .where('id', '=', repositoryId)
+    .where('sync_requested', '=', true)
+    .where('sync_state', '<>', 'syncing')
+    .executeTakeFirst();
+  return taken.numUpdatedRows > 0n;
 }
 
 /**

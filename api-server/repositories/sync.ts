@@ -28,6 +28,7 @@ import { deleteSkills, insertSkillIfAbsent, skillsByName, updateSkill } from '..
 import { type Catalog, scanCatalog } from './catalog.js';
 import type { RepositoryCheckouts } from './checkouts.js';
 import { GitError, type GitRemote } from './git.js';
+import { GITHUB_APP_CREDENTIAL, mintInstallationToken } from './github-app.js';
 import {
   claimSync,
   endSync,
@@ -36,7 +37,9 @@ import {
   orphanedSyncs,
   type RepositoryRow,
   type RepositoryView,
+  requestSyncAfterCurrent,
   takeOverSync,
+  takeSyncRequest,
 } from './repositories.repository.js';
 import { classifyRepoUrl } from './repositories.schemas.js';
 import {
@@ -59,6 +62,8 @@ export interface SyncWorkerDeps {
   allowFileRepos: boolean;
   /** The longest one git command of a sync may take. */
   timeoutMs: number;
+  /** GitHub's REST base, for App installation tokens. */
+  githubApiUrl: string;
 }
 
 export class RepositorySyncWorker {
@@ -77,6 +82,20 @@ export class RepositorySyncWorker {
     const claimed = await claimSync(this.deps.db, repositoryId, { claim, nodeId: this.deps.nodeId, now: this.deps.now() });
     if (claimed) this.launch(repositoryId, claim);
     return claimed;
+  }
+
+  /**
+   * A sync for a push: started now, or, when one is in flight (on any node), run once more after it
+   * so the pushed commit is not missed. undefined when the repository is gone.
+   */
+  async requestSync(repositoryId: string): Promise<'started' | 'queued' | undefined> {
+    // Bounded: each round either starts, queues, or saw the sync in flight end in between.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (await this.start(repositoryId)) return 'started';
+      if (await requestSyncAfterCurrent(this.deps.db, repositoryId)) return 'queued';
+      if (!(await findRepositoryById(this.deps.db, repositoryId))) return undefined;
+    }
+    return 'queued';
   }
 
   /** Takes over and re-runs syncs whose process is gone (see `orphanedSyncs`); how many. */
@@ -110,9 +129,14 @@ export class RepositorySyncWorker {
   }
 
   private launch(repositoryId: string, claim: string): void {
-    const done = this.run(repositoryId, claim).catch((error: unknown) => {
-      this.deps.logger.error({ err: error, repository_id: repositoryId }, 'repository sync failed unexpectedly');
-    });
+    const done = this.run(repositoryId, claim)
+      .then(async () => {
+        // A push arrived while this sync ran: one more reads the new head.
+        if (!this.stopping.signal.aborted && (await takeSyncRequest(this.deps.db, repositoryId))) await this.start(repositoryId);
+      })
+      .catch((error: unknown) => {
+        this.deps.logger.error({ err: error, repository_id: repositoryId }, 'repository sync failed unexpectedly');
+      });
     this.running.add(done);
     void done.finally(() => this.running.delete(done));
   }
@@ -220,14 +244,20 @@ export class RepositorySyncWorker {
   }
 
   private async remoteOf(repository: RepositoryRow): Promise<GitRemote> {
-    return { url: repository.repo_url, provider: repository.provider, credential: await this.credentialOf(repository.credential_id) };
+    return { url: repository.repo_url, provider: repository.provider, credential: await this.credentialOf(repository) };
   }
 
-  private async credentialOf(credentialId: string | null): Promise<GitRemote['credential']> {
+  /** What git authenticates with: the vaulted secret, or for a GitHub App a freshly minted installation token. */
+  private async credentialOf(repository: RepositoryRow): Promise<GitRemote['credential']> {
+    const credentialId = repository.credential_id;
     if (!credentialId) return undefined;
     const row = await findCredentialCiphertext(this.deps.db, credentialId);
     if (!row) throw new GitError('the repository credential no longer exists');
-    return { type: row.type, secret: this.deps.vault.decrypt(row.secret_ciphertext, credentialSecretContext(credentialId)) };
+    const secret = this.deps.vault.decrypt(row.secret_ciphertext, credentialSecretContext(credentialId));
+    if (row.type !== GITHUB_APP_CREDENTIAL) return { type: row.type, secret };
+    if (repository.provider !== 'github') throw new GitError('a github_app credential needs a repository with provider github');
+    const token = await mintInstallationToken(secret, { apiUrl: this.deps.githubApiUrl, signal: this.stopping.signal });
+    return { type: 'oauth_token', secret: token };
   }
 }
 

@@ -108,9 +108,17 @@ export interface RepositoriesTable {
   sync_claim: ColumnType<string | null, string | null | undefined, string | null>;
   sync_node_id: ColumnType<string | null, string | null | undefined, string | null>;
   sync_started_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** A push arrived while a sync was in flight: one more sync runs when it ends (migration 0008). */
+  sync_requested: ColumnType<boolean, boolean | undefined, boolean>;
   metadata: Json<Metadata>;
   created_at: Timestamp;
   updated_at: Timestamp;
+}
+
+/** GitHub deliveries already acted on (migration 0008). */
+export interface WebhookDeliveriesTable {
+  delivery_id: string;
+  received_at: Timestamp;
 }
 
 /** A file's content, addressed by the hex SHA-256 of its bytes (migration 0007). */
@@ -322,4 +330,5 @@ export interface Database {
   approvals: ApprovalsTable;
   content_blobs: ContentBlobsTable;
   skill_files: SkillFilesTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }

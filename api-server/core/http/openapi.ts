@@ -92,7 +92,7 @@ export function buildOpenApi(routes: AnyRoute[], info: { version: string; server
       operationId: route.operationId,
       summary: route.summary,
       tags: [route.tag],
-      security: [{ [route.auth === 'admin' ? 'adminToken' : 'bearer']: [] }],
+      security: route.auth === 'signature' ? [] : [{ [route.auth === 'admin' ? 'adminToken' : 'bearer']: [] }],
       ...(parameters.length > 0 && { parameters }),
       ...(route.body && {
         requestBody: { required: true, content: { 'application/json': { schema: convert(route.body, 'input') } } },

@@ -14,13 +14,15 @@ import { fieldErrors, unsafeInput } from './validation.js';
  * handler. The same definition drives validation, idempotency, the response and the OpenAPI
  * document, so they cannot drift apart.
  */
-export type AuthMode = 'service' | 'service-or-user' | 'admin';
+export type AuthMode = 'service' | 'service-or-user' | 'admin' | 'signature';
 
 type PrincipalFor<A extends AuthMode> = A extends 'service'
   ? ServicePrincipal
   : A extends 'admin'
     ? Extract<Principal, { kind: 'admin' }>
-    : ServicePrincipal | UserPrincipal;
+    : A extends 'signature'
+      ? Extract<Principal, { kind: 'webhook' }>
+      : ServicePrincipal | UserPrincipal;
 
 export interface ResponseSpec {
   description: string;
