@@ -64,7 +64,7 @@ function expectUnauthorized(res: Awaited<ReturnType<typeof call>>, what: string)
 it('knows every auth mode in use and has routes of each expected kind', () => {
   expect(byAuth('service').length).toBeGreaterThan(0);
   expect(byAuth('admin').length).toBeGreaterThan(0);
-  for (const route of allRoutes) expect(['service', 'service-or-user', 'admin'], label(route)).toContain(route.auth);
+  for (const route of allRoutes) expect(['service', 'service-or-user', 'admin', 'signature'], label(route)).toContain(route.auth);
   // Every route is reachable at a distinct (method, path).
   const keys = allRoutes.map((route) => `${route.method} ${route.path}`);
   expect(new Set(keys).size).toBe(keys.length);
@@ -107,6 +107,16 @@ describe.each(byAuth('service-or-user').map((route) => [label(route), route] as 
   });
 });
 
+describe.each(byAuth('signature').map((route) => [label(route), route] as const))('signed webhook route %s', (name, route) => {
+  it('takes no bearer credential in place of its signature: 401 with any token or none', async () => {
+    for (const token of [serviceKey, platformJwt, ADMIN_TOKEN, null]) {
+      const res = await call(route, token);
+      expect(res.status, `${name} with ${token === null ? 'no token' : 'a bearer token'}`).toBe(401);
+      expect(problemSlug(res)).toBe('webhook-signature-invalid');
+    }
+  });
+});
+
 describe.each(byAuth('admin').map((route) => [label(route), route] as const))('admin route %s', (name, route) => {
   it('answers 401 to a service key, a platform JWT and no token', async () => {
     expectUnauthorized(await call(route, serviceKey), `${name} with a service key`);
@@ -126,7 +136,7 @@ describe.each(byAuth('admin').map((route) => [label(route), route] as const))('a
 describe('an expired platform JWT', () => {
   it('is 401 on every route that is not admin-only', async () => {
     t.clock.advance(3601 * 1000);
-    for (const route of allRoutes.filter((r) => r.auth !== 'admin')) {
+    for (const route of allRoutes.filter((r) => r.auth !== 'admin' && r.auth !== 'signature')) {
       expectUnauthorized(await call(route, platformJwt), `${label(route)} with an expired JWT`);
     }
   });
