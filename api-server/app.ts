@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import Koa from 'koa';
@@ -6,7 +7,7 @@ import type { AppDeps } from './core/deps.js';
 import { bodyParseError, requestContext } from './core/http/middleware.js';
 import { buildOpenApi } from './core/http/openapi.js';
 import { mountRoutes } from './core/http/route.js';
-import { ProblemError } from './core/problems.js';
+import { ProblemError, problems } from './core/problems.js';
 import { allRoutes } from './routes.js';
 
 export const API_VERSION = '0.1.0';
@@ -24,6 +25,11 @@ export function createApp(deps: AppDeps): Koa {
   router.get('/readyz', async (ctx) => {
     await deps.db.selectNoFrom((eb) => eb.val(1).as('one')).execute();
     ctx.body = { status: 'ready' };
+  });
+  router.get('/metrics', async (ctx) => {
+    requireMetricsToken(ctx, deps.config.metricsToken);
+    ctx.type = deps.metrics.registry.contentType;
+    ctx.body = await deps.metrics.registry.metrics();
   });
   let openApi: unknown;
   router.get('/openapi.json', (ctx) => {
@@ -47,4 +53,14 @@ async function requireJsonBody(ctx: Koa.Context, next: Koa.Next): Promise<void> 
     throw new ProblemError('unsupported-media-type', 415, { detail: 'Send the request body as application/json.' });
   }
   await next();
+}
+
+/** With ACIS_METRICS_TOKEN set, `/metrics` wants it as a bearer token; without, it is open. */
+function requireMetricsToken(ctx: Koa.Context, token: string | undefined): void {
+  if (token === undefined) return;
+  const given = Buffer.from(/^Bearer (.+)$/i.exec(ctx.get('Authorization'))?.[1] ?? '');
+  const expected = Buffer.from(token);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    throw problems.unauthorized('GET /metrics needs the metrics token (ACIS_METRICS_TOKEN) as a bearer token.');
+  }
 }

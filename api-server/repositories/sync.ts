@@ -19,6 +19,7 @@ import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
 import type { SyncWarning } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
+import { type Metrics, secondsSince } from '../core/metrics.js';
 import { findCredentialCiphertext } from '../credentials/credentials.repository.js';
 import { credentialSecretContext } from '../credentials/credentials.service.js';
 import { NODE_STALE_MS } from '../runs/nodes.js';
@@ -49,6 +50,7 @@ export interface SyncWorkerDeps {
   allowFileRepos: boolean;
   /** The longest one git command of a sync may take. */
   timeoutMs: number;
+  metrics: Metrics;
 }
 
 export class RepositorySyncWorker {
@@ -133,6 +135,7 @@ export class RepositorySyncWorker {
     if (!repository) return;
     const log = logger.child({ repository_id: repositoryId });
     log.info({ branch: repository.branch }, 'repository sync started');
+    const startedMs = performance.now();
     let fetched: { commit: string; dir: string };
     let catalog: Catalog;
     try {
@@ -151,17 +154,20 @@ export class RepositorySyncWorker {
       const reason = error instanceof GitError ? error.reason : 'the sync failed on the platform side';
       if (!(error instanceof GitError)) log.error({ err: error }, 'repository sync failed');
       const ended = await endSync(db, repositoryId, claim, { sync_state: 'error', sync_error: reason });
+      this.deps.metrics.syncEnded('error', secondsSince(startedMs));
       log.warn({ reason, current: ended }, 'repository sync failed');
       return;
     }
     const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog);
     if (!applied) {
+      this.deps.metrics.syncEnded('superseded', secondsSince(startedMs));
       log.info({ commit: fetched.commit }, 'repository sync outdated by a newer change; its result was dropped');
       // Deleted while we fetched: its content must not outlive it.
       if (!(await findRepositoryById(db, repositoryId))) await this.deps.content.remove(repositoryId);
       return;
     }
     await this.deps.content.prune(repositoryId, [fetched.commit, ...(repository.sync_commit ? [repository.sync_commit] : [])]);
+    this.deps.metrics.syncEnded('ready', secondsSince(startedMs));
     log.info({ commit: fetched.commit, skills: catalog.skills.length, warnings: applied.warnings.length }, 'repository sync ready');
   }
 

@@ -17,6 +17,7 @@ import * as conversations from './migrations/0002-conversations.js';
 import * as secrets from './migrations/0003-secrets.js';
 import * as repositorySync from './migrations/0004-repository-sync.js';
 import * as approvals from './migrations/0005-approvals.js';
+import * as rateLimits from './migrations/0006-rate-limits.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0003-secrets': secrets,
   '0004-repository-sync': repositorySync,
   '0005-approvals': approvals,
+  '0006-rate-limits': rateLimits,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

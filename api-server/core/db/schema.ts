@@ -283,6 +283,13 @@ export interface SecretsTable {
   message_id: ColumnType<string | null, never, never>;
 }
 
+/** A rate-limit bucket (`class|principal`) and the requests reserved in its current window. */
+export interface RateLimitWindowsTable {
+  bucket: string;
+  window_started_at: Timestamp;
+  used: number;
+}
+
 export interface Database {
   integrations: IntegrationsTable;
   service_keys: ServiceKeysTable;
@@ -301,4 +308,5 @@ export interface Database {
   nodes: NodesTable;
   secrets: SecretsTable;
   approvals: ApprovalsTable;
+  rate_limit_windows: RateLimitWindowsTable;
 }

@@ -5,6 +5,7 @@ import type { AppDeps } from '../deps.js';
 import { withIdempotency } from '../idempotency.js';
 import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js';
 import { type ProblemError, problemBody, problems } from '../problems.js';
+import type { RateClass } from '../rate-limit.js';
 import { followRun } from '../../runs/follow.js';
 import { sendNdjson } from '../../runs/ndjson.js';
 import { fieldErrors } from './validation.js';
@@ -71,6 +72,11 @@ export interface RouteDefinition<
   body?: B;
   /** Accepts `Idempotency-Key` (POSTs that create or trigger). */
   idempotent?: boolean;
+  /**
+   * The rate limit the route counts against; `other` when absent. A function reads the raw,
+   * not yet validated body, for routes that only sometimes start a run.
+   */
+  rateClass?: RateClass | ((rawBody: unknown) => RateClass);
   responses: Record<number, ResponseSpec>;
   handler: (request: RouteRequest<A, z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult>;
 }
@@ -93,6 +99,7 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
   for (const route of routes) {
     router[route.method](route.operationId, route.path, async (ctx) => {
       const principal = await authenticate(ctx, route.auth, deps);
+      await deps.rateLimiter.enforce(principal, rateClassOf(route, ctx.request.body));
       // Path and query problems are malformed requests (400); body problems are semantic (422).
       const params = parseInput(route.params ?? NoInput, ctx.params, 400);
       const query = parseInput(route.query ?? NoInput, ctx.query, 400);
@@ -116,6 +123,11 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
       respond(ctx, result);
     });
   }
+}
+
+function rateClassOf(route: AnyRoute, rawBody: unknown): RateClass {
+  if (typeof route.rateClass === 'function') return route.rateClass(rawBody);
+  return route.rateClass ?? 'other';
 }
 
 function parseInput(schema: z.ZodType, input: unknown, status: 400 | 422): unknown {
