@@ -133,7 +133,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       newId,
       now,
       validateResponses: options.validateResponses ?? false,
-      rateLimiter: new RateLimiter({ db: database.db, logger, config: config.rateLimits }),
+      rateLimiter: new RateLimiter({
+        db: database.db,
+        logger,
+        config: config.rateLimits,
+        onRefused: (rateClass) => metrics.rateLimitRefused(rateClass),
+      }),
       metrics,
       runtime: { nodeId, provider, runs, approvals },
       repositorySync,

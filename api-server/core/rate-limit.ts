@@ -47,6 +47,8 @@ export interface RateLimiterDeps {
   db: Db;
   logger: Logger;
   config: RateLimitConfig;
+  /** Told of every refusal (the metrics' counter). */
+  onRefused?: (rateClass: RateClass) => void;
   /** Local clock in milliseconds; only durations are taken from it. */
   nowMs?: () => number;
 }
@@ -65,6 +67,7 @@ export class RateLimiter {
   async enforce(principal: Principal, rateClass: RateClass): Promise<void> {
     const decision = await this.take(principal, rateClass);
     if (decision.allowed) return;
+    this.deps.onRefused?.(rateClass);
     throw new ProblemError('rate-limited', 429, {
       detail: `Too many ${describeClass(rateClass)} for this credential; retry after ${decision.retryAfterSeconds} s.`,
       headers: { 'Retry-After': String(decision.retryAfterSeconds) },

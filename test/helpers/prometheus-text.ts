@@ -1,7 +1,7 @@
 /**
  * A parser of the Prometheus text exposition format (version 0.0.4), enough to check what a
  * `/metrics` endpoint serves: HELP and TYPE comments, samples with escaped label values, special
- * values (NaN, +Inf, -Inf) and optional timestamps. Anything else is an error, so a malformed
+ * values (NaN, +Inf, -Inf, in any case) and optional timestamps. Anything else is an error, so a malformed
  * exposition fails the test that reads it.
  */
 export interface Sample {
@@ -96,10 +96,12 @@ export function parsePrometheusText(text: string): Exposition {
   return { families, samples };
 }
 
+/** As Prometheus reads them (Go's ParseFloat): NaN and Inf in any case; prom-client writes `Nan`. */
 function parseValue(text: string): number | undefined {
-  if (text === 'NaN') return Number.NaN;
-  if (text === '+Inf' || text === 'Inf') return Number.POSITIVE_INFINITY;
-  if (text === '-Inf') return Number.NEGATIVE_INFINITY;
+  const word = text.toLowerCase();
+  if (word === 'nan') return Number.NaN;
+  if (word === '+inf' || word === 'inf') return Number.POSITIVE_INFINITY;
+  if (word === '-inf') return Number.NEGATIVE_INFINITY;
   if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text)) return undefined;
   return Number(text);
 }

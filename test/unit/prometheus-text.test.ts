@@ -17,6 +17,7 @@ describe('parsePrometheusText(text)', () => {
         'temperature{kind="upper"} +Inf',
         'temperature{kind="lower"} -Inf',
         'temperature{kind="unknown"} NaN',
+        'temperature{kind="lag"} Nan',
       ].join('\n'),
     );
     expect(parsed.families.get('http_requests_total')).toEqual({
@@ -31,7 +32,7 @@ describe('parsePrometheusText(text)', () => {
     ]);
     expect(sumOf(parsed, 'http_requests_total', { method: 'post' })).toBe(1030);
     expect(sumOf(parsed, 'http_requests_total', { code: '500' })).toBe(0);
-    expect(samplesOf(parsed, 'temperature').map((s) => s.value)).toEqual([-1500, Infinity, -Infinity, NaN]);
+    expect(samplesOf(parsed, 'temperature').map((s) => s.value)).toEqual([-1500, Infinity, -Infinity, NaN, NaN]);
   });
 
   it('unescapes label values: backslash, double quote and newline', () => {
