@@ -93,6 +93,17 @@ export function defineRoute<
   return route as AnyRoute;
 }
 
+/**
+ * The responses the OpenAPI document shows: the declared ones, plus 429 `rate-limited` on every
+ * route a service key or user calls (the operator's admin routes are not limited).
+ */
+export function documentedResponses(route: AnyRoute): Record<number, ResponseSpec> {
+  if (route.auth === 'admin') return route.responses;
+  const limited = 'rate-limited, with Retry-After';
+  const declared = route.responses[429];
+  return { ...route.responses, 429: { description: declared ? `${declared.description}; or ${limited}` : limited } };
+}
+
 export type Authenticate = (ctx: Context, mode: AuthMode, deps: AppDeps) => Promise<Principal>;
 
 export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, authenticate: Authenticate): void {
