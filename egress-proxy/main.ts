@@ -2,8 +2,8 @@
 /**
  * The egress proxy on its own: `tsx egress-proxy/main.ts`. Reads its environment once (egress-config.ts),
  * takes runs from ACIS_EGRESS_RUNS_FILE, serves until SIGINT/SIGTERM; with ACIS_EGRESS_METRICS_PORT, also
- * serves its metrics there. A missing secret is logged: a
- * standalone proxy has no run to abort, the request itself is already refused.
+ * serves its metrics there. A missing secret is logged: a standalone proxy has no run to abort, the
+ * request itself is already refused.
  */
 import { pino } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
