@@ -6,6 +6,9 @@ import type { RateLimitConfig } from './core/rate-limit.js';
  * Runtime configuration, read once from the environment. Every variable is documented in the
  * README; names are a contract (ARCHITECTURE.md), so rename nothing here without changing both.
  */
+/** Keeps a window's reserved count (limit plus the nodes' chunks) well inside a PostgreSQL integer. */
+const MAX_RATE_LIMIT = 1_000_000_000;
+
 const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -42,9 +45,9 @@ const EnvSchema = z.object({
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   ACIS_RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   ACIS_RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
-  ACIS_RATE_LIMIT_TOKEN_EXCHANGE: z.coerce.number().int().min(1).default(6000),
-  ACIS_RATE_LIMIT_MESSAGE_SENDS: z.coerce.number().int().min(1).default(600),
-  ACIS_RATE_LIMIT_OTHER: z.coerce.number().int().min(1).default(30000),
+  ACIS_RATE_LIMIT_TOKEN_EXCHANGE: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(6000),
+  ACIS_RATE_LIMIT_MESSAGE_SENDS: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(600),
+  ACIS_RATE_LIMIT_OTHER: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(30000),
   ACIS_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -11,6 +11,7 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../api-server/config.js';
 import { openDatabase } from '../../api-server/core/db/database.js';
 import { createIdGenerator } from '../../api-server/core/ids.js';
 import type { Principal } from '../../api-server/core/principal.js';
@@ -234,6 +235,27 @@ describe('RateLimiter.take(principal, rateClass)', () => {
       }
     } finally {
       await database.close();
+    }
+  });
+});
+
+describe('loadConfig: rate limits', () => {
+  it('limits by default, generously, and refuses settings it cannot honour', () => {
+    expect(loadConfig({}).rateLimits).toEqual({
+      enabled: true,
+      windowSeconds: 60,
+      limits: { 'token-exchange': 6000, 'message-send': 600, other: 30000 },
+    });
+    expect(loadConfig({ ACIS_RATE_LIMITS: 'off' }).rateLimits.enabled).toBe(false);
+    for (const [name, value] of [
+      ['ACIS_RATE_LIMITS', 'maybe'],
+      ['ACIS_RATE_LIMIT_WINDOW_SECONDS', '0'],
+      ['ACIS_RATE_LIMIT_OTHER', '0'],
+      ['ACIS_RATE_LIMIT_MESSAGE_SENDS', '1.5'],
+      ['ACIS_RATE_LIMIT_TOKEN_EXCHANGE', '2000000000'],
+    ] as const) {
+      expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: value }), name).toThrow(name);
     }
   });
 });
