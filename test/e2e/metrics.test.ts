@@ -1,8 +1,8 @@
 /**
  * `/metrics` of the API server (the in-process egress proxy's series included), read with a
  * Prometheus text parser around a known sequence of requests: plain API calls, one agent turn that
- * calls out through the egress proxy with a vaulted secret, a capacity rejection and a held run, an
- * approval, two repository syncs and a rate-limit refusal. Every series is checked by its change
+ * calls out through the egress proxy with a vaulted secret, a run parked on an approval while a
+ * capacity rejection and a held run happen, two repository syncs and a rate-limit refusal. Every series is checked by its change
  * across the sequence. No id, external id, token or secret may appear anywhere in what is served.
  */
 import { randomBytes } from 'node:crypto';
@@ -222,15 +222,22 @@ describe('GET /metrics', () => {
     expect(delta('acis_http_requests_total', { method: 'POST', route: '/conversations/:conversation_id/messages', status: '201' })).toBe(1);
   });
 
-  it('shows runners by state, the queue and the pool; counts a capacity rejection and a held run', async () => {
-    const [busy, rejected, held] = await Promise.all([newConversation(), newConversation(), newConversation()]);
+  it('shows runners by state, the queue and the pool; counts an approval, a capacity rejection and a held run', async () => {
+    const [parked, rejected, held] = await Promise.all([newConversation(), newConversation(), newConversation()]);
+    const input = { reason: 'metrics', requested_items: [] };
     const delta = await across(async () => {
-      const busyRun = follow(await openStream(busy, { content: '[[slow: 1500]] [[reply: one two three four five six seven eight]]' }), (line) => line.type === 'system');
-      await busyRun.seen;
-      const duringTurn = await scrape();
-      expect(samplesOf(duringTurn, 'acis_runners', { state: 'busy' }).map((s) => s.value)).toEqual([1]);
-      expect(sumOf(duringTurn, 'acis_runner_capacity')).toBe(1);
-      expect(sumOf(duringTurn, 'acis_runner_pool_size')).toBe(0);
+      // A run parked on an approval keeps the node's only runner until the approval is decided.
+      const parkedRun = follow(
+        await openStream(parked, { content: `[[tool:${APPROVAL_TOOL} ${JSON.stringify(input)}]] [[reply: approved and done]]` }),
+        (line) => line.object === 'platform.event' && line.type === 'approval',
+      );
+      const { approval } = await parkedRun.seen;
+      canaries.add(approval.id);
+      const whileParked = await scrape();
+      expect(samplesOf(whileParked, 'acis_runners', { state: 'busy' }).map((s) => s.value)).toEqual([1]);
+      expect(sumOf(whileParked, 'acis_runner_capacity')).toBe(1);
+      expect(sumOf(whileParked, 'acis_runner_pool_size')).toBe(0);
+      expect(sumOf(whileParked, 'acis_runs_queued')).toBe(0);
 
       const refused = await t.request('POST', `/conversations/${rejected}/messages`, { token: key, body: { content: 'hi', on_capacity: 'reject' } });
       expect(refused.status).toBe(429);
@@ -239,36 +246,23 @@ describe('GET /metrics', () => {
       const heldRun = follow(await openStream(held, { content: '[[reply: served after waiting]]', on_capacity: 'hold' }), (line) => line.type === 'queued');
       await heldRun.seen;
       expect(sumOf(await scrape(), 'acis_runs_queued')).toBe(1);
-      expect((await busyRun.done).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
-      expect((await heldRun.done).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
-    }, runsEnded(2));
-    expect(delta('acis_capacity_rejections_total', { on_capacity: 'reject' })).toBe(1);
-    expect(delta('acis_run_hold_seconds_count', { outcome: 'served' })).toBe(1);
-    expect(delta('acis_run_hold_seconds_sum', { outcome: 'served' })).toBeGreaterThan(0);
-    expect(delta('acis_runs_total', { status: 'completed' })).toBe(2);
-    expect(sumOf(await scrape(), 'acis_runs_queued')).toBe(0);
-  });
 
-  it('counts an approval raised and approved', async () => {
-    const conversationId = await newConversation();
-    const input = { reason: 'metrics', requested_items: [] };
-    const delta = await across(async () => {
-      const run = follow(
-        await openStream(conversationId, { content: `[[tool:${APPROVAL_TOOL} ${JSON.stringify(input)}]] [[reply: approved and done]]` }),
-        (line) => line.object === 'platform.event' && line.type === 'approval',
-      );
-      const { approval } = await run.seen;
-      canaries.add(approval.id);
       const resolved = await t.request('POST', `/approvals/${approval.id}/approve`, {
         token: key,
         body: { signature: hmacAssertion(approval.id, 'approve', approver) },
       });
       expect(resolved.status, resolved.text).toBe(200);
-      expect((await run.done).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
-    }, runsEnded(1));
+      expect((await parkedRun.done).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+      expect((await heldRun.done).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    }, runsEnded(2));
     expect(delta('acis_approvals_requested_total')).toBe(1);
     expect(delta('acis_approvals_resolved_total', { outcome: 'approved' })).toBe(1);
     expect(delta('acis_approvals_resolved_total', { outcome: 'denied' })).toBe(0);
+    expect(delta('acis_capacity_rejections_total', { on_capacity: 'reject' })).toBe(1);
+    expect(delta('acis_run_hold_seconds_count', { outcome: 'served' })).toBe(1);
+    expect(delta('acis_run_hold_seconds_sum', { outcome: 'served' })).toBeGreaterThan(0);
+    expect(delta('acis_runs_total', { status: 'completed' })).toBe(2);
+    expect(sumOf(await scrape(), 'acis_runs_queued')).toBe(0);
   });
 
   it('counts repository syncs by outcome, with their duration', async () => {
