@@ -149,8 +149,11 @@ export class RunManager {
         await stream.flush();
         this.live.delete(request.assistantMessageId);
         // An approval the run was parked on when it ended otherwise can no longer be granted.
-        await expireApprovalsOfMessage(this.deps.db, request.assistantMessageId, this.deps.now()).catch((err: unknown) =>
-          this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
+        await expireApprovalsOfMessage(this.deps.db, request.assistantMessageId, this.deps.now()).then(
+          (expired) => {
+            if (expired > 0) this.deps.metrics.approvalResolved('expired', expired);
+          },
+          (err: unknown) => this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
         );
       });
     this.running.add(done);

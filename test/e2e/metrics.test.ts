@@ -265,6 +265,25 @@ describe('GET /metrics', () => {
     expect(sumOf(await scrape(), 'acis_runs_queued')).toBe(0);
   });
 
+  it('counts an approval that expired, and the run it failed by its problem', async () => {
+    const conversationId = await newConversation();
+    const input = { reason: 'metrics expiry', requested_items: [], expires_in_seconds: 5 };
+    const delta = await across(async () => {
+      const run = follow(
+        await openStream(conversationId, { content: `[[tool:${APPROVAL_TOOL} ${JSON.stringify(input)}]] [[reply: never]]` }),
+        (line) => line.object === 'platform.event' && line.type === 'approval',
+      );
+      canaries.add((await run.seen).approval.id);
+      // Past its deadline on the server's clock: the next expiry sweep ends it.
+      t.clock.advance(10_000);
+      expect((await run.done).at(-1)?.problem?.type).toMatch(/\/problems\/approval-expired$/);
+    }, runsEnded(1));
+    expect(delta('acis_approvals_requested_total')).toBe(1);
+    expect(delta('acis_approvals_resolved_total', { outcome: 'expired' })).toBe(1);
+    expect(delta('acis_runs_total', { status: 'failed', problem: 'approval-expired' })).toBe(1);
+    expect(delta('acis_turn_duration_seconds_count', { status: 'aborted' })).toBe(1);
+  });
+
   it('counts repository syncs by outcome, with their duration', async () => {
     const repository = await createGitRepository(repoRoot, unique('skills'), {
       'skills/pdf/SKILL.md': manifest({ name: 'pdf', description: 'Reads PDF files.' }),
