@@ -17,6 +17,7 @@ import { createIdGenerator } from '../../api-server/core/ids.js';
 import type { Principal } from '../../api-server/core/principal.js';
 import { type RateLimitConfig, RateLimiter } from '../../api-server/core/rate-limit.js';
 import { cleanEnv, killLeftovers, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
+import { parsePrometheusText, sumOf } from '../helpers/prometheus-text.js';
 import { type ProvisionedUser, provisionUser, userToken } from '../helpers/provision.js';
 import {
   type ApiResponse,
@@ -160,6 +161,22 @@ describe('rate limits across API servers', () => {
     // ... while one without is not: it counts against the rest (the user's 3rd of 6), as do reads.
     expect((await call('A', 'POST', '/conversations', { token, body: { user_id: user.userId } })).status).toBe(201);
     expect(await alternate(4, conversations)).toEqual([200, 200, 200, 429]);
+  });
+});
+
+describe('GET /metrics without ACIS_METRICS_TOKEN', () => {
+  it('is open, and each node counts the refusals it answered, by class', async () => {
+    const refusals = { other: 0, 'token-exchange': 0, 'message-send': 0 };
+    for (const url of [nodeA.url, nodeB.url]) {
+      const res = await fetch(`${url}/metrics`);
+      expect(res.status).toBe(200);
+      const metrics = parsePrometheusText(await res.text());
+      for (const rateClass of Object.keys(refusals) as (keyof typeof refusals)[]) {
+        refusals[rateClass] += sumOf(metrics, 'acis_rate_limited_total', { class: rateClass });
+      }
+    }
+    // Every 429 the tests above met, wherever it was answered.
+    expect(refusals).toEqual({ other: 5, 'token-exchange': 1, 'message-send': 3 });
   });
 });
 
