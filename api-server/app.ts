@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { authenticate } from './auth/authenticate.js';
@@ -6,7 +7,7 @@ import { jsonBody } from './core/http/json-body.js';
 import { requestContext, requireWellFormedUrl } from './core/http/middleware.js';
 import { buildOpenApi } from './core/http/openapi.js';
 import { mountRoutes } from './core/http/route.js';
-import { ProblemError } from './core/problems.js';
+import { ProblemError, problems } from './core/problems.js';
 import { allRoutes } from './routes.js';
 import { shuttingDownProblem } from './runs/run-manager.js';
 
@@ -28,6 +29,11 @@ export function createApp(deps: AppDeps): Koa {
     if (unavailable) throw new ProblemError('sandbox-unavailable', 503, { detail: unavailable });
     await deps.db.selectNoFrom((eb) => eb.val(1).as('one')).execute();
     ctx.body = { status: 'ready' };
+  });
+  router.get('/metrics', async (ctx) => {
+    requireMetricsToken(ctx, deps.config.metricsToken);
+    ctx.type = deps.metrics.registry.contentType;
+    ctx.body = await deps.metrics.registry.metrics();
   });
   let openApi: unknown;
   router.get('/openapi.json', (ctx) => {
@@ -61,4 +67,14 @@ function closeWhileShuttingDown(deps: AppDeps): Koa.Middleware {
     if (!deps.runtime.runs.accepting) ctx.set('Connection', 'close');
     await next();
   };
+}
+
+/** With ACIS_METRICS_TOKEN set, `/metrics` wants it as a bearer token; without, it is open. */
+function requireMetricsToken(ctx: Koa.Context, token: string | undefined): void {
+  if (token === undefined) return;
+  const given = Buffer.from(/^Bearer (.+)$/i.exec(ctx.get('Authorization'))?.[1] ?? '');
+  const expected = Buffer.from(token);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    throw problems.unauthorized('GET /metrics needs the metrics token (ACIS_METRICS_TOKEN) as a bearer token.');
+  }
 }

@@ -1,10 +1,14 @@
 import path from 'node:path';
 import { z } from 'zod';
+import type { RateLimitConfig } from './core/rate-limit.js';
 
 /**
  * Runtime configuration, read once from the environment. Every variable is documented in the
  * README; names are a contract (ARCHITECTURE.md), so rename nothing here without changing both.
  */
+/** Keeps a window's reserved count (limit plus the nodes' chunks) well inside a PostgreSQL integer. */
+const MAX_RATE_LIMIT = 1_000_000_000;
+
 const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -42,6 +46,12 @@ const EnvSchema = z.object({
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
+  ACIS_RATE_LIMITS: z.enum(['on', 'off']).default('on'),
+  ACIS_RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
+  ACIS_RATE_LIMIT_TOKEN_EXCHANGE: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(6000),
+  ACIS_RATE_LIMIT_MESSAGE_SENDS: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(600),
+  ACIS_RATE_LIMIT_OTHER: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(30000),
+  ACIS_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -90,6 +100,10 @@ export interface Config {
   egressAllow: string | undefined;
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
   egressExtraCaPath: string | undefined;
+  /** Requests per principal and class per window, shared by every API node through the database. */
+  rateLimits: RateLimitConfig;
+  /** Bearer token `/metrics` requires; absent: `/metrics` is open. */
+  metricsToken: string | undefined;
   logLevel: string;
 }
 
@@ -134,6 +148,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
+    rateLimits: {
+      enabled: e.ACIS_RATE_LIMITS === 'on',
+      windowSeconds: e.ACIS_RATE_LIMIT_WINDOW_SECONDS,
+      limits: {
+        'token-exchange': e.ACIS_RATE_LIMIT_TOKEN_EXCHANGE,
+        'message-send': e.ACIS_RATE_LIMIT_MESSAGE_SENDS,
+        other: e.ACIS_RATE_LIMIT_OTHER,
+      },
+    },
+    metricsToken: e.ACIS_METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
   };
 }

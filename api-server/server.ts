@@ -2,6 +2,7 @@ import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { createEgressMetrics } from '../egress-proxy/egress-metrics.js';
 import { createEgressProxy, type EgressProxy } from '../egress-proxy/egress-proxy.js';
 import { createApp } from './app.js';
 import { ApprovalGate } from './approvals/approval-gate.js';
@@ -12,7 +13,9 @@ import type { AppDeps } from './core/deps.js';
 import { answerClientErrors } from './core/http/client-error.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
+import { Metrics } from './core/metrics.js';
 import { ProblemError } from './core/problems.js';
+import { RateLimiter } from './core/rate-limit.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
@@ -85,6 +88,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const now = options.now ?? (() => new Date());
     const newId = createIdGenerator();
     const nodeId = await resolveNodeId(config.dataDir);
+    const metrics = new Metrics();
     const provider = new LocalSandboxProvider(
       config,
       logger,
@@ -98,8 +102,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       // Hold expiry follows the same clock as the timestamps the API shows.
       () => now().getTime(),
     );
+    metrics.watchRunners({
+      runnerStates: () => provider.views().map((view) => view.state),
+      queuedRuns: () => provider.queuedRuns(),
+      poolSize: config.poolSize,
+      capacity: config.maxSandboxes,
+    });
     const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
-    approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl });
+    approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });
     await approvals.start();
     const repositorySync = new RepositorySyncWorker({
       db: database.db,
@@ -112,6 +122,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       allowFileRepos: config.allowFileRepos,
       timeoutMs: config.syncTimeoutSeconds * 1000,
       githubApiUrl: config.githubApiUrl,
+      metrics,
     });
     const runs = new RunManager({
       db: database.db,
@@ -125,6 +136,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       vault,
       approvals,
       approvalTtlSeconds: config.approvalTtlSeconds,
+      metrics,
     });
     const deps: AppDeps = {
       db: database.db,
@@ -134,6 +146,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       newId,
       now,
       validateResponses: options.validateResponses ?? false,
+      rateLimiter: new RateLimiter({
+        db: database.db,
+        logger,
+        config: config.rateLimits,
+        onRefused: (rateClass) => metrics.rateLimitRefused(rateClass),
+      }),
+      metrics,
       runtime: { nodeId, provider, runs, approvals },
       repositorySync,
     };
@@ -236,6 +255,8 @@ function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: R
     allow: deps.config.egressAllow,
     extraCaPath: deps.config.egressExtraCaPath,
     logger: logger.child({ component: 'egress' }),
+    // In-process, the proxy's metrics are served on the API server's /metrics.
+    metrics: createEgressMetrics(deps.metrics.registry),
     resolveRun: async ({ runId: runnerId, token }) => {
       const runId = provider.egressRun(runnerId, token);
       return runId ? secretsForRun(deps, runId) : undefined;

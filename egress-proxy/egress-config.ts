@@ -12,6 +12,8 @@ const EnvSchema = z.object({
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   ACIS_EGRESS_RUNS_FILE: z.string().min(1, 'must name the JSON file of runs'),
+  ACIS_EGRESS_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  ACIS_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -23,6 +25,10 @@ export interface EgressConfig {
   allow: string | undefined;
   extraCaPath: string | undefined;
   runsFile: string;
+  /** Where `/metrics` is served (on `host`); absent: not served. */
+  metricsPort: number | undefined;
+  /** Bearer token `/metrics` requires; absent: open. */
+  metricsToken: string | undefined;
   logLevel: string;
 }
 
@@ -41,6 +47,8 @@ export function loadEgressConfig(env: NodeJS.ProcessEnv = process.env): EgressCo
     allow: e.ACIS_EGRESS_ALLOW,
     extraCaPath: e.ACIS_EGRESS_EXTRA_CA ? path.resolve(e.ACIS_EGRESS_EXTRA_CA) : undefined,
     runsFile: path.resolve(e.ACIS_EGRESS_RUNS_FILE),
+    metricsPort: e.ACIS_EGRESS_METRICS_PORT,
+    metricsToken: e.ACIS_METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -41,6 +41,7 @@ import type { Duplex, Readable, Transform } from 'node:stream';
 import { TLSSocket, createSecureContext, rootCertificates } from 'node:tls';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { loadOrCreateDeploymentCa } from './deployment-ca.js';
+import { type EgressMetrics, type EgressOutcome, noEgressMetrics } from './egress-metrics.js';
 import {
   canonicalHost,
   parseAllowList,
@@ -96,6 +97,8 @@ export interface EgressProxyOptions {
   logger?: EgressLogger;
   /** Status answered for an unresolvable placeholder; default 422 (the spec's missing-secret). */
   missingSecretStatus?: number;
+  /** Where requests, denials and substitutions are counted (egress-metrics.ts); default: nowhere. */
+  metrics?: EgressMetrics;
 }
 
 export interface EgressProxy {
@@ -152,6 +155,20 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   const logger = options.logger ?? silentLogger;
   const allow = parseAllowList(options.allow);
   const missingStatus = options.missingSecretStatus ?? 422;
+  const metrics = options.metrics ?? noEgressMetrics;
+  /** Answers the proxy's own response (not an upstream one) and counts it. */
+  const refuse = (res: ServerResponse, status: number, outcome: EgressOutcome, message: string) => {
+    metrics.request(outcome);
+    respond(res, status, outcome, message);
+  };
+  const refuseAuth = (res: ServerResponse) => {
+    metrics.request('auth-required');
+    respondAuthRequired(res);
+  };
+  const refuseRaw = (socket: Duplex, outcome: EgressOutcome, status: number, reason: string, extraHeaders: string, message: string) => {
+    metrics.request(outcome);
+    endRaw(socket, status, reason, extraHeaders, message);
+  };
   const ca = await loadOrCreateDeploymentCa(options.caDir);
   const extraCa = options.extraCaPath ? await readFile(options.extraCaPath, 'utf8') : undefined;
 
@@ -197,9 +214,9 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     guard(req, res);
     void (async () => {
       const auth = await authenticate(req.headers['proxy-authorization']);
-      if (!auth) return respondAuthRequired(res);
+      if (!auth) return refuseAuth(res);
       const parsed = parseAbsoluteForm(req.url ?? '');
-      if (!parsed) return respond(res, 400, 'bad-request', 'the proxy takes absolute-form requests (http://host/path)');
+      if (!parsed) return refuse(res, 400, 'bad-request', 'the proxy takes absolute-form requests (http://host/path)');
       const routed = await route(parsed.scheme, parsed.destination);
       if (typeof routed === 'string') return refuseDestination(res, auth.credential, parsed.destination, routed);
       forward(req, res, auth.credential.runId, auth.secrets, routed, parsed.target);
@@ -213,14 +230,16 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     socket.on('error', () => socket.destroy());
     void (async () => {
       const auth = await authenticate(req.headers['proxy-authorization']);
-      if (!auth) return endRaw(socket, 407, 'Proxy Authentication Required', `Proxy-Authenticate: ${REALM}\r\n`, 'run credentials required');
+      if (!auth) {
+        return refuseRaw(socket, 'auth-required', 407, 'Proxy Authentication Required', `Proxy-Authenticate: ${REALM}\r\n`, 'run credentials required');
+      }
       const target = parseAuthority(req.url ?? '');
-      if (!target || target.port === undefined) return endRaw(socket, 400, 'Bad Request', '', 'CONNECT takes host:port');
+      if (!target || target.port === undefined) return refuseRaw(socket, 'bad-request', 400, 'Bad Request', '', 'CONNECT takes host:port');
       const destination = { host: target.host, port: target.port };
       const routed = await route('https', destination);
       if (typeof routed === 'string') {
         logRefusal(auth.credential, destination, routed);
-        return endRaw(socket, 403, 'Forbidden', 'X-Acis-Egress-Error: destination-refused\r\n', `egress refused: ${routed}`);
+        return refuseRaw(socket, 'destination-refused', 403, 'Forbidden', 'X-Acis-Egress-Error: destination-refused\r\n', `egress refused: ${routed}`);
       }
       const context = await ca.secureContextFor(destination.host);
       if (socket.destroyed) return;
@@ -262,7 +281,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     if (!tunnel) return void res.destroy();
     void (async () => {
       const secrets = await options.resolveRun(tunnel.credential);
-      if (!secrets) return respondAuthRequired(res);
+      if (!secrets) return refuseAuth(res);
       // The tunnel target is authoritative: an absolute-form target inside it keeps only its path.
       const target = parseAbsoluteForm(req.url ?? '')?.target ?? req.url ?? '/';
       forward(req, res, tunnel.credential.runId, secrets, tunnel.route, target);
@@ -276,15 +295,16 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     });
     // WebSocket and other upgrades would leave the request/response model that substitution relies on.
     s.on('upgrade', (_req: IncomingMessage, socket: Duplex) =>
-      endRaw(socket, 501, 'Not Implemented', '', 'protocol upgrades are not supported by the egress proxy'),
+      refuseRaw(socket, 'upgrade-refused', 501, 'Not Implemented', '', 'protocol upgrades are not supported by the egress proxy'),
     );
   }
 
   // ---- forwarding ---------------------------------------------------------------------------------------
 
-  function forward(req: IncomingMessage, res: ServerResponse, runId: string, secrets: RunSecrets, to: Route, rawTarget: string): void {
+  function forward(req: IncomingMessage, res: ServerResponse, runId: string, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
     const started = performance.now();
-    const masker = maskerFor(secrets);
+    const masker = maskerFor(runSecrets);
+    const secrets = countingLookups(runSecrets, metrics.substituted);
     let target: string;
     let headers: OutgoingHttpHeaders;
     try {
@@ -379,6 +399,12 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       const status = up.statusCode ?? 502;
       const bodyful = req.method !== 'HEAD' && status !== 204 && status !== 304;
       const outHeaders = responseHeaders(up, masker);
+      const decoders = masker && bodyful ? decodersFor(up.headers['content-encoding']) : [];
+      if (!decoders) {
+        up.destroy();
+        return refuse(res, 502, 'undecodable-response', 'the upstream answered in a content-encoding the proxy cannot inspect');
+      }
+      metrics.request('forwarded');
       const log = () =>
         logger.debug(
           { run_id: runId, method: req.method, destination: authority(to.destination), status, ms: Math.round(performance.now() - started) },
@@ -389,11 +415,6 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
         relay([up], res, log);
         return;
       }
-      const decoders = decodersFor(up.headers['content-encoding']);
-      if (!decoders) {
-        up.destroy();
-        return respond(res, 502, 'undecodable-response', 'the upstream answered in a content-encoding the proxy cannot inspect');
-      }
       // The masked body's length is unknown until it is sent: chunked to the client.
       delete outHeaders['content-length'];
       if (decoders.length > 0) delete outHeaders['content-encoding'];
@@ -402,6 +423,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     });
     upstream.on('error', (err: NodeJS.ErrnoException) => {
       if (res.headersSent || res.destroyed) return void res.destroy();
+      metrics.request('upstream-error');
       const untrusted = typeof err.code === 'string' && /CERT|SIGNATURE|ISSUER|ALTNAME|SELF_SIGNED/.test(err.code);
       logger.warn({ run_id: runId, destination: authority(to.destination), code: err.code }, 'upstream request failed');
       respond(
@@ -439,15 +461,15 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       } catch (hookErr) {
         logger.error({ err: hookErr, run_id: runId }, 'onMissing hook failed');
       }
-      return respond(res, missingStatus, 'missing-secret', `missing secret: {{secret:${err.alias}}} is not vaulted for this run`);
+      return refuse(res, missingStatus, 'missing-secret', `missing secret: {{secret:${err.alias}}} is not vaulted for this run`);
     }
-    if (err instanceof SecretPlacementError) return respond(res, 400, 'secret-placement', err.message);
+    if (err instanceof SecretPlacementError) return refuse(res, 400, 'secret-placement', err.message);
     failInternally(res, err);
   }
 
   function refuseDestination(res: ServerResponse, credential: RunCredential, destination: Destination, reason: string): void {
     logRefusal(credential, destination, reason);
-    respond(res, 403, 'destination-refused', `egress refused: ${reason}`);
+    refuse(res, 403, 'destination-refused', `egress refused: ${reason}`);
   }
 
   function logRefusal(credential: RunCredential, destination: Destination, reason: string): void {
@@ -456,7 +478,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
 
   function failInternally(res: ServerResponse, err: unknown): void {
     logger.error({ err }, 'egress request failed');
-    respond(res, 500, 'internal', 'egress proxy error');
+    refuse(res, 500, 'internal', 'egress proxy error');
   }
 
   function guard(req: IncomingMessage, res: ServerResponse): void {
@@ -506,6 +528,26 @@ export function parseProxyAuthorization(header: string | undefined): RunCredenti
 }
 
 /** Splits `http(s)://[userinfo@]authority[/path?query]` keeping the target exactly as the client spelled it. */
+/**
+ * `secrets` as the substitution functions see them: every value they look up is one substitution.
+ * (They read values only through `get`; masking keeps using the run's own map.)
+ */
+function countingLookups(secrets: RunSecrets, onHit: () => void): RunSecrets {
+  return new Proxy(secrets, {
+    get(target, property) {
+      if (property === 'get') {
+        return (alias: string) => {
+          const value = target.get(alias);
+          if (value !== undefined) onHit();
+          return value;
+        };
+      }
+      const member: unknown = Reflect.get(target, property, target);
+      return typeof member === 'function' ? member.bind(target) : member;
+    },
+  });
+}
+
 function parseAbsoluteForm(url: string): { scheme: Route['scheme']; destination: Destination; target: string } | undefined {
   const match = /^(https?):\/\/(?:[^@/?#]*@)?([^/?#]*)([^#]*)/i.exec(url);
   if (!match) return undefined;

@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { sql } from 'kysely';
 import type { Db } from '../core/db/database.js';
+import type { Metrics } from '../core/metrics.js';
 import { type ApprovalRow, expireDueApprovals, findApproval } from './approvals.repository.js';
 
 /** The Postgres channel on which any node announces that an approval left `pending`. */
@@ -19,6 +20,7 @@ export interface ApprovalGateDeps {
   now: () => Date;
   /** PostgreSQL connection string for the LISTEN connection; undefined on the embedded database (one node). */
   databaseUrl: string | undefined;
+  metrics: Metrics;
 }
 
 /**
@@ -79,6 +81,7 @@ export class ApprovalGate {
   /** Expires every pending approval past its deadline (whichever node hosts its run) and announces each. */
   async expireDue(): Promise<number> {
     const expired = await expireDueApprovals(this.deps.db, this.deps.now());
+    if (expired.length > 0) this.deps.metrics.approvalResolved('expired', expired.length);
     for (const row of expired) await this.announce(row.id);
     return expired.length;
   }

@@ -63,15 +63,17 @@ export function expireDueApprovals(db: Db, now: Date): Promise<ApprovalRow[]> {
 
 /**
  * The run (assistant message) parked on its pending approvals has ended without them (aborted,
- * crashed, or its node died): nothing is left to resume, so they can no longer be granted.
+ * crashed, or its node died): nothing is left to resume, so they can no longer be granted. Answers
+ * how many were pending.
  */
-export async function expireApprovalsOfMessage(db: Db, messageId: string, now: Date): Promise<void> {
-  await db
+export async function expireApprovalsOfMessage(db: Db, messageId: string, now: Date): Promise<number> {
+  const result = await db
     .updateTable('approvals')
     .set({ status: 'expired', updated_at: now })
     .where('message_id', '=', messageId)
     .where('status', '=', 'pending')
-    .execute();
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
 }
 
 export function findApproverKey(db: Db, keyId: string) {

@@ -114,6 +114,7 @@ export async function resolveApproval(
     return row;
   });
   if (!resolved) throw notPending((await findApproval(deps.db, approval.id)) ?? approval);
+  deps.metrics.approvalResolved(decision === 'approve' ? 'approved' : 'denied');
   await deps.runtime.approvals.announce(resolved.id);
   return presentApproval(resolved);
 }

@@ -10,6 +10,7 @@ export const authRoutes = [
     summary: 'Exchange a (tenant, user) external-id pair for a short-lived platform JWT',
     tag: 'Auth',
     auth: 'service',
+    rateClass: 'token-exchange',
     body: TokenExchangeBody,
     responses: {
       200: { description: 'The platform token', schema: Token },

@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type { AppDeps } from '../core/deps.js';
 import { defineRoute, NDJSON, type RouteResult } from '../core/http/route.js';
+import type { RateClass } from '../core/rate-limit.js';
 import { StreamLine } from '../messages/message-body.schemas.js';
 import type { SendBody } from '../messages/messages.service.js';
 import { sendAndRespond } from '../messages/send.js';
@@ -66,6 +67,12 @@ const common = {
 };
 const notFound = { 404: { description: 'No such conversation' } };
 
+/** Creating or continuing a conversation with an initial message is a message send. */
+function sendsInitialMessage(rawBody: unknown): RateClass {
+  const initial = typeof rawBody === 'object' && rawBody !== null ? (rawBody as { initial_message?: unknown }).initial_message : undefined;
+  return initial === undefined || initial === null ? 'other' : 'message-send';
+}
+
 export const conversationRoutes = [
   defineRoute({
     method: 'post',
@@ -74,6 +81,7 @@ export const conversationRoutes = [
     summary: 'Create a conversation and snapshot its context',
     tag,
     auth: 'service-or-user',
+    rateClass: sendsInitialMessage,
     body: CreateConversationBody,
     idempotent: true,
     responses: {
@@ -114,6 +122,7 @@ export const conversationRoutes = [
     summary: 'Continue or create a conversation keyed on the host’s conversation id',
     tag,
     auth: 'service-or-user',
+    rateClass: sendsInitialMessage,
     params: ConversationExternalIdParams,
     body: UpsertConversationBody,
     responses: {

@@ -7,6 +7,8 @@ import type { LocalSandboxProvider } from '../sandboxes/local-provider.js';
 import type { Vault } from './crypto.js';
 import type { Db } from './db/database.js';
 import type { IdGenerator } from './ids.js';
+import type { Metrics } from './metrics.js';
+import type { RateLimiter } from './rate-limit.js';
 
 /** Everything a route or service needs from the outside world; tests build their own. */
 export interface AppDeps {
@@ -18,6 +20,10 @@ export interface AppDeps {
   now: () => Date;
   /** Check every response body against its declared schema (on in tests, off in production). */
   validateResponses: boolean;
+  /** Per-principal request budgets, shared by the API nodes. */
+  rateLimiter: RateLimiter;
+  /** This process's Prometheus registry and the functions features record through. */
+  metrics: Metrics;
   /** Agent runs on this node. */
   runtime: Runtime;
   /** Repository syncs (git fetch, catalog) and the synced content runs use. */

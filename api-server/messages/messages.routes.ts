@@ -33,6 +33,7 @@ export const messageRoutes = [
     summary: 'Append a user message and run the agent; streams NDJSON (stream=true) or blocks (stream=false)',
     tag,
     auth: 'service-or-user',
+    rateClass: 'message-send',
     params: ConversationIdParams,
     query: SendMessageQuery,
     body: SendMessageBody,

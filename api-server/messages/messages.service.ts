@@ -86,6 +86,7 @@ export async function startMessageRun(
       lease = await deps.runtime.provider.acquire(sandboxFor(conversation), { wait: false });
     } catch (error) {
       if (!(error instanceof CapacityExhausted)) throw error;
+      deps.metrics.capacityRejected('reject');
       throw new ProblemError('capacity-exhausted', 429, {
         detail: 'No sandbox is available; retry later or send with on_capacity=hold.',
         headers: { 'Retry-After': String(error.retryAfterSeconds) },

@@ -21,6 +21,7 @@ import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
 import type { SyncWarning } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
+import { type Metrics, secondsSince } from '../core/metrics.js';
 import { findCredentialCiphertext } from '../credentials/credentials.repository.js';
 import { credentialSecretContext } from '../credentials/credentials.service.js';
 import { NODE_STALE_MS } from '../runs/nodes.js';
@@ -64,6 +65,7 @@ export interface SyncWorkerDeps {
   timeoutMs: number;
   /** GitHub's REST base, for App installation tokens. */
   githubApiUrl: string;
+  metrics: Metrics;
 }
 
 export class RepositorySyncWorker {
@@ -147,6 +149,7 @@ export class RepositorySyncWorker {
     if (!repository) return;
     const log = logger.child({ repository_id: repositoryId });
     log.info({ branch: repository.branch }, 'repository sync started');
+    const startedMs = performance.now();
     let fetched: { commit: string; dir: string };
     let catalog: Catalog;
     let files: SkillFile[];
@@ -171,16 +174,19 @@ export class RepositorySyncWorker {
       if (!(error instanceof GitError || error instanceof SkillContentTooLarge)) log.error({ err: error }, 'repository sync failed');
       await this.deps.checkouts.discardCheckouts(repositoryId);
       const ended = await endSync(db, repositoryId, claim, { sync_state: 'error', sync_error: reason });
+      this.deps.metrics.syncEnded('error', secondsSince(startedMs));
       log.warn({ reason, current: ended }, 'repository sync failed');
       return;
     }
     const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog, files, repository.sync_commit);
     if (!applied) {
+      this.deps.metrics.syncEnded('superseded', secondsSince(startedMs));
       log.info({ commit: fetched.commit }, 'repository sync outdated by a newer change; its result was dropped');
       // Deleted while we fetched: its clone must not outlive it.
       if (!(await findRepositoryById(db, repositoryId))) await this.deps.checkouts.remove(repositoryId);
       return;
     }
+    this.deps.metrics.syncEnded('ready', secondsSince(startedMs));
     log.info(
       { commit: fetched.commit, skills: catalog.skills.length, files: files.length, warnings: applied.warnings.length, collected: applied.collected },
       'repository sync ready',

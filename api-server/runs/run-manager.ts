@@ -8,6 +8,7 @@ import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
 import type { TenantSettings } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
+import { type Metrics, secondsSince } from '../core/metrics.js';
 import { ProblemError, problemBody, problems } from '../core/problems.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import {
@@ -42,6 +43,7 @@ export interface RunManagerDeps {
   approvals: ApprovalGate;
   /** Default and cap of an approval's life (ACIS_APPROVAL_TTL_SECONDS). */
   approvalTtlSeconds: number;
+  metrics: Metrics;
 }
 
 export interface RunRequest {
@@ -152,12 +154,13 @@ export class RunManager {
 
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> } {
+    const startedMs = performance.now();
     const stream = new RunStream(request.assistantMessageId, this.deps.db, this.deps.logger, this.deps.now);
     const secrets = new Map(request.secrets);
     const masker = new GrowingMasker(secrets);
     this.live.set(request.assistantMessageId, { stream, secrets, masker });
     for (const line of request.leadingLines) stream.append(line);
-    const done = this.execute(request, stream, masker)
+    const done = this.execute(request, stream, masker, startedMs)
       .catch(async (error: unknown) => {
         // Nothing awaits a streamed run, so a failure here must still end the stream rather than
         // escape as an unhandled rejection (e.g. the conversation was deleted mid-run).
@@ -167,12 +170,19 @@ export class RunManager {
         stream.append(this.errorLine(request, problem));
         return { status: 'failed' as const, problem };
       })
+      .then((outcome) => {
+        this.deps.metrics.runEnded(outcome.status, outcome.problem?.kind, secondsSince(startedMs));
+        return outcome;
+      })
       .finally(async () => {
         await stream.flush();
         this.live.delete(request.assistantMessageId);
         // An approval the run was parked on when it ended otherwise can no longer be granted.
-        await expireApprovalsOfMessage(this.deps.db, request.assistantMessageId, this.deps.now()).catch((err: unknown) =>
-          this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
+        await expireApprovalsOfMessage(this.deps.db, request.assistantMessageId, this.deps.now()).then(
+          (expired) => {
+            if (expired > 0) this.deps.metrics.approvalResolved('expired', expired);
+          },
+          (err: unknown) => this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
         );
       });
     this.running.add(done);
@@ -180,19 +190,28 @@ export class RunManager {
     return { stream, done };
   }
 
-  private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker): Promise<RunOutcome> {
+  private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
     const { conversation } = request;
     if (request.refusal) return this.abort(request, stream, request.refusal);
     let lease = request.lease;
+    let queuedMs: number | undefined;
     try {
       if (!lease) {
         lease = await this.deps.provider.acquire(sandboxFor(conversation), {
           wait: request.onCapacity === 'hold',
           signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
-          onQueued: (position, retryHint) => stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint })),
+          onQueued: (position, retryHint) => {
+            queuedMs ??= performance.now();
+            stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint }));
+          },
         });
+        if (queuedMs !== undefined) this.deps.metrics.holdEnded('served', secondsSince(queuedMs));
       }
     } catch (error) {
+      if (error instanceof CapacityExhausted) {
+        this.deps.metrics.capacityRejected(request.onCapacity);
+        if (queuedMs !== undefined) this.deps.metrics.holdEnded('timed-out', secondsSince(queuedMs));
+      }
       const problem =
         error instanceof CapacityExhausted
           ? new ProblemError('capacity-exhausted', 429, {
@@ -207,7 +226,7 @@ export class RunManager {
       }
       return this.abort(request, stream, problem);
     }
-    return this.runTurn(request, stream, await this.withSkills(request, lease), masker);
+    return this.runTurn(request, stream, await this.withSkills(request, lease), masker, startedMs);
   }
 
   /**
@@ -236,12 +255,12 @@ export class RunManager {
     }
   }
 
-  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease, masker: GrowingMasker): Promise<RunOutcome> {
+  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
     let released: Promise<unknown> | undefined;
     try {
       // The turn's transcript store: it masks the run's secrets (also those an approval adds later).
       lease.runner.bindSessionStore(maskedSessionStore(databaseSessionStore(this.deps.db, request.conversation.id), masker));
-      return await this.turnOn(request, stream, lease, masker, (options) => (released = this.deps.provider.release(lease, options)));
+      return await this.turnOn(request, stream, lease, masker, startedMs, (options) => (released = this.deps.provider.release(lease, options)));
     } finally {
       // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
       // state is unknown then, so it is not held either.
@@ -255,9 +274,12 @@ export class RunManager {
     stream: RunStream,
     lease: Lease,
     masker: GrowingMasker,
+    runStartedMs: number,
     release: (options: ReleaseOptions) => Promise<unknown>,
   ): Promise<RunOutcome> {
     const { conversation } = request;
+    const turnStartedMs = performance.now();
+    let agentSpoke = false;
     const reply = new ReplyBuilder();
     let terminal: StreamLine | undefined;
     let sessionId: string | undefined;
@@ -301,6 +323,10 @@ export class RunManager {
         onApprovalRequest: (input) => this.parkOnApproval(request, emit, input, turnOver.signal),
       },
       (raw) => {
+        if (!agentSpoke) {
+          agentSpoke = true;
+          this.deps.metrics.firstAgentLineAfter(secondsSince(runStartedMs));
+        }
         for (const event of agentMasker.push(raw)) {
           if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') {
             sessionId = event.session_id;
@@ -315,9 +341,11 @@ export class RunManager {
     );
     turnOver.abort();
     if (live) live.abort = undefined;
+    const turnSeconds = secondsSince(turnStartedMs);
     await fillerDone;
     if (aborted) {
       this.deps.logger.warn({ message_id: request.assistantMessageId, problem: aborted.kind }, 'agent run aborted');
+      this.deps.metrics.turnEnded('aborted', turnSeconds);
       await release({ broken: true });
       return this.abort(request, stream, aborted, reply);
     }
@@ -343,6 +371,7 @@ export class RunManager {
           hold: { idleTtlSeconds: mode.idle_ttl_seconds, maxConcurrentWarm: mode.settings.max_concurrent_warm },
         }),
     });
+    this.deps.metrics.turnEnded(outcome.kind === 'crashed' ? 'crashed' : built?.agentFailed === false ? 'completed' : 'failed', turnSeconds);
     if (!storing || !built || !terminal) {
       this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
       await released;
@@ -392,6 +421,7 @@ export class RunManager {
       created_at: now,
       updated_at: now,
     });
+    this.deps.metrics.approvalRequested();
     emit(platformLine('approval', { approval: presentApproval(raised) }));
     this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id }, 'run parked on an approval');
     const outcome = await this.deps.approvals.wait(raised.id, turnOver);

@@ -221,6 +221,11 @@ export class LocalSandboxProvider {
     return [...this.entries.values()].map((entry) => entry.view);
   }
 
+  /** Turns waiting for a runner (`on_capacity=hold`). */
+  queuedRuns(): number {
+    return this.waiters.length;
+  }
+
   async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
     if (!this.runtime.ok) throw new SandboxUnavailable(this.runtime.reason);
     // A hold whose TTL lapsed is not the conversation's any more, even if its timer has not fired yet.

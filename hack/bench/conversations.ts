@@ -107,6 +107,8 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
       ANTHROPIC_API_KEY: 'bench',
       ACIS_POOL_SIZE: String(poolSize),
       ACIS_SANDBOX_ISOLATION: isolation,
+      // Every stream sends with one service key: this bench measures turns, not the message limit.
+      ACIS_RATE_LIMIT_MESSAGE_SENDS: '1000000000',
     });
     ctx.defer(() => server.stop());
     const api = new Api(server.url, serviceKey);

@@ -138,6 +138,10 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
               LOG_LEVEL: 'warn',
               // No pre-started sandbox runners: they belong to the conversation plane, not this bench.
               ACIS_POOL_SIZE: '0',
+              // One service key drives thousands of requests a second: limits far above that keep the
+              // limiter on the measured path (its chunked reservations) without refusing anything.
+              ACIS_RATE_LIMIT_TOKEN_EXCHANGE: '1000000000',
+              ACIS_RATE_LIMIT_OTHER: '1000000000',
             })
           : await startServerProcess(`floor ${target}`, ['--import', 'tsx', path.join(ROOT, 'hack/bench/floors.ts'), target], {
               DATABASE_URL: databaseUrl,

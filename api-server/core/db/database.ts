@@ -17,6 +17,7 @@ import * as conversations from './migrations/0002-conversations.js';
 import * as secrets from './migrations/0003-secrets.js';
 import * as repositorySync from './migrations/0004-repository-sync.js';
 import * as approvals from './migrations/0005-approvals.js';
+import * as rateLimits from './migrations/0006-rate-limits.js';
 import * as skillContent from './migrations/0007-skill-content.js';
 import * as githubWebhooks from './migrations/0008-github-webhooks.js';
 import type { Database } from './schema.js';
@@ -30,6 +31,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0003-secrets': secrets,
   '0004-repository-sync': repositorySync,
   '0005-approvals': approvals,
+  '0006-rate-limits': rateLimits,
   '0007-skill-content': skillContent,
   '0008-github-webhooks': githubWebhooks,
 };

@@ -310,6 +310,13 @@ export interface SecretsTable {
   message_id: ColumnType<string | null, never, never>;
 }
 
+/** A rate-limit bucket (`class|principal`) and the requests reserved in its current window. */
+export interface RateLimitWindowsTable {
+  bucket: string;
+  window_started_at: Timestamp;
+  used: number;
+}
+
 export interface Database {
   integrations: IntegrationsTable;
   service_keys: ServiceKeysTable;
@@ -331,4 +338,5 @@ export interface Database {
   content_blobs: ContentBlobsTable;
   skill_files: SkillFilesTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  rate_limit_windows: RateLimitWindowsTable;
 }

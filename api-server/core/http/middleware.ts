@@ -26,6 +26,9 @@ export function requestContext(deps: AppDeps) {
       handleError(ctx, error, deps);
     } finally {
       const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      // The route template, never the path: a path carries ids.
+      const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+      deps.metrics.httpRequest(ctx.method, typeof route === 'string' ? route : 'unmatched', ctx.status, durationMs / 1000);
       // Only the path: query strings and bodies may carry user data and are never logged.
       deps.logger.info(
         { request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, duration_ms: durationMs },

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { canonicalJson } from '../canonical-json.js';
-import type { AnyRoute } from './route.js';
+import { type AnyRoute, documentedResponses } from './route.js';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -73,7 +73,7 @@ export function buildOpenApi(routes: AnyRoute[], info: { version: string; server
       });
     }
     const responses: Record<string, unknown> = {};
-    for (const [status, spec] of Object.entries(route.responses)) {
+    for (const [status, spec] of Object.entries(documentedResponses(route))) {
       const numeric = Number(status);
       if (numeric >= 400) {
         responses[status] = {

@@ -5,6 +5,7 @@ import type { AppDeps } from '../deps.js';
 import { withIdempotency } from '../idempotency.js';
 import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js';
 import { type ProblemError, problemBody, problems } from '../problems.js';
+import type { RateClass } from '../rate-limit.js';
 import { followRun } from '../../runs/follow.js';
 import { sendNdjson } from '../../runs/ndjson.js';
 import { fieldErrors, unsafeInput } from './validation.js';
@@ -73,6 +74,11 @@ export interface RouteDefinition<
   body?: B;
   /** Accepts `Idempotency-Key` (POSTs that create or trigger). */
   idempotent?: boolean;
+  /**
+   * The rate limit the route counts against; `other` when absent. A function reads the raw,
+   * not yet validated body, for routes that only sometimes start a run.
+   */
+  rateClass?: RateClass | ((rawBody: unknown) => RateClass);
   responses: Record<number, ResponseSpec>;
   handler: (request: RouteRequest<A, z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult>;
 }
@@ -89,12 +95,24 @@ export function defineRoute<
   return route as AnyRoute;
 }
 
+/**
+ * The responses the OpenAPI document shows: the declared ones, plus 429 `rate-limited` on every
+ * route a service key or user calls (the operator's admin routes are not limited).
+ */
+export function documentedResponses(route: AnyRoute): Record<number, ResponseSpec> {
+  if (route.auth === 'admin') return route.responses;
+  const limited = 'rate-limited, with Retry-After';
+  const declared = route.responses[429];
+  return { ...route.responses, 429: { description: declared ? `${declared.description}; or ${limited}` : limited } };
+}
+
 export type Authenticate = (ctx: Context, mode: AuthMode, deps: AppDeps) => Promise<Principal>;
 
 export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, authenticate: Authenticate): void {
   for (const route of routes) {
     router[route.method](route.operationId, route.path, async (ctx) => {
       const principal = await authenticate(ctx, route.auth, deps);
+      await deps.rateLimiter.enforce(principal, rateClassOf(route, ctx.request.body));
       // Path and query problems are malformed requests (400); body problems are semantic (422).
       // Input that cannot be kept as sent is refused before anything, idempotency records included.
       refuseUnsafeInput(ctx.params, 400);
@@ -131,6 +149,11 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
 function refuseUnsafeInput(input: unknown, status: 400 | 422): void {
   const errors = unsafeInput(input);
   if (errors.length > 0) throw status === 400 ? problems.badRequest(errors) : problems.invalid(errors);
+}
+
+function rateClassOf(route: AnyRoute, rawBody: unknown): RateClass {
+  if (typeof route.rateClass === 'function') return route.rateClass(rawBody);
+  return route.rateClass ?? 'other';
 }
 
 function parseInput(schema: z.ZodType, input: unknown, status: 400 | 422): unknown {
