@@ -11,6 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { apiGroup, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.js';
 import { badRequest, KubeStatusError, methodNotAllowed, notFound } from './errors.js';
 import type { DeleteOptions, KubeObjects, WriteOptions } from './objects.js';
+import { openApiGroupVersion, openApiRoot } from './openapi.js';
 import type { ResourceType } from './resources.js';
 import { jsonPatch, mergePatch } from './patch.js';
 import type { KubeObject } from './store.js';
@@ -196,6 +197,12 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
       return void response.end('ok');
     }
     if (path === '/api') return send(response, 200, apiVersions());
+    if (path === '/openapi/v3') return send(response, 200, openApiRoot(registry));
+    if (segments[0] === 'openapi' && segments[1] === 'v3') {
+      const [group, version] = segments[2] === 'api' ? ['', segments[3]] : [segments[3], segments[4]];
+      const document = group !== undefined && version ? openApiGroupVersion(registry, group, version) : undefined;
+      if (document) return send(response, 200, document);
+    }
     if (path === '/apis') return send(response, 200, apiGroupList(registry));
     if (segments[0] === 'api' && segments.length === 2) {
       const list = apiResourceList(registry, '', segments[1]!);
