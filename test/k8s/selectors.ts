@@ -37,15 +37,24 @@ function parseLabelTerm(term: string): Requirement {
   const setMatch = /^(\S+)\s+(in|notin)\s*\(([^)]*)\)$/.exec(term);
   if (setMatch) {
     const values = setMatch[3]!.split(',').map((value) => value.trim()).filter((value) => value !== '');
-    return { key: checkKey(setMatch[1]!), op: setMatch[2] as 'in' | 'notin', values };
+    return { key: checkKey(setMatch[1]!), op: setMatch[2] as 'in' | 'notin', values: values.map(checkValue) };
   }
   const equality = /^([^=!\s]+)\s*(==|=|!=)\s*(\S*)$/.exec(term);
   if (equality) {
     const op = equality[2] === '!=' ? 'notin' : 'in';
-    return { key: checkKey(equality[1]!), op, values: [equality[3]!] };
+    return { key: checkKey(equality[1]!), op, values: [checkValue(equality[3]!)] };
   }
   if (term.startsWith('!')) return { key: checkKey(term.slice(1).trim()), op: '!exists' };
   return { key: checkKey(term), op: 'exists' };
+}
+
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+function checkValue(value: string): string {
+  if (!LABEL_VALUE.test(value) || value.length > 63) {
+    throw badRequest(`unable to parse requirement: values[0]: Invalid value: "${value}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`);
+  }
+  return value;
 }
 
 function checkKey(key: string): string {
