@@ -12,6 +12,7 @@ import { apiGroup, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } 
 import { badRequest, KubeStatusError, methodNotAllowed, notFound } from './errors.js';
 import type { DeleteOptions, KubeObjects, WriteOptions } from './objects.js';
 import { openApiGroupVersion, openApiRoot } from './openapi.js';
+import { decodeDeleteOptions, decodeProtobuf } from './protobuf.js';
 import type { ResourceType } from './resources.js';
 import { jsonPatch, mergePatch } from './patch.js';
 import type { KubeObject } from './store.js';
@@ -108,10 +109,28 @@ function send(response: ServerResponse, code: number, body: unknown): void {
   response.end(text);
 }
 
-async function readBody(request: IncomingMessage): Promise<string> {
+async function readRaw(request: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of request) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
+}
+
+async function readBody(request: IncomingMessage): Promise<string> {
+  return (await readRaw(request)).toString('utf8');
+}
+
+/** A create or update body: JSON, or protobuf for the kinds protobuf.ts knows. */
+async function readObject(request: IncomingMessage): Promise<KubeObject> {
+  const raw = await readRaw(request);
+  if ((request.headers['content-type'] ?? '').startsWith('application/vnd.kubernetes.protobuf')) return decodeProtobuf(raw);
+  return parseBody(raw.toString('utf8'));
+}
+
+async function readDeleteOptions(request: IncomingMessage): Promise<DeleteOptions & { dryRun?: unknown }> {
+  const raw = await readRaw(request);
+  if ((request.headers['content-type'] ?? '').startsWith('application/vnd.kubernetes.protobuf')) return decodeDeleteOptions(raw) as DeleteOptions;
+  const text = raw.toString('utf8');
+  return text.trim() ? (parseBody(text) as unknown as DeleteOptions) : {};
 }
 
 function parseBody(text: string): KubeObject {
@@ -267,11 +286,11 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
       return send(response, 200, object);
     }
     case 'create': {
-      const body = parseBody(await readBody(request));
+      const body = await readObject(request);
       return send(response, 201, objects.create(type, namespace, body, writeOptionsOf(query)));
     }
     case 'update': {
-      const body = parseBody(await readBody(request));
+      const body = await readObject(request);
       return send(response, 200, objects.update(type, namespace, name!, body, writeOptionsOf(query)));
     }
     case 'patch': {
@@ -281,13 +300,11 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
       return send(response, existed ? 200 : 201, patched);
     }
     case 'delete': {
-      const text = await readBody(request);
-      const options = (text.trim() ? JSON.parse(text) : {}) as DeleteOptions & { dryRun?: string[] | boolean };
+      const options = await readDeleteOptions(request);
       return send(response, 200, objects.delete(type, namespace, name!, deleteOptionsOf(query, options)));
     }
     case 'deletecollection': {
-      const text = await readBody(request);
-      const options = (text.trim() ? JSON.parse(text) : {}) as DeleteOptions;
+      const options = await readDeleteOptions(request);
       const list = objects.deleteCollection(
         type,
         namespace,

@@ -11,9 +11,14 @@ export function wantsTable(accept: string | undefined): boolean {
   return /as=Table/.test(accept ?? '');
 }
 
-/** kubectl's age format (k8s.io/apimachinery duration.HumanDuration). */
+/**
+ * kubectl's age format (k8s.io/apimachinery duration.HumanDuration). A time in the future prints as
+ * `<invalid>`, as on a real cluster: a `date` printer column suits past times only.
+ */
 export function humanDuration(milliseconds: number): string {
-  const seconds = Math.max(0, Math.floor(milliseconds / 1000));
+  const exact = Math.floor(milliseconds / 1000);
+  if (exact < -1) return '<invalid>';
+  const seconds = Math.max(0, exact);
   if (seconds < 120) return `${seconds}s`;
   const minutes = Math.floor(seconds / 60);
   if (minutes < 10) return seconds % 60 === 0 ? `${minutes}m` : `${minutes}m${seconds % 60}s`;
@@ -84,7 +89,7 @@ function formatCell(value: unknown, column: Pick<PrinterColumn, 'type'>, now: nu
   if (value === undefined || value === null) return column.type === 'integer' || column.type === 'number' ? null : '<none>';
   if (column.type === 'date') {
     const time = Date.parse(String(value));
-    return Number.isNaN(time) ? '<invalid>' : humanDuration(now - time);
+    return Number.isNaN(time) ? '<unknown>' : humanDuration(now - time);
   }
   if (column.type === 'integer' || column.type === 'number') return typeof value === 'number' ? value : Number(value);
   if (typeof value === 'object') return JSON.stringify(value);
