@@ -198,6 +198,47 @@ describe('writes', () => {
   });
 });
 
+describe('admission', () => {
+  it('refuses pods past a ResourceQuota with 403 exceeded quota, and pods without the tracked requests', async () => {
+    await call('POST', '/api/v1/namespaces', { metadata: { name: 'quota' } });
+    await call('POST', '/api/v1/namespaces/quota/resourcequotas', { metadata: { name: 'small' }, spec: { hard: { pods: '2', 'requests.cpu': '1' } } });
+    const pod = (name: string, cpu?: string) => ({
+      metadata: { name },
+      spec: { containers: [{ name: 'main', image: 'x', ...(cpu ? { resources: { requests: { cpu } } } : {}) }] },
+    });
+    expect((await call('POST', '/api/v1/namespaces/quota/pods', pod('a', '600m'))).status).toBe(201);
+    const overCpu = await call('POST', '/api/v1/namespaces/quota/pods', pod('b', '500m'));
+    expect(overCpu.body).toMatchObject({ code: 403, reason: 'Forbidden' });
+    expect(overCpu.body.message).toBe('pods "b" is forbidden: exceeded quota: small, requested: requests.cpu=500m, used: requests.cpu=600m, limited: requests.cpu=1');
+    const unspecified = await call('POST', '/api/v1/namespaces/quota/pods', pod('c'));
+    expect(unspecified.body.message).toBe('pods "c" is forbidden: failed quota: small: must specify requests.cpu');
+    expect((await call('POST', '/api/v1/namespaces/quota/pods', pod('d', '100m'))).status).toBe(201);
+    const overCount = await call('POST', '/api/v1/namespaces/quota/pods', pod('e', '100m'));
+    expect(overCount.body.message).toContain('exceeded quota: small, requested: pods=1, used: pods=2, limited: pods=2');
+  });
+
+  it('shows an events.k8s.io/v1 Event as a core/v1 Event and back', async () => {
+    const recorded = await call('POST', '/apis/events.k8s.io/v1/namespaces/default/events', {
+      metadata: { name: 'claimed.1' },
+      eventTime: '2026-01-01T00:00:00.000000Z',
+      reportingController: 'acis.dev/controller',
+      reportingInstance: 'controller-0',
+      action: 'Claim',
+      reason: 'Claimed',
+      note: 'adopted a warm pod',
+      type: 'Normal',
+      regarding: { apiVersion: 'example.test/v1', kind: 'Widget', name: 'w', namespace: 'default', uid: 'u-1' },
+    });
+    expect(recorded.status).toBe(201);
+    expect(recorded.body).toMatchObject({ apiVersion: 'events.k8s.io/v1', note: 'adopted a warm pod', regarding: { name: 'w' } });
+    const core = await call('GET', '/api/v1/namespaces/default/events?fieldSelector=involvedObject.uid%3Du-1');
+    expect(core.body.items).toHaveLength(1);
+    expect(core.body.items[0]).toMatchObject({ apiVersion: 'v1', message: 'adopted a warm pod', reportingComponent: 'acis.dev/controller', involvedObject: { kind: 'Widget' } });
+    const patched = await call('PATCH', '/apis/events.k8s.io/v1/namespaces/default/events/claimed.1', { series: { count: 2, lastObservedTime: '2026-01-01T00:01:00.000000Z' } }, 'application/merge-patch+json');
+    expect(patched.body).toMatchObject({ note: 'adopted a warm pod', series: { count: 2 } });
+  });
+});
+
 describe('custom resource validation', () => {
   it('refuses a bad object with 422 and one cause per failure, changing nothing', async () => {
     const before = server.store.list('widgets', 'default').items.length;

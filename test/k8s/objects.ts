@@ -21,6 +21,7 @@ import {
   unsupportedMediaType,
 } from './errors.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
+import { admitQuota } from './quota.js';
 import { apiVersionOf, crdTypes, type CrdObject, type ResourceRegistry, type ResourceType } from './resources.js';
 import { pruneAndDefault, validateAgainstSchema } from './schema-validation.js';
 import { fieldValue, parseFieldSelector, parseLabelSelector } from './selectors.js';
@@ -86,8 +87,18 @@ export class KubeObjects {
     return typeof ref === 'string' ? this.registry.resolve(ref) : ref;
   }
 
+  /** A stored object as this type's API shows it. */
+  present(type: ResourceType, object: KubeObject): KubeObject {
+    const shown = type.conversion ? type.conversion.fromStorage(object) : object;
+    return { ...shown, apiVersion: apiVersionOf(type), kind: type.kind };
+  }
+
   private outward(type: ResourceType, object: KubeObject): KubeObject {
-    return { ...object, apiVersion: apiVersionOf(type), kind: type.kind };
+    return this.present(type, object);
+  }
+
+  private inward(type: ResourceType, object: KubeObject): KubeObject {
+    return type.conversion ? type.conversion.toStorage(object) : object;
   }
 
   get(ref: TypeRef, namespace: string | undefined, name: string): KubeObject {
@@ -109,7 +120,7 @@ export class KubeObjects {
     const labels = parseLabelSelector(options.labelSelector);
     const fields = parseFieldSelector(options.fieldSelector);
     const { items, revision } = this.store.list(type.storageKey, type.namespaced ? namespace : undefined);
-    let matching = items.filter((object) => labels(object) && fields(object));
+    let matching = items.map((object) => this.present(type, object)).filter((object) => labels(object) && fields(object));
     let listRevision = revision;
     if (options.continue) {
       const token = decodeContinue(options.continue);
@@ -131,7 +142,7 @@ export class KubeObjects {
       apiVersion: apiVersionOf(type),
       kind: `${type.kind}List`,
       metadata,
-      items: matching.map((object) => this.outward(type, object)),
+      items: matching,
     };
   }
 
@@ -173,7 +184,7 @@ export class KubeObjects {
 
   create(ref: TypeRef, namespace: string | undefined, body: KubeObject, options: WriteOptions = {}): KubeObject {
     const type = this.type(ref);
-    const object = structuredClone(body);
+    const object = this.inward(type, structuredClone(body));
     object.metadata = { ...(object.metadata ?? {}) };
     if (type.namespaced) {
       if (object.metadata.namespace && namespace && object.metadata.namespace !== namespace) {
@@ -188,6 +199,7 @@ export class KubeObjects {
     this.admit(type, object, options);
     const ns = type.namespaced ? object.metadata.namespace : undefined;
     if (this.store.get(type.storageKey, ns, object.metadata.name!)) throw alreadyExists(type, object.metadata.name!);
+    admitQuota(this.store, type, ns, object);
     object.apiVersion = apiVersionOf(type);
     object.kind = type.kind;
     object.metadata.uid = randomUUID();
@@ -223,7 +235,7 @@ export class KubeObjects {
       throw invalid(type, name, [{ reason: 'FieldValueInvalid', message: 'Invalid value: 0x0: must be specified for an update', field: 'metadata.resourceVersion' }]);
     }
     if (requested && requested !== previous.metadata.resourceVersion) throw conflict(type, name);
-    return this.write(type, previous, structuredClone(body), options);
+    return this.write(type, previous, this.inward(type, structuredClone(body)), options);
   }
 
   /** Applies the update rules to a candidate next state of `previous` and stores it. */
@@ -298,24 +310,23 @@ export class KubeObjects {
         if (options.subresource) throw notFound(type, name);
         return this.create(type, namespace, { ...applied, metadata: { ...applied.metadata, name } }, options);
       }
-      const merged = mergePatch(previous, applied) as KubeObject;
-      if (options.subresource === 'status') return this.write(type, previous, merged, options);
-      return this.write(type, previous, merged, options);
+      return this.write(type, previous, this.inward(type, mergePatch(this.present(type, previous), applied) as KubeObject), options);
     }
     if (!previous) throw notFound(type, name);
+    const base = this.present(type, previous);
     let patched: KubeObject;
     const parsed = parseJson(patchText);
     switch (kind) {
       case 'application/merge-patch+json':
-        patched = mergePatch(previous, parsed) as KubeObject;
+        patched = mergePatch(base, parsed) as KubeObject;
         break;
       case 'application/json-patch+json':
-        patched = jsonPatch(previous, parsed) as KubeObject;
+        patched = jsonPatch(base, parsed) as KubeObject;
         break;
       case 'application/strategic-merge-patch+json':
         // Custom resources have no patch strategy metadata: the real server refuses this type for them.
         if (type.custom) throw unsupportedMediaType(kind);
-        patched = strategicMergePatch(previous, parsed) as KubeObject;
+        patched = strategicMergePatch(base, parsed) as KubeObject;
         break;
       default:
         throw unsupportedMediaType(kind);
@@ -325,7 +336,7 @@ export class KubeObjects {
     if (kind === 'application/json-patch+json' && patched.metadata?.resourceVersion !== previous.metadata.resourceVersion) {
       throw conflict(type, name);
     }
-    return this.write(type, previous, patched, options);
+    return this.write(type, previous, this.inward(type, patched), options);
   }
 
   delete(ref: TypeRef, namespace: string | undefined, name: string, options: DeleteOptions = {}): KubeObject {
