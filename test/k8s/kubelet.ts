@@ -240,7 +240,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     let cpu = 0;
     let memory = 0;
     let count = 0;
-    for (const pod of objects.list('pods').items) {
+    for (const pod of objects.store.scan('/pods')) {
       if ((pod.spec as { nodeName?: string }).nodeName !== nodeName || isTerminal(pod)) continue;
       const resources = podResources(pod);
       cpu += resources.cpu;

@@ -60,10 +60,10 @@ function live(pod: KubeObject): boolean {
 
 export function admitQuota(store: ObjectStore, type: ResourceType, namespace: string | undefined, object: KubeObject): void {
   if (!namespace) return;
-  const quotas = store.list('/resourcequotas', namespace).items;
+  const quotas = store.scan('/resourcequotas', namespace);
   if (quotas.length === 0) return;
   const isPod = type.storageKey === '/pods';
-  const pods = isPod ? store.list('/pods', namespace).items.filter(live) : [];
+  const pods = isPod ? store.scan('/pods', namespace).filter(live) : [];
   const countKeys = new Set([`count/${type.resource}${type.group ? `.${type.group}` : ''}`]);
   for (const [name, storageKey] of Object.entries(CORE_COUNTS)) if (storageKey === type.storageKey) countKeys.add(name);
   if (isPod) countKeys.add('pods');
@@ -73,7 +73,7 @@ export function admitQuota(store: ObjectStore, type: ResourceType, namespace: st
     const unspecified = new Set<string>();
     for (const [key, limit] of Object.entries(hard)) {
       if (countKeys.has(key)) {
-        const used = key === 'pods' ? pods.length : store.list(type.storageKey, namespace).items.length;
+        const used = key === 'pods' ? pods.length : store.scan(type.storageKey, namespace).length;
         if (used + 1 > parseQuantity(limit)) exceeded.push({ key, requested: 1, used, limit });
       } else if (isPod && COMPUTE[key]) {
         const compute = COMPUTE[key]!;
