@@ -139,18 +139,30 @@ describe('startKubelet', () => {
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'PodCompleted' });
   });
 
-  it('runs a Job\'s pod (restartPolicy OnFailure) to completion', async () => {
-    const job = server.store.create('jobs', 'default', {
+  it('runs a Job\'s pod (restartPolicy OnFailure) to completion, and the Job completes', async () => {
+    server.store.create('jobs', 'default', {
       metadata: { name: 'sync' },
-      spec: { template: { spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] } } },
+      spec: { template: { metadata: { labels: { app: 'sync' } }, spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] } } },
     });
-    createPod(
-      'sync-abcde',
-      { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] },
-      { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'sync', uid: job.metadata.uid, controller: true }] },
+    const job = await server.store.waitFor('jobs', 'default', 'sync', (object) =>
+      ((object?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).some((candidate) => candidate.type === 'Complete' && candidate.status === 'True'),
     );
-    const done = await waitForPod('sync-abcde', (pod) => status(pod).phase === 'Succeeded');
-    expect(status(done).containerStatuses![0]).toMatchObject({ restartCount: 0, state: { terminated: { exitCode: 0, reason: 'Completed' } } });
+    expect(job!.status).toMatchObject({ succeeded: 1, active: 0, failed: 0 });
+    const [pod] = server.store.list('pods', 'default', { labelSelector: 'batch.kubernetes.io/job-name=sync' }).items;
+    expect(pod!.metadata.name).toMatch(/^sync-[a-z0-9]{5}$/);
+    expect(status(pod)).toMatchObject({ phase: 'Succeeded' });
+    expect(status(pod).containerStatuses![0]).toMatchObject({ restartCount: 0, state: { terminated: { exitCode: 0, reason: 'Completed' } } });
+  });
+
+  it('fails a Job whose pods keep failing past its backoffLimit', async () => {
+    server.store.create('jobs', 'default', {
+      metadata: { name: 'doomed' },
+      spec: { backoffLimit: 1, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '1' }] }] } } },
+    });
+    const job = await server.store.waitFor('jobs', 'default', 'doomed', (object) =>
+      ((object?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).some((candidate) => candidate.type === 'Failed'),
+    );
+    expect(job!.status).toMatchObject({ failed: 2, succeeded: 0, conditions: expect.arrayContaining([expect.objectContaining({ type: 'Failed', reason: 'BackoffLimitExceeded' })]) });
   });
 
   it('reports an unknown image as ErrImagePull, then ImagePullBackOff', async () => {

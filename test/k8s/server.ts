@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { GarbageCollector } from './garbage-collector.js';
+import { JobController } from './job-controller.js';
 import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord } from './http.js';
 import { KubeObjects } from './objects.js';
 import { ResourceRegistry } from './resources.js';
@@ -102,6 +103,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const store = new ObjectStore(options.historyLimit ?? 10_000);
   const objects = new KubeObjects(registry, store);
   const collector = new GarbageCollector(objects);
+  const jobs = new JobController(objects);
   for (const name of new Set([...BASE_NAMESPACES, ...(options.namespaces ?? [])])) {
     objects.create('namespaces', undefined, { metadata: { name } });
   }
@@ -158,6 +160,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
     },
     async close() {
       collector.close();
+      jobs.close();
       closeWatches();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
