@@ -419,5 +419,9 @@ describe('discovery, leases and scale through client-node', () => {
     expect(created.body.status.conditions).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'Established', status: 'True' })]));
     const gadget = await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', { apiVersion: 'example.test/v1', kind: 'Gadget', metadata: { name: 'g' }, spec: { size: 'big' } });
     expect(gadget.status).toBe(422);
+    expect((await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', { apiVersion: 'example.test/v1', kind: 'Gadget', metadata: { name: 'g' }, spec: { size: 3 } })).status).toBe(201);
+    await call('DELETE', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.test');
+    const gone = await call('GET', '/apis/example.test/v1/namespaces/default/gadgets');
+    expect(gone.body).toMatchObject({ kind: 'Status', code: 404, reason: 'NotFound' });
   });
 });

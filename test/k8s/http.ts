@@ -235,6 +235,8 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
       const list = apiResourceList(registry, segments[1]!, segments[2]!);
       if (list) return send(response, 200, list);
     }
+    // A resource path whose kind is not served answers as the real server does, with a Status.
+    if (route) throw new KubeStatusError(404, 'NotFound', 'the server could not find the requested resource');
     response.writeHead(404, { 'Content-Type': 'text/plain' });
     return void response.end('404 page not found\n');
   }

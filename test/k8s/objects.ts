@@ -372,7 +372,16 @@ export class KubeObjects {
       next.metadata.deletionGracePeriodSeconds ??= graceful ?? 0;
       return this.outward(type, this.store.put(type.storageKey, next));
     }
-    return this.outward(type, this.store.remove(type.storageKey, ns, name)!);
+    const removed = this.store.remove(type.storageKey, ns, name)!;
+    if (type.storageKey === 'apiextensions.k8s.io/customresourcedefinitions') this.unserve(removed as unknown as CrdObject & KubeObject);
+    return this.outward(type, removed);
+  }
+
+  /** A deleted CRD's kinds are no longer served and their objects are gone. */
+  private unserve(crd: CrdObject): void {
+    const storageKey = `${crd.spec.group}/${crd.spec.names.plural}`;
+    this.registry.removeStorage(storageKey);
+    this.store.dropStorage(storageKey);
   }
 
   /**
