@@ -193,6 +193,8 @@ describe('writes', () => {
     const missing = await call('POST', '/api/v1/namespaces/nowhere/configmaps', { metadata: { name: 'x' } });
     expect(missing.status).toBe(404);
     expect(missing.body.message).toBe('namespaces "nowhere" not found');
+    const nameless = await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: {} });
+    expect(nameless.body).toMatchObject({ code: 422, details: { causes: [{ field: 'metadata.name', reason: 'FieldValueRequired' }] } });
     const badName = await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: { name: 'Not_Valid' } });
     expect(badName.body).toMatchObject({ code: 422, reason: 'Invalid', details: { causes: [{ field: 'metadata.name' }] } });
   });

@@ -151,14 +151,15 @@ export class KubeObjects {
     return this.store.oldestRevision;
   }
 
-  private requireNamespace(type: ResourceType, namespace: string | undefined, creating: boolean): void {
+  /** The namespace must exist; new content may not go into one being deleted (`creating` names the new object). */
+  private requireNamespace(type: ResourceType, namespace: string | undefined, creating: string | false): void {
     if (!type.namespaced) return;
     if (!namespace) throw badRequest('the server could not find the requested resource: a namespace is required');
     const found = this.store.get('/namespaces', undefined, namespace);
     if (!found) throw notFound(this.type('namespaces'), namespace);
-    if (creating && found.metadata.deletionTimestamp) {
-      throw new KubeStatusError(403, 'Forbidden', `${type.resource} "${namespace}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
-        name: namespace,
+    if (creating !== false && found.metadata.deletionTimestamp) {
+      throw new KubeStatusError(403, 'Forbidden', `${type.resource} "${creating}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
+        name: creating,
         kind: type.resource,
       });
     }
@@ -167,7 +168,7 @@ export class KubeObjects {
   /** Prunes, defaults and validates the body of a custom resource; built-ins get their own few rules. */
   private admit(type: ResourceType, object: KubeObject, options: WriteOptions, previous?: KubeObject): void {
     const name = object.metadata.name ?? object.metadata.generateName ?? '';
-    const causes = validateMetadata(type, { ...object, metadata: { ...object.metadata, name: object.metadata.name ?? `${object.metadata.generateName ?? ''}x` } });
+    const causes = validateMetadata(type, object);
     if (type.custom && type.schema) {
       const unknown = pruneAndDefault(object as never, type.schema);
       if (unknown.length > 0 && options.fieldValidation === 'Strict') {
@@ -191,7 +192,7 @@ export class KubeObjects {
         throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
       }
       object.metadata.namespace = namespace ?? object.metadata.namespace;
-      this.requireNamespace(type, object.metadata.namespace, true);
+      this.requireNamespace(type, object.metadata.namespace, object.metadata.name ?? object.metadata.generateName ?? '');
     } else delete object.metadata.namespace;
     if (!object.metadata.name && object.metadata.generateName) {
       object.metadata.name = `${object.metadata.generateName}${generatedSuffix()}`;
