@@ -1,6 +1,6 @@
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 
 const FIXTURES = path.resolve(import.meta.dirname, '../k8s/fixtures');
@@ -114,6 +114,26 @@ describe('watch', () => {
     expect(events.map((event) => `${event.type} ${event.object.metadata.name}`)).toEqual(
       expect.arrayContaining(['ADDED default', 'ADDED kube-system', 'ADDED kube-public', 'ADDED team-a']),
     );
+  });
+
+  it('ends open watches of one resource cleanly, or cuts them', async () => {
+    const stream = async () => {
+      const response = await fetch(`${server.url}/api/v1/namespaces/default/services?watch=1`);
+      return response.text();
+    };
+    const clean = stream();
+    const other = fetch(`${server.url}/api/v1/namespaces/default/endpoints?watch=1`);
+    await vi.waitFor(() => {
+      expect(server.countRequests({ verb: 'watch', resource: 'services' })).toBe(1);
+      expect(server.countRequests({ verb: 'watch', resource: 'endpoints' })).toBe(1);
+    });
+    server.closeWatches({ resource: 'services' });
+    await expect(clean).resolves.toBe('');
+    const cut = stream();
+    await vi.waitFor(() => expect(server.countRequests({ verb: 'watch', resource: 'services' })).toBe(2));
+    server.closeWatches({ abrupt: true });
+    await expect(cut).rejects.toThrow();
+    await expect((await other).text()).rejects.toThrow();
   });
 
   it('fails a watch on demand (failNext) and drops one, as a flaky apiserver would', async () => {

@@ -17,7 +17,7 @@ import type { ResourceType } from './resources.js';
 import { jsonPatch, mergePatch } from './patch.js';
 import type { KubeObject } from './store.js';
 import { toTable, wantsTable } from './table.js';
-import { startWatch, type ActiveWatch, expiredEvent, type WatchEvent } from './watch.js';
+import { expiredEvent, startWatch, type WatchEvent } from './watch.js';
 
 export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection' | 'discovery';
 
@@ -53,12 +53,19 @@ export interface FailureRule {
   times?: number;
 }
 
+/** An open watch stream: `stop` ends it cleanly, `abort` cuts its connection. */
+export interface ServedWatch {
+  resource: string;
+  stop(): void;
+  abort(): void;
+}
+
 export type PodLogProvider = (namespace: string, name: string, container: string | undefined, tailLines: number | undefined) => string;
 
 export interface HttpDeps {
   objects: KubeObjects;
   bookmarkIntervalMs: number;
-  watches: Set<ActiveWatch>;
+  watches: Set<ServedWatch>;
   requests: RequestRecord[];
   failures: FailureRule[];
   podLogs: { provider?: PodLogProvider };
@@ -362,9 +369,9 @@ function serveWatch(
     write({ type: 'ERROR', object: notFound({ group: '', resource: 'namespaces', kind: 'Namespace' }, route.namespace).toStatus() });
     return void response.end();
   }
-  let watch: ActiveWatch | undefined;
+  let served: ServedWatch | undefined;
   let ended = false;
-  watch = startWatch(
+  const watch = startWatch(
     deps.objects,
     {
       type,
@@ -380,18 +387,23 @@ function serveWatch(
       send: write,
       end: () => {
         ended = true;
-        if (watch) deps.watches.delete(watch);
+        if (served) deps.watches.delete(served);
         response.end();
       },
     },
   );
   if (ended) return;
-  deps.watches.add(watch);
-  request.on('close', () => watch?.stop());
-  if (failure?.drop) {
-    deps.watches.delete(watch);
-    request.socket.destroy();
-  }
+  served = {
+    resource: type.resource,
+    stop: () => watch.stop(),
+    abort: () => {
+      deps.watches.delete(served!);
+      request.socket.destroy();
+    },
+  };
+  deps.watches.add(served);
+  request.on('close', () => watch.stop());
+  if (failure?.drop) served.abort();
 }
 
 async function serveSubresource(deps: HttpDeps, request: IncomingMessage, response: ServerResponse, route: Route, type: ResourceType, query: URLSearchParams): Promise<void> {
