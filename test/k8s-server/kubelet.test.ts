@@ -132,6 +132,15 @@ describe('startKubelet', () => {
     server.store.delete('pods', 'default', 'crashy');
   });
 
+  it('restarts a killed container under restartPolicy Always, with exit code 137', async () => {
+    createPod('victim', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
+    await waitForPod('victim', (pod) => status(pod).containerStatuses?.[0]?.state.running !== undefined);
+    await kubelet.kill('default', 'victim');
+    const restarted = await waitForPod('victim', (pod) => status(pod).containerStatuses?.[0]?.restartCount === 1 && status(pod).containerStatuses?.[0]?.state.running !== undefined);
+    expect(status(restarted).containerStatuses![0]!.lastState).toMatchObject({ terminated: { exitCode: 137, reason: 'Error' } });
+    server.store.delete('pods', 'default', 'victim', { gracePeriodSeconds: 0 });
+  });
+
   it('fails a pod whose container exits non-zero under restartPolicy Never', async () => {
     createPod('once', { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '7' }] }] });
     const failed = await waitForPod('once', (pod) => status(pod).phase === 'Failed');

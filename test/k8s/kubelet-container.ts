@@ -17,8 +17,8 @@ export interface KubeletImage {
   /** The image's default arguments (its CMD), unless the container sets `args`. */
   args?: string[];
   env?: Record<string, string>;
-  /** Host paths the program needs, bound read-only at the same path inside the sandbox. */
-  binds?: string[];
+  /** Host paths the program needs, bound read-only inside the sandbox: at the same path, or where `target` says. */
+  binds?: Array<string | Bind>;
 }
 
 interface EnvVar {
@@ -124,7 +124,7 @@ export interface StartOptions {
   isolation: 'bwrap' | 'none';
   workspace: string;
   home: string;
-  binds: string[];
+  binds: Array<string | Bind>;
   /** Writable host directories (emptyDir volumes) at their mount paths. */
   volumes: Bind[];
   hostname: string;
@@ -136,7 +136,7 @@ export function startProcess(options: StartOptions): ChildProcess {
   if (options.isolation === 'none') {
     return spawn(options.command[0]!, options.command.slice(1), { cwd: options.workspace, env: { PATH: process.env.PATH, HOME: options.home, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   }
-  const runtimeDirs: Bind[] = [...nodeRuntimeDirs(), ...options.binds.map((dir) => ({ source: dir, target: dir }))];
+  const runtimeDirs: Bind[] = [...nodeRuntimeDirs(), ...options.binds.map((bind) => (typeof bind === 'string' ? { source: bind, target: bind } : bind))];
   const args = bwrapArgs({
     workspace: options.workspace,
     home: options.home,

@@ -63,6 +63,12 @@ export interface Kubelet {
   processes(): KubeletProcess[];
   /** What a pod's container (the first unless named) wrote to stdout and stderr. */
   logs(namespace: string, name: string, container?: string): string;
+  /**
+   * Signals a running container's program (the first container unless named), as a crash or an OOM
+   * kill would: SIGKILL (the default) takes down its whole sandbox, so the exit is seen at once.
+   * Killing a `processes()` pid directly would only kill bubblewrap and orphan the program.
+   */
+  kill(namespace: string, name: string, options?: { container?: string; signal?: NodeJS.Signals }): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -614,6 +620,14 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     logs(namespace, name, containerName) {
       const runtime = runtimeByName(namespace, name);
       return runtime?.containers.find((container) => containerName === undefined || container.spec.name === containerName)?.log ?? '';
+    },
+    async kill(namespace, name, { container: containerName, signal: signalName = 'SIGKILL' } = {}) {
+      const runtime = runtimeByName(namespace, name);
+      const pid = runtime?.containers.find((container) => containerName === undefined || container.spec.name === containerName)?.process?.pid;
+      if (pid === undefined) throw new Error(`no running container ${containerName ?? ''} in pod ${namespace}/${name}`);
+      if (signalName === 'SIGKILL') return killTree(pid);
+      const targets = isolation === 'bwrap' ? await descendants(pid) : [pid];
+      for (const target of targets) signal(target, signalName);
     },
     async close() {
       closed = true;
