@@ -210,8 +210,9 @@ export class KubeObjects {
     delete object.metadata.deletionGracePeriodSeconds;
     if (type.status || type.custom) object.metadata.generation = 1;
     else delete object.metadata.generation;
+    // Status is the controllers' to write: a create does not set it (pods and namespaces start with a phase).
+    if (type.status) delete object.status;
     applyKindDefaults(type, object);
-    if (type.custom && type.status) delete object.status;
     if (options.dryRun) return this.outward(type, { ...object, metadata: { ...object.metadata } });
     const stored = this.store.put(type.storageKey, object);
     if (type.storageKey === 'apiextensions.k8s.io/customresourcedefinitions') return this.established(stored);
