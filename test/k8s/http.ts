@@ -13,7 +13,7 @@ import { badRequest, KubeStatusError, methodNotAllowed, notFound } from './error
 import type { DeleteOptions, KubeObjects, WriteOptions } from './objects.js';
 import { openApiGroupVersion, openApiRoot } from './openapi.js';
 import { decodeDeleteOptions, decodeProtobuf } from './protobuf.js';
-import type { ResourceType } from './resources.js';
+import type { ResourceRegistry, ResourceType } from './resources.js';
 import { jsonPatch, mergePatch } from './patch.js';
 import type { KubeObject } from './store.js';
 import { toTable, wantsTable } from './table.js';
@@ -205,6 +205,33 @@ export function createHandler(deps: HttpDeps) {
   };
 }
 
+function serveDiscovery(response: ServerResponse, method: string, segments: string[], registry: ResourceRegistry): void {
+  const path = `/${segments.join('/')}`;
+  const found = (): unknown => {
+    if (method !== 'GET') return undefined;
+    if (path === '/version') return SERVER_VERSION;
+    if (path === '/api') return apiVersions();
+    if (path === '/apis') return apiGroupList(registry);
+    if (path === '/openapi/v3') return openApiRoot(registry);
+    if (segments[0] === 'openapi' && segments[1] === 'v3') {
+      const [group, version] = segments[2] === 'api' ? ['', segments[3]] : [segments[3], segments[4]];
+      return group !== undefined && version ? openApiGroupVersion(registry, group, version) : undefined;
+    }
+    if (segments[0] === 'api' && segments.length === 2) return apiResourceList(registry, '', segments[1]!);
+    if (segments[0] === 'apis' && segments.length === 2) return apiGroup(registry, segments[1]!);
+    if (segments[0] === 'apis' && segments.length === 3) return apiResourceList(registry, segments[1]!, segments[2]!);
+    return undefined;
+  };
+  if (method === 'GET' && ['/healthz', '/livez', '/readyz'].includes(path)) {
+    response.writeHead(200, { 'Content-Type': 'text/plain' });
+    return void response.end('ok');
+  }
+  const body = found();
+  if (body) return send(response, 200, body);
+  response.writeHead(404, { 'Content-Type': 'text/plain' });
+  response.end('404 page not found\n');
+}
+
 async function handle(deps: HttpDeps, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const url = new URL(request.url ?? '/', 'http://localhost');
   const method = request.method ?? 'GET';
@@ -213,39 +240,14 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const registry = deps.objects.registry;
 
   const route = parseResourcePath(deps, segments);
-  if (!route || !route.type) {
+  if (!route) {
     deps.requests.push({ method, path: url.pathname, query: url.search, verb: 'discovery' });
-    if (method !== 'GET') throw notFound({ group: '', resource: url.pathname, kind: '' }, '');
-    const path = url.pathname.replace(/\/$/, '');
-    if (path === '/version') return send(response, 200, SERVER_VERSION);
-    if (['/healthz', '/livez', '/readyz'].includes(path)) {
-      response.writeHead(200, { 'Content-Type': 'text/plain' });
-      return void response.end('ok');
-    }
-    if (path === '/api') return send(response, 200, apiVersions());
-    if (path === '/openapi/v3') return send(response, 200, openApiRoot(registry));
-    if (segments[0] === 'openapi' && segments[1] === 'v3') {
-      const [group, version] = segments[2] === 'api' ? ['', segments[3]] : [segments[3], segments[4]];
-      const document = group !== undefined && version ? openApiGroupVersion(registry, group, version) : undefined;
-      if (document) return send(response, 200, document);
-    }
-    if (path === '/apis') return send(response, 200, apiGroupList(registry));
-    if (segments[0] === 'api' && segments.length === 2) {
-      const list = apiResourceList(registry, '', segments[1]!);
-      if (list) return send(response, 200, list);
-    }
-    if (segments[0] === 'apis' && segments.length === 2) {
-      const group = apiGroup(registry, segments[1]!);
-      if (group) return send(response, 200, group);
-    }
-    if (segments[0] === 'apis' && segments.length === 3) {
-      const list = apiResourceList(registry, segments[1]!, segments[2]!);
-      if (list) return send(response, 200, list);
-    }
+    return serveDiscovery(response, method, segments, registry);
+  }
+  if (!route.type) {
+    deps.requests.push({ method, path: url.pathname, query: url.search, verb: 'discovery' });
     // A resource path whose kind is not served answers as the real server does, with a Status.
-    if (route) throw new KubeStatusError(404, 'NotFound', 'the server could not find the requested resource');
-    response.writeHead(404, { 'Content-Type': 'text/plain' });
-    return void response.end('404 page not found\n');
+    throw new KubeStatusError(404, 'NotFound', 'the server could not find the requested resource');
   }
 
   const type = route.type;
