@@ -13,7 +13,7 @@
  * image pull timing, node pressure and eviction.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { KubeStatusError } from './errors.js';
@@ -26,8 +26,10 @@ import {
   type ContainerSpec,
   type KubeletImage,
 } from './kubelet-container.js';
+import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { timestamp } from './objects.js';
 import { parseQuantity } from './quantity.js';
+import { isTerminal, missingResources, podResources, unschedulableMessage, usage } from './kubelet-scheduling.js';
 import type { KubeTestServer } from './server.js';
 import type { KubeObject, StoreChange } from './store.js';
 
@@ -120,91 +122,6 @@ function allocatePodIP(): string {
   return `127.${(address >> 16) & 255}.${(address >> 8) & 255}.${address & 255 || 1}`;
 }
 
-async function children(pid: number): Promise<number[]> {
-  const found: number[] = [];
-  const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
-  for (const task of tasks) {
-    const listed = await readFile(`/proc/${pid}/task/${task}/children`, 'utf8').catch(() => '');
-    found.push(...listed.split(/\s+/).filter(Boolean).map(Number));
-  }
-  return found;
-}
-
-async function descendants(pid: number): Promise<number[]> {
-  const found: number[] = [];
-  for (const child of await children(pid)) found.push(child, ...(await descendants(child)));
-  return found;
-}
-
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
-/** Waits (briefly) until a process is stopped or gone, so it cannot be half-way through a fork. */
-async function settled(pid: number): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-    const state = stat?.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    if (state === undefined || state === 'T' || state === 'Z' || state === 'X') return;
-    await sleep(1);
-  }
-}
-
-/**
- * SIGKILL for a container's whole process tree. bubblewrap's --die-with-parent does not reliably
- * take the sandboxed program down with it (the parent-death signal is lost when bubblewrap changes
- * credentials), so each process is stopped first (a stopped process cannot fork), its children are
- * found while they are still its children, and then all are killed.
- */
-async function killTree(pid: number): Promise<void> {
-  const tree = [pid];
-  for (let index = 0; index < tree.length; index++) {
-    signal(tree[index]!, 'SIGSTOP');
-    await settled(tree[index]!);
-    tree.push(...(await children(tree[index]!)));
-  }
-  for (const member of tree) signal(member, 'SIGKILL');
-}
-
-/**
- * SIGTERM for the program inside a container: bubblewrap neither forwards it nor survives it (its
- * sandbox would be orphaned), so it goes to bubblewrap's descendants, once they exist.
- */
-async function terminateTree(pid: number, isolation: 'bwrap' | 'none'): Promise<void> {
-  if (isolation === 'none') return signal(pid, 'SIGTERM');
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const targets = await descendants(pid);
-    // The sandbox is up once bubblewrap's own init has started the program.
-    if (targets.length >= 2) {
-      for (const target of targets) signal(target, 'SIGTERM');
-      return;
-    }
-    await sleep(10);
-  }
-}
-
-function signal(pid: number, name: NodeJS.Signals): void {
-  try {
-    process.kill(pid, name);
-  } catch {
-    // Already gone.
-  }
-}
-
-function podResources(pod: KubeObject): { cpu: number; memory: number } {
-  let cpu = 0;
-  let memory = 0;
-  for (const container of ((pod.spec as { containers?: ContainerSpec[] }).containers ?? [])) {
-    const requests = { ...container.resources?.limits, ...container.resources?.requests };
-    cpu += parseQuantity(requests.cpu);
-    memory += parseQuantity(requests.memory);
-  }
-  return { cpu, memory };
-}
-
-function isTerminal(pod: KubeObject): boolean {
-  const phase = (pod.status as { phase?: string } | undefined)?.phase;
-  return phase === 'Succeeded' || phase === 'Failed';
-}
-
 export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const { server } = options;
   const objects = server.store;
@@ -242,28 +159,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     [...pods.values()].reverse().find((runtime) => runtime.namespace === namespace && runtime.name === name);
 
   // ---- scheduling ----
-  const usedOnNode = () => {
-    let cpu = 0;
-    let memory = 0;
-    let count = 0;
-    for (const pod of objects.store.scan('/pods')) {
-      if ((pod.spec as { nodeName?: string }).nodeName !== nodeName || isTerminal(pod)) continue;
-      const resources = podResources(pod);
-      cpu += resources.cpu;
-      memory += resources.memory;
-      count++;
-    }
-    return { cpu, memory, count };
-  };
-
   const schedule = (pod: KubeObject) => {
     const key = keyOf(pod.metadata.namespace!, pod.metadata.name!);
-    const used = usedOnNode();
-    const wanted = podResources(pod);
-    const lacking: string[] = [];
-    if (used.cpu + wanted.cpu > allocatable.cpu + 1e-9) lacking.push('Insufficient cpu');
-    if (used.memory + wanted.memory > allocatable.memory) lacking.push('Insufficient memory');
-    if (used.count + 1 > allocatable.pods) lacking.push('Too many pods');
+    const lacking = missingResources(allocatable, usage(objects.store.scan('/pods'), nodeName), podResources(pod));
     if (lacking.length === 0) {
       unschedulable.delete(key);
       try {
@@ -275,11 +173,10 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       return;
     }
     unschedulable.add(key);
-    const message = `0/1 nodes are available: ${lacking.map((reason) => `1 ${reason}`).join(', ')}. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.`;
     writeStatus(pod.metadata.namespace!, pod.metadata.name!, (status) => ({
       ...status,
       phase: 'Pending',
-      conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message }],
+      conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: unschedulableMessage(lacking) }],
     }));
   };
 
