@@ -9,6 +9,7 @@ import { parseBody, patchOptionsOf, readBody, send, writeOptionsOf } from './htt
 import type { DeleteOptions } from './objects.js';
 import { jsonPatch, mergePatch } from './patch.js';
 import type { ResourceType } from './resources.js';
+import { getScale, updateScale } from './scale.js';
 import type { KubeObject } from './store.js';
 
 export async function serveSubresource(deps: HttpDeps, request: IncomingMessage, response: ServerResponse, route: Route, type: ResourceType, query: URLSearchParams): Promise<void> {
@@ -26,16 +27,16 @@ export async function serveSubresource(deps: HttpDeps, request: IncomingMessage,
     }
   }
   if (subresource === 'scale' && type.scale) {
-    if (method === 'GET') return send(response, 200, objects.getScale(type, namespace, name!));
+    if (method === 'GET') return send(response, 200, getScale(objects, type, namespace, name!));
     const body = await readBody(request);
     const contentType = (request.headers['content-type'] ?? 'application/json').split(';')[0]!;
-    if (method === 'PUT') return send(response, 200, objects.updateScale(type, namespace, name!, () => parseBody(body), writeOptionsOf(query)));
+    if (method === 'PUT') return send(response, 200, updateScale(objects, type, namespace, name!, () => parseBody(body), writeOptionsOf(query)));
     if (method === 'PATCH') {
       const patch = JSON.parse(body) as unknown;
       return send(
         response,
         200,
-        objects.updateScale(type, namespace, name!, (current) => (contentType === 'application/json-patch+json' ? jsonPatch(current, patch) : mergePatch(current, patch)) as KubeObject, writeOptionsOf(query)),
+        updateScale(objects, type, namespace, name!, (current) => (contentType === 'application/json-patch+json' ? jsonPatch(current, patch) : mergePatch(current, patch)) as KubeObject, writeOptionsOf(query)),
       );
     }
   }

@@ -24,7 +24,7 @@ import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
 import { admitQuota } from './quota.js';
 import { apiVersionOf, crdTypes, type CrdObject, type ResourceRegistry, type ResourceType } from './resources.js';
 import { pruneAndDefault, validateAgainstSchema } from './schema-validation.js';
-import { fieldValue, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 import type { KubeObject, ObjectStore, StoreChange } from './store.js';
 import { validateMetadata, validatePod, validatePodUpdate } from './validation.js';
 
@@ -426,55 +426,6 @@ export class KubeObjects {
     return this.outward(type, this.store.put(type.storageKey, next));
   }
 
-  /** GET of the scale subresource: an autoscaling/v1 Scale read through the CRD's paths. */
-  getScale(ref: TypeRef, namespace: string | undefined, name: string): KubeObject {
-    const type = this.type(ref);
-    const scale = this.scaleOf(type);
-    const object = this.get(type, namespace, name);
-    const selector = scale.labelSelectorPath ? fieldValue(object, trimPath(scale.labelSelectorPath)) : undefined;
-    return {
-      kind: 'Scale',
-      apiVersion: 'autoscaling/v1',
-      metadata: {
-        name,
-        namespace: object.metadata.namespace,
-        uid: object.metadata.uid,
-        resourceVersion: object.metadata.resourceVersion,
-        creationTimestamp: object.metadata.creationTimestamp,
-      },
-      spec: { replicas: Number(fieldValue(object, trimPath(scale.specReplicasPath)) ?? 0) },
-      status: {
-        replicas: Number(fieldValue(object, trimPath(scale.statusReplicasPath)) ?? 0),
-        ...(typeof selector === 'string' ? { selector } : {}),
-      },
-    };
-  }
-
-  /** PUT/PATCH of the scale subresource: writes spec.replicas through to the object, with its concurrency check. */
-  updateScale(ref: TypeRef, namespace: string | undefined, name: string, nextScale: (current: KubeObject) => KubeObject, options: WriteOptions = {}): KubeObject {
-    const type = this.type(ref);
-    const scale = this.scaleOf(type);
-    const current = this.getScale(type, namespace, name);
-    const requested = nextScale(current);
-    const replicas = (requested.spec as { replicas?: unknown } | undefined)?.replicas;
-    if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
-      throw invalid({ group: 'autoscaling', resource: 'scale', kind: 'Scale' }, name, [
-        { reason: 'FieldValueInvalid', message: `Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`, field: 'spec.replicas' },
-      ]);
-    }
-    const requestedVersion = requested.metadata?.resourceVersion;
-    const object = this.get(type, namespace, name);
-    if (requestedVersion && requestedVersion !== object.metadata.resourceVersion) throw conflict(type, name);
-    setPath(object, trimPath(scale.specReplicasPath), replicas);
-    this.write(type, this.store.get(type.storageKey, type.namespaced ? namespace : undefined, name)!, object, options);
-    return this.getScale(type, namespace, name);
-  }
-
-  private scaleOf(type: ResourceType) {
-    if (!type.scale) throw notFound({ group: type.group, resource: `${type.resource}/scale`, kind: type.kind }, '');
-    return type.scale;
-  }
-
   /** A CRD is served as soon as it is stored; its status says so, as the real server's controllers would. */
   private established(stored: KubeObject): KubeObject {
     const crd = stored as unknown as CrdObject & KubeObject;
@@ -535,20 +486,6 @@ function applyKindDefaults(type: ResourceType, object: KubeObject): void {
     spec.parallelism ??= 1;
     spec.backoffLimit ??= 6;
   }
-}
-
-function trimPath(path: string): string {
-  return path.replace(/^\./, '');
-}
-
-function setPath(object: KubeObject, path: string, value: unknown): void {
-  const parts = path.split('.');
-  let current = object as Record<string, unknown>;
-  for (const part of parts.slice(0, -1)) {
-    if (typeof current[part] !== 'object' || current[part] === null) current[part] = {};
-    current = current[part] as Record<string, unknown>;
-  }
-  current[parts[parts.length - 1]!] = value;
 }
 
 function parseJson(text: string): unknown {
