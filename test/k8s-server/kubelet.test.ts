@@ -204,4 +204,17 @@ describe('startKubelet', () => {
     const scheduled = await waitForPod('second', (pod) => status(pod).phase === 'Running');
     expect(condition(scheduled, 'PodScheduled')?.status).toBe('True');
   });
+
+  it('shares pods between nodes: a pod that does not fit one kubelet runs on another', async () => {
+    const second = await startKubelet({ server, nodeName: 'node-2', images: { 'example/stubborn:1': { command: process.execPath, args: ['-e', STUBBORN] } }, allocatable: { cpu: '4' } });
+    try {
+      createPod('wide', { containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '3' } } }] });
+      const running = await waitForPod('wide', (pod) => status(pod).phase === 'Running');
+      expect((running!.spec as { nodeName: string }).nodeName).toBe('node-2');
+      expect(condition(running, 'PodScheduled')?.status).toBe('True');
+      expect(second.processes().map((process) => process.pod)).toEqual(['wide']);
+    } finally {
+      await second.close();
+    }
+  });
 });

@@ -159,8 +159,14 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     [...pods.values()].reverse().find((runtime) => runtime.namespace === namespace && runtime.name === name);
 
   // ---- scheduling ----
-  const schedule = (pod: KubeObject) => {
-    const key = keyOf(pod.metadata.namespace!, pod.metadata.name!);
+  const schedule = (seen: KubeObject) => {
+    const key = keyOf(seen.metadata.namespace!, seen.metadata.name!);
+    // Another node may have bound it since this change was seen.
+    const pod = objects.find('pods', seen.metadata.namespace, seen.metadata.name!);
+    if (!pod || pod.metadata.uid !== seen.metadata.uid || (pod.spec as { nodeName?: string }).nodeName || pod.metadata.deletionTimestamp) {
+      unschedulable.delete(key);
+      return;
+    }
     const lacking = missingResources(allocatable, usage(objects.store.scan('/pods'), nodeName), podResources(pod));
     if (lacking.length === 0) {
       unschedulable.delete(key);
