@@ -99,6 +99,42 @@ describe('startKubelet', () => {
     expect(logs.stdout).toBe(`listening on ${podIP}\n`);
   });
 
+  it('mounts secret and configMap volumes read-only and emptyDir volumes writable, waiting in ContainerCreating for a missing secret', async () => {
+    const READER = `
+const fs = require('node:fs');
+fs.writeFileSync('/scratch/note', 'written');
+let readOnly = false;
+try { fs.writeFileSync('/etc/acis/token', 'x'); } catch { readOnly = true; }
+console.log(JSON.stringify({ token: fs.readFileSync('/etc/acis/token', 'utf8'), mode: fs.readFileSync('/etc/settings/mode', 'utf8'), note: fs.readFileSync('/scratch/note', 'utf8'), readOnly }));
+setInterval(() => {}, 1000);`;
+    server.store.create('configmaps', 'default', { metadata: { name: 'files' }, data: { mode: 'strict', other: 'x' } });
+    createPod('mounts', {
+      volumes: [
+        { name: 'token', secret: { secretName: 'runner-token' } },
+        { name: 'settings', configMap: { name: 'files', items: [{ key: 'mode', path: 'mode' }] } },
+        { name: 'scratch', emptyDir: {} },
+      ],
+      containers: [
+        {
+          name: 'main',
+          image: 'example/stubborn:1',
+          command: [process.execPath, '-e', READER],
+          volumeMounts: [
+            { name: 'token', mountPath: '/etc/acis' },
+            { name: 'settings', mountPath: '/etc/settings' },
+            { name: 'scratch', mountPath: '/scratch' },
+          ],
+        },
+      ],
+    });
+    const waiting = await waitForPod('mounts', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.message !== undefined);
+    expect(status(waiting).containerStatuses![0]!.state.waiting).toEqual({ reason: 'ContainerCreating', message: 'MountVolume.SetUp failed for volume "token" : secret "runner-token" not found' });
+    server.store.create('secrets', 'default', { metadata: { name: 'runner-token' }, data: { token: Buffer.from('s3cret').toString('base64') } });
+    await vi.waitFor(() => expect(kubelet.logs('default', 'mounts')).not.toBe(''), { timeout: 10_000 });
+    expect(JSON.parse(kubelet.logs('default', 'mounts'))).toEqual({ token: 's3cret', mode: 'strict', note: 'written', readOnly: true });
+    server.store.delete('pods', 'default', 'mounts', { gracePeriodSeconds: 0 });
+  });
+
   it('stops a deleted pod with SIGTERM and removes it once the process is gone', async () => {
     const started = Date.now();
     server.store.delete('pods', 'default', 'web');

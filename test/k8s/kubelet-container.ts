@@ -125,8 +125,8 @@ export interface StartOptions {
   workspace: string;
   home: string;
   binds: Array<string | Bind>;
-  /** Writable host directories (emptyDir volumes) at their mount paths. */
-  volumes: Bind[];
+  /** Host directories of the pod's volumes at their mount paths. */
+  volumes: Array<Bind & { readOnly: boolean }>;
   hostname: string;
   uid?: number;
   gid?: number;
@@ -148,8 +148,8 @@ export function startProcess(options: StartOptions): ChildProcess {
     gid: options.gid,
     command: options.command,
   });
-  // Writable volumes are bound after the workspace and before the root is frozen read-only.
-  const volumeArgs = options.volumes.flatMap((volume) => ['--bind', volume.source, volume.target]);
+  // Volumes are bound after the workspace and before the root is frozen read-only.
+  const volumeArgs = options.volumes.flatMap((volume) => [volume.readOnly ? '--ro-bind' : '--bind', volume.source, volume.target]);
   args.splice(args.indexOf('--remount-ro'), 0, ...volumeArgs);
   return spawn('bwrap', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 }

@@ -10,7 +10,7 @@
  * period, and the pod object is removed once they are gone.
  *
  * Not simulated: init containers, liveness and startup probes, volumes other than emptyDir,
- * image pull timing, node pressure and eviction.
+ * secret and configMap, image pull timing, node pressure and eviction.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
@@ -27,6 +27,7 @@ import {
   type KubeletImage,
 } from './kubelet-container.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
+import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
 import { parseQuantity } from './quantity.js';
 import { isTerminal, missingResources, podResources, unschedulableMessage, usage } from './kubelet-scheduling.js';
@@ -296,9 +297,18 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       container.timer = setTimeout(() => startContainer(runtime, container), backoffFor(container));
       return;
     }
-    const spec = pod.spec as { volumes?: Array<{ name: string; emptyDir?: object }>; securityContext?: { runAsUser?: number; runAsGroup?: number } };
-    const emptyDirs = new Set((spec.volumes ?? []).filter((volume) => volume.emptyDir).map((volume) => volume.name));
-    const mounts = ((container.spec as { volumeMounts?: Array<{ name: string; mountPath: string }> }).volumeMounts ?? []).filter((mount) => emptyDirs.has(mount.name));
+    const volumesDirectory = path.join(runtime.directory, 'volumes');
+    try {
+      prepareVolumes(objects, pod, volumesDirectory);
+    } catch (error) {
+      if (!(error instanceof VolumeNotReady)) throw error;
+      container.state = { waiting: { reason: 'ContainerCreating', message: error.message } };
+      queueStatus(runtime);
+      container.timer = setTimeout(() => startContainer(runtime, container), backoffFor(container));
+      return;
+    }
+    const spec = pod.spec as { securityContext?: { runAsUser?: number; runAsGroup?: number } };
+    const mounts = mountsFor(pod, (container.spec as { volumeMounts?: VolumeMount[] }).volumeMounts ?? [], volumesDirectory);
     const security = { ...spec.securityContext, ...container.spec.securityContext };
     const child = startProcess({
       command: containerCommand(container.spec, image, container.env),
@@ -307,7 +317,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       workspace: path.join(runtime.directory, 'workspace'),
       home: path.join(runtime.directory, 'home'),
       binds: image.binds ?? [],
-      volumes: mounts.map((mount) => ({ source: path.join(runtime.directory, 'volumes', mount.name), target: mount.mountPath })),
+      volumes: mounts,
       hostname: runtime.name.slice(0, 63),
       uid: security.runAsUser,
       gid: security.runAsGroup,
@@ -407,10 +417,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       })),
     };
     pods.set(runtime.uid, runtime);
-    const volumes = ((pod.spec as { volumes?: Array<{ name: string; emptyDir?: object }> }).volumes ?? []).filter((volume) => volume.emptyDir);
     await mkdir(path.join(directory, 'workspace'), { recursive: true });
     await mkdir(path.join(directory, 'home'), { recursive: true });
-    for (const volume of volumes) await mkdir(path.join(directory, 'volumes', volume.name), { recursive: true });
     flushStatus(runtime);
     for (const container of runtime.containers) startContainer(runtime, container);
   };
