@@ -205,6 +205,17 @@ describe('writes', () => {
     expect(forbidden.body.details.causes[0]).toMatchObject({ reason: 'FieldValueForbidden', field: 'spec' });
   });
 
+  it('fills in the defaults the real server adds to pods, services and secrets', async () => {
+    const pod = (await call('POST', '/api/v1/namespaces/default/pods', { metadata: { name: 'defaulted' }, spec: { containers: [{ name: 'main', image: 'runner:1.0', ports: [{ containerPort: 80 }] }] } })).body;
+    expect(pod.spec).toMatchObject({ restartPolicy: 'Always', serviceAccountName: 'default', enableServiceLinks: true, terminationGracePeriodSeconds: 30 });
+    expect(pod.spec.containers[0]).toMatchObject({ imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', ports: [{ containerPort: 80, protocol: 'TCP' }] });
+    expect(pod.spec.tolerations).toHaveLength(2);
+    expect(pod.status).toEqual({ phase: 'Pending', qosClass: 'BestEffort' });
+    const service = (await call('POST', '/api/v1/namespaces/default/services', { metadata: { name: 'egress' }, spec: { ports: [{ port: 3128 }] } })).body;
+    expect(service.spec).toMatchObject({ type: 'ClusterIP', clusterIP: expect.stringMatching(/^10\.96\./), ports: [{ port: 3128, targetPort: 3128, protocol: 'TCP' }] });
+    expect((await call('POST', '/api/v1/namespaces/default/secrets', { metadata: { name: 'plain' } })).body.type).toBe('Opaque');
+  });
+
   it('creates with generateName and refuses objects in a namespace that does not exist', async () => {
     const generated = await call('POST', WIDGETS, { ...widget(''), metadata: { generateName: 'gen-' } });
     expect(generated.body.metadata.name).toMatch(/^gen-[a-z0-9]{5}$/);

@@ -20,6 +20,7 @@ import {
   notFound,
   unsupportedMediaType,
 } from './errors.js';
+import { applyKindDefaults } from './defaults.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
 import { admitQuota } from './quota.js';
 import { apiVersionOf, crdTypes, type CrdObject, type ResourceRegistry, type ResourceType } from './resources.js';
@@ -467,24 +468,6 @@ export class KubeObjects {
       };
       check();
     });
-  }
-}
-
-function applyKindDefaults(type: ResourceType, object: KubeObject): void {
-  if (type.storageKey === '/pods') {
-    const spec = object.spec as Record<string, unknown>;
-    spec.restartPolicy ??= 'Always';
-    spec.terminationGracePeriodSeconds ??= 30;
-    spec.dnsPolicy ??= 'ClusterFirst';
-    spec.schedulerName ??= 'default-scheduler';
-    object.status = { phase: 'Pending', qosClass: 'BestEffort' };
-  }
-  if (type.storageKey === '/namespaces') object.status = { phase: 'Active' };
-  if (type.storageKey === 'batch/jobs') {
-    const spec = object.spec as Record<string, unknown>;
-    spec.completions ??= 1;
-    spec.parallelism ??= 1;
-    spec.backoffLimit ??= 6;
   }
 }
 
