@@ -26,6 +26,7 @@ import {
   type ContainerSpec,
   type KubeletImage,
 } from './kubelet-container.js';
+import { eventRecorder, type PodRef } from './kubelet-events.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
@@ -155,6 +156,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   objects.update('nodes', undefined, nodeName, { ...node, status: nodeStatus }, { subresource: 'status' });
 
   const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
+  const record = eventRecorder(objects, nodeName);
+  const refOf = (pod: KubeObject): PodRef => ({ namespace: pod.metadata.namespace!, name: pod.metadata.name!, uid: pod.metadata.uid! });
+  const fieldPath = (container: ContainerRuntime) => `spec.containers{${container.spec.name}}`;
   /** The newest runtime of a pod name (an older pod of the same name may still be stopping). */
   const runtimeByName = (namespace: string, name: string) =>
     [...pods.values()].reverse().find((runtime) => runtime.namespace === namespace && runtime.name === name);
@@ -173,12 +177,14 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       unschedulable.delete(key);
       try {
         objects.bind(pod.metadata.namespace!, pod.metadata.name!, nodeName);
+        record(refOf(pod), 'Normal', 'Scheduled', `Successfully assigned ${pod.metadata.namespace}/${pod.metadata.name} to ${nodeName}`, { component: 'default-scheduler' });
       } catch (error) {
         // Another node bound it first, or it is gone.
         if (!(error instanceof KubeStatusError)) throw error;
       }
       return;
     }
+    if (!unschedulable.has(key)) record(refOf(pod), 'Warning', 'FailedScheduling', unschedulableMessage(lacking), { component: 'default-scheduler' });
     unschedulable.add(key);
     writeStatus(pod.metadata.namespace!, pod.metadata.name!, (status) => ({
       ...status,
@@ -283,6 +289,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       container.state = pulledBefore
         ? { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${container.spec.image}"` } }
         : { waiting: { reason: 'ErrImagePull', message: `failed to pull and unpack image "${container.spec.image}": not found` } };
+      record(runtime, pulledBefore ? 'Normal' : 'Warning', pulledBefore ? 'BackOff' : 'Failed', pulledBefore ? `Back-off pulling image "${container.spec.image}"` : `Failed to pull image "${container.spec.image}": not found`, { fieldPath: fieldPath(container) });
       queueStatus(runtime);
       if (!pulledBefore) container.timer = setTimeout(() => startContainer(runtime, container), restartBackoffMs);
       return;
@@ -293,6 +300,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     } catch (error) {
       if (!(error instanceof ContainerConfigError)) throw error;
       container.state = { waiting: { reason: 'CreateContainerConfigError', message: error.message } };
+      record(runtime, 'Warning', 'Failed', `Error: ${error.message}`, { fieldPath: fieldPath(container) });
       queueStatus(runtime);
       container.timer = setTimeout(() => startContainer(runtime, container), backoffFor(container));
       return;
@@ -303,6 +311,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     } catch (error) {
       if (!(error instanceof VolumeNotReady)) throw error;
       container.state = { waiting: { reason: 'ContainerCreating', message: error.message } };
+      record(runtime, 'Warning', 'FailedMount', error.message);
       queueStatus(runtime);
       container.timer = setTimeout(() => startContainer(runtime, container), backoffFor(container));
       return;
@@ -325,6 +334,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     container.process = child;
     const startedAt = timestamp();
     container.state = { running: { startedAt } };
+    record(runtime, 'Normal', 'Pulled', `Container image "${container.spec.image}" already present on machine`, { fieldPath: fieldPath(container) });
+    record(runtime, 'Normal', 'Created', `Created container: ${container.spec.name}`, { fieldPath: fieldPath(container) });
+    record(runtime, 'Normal', 'Started', `Started container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     container.ready = !container.spec.readinessProbe;
     container.probeFailures = 0;
     runtime.everRan = true;
@@ -351,6 +363,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     const ok = await runProbe(spec, container.spec, runtime.podIP, container.env, Math.max(probePeriodMs, (spec.timeoutSeconds ?? 1) * 1000));
     if (container.process !== child || runtime.terminating || closed) return;
     container.probeFailures = ok ? 0 : container.probeFailures + 1;
+    if (!ok) record(runtime, 'Warning', 'Unhealthy', 'Readiness probe failed', { fieldPath: fieldPath(container) });
     const ready = ok ? true : container.probeFailures >= (spec.failureThreshold ?? 3) ? false : container.ready;
     if (ready !== container.ready) {
       container.ready = ready;
@@ -382,6 +395,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     }
     const delay = backoffFor(container);
     container.lastState = terminated;
+    record(runtime, 'Warning', 'BackOff', `Back-off restarting failed container ${container.spec.name} in pod ${runtime.name}_${runtime.namespace}(${runtime.uid})`, { fieldPath: fieldPath(container) });
     container.state = { waiting: { reason: 'CrashLoopBackOff', message: `back-off ${Math.ceil(delay / 1000)}s restarting failed container=${container.spec.name} pod=${runtime.name}_${runtime.namespace}(${runtime.uid})` } };
     queueStatus(runtime);
     container.timer = setTimeout(() => {
@@ -434,6 +448,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     for (const container of runtime.containers) clearTimeout(container.timer);
     const running = runtime.containers.filter((container) => container.process);
     const pids = running.map((container) => container.process!.pid!);
+    for (const container of running) record(runtime, 'Normal', 'Killing', `Stopping container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     runtime.killTimer = setTimeout(() => {
       for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
     }, graceSeconds * 1000);
