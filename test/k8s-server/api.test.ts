@@ -79,8 +79,9 @@ describe('makeInformer against the test server', () => {
     // The history is forgotten and the watch cut: reconnecting from the old version must fail with 410,
     // and the change made meanwhile must arrive through the re-list.
     await new Promise<void>((resolve) => informer.on('delete', () => resolve()));
+    // In one tick, so the informer cannot reconnect in between.
     server.closeWatches();
-    await core.createNamespacedConfigMap({ namespace: 'team-a', body: { metadata: { name: 'after-compaction' } } });
+    server.store.create('configmaps', 'team-a', { metadata: { name: 'after-compaction' } });
     server.compact();
     await changed;
     await informer.stop();

@@ -158,7 +158,8 @@ setInterval(() => {}, 1000);`;
 
   it('reports a crashing container as CrashLoopBackOff under restartPolicy Always, restarting it', async () => {
     createPod('crashy', { containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '3' }] }] });
-    const looping = await waitForPod('crashy', (pod) => (status(pod).containerStatuses?.[0]?.restartCount ?? 0) >= 2 && status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CrashLoopBackOff');
+    // From the fifth restart on the back-off is at its longest (1.6 s here), long enough to look with kubectl.
+    const looping = await waitForPod('crashy', (pod) => (status(pod).containerStatuses?.[0]?.restartCount ?? 0) >= 5 && status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CrashLoopBackOff');
     const container = status(looping).containerStatuses![0]!;
     expect(status(looping).phase).toBe('Running');
     expect(container.lastState).toMatchObject({ terminated: { exitCode: 3, reason: 'Error' } });

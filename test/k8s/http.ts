@@ -263,7 +263,18 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     }
     case 'delete': {
       const options = await readDeleteOptions(request);
-      return send(response, 200, objects.delete(type, namespace, name!, deleteOptionsOf(query, options)));
+      const deleted = objects.delete(type, namespace, name!, deleteOptionsOf(query, options));
+      // Like the real server: the object while it awaits finalizers or a kubelet, and for pods and
+      // custom resources; otherwise a Success Status naming what went.
+      const pending = objects.find(type, namespace, name!)?.metadata.uid === deleted.metadata.uid;
+      if (pending || type.custom || type.storageKey === '/pods') return send(response, 200, deleted);
+      return send(response, 200, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Success',
+        details: { name: deleted.metadata.name, group: type.group || undefined, kind: type.resource, uid: deleted.metadata.uid },
+      });
     }
     case 'deletecollection': {
       const options = await readDeleteOptions(request);
