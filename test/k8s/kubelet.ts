@@ -120,8 +120,10 @@ let nextAddress = 2;
 
 /** Pod IPs are loopback addresses, unique in this process: 127.0.0.2, 127.0.0.3, ... */
 function allocatePodIP(): string {
-  const address = nextAddress++;
-  return `127.${(address >> 16) & 255}.${(address >> 8) & 255}.${address & 255 || 1}`;
+  let address = nextAddress++;
+  // No .0 or .255 host parts: they read as network and broadcast addresses.
+  while ((address & 255) === 0 || (address & 255) === 255) address = nextAddress++;
+  return `127.${(address >> 16) & 255}.${(address >> 8) & 255}.${address & 255}`;
 }
 
 export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
