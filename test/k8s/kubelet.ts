@@ -108,6 +108,7 @@ interface PodRuntime {
   uid: string;
   podIP: string;
   startTime: string;
+  restartPolicy: string;
   directory: string;
   containers: ContainerRuntime[];
   terminating: boolean;
@@ -188,7 +189,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     }
     if (!unschedulable.has(key)) record(refOf(pod), 'Warning', 'FailedScheduling', unschedulableMessage(lacking), { component: 'default-scheduler' });
     unschedulable.add(key);
-    writeStatus(pod.metadata.namespace!, pod.metadata.name!, (status) => ({
+    writeStatus(pod.metadata.namespace!, pod.metadata.name!, pod.metadata.uid!, (status) => ({
       ...status,
       phase: 'Pending',
       conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: unschedulableMessage(lacking) }],
@@ -205,10 +206,11 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   };
 
   // ---- status ----
-  function writeStatus(namespace: string, name: string, build: (status: Record<string, unknown>) => Record<string, unknown>): void {
+  /** Rewrites the status of the pod with this uid (not a newer pod of the same name), only when it changed. */
+  function writeStatus(namespace: string, name: string, uid: string, build: (status: Record<string, unknown>) => Record<string, unknown>): void {
     if (closed) return;
     const current = objects.find('pods', namespace, name);
-    if (!current) return;
+    if (!current || current.metadata.uid !== uid) return;
     const previous = (current.status ?? {}) as Record<string, unknown>;
     const next = build(structuredClone(previous));
     const previousConditions = (previous.conditions ?? []) as Array<{ type: string; status: string; lastTransitionTime?: string }>;
@@ -242,7 +244,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       containersReady
         ? { type, status: 'True' }
         : { type, status: 'False', reason: completed ? 'PodCompleted' : 'ContainersNotReady', message: completed ? undefined : notReadyMessage };
-    writeStatus(runtime.namespace, runtime.name, (status) => ({
+    writeStatus(runtime.namespace, runtime.name, runtime.uid, (status) => ({
       ...status,
       phase,
       conditions: [
@@ -284,7 +286,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const startContainer = (runtime: PodRuntime, container: ContainerRuntime) => {
     if (runtime.terminating || closed) return;
     const pod = objects.find('pods', runtime.namespace, runtime.name);
-    if (!pod) return;
+    if (!pod || pod.metadata.uid !== runtime.uid) return;
     const image = options.images[container.spec.image];
     if (!image) {
       const pulledBefore = 'waiting' in container.state && container.state.waiting.reason === 'ErrImagePull';
@@ -388,7 +390,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       queueStatus(runtime);
       return;
     }
-    const policy = (objects.find('pods', runtime.namespace, runtime.name)?.spec as { restartPolicy?: string } | undefined)?.restartPolicy ?? 'Always';
+    const policy = runtime.restartPolicy;
     const restart = policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0);
     if (!restart) {
       container.done = true;
@@ -417,6 +419,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       uid: pod.metadata.uid!,
       podIP: allocatePodIP(),
       startTime: timestamp(),
+      restartPolicy: (pod.spec as { restartPolicy?: string }).restartPolicy ?? 'Always',
       directory,
       terminating: false,
       everRan: false,
