@@ -144,6 +144,17 @@ setInterval(() => {}, 1000);`;
     expect(kubelet.processes().filter((process) => process.pod === 'web')).toEqual([]);
   });
 
+  it('runs a pod recreated under the same name as a new pod, the old one\'s process gone', async () => {
+    const first = createPod('reborn', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
+    await waitForPod('reborn', (pod) => status(pod).phase === 'Running');
+    server.store.delete('pods', 'default', 'reborn', { gracePeriodSeconds: 0 });
+    const second = createPod('reborn', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
+    const running = await waitForPod('reborn', (pod) => pod?.metadata.uid === second.metadata.uid && status(pod).phase === 'Running');
+    expect(running!.metadata.uid).not.toBe(first.metadata.uid);
+    await vi.waitFor(() => expect(kubelet.processes().filter((process) => process.pod === 'reborn')).toHaveLength(1));
+    server.store.delete('pods', 'default', 'reborn', { gracePeriodSeconds: 0 });
+  });
+
   it('kills a process that ignores SIGTERM when the grace period ends', async () => {
     createPod('stubborn', { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: 'example/stubborn:1' }] });
     await waitForPod('stubborn', (pod) => status(pod).phase === 'Running');
