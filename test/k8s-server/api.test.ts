@@ -363,7 +363,7 @@ describe('garbage collection', () => {
     const owner = (await call('POST', WIDGETS, widget('owner'))).body;
     await owned('dependent', owner);
     await call('DELETE', `${WIDGETS}/owner`);
-    await server.store.waitFor('configmaps', 'default', 'dependent', (object) => object === undefined);
+    await server.store.waitUntil(() => server.store.list('configmaps', 'default', { fieldSelector: 'metadata.name=dependent' }).items.length === 0, 5_000, 'the dependent to go');
 
     const keeper = (await call('POST', WIDGETS, widget('keeper'))).body;
     await owned('orphan', keeper);

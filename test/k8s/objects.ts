@@ -444,6 +444,31 @@ export class KubeObjects {
     return this.outward(type, this.store.put(type.storageKey, { ...stored, status }));
   }
 
+  /**
+   * Resolves with the predicate's first truthy answer, checked now and after every change in the store
+   * (for conditions over lists: "three pods", "no sandbox left").
+   */
+  waitUntil<T>(predicate: () => T | undefined | false, timeoutMs = 10_000, what = 'a condition'): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const answer = predicate();
+        if (!answer) return;
+        cleanup();
+        resolve(answer);
+      };
+      const unsubscribe = this.store.subscribe(check);
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const cleanup = () => {
+        unsubscribe();
+        clearTimeout(timer);
+      };
+      check();
+    });
+  }
+
   /** Resolves once `predicate` holds for the object (or for its absence, given undefined), on store events. */
   waitFor(ref: TypeRef, namespace: string | undefined, name: string, predicate: (object: KubeObject | undefined) => boolean, timeoutMs = 10_000): Promise<KubeObject | undefined> {
     const type = this.type(ref);
