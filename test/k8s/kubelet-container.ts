@@ -6,7 +6,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { connect } from 'node:net';
-import { bwrapArgs, nodeRuntimeDirs, type Bind } from '../../sandbox/bwrap.js';
+import { bwrapCommand, nodeRuntimeDirs, type Bind } from '../../sandbox/bwrap.js';
 import type { KubeObjects } from './objects.js';
 import { fieldValue } from './selectors.js';
 import type { KubeObject } from './store.js';
@@ -137,7 +137,7 @@ export function startProcess(options: StartOptions): ChildProcess {
     return spawn(options.command[0]!, options.command.slice(1), { cwd: options.workspace, env: { PATH: process.env.PATH, HOME: options.home, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   }
   const runtimeDirs: Bind[] = [...nodeRuntimeDirs(), ...options.binds.map((bind) => (typeof bind === 'string' ? { source: bind, target: bind } : bind))];
-  const args = bwrapArgs({
+  const { args, env } = bwrapCommand({
     workspace: options.workspace,
     home: options.home,
     runtimeDirs,
@@ -151,7 +151,8 @@ export function startProcess(options: StartOptions): ChildProcess {
   // Volumes are bound after the workspace and before the root is frozen read-only.
   const volumeArgs = options.volumes.flatMap((volume) => [volume.readOnly ? '--ro-bind' : '--bind', volume.source, volume.target]);
   args.splice(args.indexOf('--remount-ro'), 0, ...volumeArgs);
-  return spawn('bwrap', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  // bwrap passes its own environment on to the container (nothing of it on the command line).
+  return spawn('bwrap', args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 }
 
 function resolvePort(port: number | string, container: ContainerSpec): number {
