@@ -7,15 +7,16 @@
  * a short backoff, and watches ask for bookmarks so a quiet one keeps its place. And every
  * `resyncMs` each cached object is delivered again, so a missed event costs at most one period.
  */
-import { type KubeConfig, type KubernetesListObject, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
 
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';
 
-export interface InformerOptions<T extends KubernetesObject> {
+/** Objects as the API returns them (our custom resources keep RFC 3339 strings where the library's types say Date). */
+export interface InformerOptions<T extends object> {
   kubeConfig: KubeConfig;
   /** The collection's path, e.g. /api/v1/namespaces/ns/pods. */
   path: string;
-  list: () => Promise<KubernetesListObject<T>>;
+  list: () => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
   labelSelector?: string;
   resyncMs: number;
   onEvent: (event: InformerEvent, object: T) => void;
@@ -27,8 +28,8 @@ export interface InformerOptions<T extends KubernetesObject> {
 const MIN_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 5_000;
 
-export class Informer<T extends KubernetesObject> {
-  private readonly listWatch: ListWatch<T>;
+export class Informer<T extends object> {
+  private readonly listWatch: ListWatch<KubernetesObject>;
   private resyncTimer: NodeJS.Timeout | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private backoffMs = MIN_BACKOFF_MS;
@@ -41,12 +42,12 @@ export class Informer<T extends KubernetesObject> {
       const result = await options.list();
       this.listed = true;
       options.onList?.();
-      return result;
+      return result as { items: KubernetesObject[] };
     };
-    this.listWatch = new ListWatch<T>(options.path, watch, list, false, options.labelSelector);
-    this.listWatch.on('add', (o) => options.onEvent('add', o));
-    this.listWatch.on('update', (o) => options.onEvent('update', o));
-    this.listWatch.on('delete', (o) => options.onEvent('delete', o));
+    this.listWatch = new ListWatch<KubernetesObject>(options.path, watch, list, false, options.labelSelector);
+    this.listWatch.on('add', (o) => options.onEvent('add', o as T));
+    this.listWatch.on('update', (o) => options.onEvent('update', o as T));
+    this.listWatch.on('delete', (o) => options.onEvent('delete', o as T));
     this.listWatch.on('error', (error) => this.restartLater(error));
   }
 
@@ -59,7 +60,7 @@ export class Informer<T extends KubernetesObject> {
   async start(): Promise<void> {
     this.stopped = false;
     this.resyncTimer = setInterval(() => {
-      for (const object of this.listWatch.list()) this.options.onEvent('resync', object);
+      for (const object of this.listWatch.list()) this.options.onEvent('resync', object as T);
     }, this.options.resyncMs);
     this.resyncTimer.unref();
     await this.listWatch.start();
@@ -73,11 +74,11 @@ export class Informer<T extends KubernetesObject> {
   }
 
   get(name: string, namespace: string): T | undefined {
-    return this.listWatch.get(name, namespace);
+    return this.listWatch.get(name, namespace) as T | undefined;
   }
 
   list(namespace?: string): readonly T[] {
-    return this.listWatch.list(namespace);
+    return this.listWatch.list(namespace) as readonly T[];
   }
 
   private eventArrived(): void {
