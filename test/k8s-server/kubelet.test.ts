@@ -1,0 +1,186 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ROOT } from '../helpers/acis-process.js';
+import { kubectl } from '../helpers/kube-tools.js';
+import { PORT_ENV_ANNOTATION, startKubelet, type Kubelet } from '../k8s/kubelet.js';
+import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
+import type { KubeObject } from '../k8s/store.js';
+
+/** Programs standing in for images: node one-liners. */
+const WEB = `
+const http = require('node:http');
+process.on('SIGTERM', () => { console.log('stopping'); process.exit(0); });
+http.createServer((request, response) => response.end(JSON.stringify({ greeting: process.env.GREETING, color: process.env.COLOR, pod: process.env.POD_NAME, seesRepo: require('node:fs').existsSync(process.env.REPO) })))
+  .listen(Number(process.env.PORT), process.env.POD_IP, () => console.log('listening on ' + process.env.POD_IP));
+`;
+const EXIT = 'setTimeout(() => process.exit(Number(process.env.EXIT_CODE ?? 0)), 20)';
+const STUBBORN = "process.on('SIGTERM', () => console.log('ignoring SIGTERM')); setInterval(() => {}, 1000); console.log('up')";
+
+let server: KubeTestServer;
+let kubelet: Kubelet;
+
+beforeAll(async () => {
+  server = await startKubeTestServer();
+  kubelet = await startKubelet({
+    server,
+    images: {
+      'example/web:1': { command: process.execPath, args: ['-e', WEB] },
+      'example/exit:1': { command: process.execPath, args: ['-e', EXIT] },
+      'example/stubborn:1': { command: process.execPath, args: ['-e', STUBBORN] },
+    },
+    probePeriodMs: 50,
+    restartBackoffMs: 50,
+    allocatable: { cpu: '2', memory: '1Gi' },
+  });
+});
+afterAll(async () => {
+  await kubelet?.close();
+  await server?.close();
+});
+
+type Condition = { type: string; status: string; reason?: string; message?: string };
+type ContainerStatus = { ready: boolean; restartCount: number; state: Record<string, any>; lastState: Record<string, any> };
+
+function status(pod: KubeObject | undefined): { phase?: string; podIP?: string; conditions?: Condition[]; containerStatuses?: ContainerStatus[] } {
+  return (pod?.status ?? {}) as never;
+}
+
+function condition(pod: KubeObject | undefined, type: string): Condition | undefined {
+  return status(pod).conditions?.find((candidate) => candidate.type === type);
+}
+
+function createPod(name: string, spec: Record<string, unknown>, metadata: Record<string, unknown> = {}): KubeObject {
+  return server.store.create('pods', 'default', { metadata: { name, ...metadata }, spec });
+}
+
+function waitForPod(name: string, predicate: (pod: KubeObject | undefined) => boolean, timeoutMs = 15_000) {
+  return server.store.waitFor('pods', 'default', name, predicate, timeoutMs);
+}
+
+describe('startKubelet', () => {
+  it('runs a pod to Ready in bubblewrap on its own loopback IP, with env from values, secrets, config maps and the downward API', async () => {
+    server.store.create('secrets', 'default', { metadata: { name: 'greeting' }, data: { text: Buffer.from('hello from a secret').toString('base64') } });
+    server.store.create('configmaps', 'default', { metadata: { name: 'settings' }, data: { color: 'teal' } });
+    createPod(
+      'web',
+      {
+        containers: [
+          {
+            name: 'main',
+            image: 'example/web:1',
+            ports: [{ name: 'http', containerPort: 8080 }],
+            readinessProbe: { httpGet: { port: 'http', path: '/' } },
+            env: [
+              { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+              { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+              { name: 'GREETING', valueFrom: { secretKeyRef: { name: 'greeting', key: 'text' } } },
+              { name: 'COLOR', valueFrom: { configMapKeyRef: { name: 'settings', key: 'color' } } },
+              { name: 'REPO', value: ROOT },
+            ],
+          },
+        ],
+      },
+      { annotations: { [PORT_ENV_ANNOTATION]: 'PORT' } },
+    );
+    const pending = server.store.get('pods', 'default', 'web');
+    expect(status(pending).phase).toBe('Pending');
+    const ready = await waitForPod('web', (pod) => condition(pod, 'Ready')?.status === 'True');
+    expect(status(ready).phase).toBe('Running');
+    expect((ready!.spec as { nodeName: string }).nodeName).toBe('node-1');
+    expect(status(ready).containerStatuses![0]).toMatchObject({ ready: true, restartCount: 0, state: { running: {} } });
+    expect(['PodScheduled', 'Initialized', 'ContainersReady', 'Ready'].map((type) => condition(ready, type)?.status)).toEqual(['True', 'True', 'True', 'True']);
+    const podIP = status(ready).podIP!;
+    expect(podIP).toMatch(/^127\.\d+\.\d+\.\d+$/);
+    expect(podIP).not.toBe('127.0.0.1');
+    const answer = await (await fetch(`http://${podIP}:8080/`)).json();
+    // The checkout is not bound into the sandbox.
+    expect(answer).toEqual({ greeting: 'hello from a secret', color: 'teal', pod: 'web', seesRepo: false });
+    expect(kubelet.processes()).toEqual(expect.arrayContaining([expect.objectContaining({ pod: 'web', container: 'main', podIP })]));
+    const logs = await kubectl(['logs', 'web'], { kubeconfig: server.kubeconfigPath });
+    expect(logs.stdout).toBe(`listening on ${podIP}\n`);
+  });
+
+  it('stops a deleted pod with SIGTERM and removes it once the process is gone', async () => {
+    const started = Date.now();
+    server.store.delete('pods', 'default', 'web');
+    expect(server.store.get('pods', 'default', 'web').metadata.deletionTimestamp).toBeDefined();
+    await waitForPod('web', (pod) => pod === undefined);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(kubelet.processes().filter((process) => process.pod === 'web')).toEqual([]);
+  });
+
+  it('kills a process that ignores SIGTERM when the grace period ends', async () => {
+    createPod('stubborn', { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: 'example/stubborn:1' }] });
+    await waitForPod('stubborn', (pod) => status(pod).phase === 'Running');
+    // Only once its SIGTERM handler is installed.
+    await vi.waitFor(() => expect(kubelet.logs('default', 'stubborn')).toBe('up\n'));
+    const started = Date.now();
+    server.store.delete('pods', 'default', 'stubborn');
+    await waitForPod('stubborn', (pod) => pod === undefined);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(kubelet.processes().filter((process) => process.pod === 'stubborn')).toEqual([]);
+  });
+
+  it('reports a crashing container as CrashLoopBackOff under restartPolicy Always, restarting it', async () => {
+    createPod('crashy', { containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '3' }] }] });
+    const looping = await waitForPod('crashy', (pod) => (status(pod).containerStatuses?.[0]?.restartCount ?? 0) >= 2 && status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CrashLoopBackOff');
+    const container = status(looping).containerStatuses![0]!;
+    expect(status(looping).phase).toBe('Running');
+    expect(container.lastState).toMatchObject({ terminated: { exitCode: 3, reason: 'Error' } });
+    expect(condition(looping, 'Ready')).toMatchObject({ status: 'False', reason: 'ContainersNotReady' });
+    const printed = await kubectl(['get', 'pod', 'crashy', '--no-headers'], { kubeconfig: server.kubeconfigPath });
+    expect(printed.stdout).toMatch(/^crashy\s+0\/1\s+CrashLoopBackOff\s+\d+/);
+    server.store.delete('pods', 'default', 'crashy');
+  });
+
+  it('fails a pod whose container exits non-zero under restartPolicy Never', async () => {
+    createPod('once', { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '7' }] }] });
+    const failed = await waitForPod('once', (pod) => status(pod).phase === 'Failed');
+    expect(status(failed).containerStatuses![0]).toMatchObject({ restartCount: 0, ready: false, state: { terminated: { exitCode: 7, reason: 'Error' } } });
+    expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'PodCompleted' });
+  });
+
+  it('runs a Job\'s pod (restartPolicy OnFailure) to completion', async () => {
+    const job = server.store.create('jobs', 'default', {
+      metadata: { name: 'sync' },
+      spec: { template: { spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] } } },
+    });
+    createPod(
+      'sync-abcde',
+      { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] },
+      { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'sync', uid: job.metadata.uid, controller: true }] },
+    );
+    const done = await waitForPod('sync-abcde', (pod) => status(pod).phase === 'Succeeded');
+    expect(status(done).containerStatuses![0]).toMatchObject({ restartCount: 0, state: { terminated: { exitCode: 0, reason: 'Completed' } } });
+  });
+
+  it('reports an unknown image as ErrImagePull, then ImagePullBackOff', async () => {
+    createPod('missing-image', { containers: [{ name: 'main', image: 'example/nowhere:9' }] });
+    const pulling = await waitForPod('missing-image', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'ErrImagePull');
+    expect(status(pulling).phase).toBe('Pending');
+    const backingOff = await waitForPod('missing-image', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'ImagePullBackOff');
+    expect(status(backingOff).containerStatuses![0]!.state.waiting.message).toContain('example/nowhere:9');
+  });
+
+  it('reports a missing secret as CreateContainerConfigError and starts once it exists', async () => {
+    createPod('needs-secret', {
+      containers: [{ name: 'main', image: 'example/stubborn:1', env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'later', key: 'token' } } }] }],
+    });
+    const waiting = await waitForPod('needs-secret', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CreateContainerConfigError');
+    expect(status(waiting).containerStatuses![0]!.state.waiting.message).toBe('secret "later" not found');
+    server.store.create('secrets', 'default', { metadata: { name: 'later' }, stringData: { token: 't' } });
+    await waitForPod('needs-secret', (pod) => status(pod).containerStatuses?.[0]?.state.running !== undefined);
+    server.store.delete('pods', 'default', 'needs-secret', { gracePeriodSeconds: 0 });
+  });
+
+  it('leaves a pod that does not fit the node Pending as Unschedulable, and binds it once room frees', async () => {
+    createPod('hog', { containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '1500m' } } }] });
+    await waitForPod('hog', (pod) => status(pod).phase === 'Running');
+    createPod('second', { containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '1', memory: '100Mi' } } }] });
+    const unschedulable = await waitForPod('second', (pod) => condition(pod, 'PodScheduled')?.reason === 'Unschedulable');
+    expect(condition(unschedulable, 'PodScheduled')).toMatchObject({ status: 'False', message: expect.stringContaining('Insufficient cpu') });
+    expect((unschedulable!.spec as { nodeName?: string }).nodeName).toBeUndefined();
+    server.store.delete('pods', 'default', 'hog', { gracePeriodSeconds: 0 });
+    const scheduled = await waitForPod('second', (pod) => status(pod).phase === 'Running');
+    expect(condition(scheduled, 'PodScheduled')?.status).toBe('True');
+  });
+});

@@ -1,0 +1,121 @@
+/**
+ * What kube-controller-manager's garbage collector and namespace controller do, reacting to store
+ * changes on the next tick (so, like the real ones, a moment after the request that caused them):
+ * - an object whose owners (by uid) are all gone is deleted in the background; a new object whose
+ *   owners do not exist is deleted too;
+ * - an owner deleted with propagationPolicy Orphan has its dependents' references to it removed;
+ * - an owner deleted in the Foreground keeps its `foregroundDeletion` finalizer until its
+ *   dependents are gone;
+ * - a deleted namespace (phase Terminating) loses its contents, then goes.
+ */
+import { KubeStatusError } from './errors.js';
+import type { KubeObjects } from './objects.js';
+import type { KubeObject, StoreChange } from './store.js';
+
+export class GarbageCollector {
+  private readonly unsubscribe: () => void;
+  private closed = false;
+
+  constructor(private readonly objects: KubeObjects) {
+    this.unsubscribe = objects.store.subscribe((change) => setImmediate(() => this.react(change)));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.unsubscribe();
+  }
+
+  private all(): Array<{ storageKey: string; object: KubeObject }> {
+    const store = this.objects.store;
+    return store.storageKeys().flatMap((storageKey) => store.list(storageKey).items.map((object) => ({ storageKey, object })));
+  }
+
+  private uidExists(uid: string): boolean {
+    return this.all().some(({ object }) => object.metadata.uid === uid);
+  }
+
+  private react(change: StoreChange): void {
+    if (this.closed) return;
+    const { object } = change;
+    try {
+      if (change.type === 'DELETED') {
+        this.handleOwnerGone(object);
+        this.releaseForegroundOwners(object);
+        const namespace = object.metadata.namespace && this.objects.store.get('/namespaces', undefined, object.metadata.namespace);
+        if (namespace && namespace.metadata.deletionTimestamp) this.emptyNamespace(namespace);
+      } else {
+        if (change.type === 'ADDED') this.collectIfOrphaned(change.storageKey, object);
+        if (object.metadata.deletionTimestamp && (object.metadata.finalizers ?? []).includes('foregroundDeletion')) this.handleForeground(object);
+        if (change.storageKey === '/namespaces' && object.metadata.deletionTimestamp) this.emptyNamespace(object);
+      }
+    } catch (error) {
+      // A concurrent client already changed or removed the object: the next change brings us back.
+      if (!(error instanceof KubeStatusError)) throw error;
+    }
+  }
+
+  private dependentsOf(uid: string): Array<{ storageKey: string; object: KubeObject }> {
+    return this.all().filter(({ object }) => (object.metadata.ownerReferences ?? []).some((reference) => reference.uid === uid));
+  }
+
+  private deleteDependent(storageKey: string, object: KubeObject): void {
+    const type = this.objects.registry.byStorage(storageKey);
+    if (!type || object.metadata.deletionTimestamp) return;
+    this.objects.delete(type, object.metadata.namespace, object.metadata.name!, { propagationPolicy: 'Background' });
+  }
+
+  private handleOwnerGone(owner: KubeObject): void {
+    const uid = owner.metadata.uid!;
+    const policy = this.objects.pendingPropagation.get(uid) ?? 'Background';
+    this.objects.pendingPropagation.delete(uid);
+    for (const { storageKey, object } of this.dependentsOf(uid)) {
+      const type = this.objects.registry.byStorage(storageKey);
+      if (!type) continue;
+      if (policy === 'Orphan') {
+        const references = (object.metadata.ownerReferences ?? []).filter((reference) => reference.uid !== uid);
+        this.objects.patch(type, object.metadata.namespace, object.metadata.name!, 'application/merge-patch+json', { metadata: { ownerReferences: references.length ? references : null } });
+        continue;
+      }
+      const others = (object.metadata.ownerReferences ?? []).filter((reference) => reference.uid !== uid);
+      if (others.some((reference) => this.uidExists(reference.uid))) continue;
+      this.deleteDependent(storageKey, object);
+    }
+  }
+
+  private collectIfOrphaned(storageKey: string, object: KubeObject): void {
+    const references = object.metadata.ownerReferences ?? [];
+    if (references.length === 0) return;
+    if (references.some((reference) => this.uidExists(reference.uid))) return;
+    this.deleteDependent(storageKey, object);
+  }
+
+  private handleForeground(owner: KubeObject): void {
+    const dependents = this.dependentsOf(owner.metadata.uid!);
+    for (const { storageKey, object } of dependents) this.deleteDependent(storageKey, object);
+    if (dependents.length === 0) this.dropForegroundFinalizer(owner);
+  }
+
+  private releaseForegroundOwners(dependent: KubeObject): void {
+    for (const reference of dependent.metadata.ownerReferences ?? []) {
+      const owner = this.all().find(({ object }) => object.metadata.uid === reference.uid);
+      if (!owner || !(owner.object.metadata.finalizers ?? []).includes('foregroundDeletion')) continue;
+      if (this.dependentsOf(reference.uid).length === 0) this.dropForegroundFinalizer(owner.object);
+    }
+  }
+
+  private dropForegroundFinalizer(owner: KubeObject): void {
+    const type = this.objects.registry.byKind(owner.apiVersion!, owner.kind!);
+    if (!type) return;
+    const finalizers = (owner.metadata.finalizers ?? []).filter((finalizer) => finalizer !== 'foregroundDeletion');
+    this.objects.patch(type, owner.metadata.namespace, owner.metadata.name!, 'application/merge-patch+json', { metadata: { finalizers: finalizers.length ? finalizers : null } });
+  }
+
+  private emptyNamespace(namespace: KubeObject): void {
+    const name = namespace.metadata.name!;
+    const contents = this.all().filter(({ object }) => object.metadata.namespace === name);
+    for (const { storageKey, object } of contents) this.deleteDependent(storageKey, object);
+    if (contents.length === 0 && (namespace.metadata.finalizers ?? []).length === 0) {
+      this.objects.store.remove('/namespaces', undefined, name);
+    }
+  }
+}

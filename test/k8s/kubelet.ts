@@ -1,0 +1,632 @@
+/**
+ * A simulated kubelet (with the scheduler's one decision folded in) for one node: it binds
+ * unscheduled pods that fit its allocatable resources (others stay Pending with PodScheduled=False,
+ * reason Unschedulable), starts one real process per container of its pods (in bubblewrap unless
+ * told otherwise, on the pod's own loopback IP), and reports what a kubelet reports: phase, the
+ * PodScheduled/Initialized/ContainersReady/Ready conditions, containerStatuses with waiting
+ * (ContainerCreating, ErrImagePull, ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff),
+ * running and terminated states, restart counts and readiness from readinessProbe. restartPolicy
+ * decides what an exit means. A deleted pod's processes get SIGTERM, then SIGKILL after the grace
+ * period, and the pod object is removed once they are gone.
+ *
+ * Not simulated: init containers, liveness and startup probes, volumes other than emptyDir,
+ * image pull timing, node pressure and eviction.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { KubeStatusError } from './errors.js';
+import {
+  ContainerConfigError,
+  containerCommand,
+  containerEnv,
+  runProbe,
+  startProcess,
+  type ContainerSpec,
+  type KubeletImage,
+} from './kubelet-container.js';
+import { timestamp } from './objects.js';
+import { parseQuantity } from './quantity.js';
+import type { KubeTestServer } from './server.js';
+import type { KubeObject, StoreChange } from './store.js';
+
+export type { KubeletImage };
+
+export interface KubeletOptions {
+  server: KubeTestServer;
+  /** Default `node-1`. */
+  nodeName?: string;
+  /** What each image runs; a pod naming another image fails with ErrImagePull. */
+  images: Record<string, KubeletImage>;
+  /** How often readiness probes run (instead of their periodSeconds). Default 100 ms. */
+  probePeriodMs?: number;
+  /** The first restart delay of a crashing container, doubled per restart up to 32 times it. Default 100 ms. */
+  restartBackoffMs?: number;
+  /** What pods may request in total on this node. Default 8 cpu, 16Gi memory, 110 pods. */
+  allocatable?: { cpu?: string; memory?: string; pods?: number };
+  /** `bwrap` (default): each container in bubblewrap like the local provider; `none`: a plain child process. */
+  isolation?: 'bwrap' | 'none';
+}
+
+export interface KubeletProcess {
+  namespace: string;
+  pod: string;
+  container: string;
+  pid: number;
+  podIP: string;
+}
+
+export interface Kubelet {
+  nodeName: string;
+  /** The processes running now, one per running container. */
+  processes(): KubeletProcess[];
+  /** What a pod's container (the first unless named) wrote to stdout and stderr. */
+  logs(namespace: string, name: string, container?: string): string;
+  close(): Promise<void>;
+}
+
+/** Annotation asking the kubelet to put the first containerPort in this environment variable. */
+export const PORT_ENV_ANNOTATION = 'kubelet.test.acis.dev/port-env';
+
+const LOG_LIMIT = 1 << 20;
+
+type ContainerState =
+  | { waiting: { reason: string; message?: string } }
+  | { running: { startedAt: string } }
+  | { terminated: { exitCode: number; signal?: number; reason: string; message?: string; startedAt?: string; finishedAt: string } };
+
+interface ContainerRuntime {
+  spec: ContainerSpec;
+  state: ContainerState;
+  lastState?: ContainerState;
+  restartCount: number;
+  ready: boolean;
+  /** Exited and will not be restarted. */
+  done: boolean;
+  process?: ChildProcess;
+  env: Record<string, string>;
+  log: string;
+  timer?: NodeJS.Timeout;
+  probeFailures: number;
+  exited?: Promise<void>;
+}
+
+interface PodRuntime {
+  namespace: string;
+  name: string;
+  uid: string;
+  podIP: string;
+  startTime: string;
+  directory: string;
+  containers: ContainerRuntime[];
+  terminating: boolean;
+  everRan: boolean;
+  statusQueued: boolean;
+  killTimer?: NodeJS.Timeout;
+}
+
+let nextAddress = 2;
+
+/** Pod IPs are loopback addresses, unique in this process: 127.0.0.2, 127.0.0.3, ... */
+function allocatePodIP(): string {
+  const address = nextAddress++;
+  return `127.${(address >> 16) & 255}.${(address >> 8) & 255}.${address & 255 || 1}`;
+}
+
+async function children(pid: number): Promise<number[]> {
+  const found: number[] = [];
+  const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+  for (const task of tasks) {
+    const listed = await readFile(`/proc/${pid}/task/${task}/children`, 'utf8').catch(() => '');
+    found.push(...listed.split(/\s+/).filter(Boolean).map(Number));
+  }
+  return found;
+}
+
+async function descendants(pid: number): Promise<number[]> {
+  const found: number[] = [];
+  for (const child of await children(pid)) found.push(child, ...(await descendants(child)));
+  return found;
+}
+
+const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+/** Waits (briefly) until a process is stopped or gone, so it cannot be half-way through a fork. */
+async function settled(pid: number): Promise<void> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+    const state = stat?.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    if (state === undefined || state === 'T' || state === 'Z' || state === 'X') return;
+    await sleep(1);
+  }
+}
+
+/**
+ * SIGKILL for a container's whole process tree. bubblewrap's --die-with-parent does not reliably
+ * take the sandboxed program down with it (the parent-death signal is lost when bubblewrap changes
+ * credentials), so each process is stopped first (a stopped process cannot fork), its children are
+ * found while they are still its children, and then all are killed.
+ */
+async function killTree(pid: number): Promise<void> {
+  const tree = [pid];
+  for (let index = 0; index < tree.length; index++) {
+    signal(tree[index]!, 'SIGSTOP');
+    await settled(tree[index]!);
+    tree.push(...(await children(tree[index]!)));
+  }
+  for (const member of tree) signal(member, 'SIGKILL');
+}
+
+/**
+ * SIGTERM for the program inside a container: bubblewrap neither forwards it nor survives it (its
+ * sandbox would be orphaned), so it goes to bubblewrap's descendants, once they exist.
+ */
+async function terminateTree(pid: number, isolation: 'bwrap' | 'none'): Promise<void> {
+  if (isolation === 'none') return signal(pid, 'SIGTERM');
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const targets = await descendants(pid);
+    // The sandbox is up once bubblewrap's own init has started the program.
+    if (targets.length >= 2) {
+      for (const target of targets) signal(target, 'SIGTERM');
+      return;
+    }
+    await sleep(10);
+  }
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Already gone.
+  }
+}
+
+function podResources(pod: KubeObject): { cpu: number; memory: number } {
+  let cpu = 0;
+  let memory = 0;
+  for (const container of ((pod.spec as { containers?: ContainerSpec[] }).containers ?? [])) {
+    const requests = { ...container.resources?.limits, ...container.resources?.requests };
+    cpu += parseQuantity(requests.cpu);
+    memory += parseQuantity(requests.memory);
+  }
+  return { cpu, memory };
+}
+
+function isTerminal(pod: KubeObject): boolean {
+  const phase = (pod.status as { phase?: string } | undefined)?.phase;
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
+export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
+  const { server } = options;
+  const objects = server.store;
+  const nodeName = options.nodeName ?? 'node-1';
+  const probePeriodMs = options.probePeriodMs ?? 100;
+  const restartBackoffMs = options.restartBackoffMs ?? 100;
+  const isolation = options.isolation ?? 'bwrap';
+  const allocatable = {
+    cpu: parseQuantity(options.allocatable?.cpu ?? '8'),
+    memory: parseQuantity(options.allocatable?.memory ?? '16Gi'),
+    pods: options.allocatable?.pods ?? 110,
+  };
+  const baseDirectory = await mkdtemp(path.join(tmpdir(), `acis-kubelet-${nodeName}-`));
+  /** Pods this kubelet runs, by uid. */
+  const pods = new Map<string, PodRuntime>();
+  const unschedulable = new Set<string>();
+  let closed = false;
+
+  const nodeStatus = {
+    capacity: { cpu: options.allocatable?.cpu ?? '8', memory: options.allocatable?.memory ?? '16Gi', pods: String(allocatable.pods) },
+    allocatable: { cpu: options.allocatable?.cpu ?? '8', memory: options.allocatable?.memory ?? '16Gi', pods: String(allocatable.pods) },
+    conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: timestamp(), lastTransitionTime: timestamp() }],
+    addresses: [
+      { type: 'InternalIP', address: '127.0.0.1' },
+      { type: 'Hostname', address: nodeName },
+    ],
+    nodeInfo: { kubeletVersion: 'v1.35.0-acis-test', operatingSystem: 'linux', architecture: 'amd64', containerRuntimeVersion: isolation === 'bwrap' ? 'bwrap://' : 'process://' },
+  };
+  const node = objects.find('nodes', undefined, nodeName) ?? objects.create('nodes', undefined, { metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': 'linux' } } });
+  objects.update('nodes', undefined, nodeName, { ...node, status: nodeStatus }, { subresource: 'status' });
+
+  const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
+  /** The newest runtime of a pod name (an older pod of the same name may still be stopping). */
+  const runtimeByName = (namespace: string, name: string) =>
+    [...pods.values()].reverse().find((runtime) => runtime.namespace === namespace && runtime.name === name);
+
+  // ---- scheduling ----
+  const usedOnNode = () => {
+    let cpu = 0;
+    let memory = 0;
+    let count = 0;
+    for (const pod of objects.list('pods').items) {
+      if ((pod.spec as { nodeName?: string }).nodeName !== nodeName || isTerminal(pod)) continue;
+      const resources = podResources(pod);
+      cpu += resources.cpu;
+      memory += resources.memory;
+      count++;
+    }
+    return { cpu, memory, count };
+  };
+
+  const schedule = (pod: KubeObject) => {
+    const key = keyOf(pod.metadata.namespace!, pod.metadata.name!);
+    const used = usedOnNode();
+    const wanted = podResources(pod);
+    const lacking: string[] = [];
+    if (used.cpu + wanted.cpu > allocatable.cpu + 1e-9) lacking.push('Insufficient cpu');
+    if (used.memory + wanted.memory > allocatable.memory) lacking.push('Insufficient memory');
+    if (used.count + 1 > allocatable.pods) lacking.push('Too many pods');
+    if (lacking.length === 0) {
+      unschedulable.delete(key);
+      try {
+        objects.bind(pod.metadata.namespace!, pod.metadata.name!, nodeName);
+      } catch (error) {
+        // Another node bound it first, or it is gone.
+        if (!(error instanceof KubeStatusError)) throw error;
+      }
+      return;
+    }
+    unschedulable.add(key);
+    const message = `0/1 nodes are available: ${lacking.map((reason) => `1 ${reason}`).join(', ')}. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.`;
+    writeStatus(pod.metadata.namespace!, pod.metadata.name!, (status) => ({
+      ...status,
+      phase: 'Pending',
+      conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message }],
+    }));
+  };
+
+  const retryUnschedulable = () => {
+    for (const key of [...unschedulable]) {
+      const [namespace, name] = key.split('/') as [string, string];
+      const pod = objects.find('pods', namespace, name);
+      if (!pod || (pod.spec as { nodeName?: string }).nodeName || pod.metadata.deletionTimestamp) unschedulable.delete(key);
+      else schedule(pod);
+    }
+  };
+
+  // ---- status ----
+  function writeStatus(namespace: string, name: string, build: (status: Record<string, unknown>) => Record<string, unknown>): void {
+    if (closed) return;
+    const current = objects.find('pods', namespace, name);
+    if (!current) return;
+    const previous = (current.status ?? {}) as Record<string, unknown>;
+    const next = build(structuredClone(previous));
+    const previousConditions = (previous.conditions ?? []) as Array<{ type: string; status: string; lastTransitionTime?: string }>;
+    next.conditions = ((next.conditions ?? []) as Array<{ type: string; status: string; lastTransitionTime?: string }>).map((condition) => {
+      const before = previousConditions.find((candidate) => candidate.type === condition.type);
+      return { ...condition, lastProbeTime: null, lastTransitionTime: before && before.status === condition.status ? before.lastTransitionTime : timestamp() };
+    });
+    if (JSON.stringify(next) === JSON.stringify(previous)) return;
+    try {
+      objects.update('pods', namespace, name, { ...current, status: next }, { subresource: 'status' });
+    } catch (error) {
+      if (!(error instanceof KubeStatusError)) throw error;
+    }
+  }
+
+  const phaseOf = (runtime: PodRuntime): string => {
+    if (runtime.containers.every((container) => container.done)) {
+      return runtime.containers.every((container) => 'terminated' in container.state && container.state.terminated.exitCode === 0) ? 'Succeeded' : 'Failed';
+    }
+    return runtime.everRan ? 'Running' : 'Pending';
+  };
+
+  const flushStatus = (runtime: PodRuntime) => {
+    runtime.statusQueued = false;
+    const phase = phaseOf(runtime);
+    const containersReady = runtime.containers.every((container) => container.ready);
+    const notReady = runtime.containers.filter((container) => !container.ready).map((container) => container.spec.name);
+    const notReadyMessage = `containers with unready status: [${notReady.join(' ')}]`;
+    const completed = phase === 'Succeeded' || phase === 'Failed';
+    const readyCondition = (type: string) =>
+      containersReady
+        ? { type, status: 'True' }
+        : { type, status: 'False', reason: completed ? 'PodCompleted' : 'ContainersNotReady', message: completed ? undefined : notReadyMessage };
+    writeStatus(runtime.namespace, runtime.name, (status) => ({
+      ...status,
+      phase,
+      conditions: [
+        { type: 'PodReadyToStartContainers', status: runtime.containers.some((container) => container.process) || runtime.everRan ? 'True' : 'False' },
+        { type: 'Initialized', status: 'True' },
+        readyCondition('Ready'),
+        readyCondition('ContainersReady'),
+        { type: 'PodScheduled', status: 'True' },
+      ].map((condition) => Object.fromEntries(Object.entries(condition).filter(([, value]) => value !== undefined))),
+      hostIP: '127.0.0.1',
+      hostIPs: [{ ip: '127.0.0.1' }],
+      podIP: runtime.podIP,
+      podIPs: [{ ip: runtime.podIP }],
+      startTime: runtime.startTime,
+      qosClass: status.qosClass ?? 'BestEffort',
+      containerStatuses: runtime.containers.map((container) => ({
+        name: container.spec.name,
+        image: container.spec.image,
+        imageID: options.images[container.spec.image] ? `${container.spec.image}@sha256:${'0'.repeat(64)}` : '',
+        containerID: container.process ? `process://${container.process.pid}` : undefined,
+        state: container.state,
+        lastState: container.lastState ?? {},
+        ready: container.ready,
+        restartCount: container.restartCount,
+        started: 'running' in container.state,
+      })),
+    }));
+  };
+
+  const queueStatus = (runtime: PodRuntime) => {
+    if (runtime.statusQueued) return;
+    runtime.statusQueued = true;
+    setImmediate(() => flushStatus(runtime));
+  };
+
+  // ---- containers ----
+  const backoffFor = (container: ContainerRuntime) => Math.min(restartBackoffMs * 2 ** container.restartCount, restartBackoffMs * 32);
+
+  const startContainer = (runtime: PodRuntime, container: ContainerRuntime) => {
+    if (runtime.terminating || closed) return;
+    const pod = objects.find('pods', runtime.namespace, runtime.name);
+    if (!pod) return;
+    const image = options.images[container.spec.image];
+    if (!image) {
+      const pulledBefore = 'waiting' in container.state && container.state.waiting.reason === 'ErrImagePull';
+      container.state = pulledBefore
+        ? { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${container.spec.image}"` } }
+        : { waiting: { reason: 'ErrImagePull', message: `failed to pull and unpack image "${container.spec.image}": not found` } };
+      queueStatus(runtime);
+      if (!pulledBefore) container.timer = setTimeout(() => startContainer(runtime, container), restartBackoffMs);
+      return;
+    }
+    try {
+      const annotations = pod.metadata.annotations ?? {};
+      container.env = containerEnv(objects, pod, container.spec, image, annotations[PORT_ENV_ANNOTATION]);
+    } catch (error) {
+      if (!(error instanceof ContainerConfigError)) throw error;
+      container.state = { waiting: { reason: 'CreateContainerConfigError', message: error.message } };
+      queueStatus(runtime);
+      container.timer = setTimeout(() => startContainer(runtime, container), backoffFor(container));
+      return;
+    }
+    const spec = pod.spec as { volumes?: Array<{ name: string; emptyDir?: object }>; securityContext?: { runAsUser?: number; runAsGroup?: number } };
+    const emptyDirs = new Set((spec.volumes ?? []).filter((volume) => volume.emptyDir).map((volume) => volume.name));
+    const mounts = ((container.spec as { volumeMounts?: Array<{ name: string; mountPath: string }> }).volumeMounts ?? []).filter((mount) => emptyDirs.has(mount.name));
+    const security = { ...spec.securityContext, ...container.spec.securityContext };
+    const child = startProcess({
+      command: containerCommand(container.spec, image, container.env),
+      env: container.env,
+      isolation,
+      workspace: path.join(runtime.directory, 'workspace'),
+      home: path.join(runtime.directory, 'home'),
+      binds: image.binds ?? [],
+      volumes: mounts.map((mount) => ({ source: path.join(runtime.directory, 'volumes', mount.name), target: mount.mountPath })),
+      hostname: runtime.name.slice(0, 63),
+      uid: security.runAsUser,
+      gid: security.runAsGroup,
+    });
+    container.process = child;
+    const startedAt = timestamp();
+    container.state = { running: { startedAt } };
+    container.ready = !container.spec.readinessProbe;
+    container.probeFailures = 0;
+    runtime.everRan = true;
+    const append = (chunk: Buffer) => {
+      container.log = (container.log + chunk.toString('utf8')).slice(-LOG_LIMIT);
+    };
+    child.stdout?.on('data', append);
+    child.stderr?.on('data', append);
+    container.exited = new Promise((resolve) => {
+      let startError: Error | undefined;
+      child.once('error', (error) => (startError = error));
+      child.once('close', (code, signalName) => {
+        onExit(runtime, container, child, startedAt, code, signalName, startError);
+        resolve();
+      });
+    });
+    if (container.spec.readinessProbe) container.timer = setTimeout(() => probe(runtime, container, child), probePeriodMs);
+    queueStatus(runtime);
+  };
+
+  const probe = async (runtime: PodRuntime, container: ContainerRuntime, child: ChildProcess) => {
+    if (container.process !== child || runtime.terminating || closed) return;
+    const spec = container.spec.readinessProbe!;
+    const ok = await runProbe(spec, container.spec, runtime.podIP, container.env, Math.max(probePeriodMs, (spec.timeoutSeconds ?? 1) * 1000));
+    if (container.process !== child || runtime.terminating || closed) return;
+    container.probeFailures = ok ? 0 : container.probeFailures + 1;
+    const ready = ok ? true : container.probeFailures >= (spec.failureThreshold ?? 3) ? false : container.ready;
+    if (ready !== container.ready) {
+      container.ready = ready;
+      queueStatus(runtime);
+    }
+    container.timer = setTimeout(() => probe(runtime, container, child), probePeriodMs);
+  };
+
+  const onExit = (runtime: PodRuntime, container: ContainerRuntime, child: ChildProcess, startedAt: string, code: number | null, signalName: NodeJS.Signals | null, startError: Error | undefined) => {
+    if (container.process !== child) return;
+    container.process = undefined;
+    container.ready = false;
+    clearTimeout(container.timer);
+    const exitCode = startError ? 128 : (code ?? 128 + (signalName === 'SIGKILL' ? 9 : 15));
+    const reason = startError ? 'StartError' : exitCode === 0 ? 'Completed' : 'Error';
+    const terminated: ContainerState = { terminated: { exitCode, reason, ...(startError ? { message: startError.message } : {}), startedAt, finishedAt: timestamp() } };
+    container.state = terminated;
+    if (runtime.terminating || closed) {
+      container.done = true;
+      queueStatus(runtime);
+      return;
+    }
+    const policy = (objects.find('pods', runtime.namespace, runtime.name)?.spec as { restartPolicy?: string } | undefined)?.restartPolicy ?? 'Always';
+    const restart = policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0);
+    if (!restart) {
+      container.done = true;
+      queueStatus(runtime);
+      return;
+    }
+    const delay = backoffFor(container);
+    container.lastState = terminated;
+    container.state = { waiting: { reason: 'CrashLoopBackOff', message: `back-off ${Math.ceil(delay / 1000)}s restarting failed container=${container.spec.name} pod=${runtime.name}_${runtime.namespace}(${runtime.uid})` } };
+    queueStatus(runtime);
+    container.timer = setTimeout(() => {
+      container.restartCount++;
+      startContainer(runtime, container);
+    }, delay);
+  };
+
+  // ---- pod lifecycle ----
+  const startPod = async (pod: KubeObject) => {
+    const namespace = pod.metadata.namespace!;
+    const name = pod.metadata.name!;
+    const directory = path.join(baseDirectory, `${namespace}_${name}_${pod.metadata.uid}`);
+    const runtime: PodRuntime = {
+      namespace,
+      name,
+      uid: pod.metadata.uid!,
+      podIP: allocatePodIP(),
+      startTime: timestamp(),
+      directory,
+      terminating: false,
+      everRan: false,
+      statusQueued: false,
+      containers: ((pod.spec as { containers: ContainerSpec[] }).containers ?? []).map((spec) => ({
+        spec,
+        state: { waiting: { reason: 'ContainerCreating' } },
+        restartCount: 0,
+        ready: false,
+        done: false,
+        env: {},
+        log: '',
+        probeFailures: 0,
+      })),
+    };
+    pods.set(runtime.uid, runtime);
+    const volumes = ((pod.spec as { volumes?: Array<{ name: string; emptyDir?: object }> }).volumes ?? []).filter((volume) => volume.emptyDir);
+    await mkdir(path.join(directory, 'workspace'), { recursive: true });
+    await mkdir(path.join(directory, 'home'), { recursive: true });
+    for (const volume of volumes) await mkdir(path.join(directory, 'volumes', volume.name), { recursive: true });
+    flushStatus(runtime);
+    for (const container of runtime.containers) startContainer(runtime, container);
+  };
+
+  const removePod = async (runtime: PodRuntime) => {
+    pods.delete(runtime.uid);
+    clearTimeout(runtime.killTimer);
+    await rm(runtime.directory, { recursive: true, force: true });
+  };
+
+  const terminatePod = async (runtime: PodRuntime, graceSeconds: number) => {
+    runtime.terminating = true;
+    for (const container of runtime.containers) clearTimeout(container.timer);
+    const running = runtime.containers.filter((container) => container.process);
+    const pids = running.map((container) => container.process!.pid!);
+    runtime.killTimer = setTimeout(() => {
+      for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
+    }, graceSeconds * 1000);
+    await Promise.all(pids.map((pid) => terminateTree(pid, isolation)));
+    await Promise.all(running.map((container) => container.exited));
+    clearTimeout(runtime.killTimer);
+    await removePod(runtime);
+    if (closed) return;
+    try {
+      objects.delete('pods', runtime.namespace, runtime.name, { gracePeriodSeconds: 0, preconditions: { uid: runtime.uid } });
+    } catch (error) {
+      if (!(error instanceof KubeStatusError)) throw error;
+    }
+  };
+
+  const killNow = async (runtime: PodRuntime) => {
+    runtime.terminating = true;
+    for (const container of runtime.containers) {
+      clearTimeout(container.timer);
+      if (container.process?.pid) await killTree(container.process.pid);
+    }
+    await Promise.all(runtime.containers.map((container) => container.exited));
+    await removePod(runtime);
+  };
+
+  const inBackground = (work: Promise<void>) =>
+    void work.catch((error: unknown) => {
+      if (!(error instanceof KubeStatusError)) console.error(`kubelet ${nodeName}:`, error);
+    });
+
+  const reconcile = async (change: StoreChange) => {
+    if (closed || change.storageKey !== '/pods') return;
+    const pod = change.object;
+    const namespace = pod.metadata.namespace!;
+    const name = pod.metadata.name!;
+    const key = keyOf(namespace, name);
+    const runtime = pods.get(pod.metadata.uid!);
+    const spec = pod.spec as { nodeName?: string };
+    if (change.type === 'DELETED') {
+      unschedulable.delete(key);
+      if (runtime && !runtime.terminating) inBackground(killNow(runtime));
+      if (spec.nodeName === nodeName) retryUnschedulable();
+      return;
+    }
+    if (!spec.nodeName) {
+      if (!pod.metadata.deletionTimestamp) schedule(pod);
+      return;
+    }
+    if (spec.nodeName !== nodeName) return;
+    if (pod.metadata.deletionTimestamp) {
+      if (runtime && !runtime.terminating) inBackground(terminatePod(runtime, pod.metadata.deletionGracePeriodSeconds ?? 30));
+      else if (!runtime) objects.delete('pods', namespace, name, { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata.uid } });
+      return;
+    }
+    if (isTerminal(pod)) {
+      if (change.type === 'MODIFIED' && (change.previous?.status as { phase?: string } | undefined)?.phase !== (pod.status as { phase?: string }).phase) retryUnschedulable();
+      return;
+    }
+    if (!runtime) await startPod(pod);
+  };
+
+  let queue = Promise.resolve();
+  const enqueue = (change: StoreChange) => {
+    // One change at a time, in order, after the write that caused it has returned. A failure is a
+    // bug of this simulation: shown, and the queue goes on.
+    queue = queue
+      .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      .then(() => reconcile(change))
+      .catch((error: unknown) => {
+        if (!(error instanceof KubeStatusError)) console.error(`kubelet ${nodeName}:`, error);
+      });
+  };
+  const unsubscribe = objects.store.subscribe((change) => {
+    if (change.storageKey === '/pods') enqueue(change);
+  });
+  for (const pod of objects.list('pods').items) enqueue({ type: 'ADDED', storageKey: '/pods', revision: 0, object: pod });
+
+  server.setPodLogProvider((namespace, name, containerName, tailLines) => {
+    const runtime = runtimeByName(namespace, name);
+    const container = runtime?.containers.find((candidate) => containerName === undefined || candidate.spec.name === containerName);
+    if (!runtime || !container) throw new KubeStatusError(400, 'BadRequest', `container "${containerName ?? ''}" in pod "${name}" is not available`);
+    if (tailLines === undefined) return container.log;
+    return container.log.split('\n').slice(-(tailLines + 1)).join('\n');
+  });
+
+  return {
+    nodeName,
+    processes() {
+      return [...pods.values()].flatMap((runtime) =>
+        runtime.containers
+          .filter((container) => container.process?.pid)
+          .map((container) => ({ namespace: runtime.namespace, pod: runtime.name, container: container.spec.name, pid: container.process!.pid!, podIP: runtime.podIP })),
+      );
+    },
+    logs(namespace, name, containerName) {
+      const runtime = runtimeByName(namespace, name);
+      return runtime?.containers.find((container) => containerName === undefined || container.spec.name === containerName)?.log ?? '';
+    },
+    async close() {
+      closed = true;
+      unsubscribe();
+      server.setPodLogProvider(undefined);
+      await queue.catch(() => {});
+      await Promise.all([...pods.values()].map(killNow));
+      try {
+        objects.delete('nodes', undefined, nodeName);
+      } catch (error) {
+        if (!(error instanceof KubeStatusError)) throw error;
+      }
+      await rm(baseDirectory, { recursive: true, force: true });
+    },
+  };
+}

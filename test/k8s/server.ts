@@ -1,0 +1,167 @@
+/**
+ * The Kubernetes API test server: stands where a cluster's API server stands, for the controller,
+ * client-node, kubectl and helm, over plain HTTP on loopback. See README.md beside this file for what
+ * it implements and what it does not.
+ */
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { GarbageCollector } from './garbage-collector.js';
+import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord } from './http.js';
+import { KubeObjects } from './objects.js';
+import { ResourceRegistry } from './resources.js';
+import { ObjectStore, type KubeObject } from './store.js';
+import type { ActiveWatch } from './watch.js';
+
+export interface KubeTestServerOptions {
+  /** Directories whose *.yaml/*.yml/*.json CustomResourceDefinitions are served from the start. */
+  crdDirectories?: string[];
+  /** Namespaces created at start, beside default, kube-system and kube-public. */
+  namespaces?: string[];
+  /** Changes kept for watches; a watch from before them gets 410 Gone. Default 10000. */
+  historyLimit?: number;
+  /** How often a watch that allows bookmarks gets one. Default 1000 ms. */
+  bookmarkIntervalMs?: number;
+}
+
+export interface RequestFilter {
+  method?: string;
+  verb?: RequestRecord['verb'];
+  resource?: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+  /** Matched against the path (and query) of the request. */
+  path?: string | RegExp;
+}
+
+export interface KubeTestServer {
+  url: string;
+  /** A kubeconfig file (context `acis-test`, namespace default) for client-node, kubectl and helm. */
+  kubeconfigPath: string;
+  /** The API's verbs in process, for arranging and inspecting state in tests. */
+  store: KubeObjects;
+  /** Every request so far (discovery included), in arrival order. */
+  requests: RequestRecord[];
+  countRequests(filter?: RequestFilter): number;
+  /** Makes the next matching request fail (see FailureRule). */
+  failNext(rule: FailureRule): void;
+  /** Ends every open watch from the server side, as an API server restart does. */
+  closeWatches(): void;
+  /** Forgets the watch history: watches from any earlier resourceVersion get 410 Gone. */
+  compact(): void;
+  /** Where `kubectl logs` reads from; the simulated kubelet installs itself here. */
+  setPodLogProvider(provider: PodLogProvider | undefined): void;
+  close(): Promise<void>;
+}
+
+const BASE_NAMESPACES = ['default', 'kube-system', 'kube-public'];
+
+export async function loadManifests(directory: string): Promise<KubeObject[]> {
+  const names = (await readdir(directory)).filter((name) => /\.(ya?ml|json)$/.test(name)).sort();
+  const manifests: KubeObject[] = [];
+  for (const name of names) {
+    const text = await readFile(path.join(directory, name), 'utf8');
+    for (const document of parseAllDocuments(text)) {
+      const value = document.toJS() as KubeObject | null;
+      if (value && typeof value === 'object') manifests.push(value);
+    }
+  }
+  return manifests;
+}
+
+function kubeconfig(url: string): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    '- name: acis-test',
+    '  cluster:',
+    `    server: ${url}`,
+    '    insecure-skip-tls-verify: true',
+    'users:',
+    '- name: acis-test',
+    '  user:',
+    '    token: acis-test-token',
+    'contexts:',
+    '- name: acis-test',
+    '  context:',
+    '    cluster: acis-test',
+    '    user: acis-test',
+    '    namespace: default',
+    'current-context: acis-test',
+    '',
+  ].join('\n');
+}
+
+export async function startKubeTestServer(options: KubeTestServerOptions = {}): Promise<KubeTestServer> {
+  const registry = new ResourceRegistry();
+  const store = new ObjectStore(options.historyLimit ?? 10_000);
+  const objects = new KubeObjects(registry, store);
+  const collector = new GarbageCollector(objects);
+  for (const name of new Set([...BASE_NAMESPACES, ...(options.namespaces ?? [])])) {
+    objects.create('namespaces', undefined, { metadata: { name } });
+  }
+  for (const directory of options.crdDirectories ?? []) {
+    for (const manifest of await loadManifests(directory)) {
+      if (manifest.kind === 'CustomResourceDefinition') objects.create('customresourcedefinitions', undefined, manifest);
+    }
+  }
+
+  const watches = new Set<ActiveWatch>();
+  const requests: RequestRecord[] = [];
+  const failures: FailureRule[] = [];
+  const podLogs: { provider?: PodLogProvider } = {};
+  const server = createServer(createHandler({ objects, bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000, watches, requests, failures, podLogs }));
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const directory = await mkdtemp(path.join(tmpdir(), 'acis-kube-'));
+  const kubeconfigPath = path.join(directory, 'kubeconfig');
+  await writeFile(kubeconfigPath, kubeconfig(url));
+
+  const closeWatches = () => {
+    for (const watch of [...watches]) watch.stop();
+    watches.clear();
+  };
+
+  return {
+    url,
+    kubeconfigPath,
+    store: objects,
+    requests,
+    countRequests(filter = {}) {
+      return requests.filter(
+        (request) =>
+          (filter.method === undefined || request.method === filter.method) &&
+          (filter.verb === undefined || request.verb === filter.verb) &&
+          (filter.resource === undefined || request.resource === filter.resource) &&
+          (filter.subresource === undefined || request.subresource === filter.subresource) &&
+          (filter.namespace === undefined || request.namespace === filter.namespace) &&
+          (filter.name === undefined || request.name === filter.name) &&
+          (filter.path === undefined ||
+            (typeof filter.path === 'string' ? request.path === filter.path : filter.path.test(request.path + request.query))),
+      ).length;
+    },
+    failNext(rule) {
+      failures.push(rule);
+    },
+    closeWatches,
+    compact() {
+      store.compact();
+    },
+    setPodLogProvider(provider) {
+      podLogs.provider = provider;
+    },
+    async close() {
+      collector.close();
+      closeWatches();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await rm(directory, { recursive: true, force: true });
+    },
+  };
+}
