@@ -24,7 +24,8 @@ export interface RunningController {
   isLeader(): boolean;
   /** Resolves when both queues have nothing waiting or in process (tests). */
   idle(): Promise<void>;
-  stop(): Promise<void>;
+  /** `releaseLease: false` stops as a crash would (tests of failover). */
+  stop(options?: { releaseLease?: boolean }): Promise<void>;
 }
 
 export async function startController(options: {
@@ -192,8 +193,8 @@ export async function startController(options: {
     idle: async () => {
       await Promise.all([sandboxQueue?.idle(), poolQueue?.idle()]);
     },
-    stop: async () => {
-      await election.stop();
+    stop: async (stopOptions = {}) => {
+      await election.stop({ release: stopOptions.releaseLease ?? true });
       await Promise.all([sandboxes.stop(), pools.stop(), pods.stop()]);
       await health.close();
     },

@@ -42,12 +42,16 @@ export class LeaderElection {
     void this.tick();
   }
 
-  /** Stops campaigning; a leader releases the Lease (an empty holder) so a successor need not wait. */
-  async stop(): Promise<void> {
+  /**
+   * Stops campaigning; a leader releases the Lease (an empty holder) so a successor need not wait.
+   * `release: false` walks away as a crash would: the successor waits out the lease.
+   */
+  async stop(options: { release: boolean } = { release: true }): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     if (!this.leading) return;
     this.setLeading(false);
+    if (!options.release) return;
     try {
       const lease = await this.read();
       if (lease?.spec?.holderIdentity === this.options.identity) {
