@@ -34,6 +34,7 @@ export class ClusterView {
     readonly pods: Informer<V1Pod>,
     readonly namespace: string,
     private readonly maxSandboxes: number,
+    private readonly defaultImage: string,
   ) {}
 
   /** Forgets what this replica did (leadership changes hands: the next leader starts from the cluster). */
@@ -120,11 +121,17 @@ export class ClusterView {
     return warmCapReleases(views, () => cap).includes(this.sandboxKey(sandbox));
   }
 
-  /** A ready, unclaimed pod of a pool `sandbox` may adopt from, oldest first. */
+  /**
+   * A ready, unclaimed pod of a pool `sandbox` may adopt from, oldest first: the pool it names (or
+   * any of its agent type), running the image it asks for, and without resources of its own (a
+   * Sandbox that sets resources gets a pod made to them).
+   */
   poolCandidate(sandbox: Sandbox): V1Pod | undefined {
+    const image = sandbox.spec.image ?? this.defaultImage;
     const pools = this.pools
       .list(this.namespace)
-      .filter((p) => (sandbox.spec.poolRef ? p.metadata.name === sandbox.spec.poolRef.name : p.spec.agentType === sandbox.spec.agentType));
+      .filter((p) => (sandbox.spec.poolRef ? p.metadata.name === sandbox.spec.poolRef.name : p.spec.agentType === sandbox.spec.agentType))
+      .filter((p) => p.spec.agentType === sandbox.spec.agentType && (p.spec.image ?? this.defaultImage) === image && !sandbox.spec.resources);
     const candidates = pools.flatMap((pool) => this.adoptablePods(pool));
     return candidates.sort((a, b) => createdAt(a) - createdAt(b))[0];
   }

@@ -116,7 +116,7 @@ export async function startController(options: {
     onEvent: onPod,
     onError: onInformerError('pods'),
   });
-  const view = new ClusterView(sandboxes, pools, pods, ns, config.maxSandboxes);
+  const view = new ClusterView(sandboxes, pools, pods, ns, config.maxSandboxes, config.runnerImage);
 
   const metrics = createMetrics({
     sandboxPhases: () => {
