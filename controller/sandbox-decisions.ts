@@ -168,8 +168,9 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
     };
     return { actions, events, status, requeueAt: shutdownAt };
   }
-  if (health.state === 'failing' && (health.terminal || now >= startDeadline || before.readyTime)) {
-    return end('Failed', health.reason, health.message);
+  if (health.state === 'failing' && (health.terminal || before.readyTime)) return end('Failed', health.reason, health.message);
+  if (health.state === 'failing' && now >= startDeadline) {
+    return end('Failed', health.reason, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s: ${health.message}`);
   }
   if (now >= startDeadline) {
     return end('Failed', REASONS.startTimeout, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s (${health.message})`);
