@@ -1,4 +1,8 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
 import type { RunningController } from '../../controller/controller.js';
 import { createPool, createSandbox, eventually, NAMESPACE, phaseIs, runnerPods, startCluster, startTestController, waitForSandbox, type Cluster } from './harness.js';
 
@@ -92,5 +96,27 @@ describe('controller resilience', () => {
     } finally {
       controller = standby;
     }
+  });
+});
+
+describe('controller/rbac.yaml', () => {
+  it('allows every request the controller made in this suite (only the controller speaks HTTP here)', () => {
+    const manifests = parseAllDocuments(readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'controller', 'rbac.yaml'), 'utf8')).map((d) => d.toJS());
+    const role = manifests.find((m) => m.kind === 'Role') as { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
+    const denied = cluster.server.requests
+      .filter((r) => r.resource && r.verb)
+      .filter((r) => {
+        const resource = r.subresource ? `${r.resource}/${r.subresource}` : r.resource!;
+        return !role.rules.some(
+          (rule) =>
+            rule.apiGroups.includes(r.group ?? '') &&
+            rule.resources.includes(resource) &&
+            rule.verbs.includes(r.verb) &&
+            (!rule.resourceNames || (r.name !== undefined && rule.resourceNames.includes(r.name))),
+        );
+      })
+      .map((r) => `${r.verb} ${r.group ?? ''}/${r.subresource ? `${r.resource}/${r.subresource}` : r.resource} ${r.name ?? ''}`);
+    expect([...new Set(denied)]).toEqual([]);
+    expect(cluster.server.requests.some((r) => r.resource === 'secrets' && ['get', 'list', 'watch'].includes(r.verb))).toBe(false);
   });
 });
