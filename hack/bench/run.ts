@@ -7,6 +7,7 @@ import pg from 'pg';
 import { cpuSnapshot, cpuSpentMs, machineBusyShare, machineCpuMs } from './cpu.js';
 import { measure, type RequestPlan, stopAllLoad, warmUp } from './load.js';
 import { runConversationsPlane } from './conversations.js';
+import { runControllerPlane } from './controller-plane.js';
 import { acisServeArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
 import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
 import { DATASETS, SCENARIOS, type Scenario, type Target } from './scenarios.js';
@@ -14,8 +15,9 @@ import { type Fixture, growTenants, seedBase } from './seed.js';
 
 /**
  * `npm run bench`: the provisioning plane against its floors, on a fresh PostgreSQL database, then
- * the conversation plane against the Agent SDK driven directly (conversations.ts).
- * Environment: BENCH_PLANES (provisioning | conversations | all, the default), BENCH_DURATION_S
+ * the conversation plane against the Agent SDK driven directly (conversations.ts), then the
+ * controller plane against the Kubernetes API test server (controller-plane.ts).
+ * Environment: BENCH_PLANES (provisioning | conversations | controller | all, the default), BENCH_DURATION_S
  * (measured seconds per provisioning scenario, default 10), BENCH_WARMUP_S (default 3),
  * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles),
  * BENCH_ADMIN_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres); the conversation
@@ -60,7 +62,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-const PLANES = ['provisioning', 'conversations'] as const;
+const PLANES = ['provisioning', 'conversations', 'controller'] as const;
 
 function planes(): Array<(typeof PLANES)[number]> {
   const raw = process.env.BENCH_PLANES ?? 'all';
@@ -79,6 +81,10 @@ async function main(): Promise<number> {
   const outcomes: PlaneOutcome[] = [];
   for (const plane of planes()) {
     if (interrupted) throw new Error('interrupted');
+    if (plane === 'controller') {
+      outcomes.push(await runControllerPlane({ root: ROOT, outDir: OUT_DIR, defer: (step) => cleanups.push(step) }));
+      continue;
+    }
     outcomes.push(
       plane === 'provisioning'
         ? await provisioningPlane()
