@@ -12,6 +12,7 @@ import { ClusterView, objectKey } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
 import { Informer, type InformerEvent } from './informer.js';
 import { KubeClient } from './kube-client.js';
+import { httpStatus, statusMessage } from './kube-errors.js';
 import { LeaderElection } from './leader-election.js';
 import { createMetrics, type ControllerMetrics, type HealthEndpoint, serveHealth } from './metrics.js';
 import { reconcilePool } from './pool-reconciler.js';
@@ -89,7 +90,7 @@ export async function startController(options: {
   };
 
   const onInformerError = (what: string) => (error: unknown, retryInMs: number) =>
-    logger.warn({ err: error, resource: what, retry_in_ms: retryInMs }, 'watch failed; restarting');
+    logger.warn({ error: statusMessage(error), code: httpStatus(error), resource: what, retry_in_ms: retryInMs }, 'watch failed; restarting');
   const sandboxes: Informer<Sandbox> = new Informer<Sandbox>({
     kubeConfig,
     path: `/apis/acis.dev/v1alpha1/namespaces/${ns}/${SANDBOX.plural}`,
@@ -132,7 +133,7 @@ export async function startController(options: {
     const end = metrics.reconcileDuration.startTimer({ kind });
     try {
       const result = await reconcile(namespace, name);
-      metrics.reconciles.inc({ kind, result: 'ok' });
+      metrics.reconciles.inc({ kind, result: result.conflict ? 'conflict' : 'ok' });
       return result;
     } catch (error) {
       metrics.reconciles.inc({ kind, result: 'error' });
@@ -142,7 +143,7 @@ export async function startController(options: {
     }
   };
   const onReconcileError = (kind: string) => (key: string, error: unknown, retryInMs: number) =>
-    logger.warn({ err: error, kind, key, retry_in_ms: retryInMs }, 'reconcile failed; retrying');
+    logger.warn({ error: statusMessage(error), code: httpStatus(error), kind, key, retry_in_ms: retryInMs }, 'reconcile failed; retrying');
   const makeQueues = () => {
     sandboxQueue = new WorkQueue(timed(SANDBOX.kind, (n, name) => reconcileSandbox(ctx, n, name)), { workers: config.workers, onError: onReconcileError(SANDBOX.kind) });
     poolQueue = new WorkQueue(timed(SANDBOX_WARM_POOL.kind, (n, name) => reconcilePool(ctx, n, name)), { workers: 1, onError: onReconcileError(SANDBOX_WARM_POOL.kind) });
@@ -172,7 +173,7 @@ export async function startController(options: {
       sandboxQueue = poolQueue = undefined;
       view.reset();
     },
-    onError: (error) => logger.warn({ err: error }, 'leader election: lease call failed'),
+    onError: (error) => logger.warn({ error: statusMessage(error), code: httpStatus(error) }, 'leader election: lease call failed'),
     now,
   });
 

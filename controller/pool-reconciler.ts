@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
 import { API_VERSION, SANDBOX_WARM_POOL } from './api/v1alpha1.js';
 import { statusChanged } from './conditions.js';
+import { httpStatus } from './kube-errors.js';
 import { decidePool } from './pool-decisions.js';
 import { runnerPod, tokenSecret } from './pod-template.js';
 import type { ReconcileContext } from './sandbox-reconciler.js';
@@ -48,7 +49,10 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   ctx.metrics.poolReplicas.set({ pool: pool.metadata.name, state: 'desired' }, decision.status.desiredReplicas ?? 0);
   ctx.metrics.poolReplicas.set({ pool: pool.metadata.name, state: 'ready' }, decision.status.readyReplicas ?? 0);
   if (statusChanged(pool.status, decision.status)) {
-    await client.replaceStatus(SANDBOX_WARM_POOL.plural, { ...pool, apiVersion: API_VERSION, status: decision.status });
+    // A newer version (409) or none (404): the watch brings it and the pool runs again on it.
+    await client.replaceStatus(SANDBOX_WARM_POOL.plural, { ...pool, apiVersion: API_VERSION, status: decision.status }).catch((error: unknown) => {
+      if (httpStatus(error) !== 409 && httpStatus(error) !== 404) throw error;
+    });
   }
   const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failure) throw failure.reason;

@@ -61,10 +61,7 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     for (const action of decision.actions) await act(ctx, sandbox, key, action);
     refused.delete(key);
   } catch (error) {
-    if (error instanceof LostAdoption) {
-      ctx.metrics.reconciles.inc({ kind: SANDBOX.kind, result: 'conflict' });
-      return { requeueAt: at };
-    }
+    if (error instanceof LostAdoption) return { requeueAt: at, conflict: true };
     if (httpStatus(error) !== 403) throw error;
     // A ResourceQuota refused the pod: say so, and retry with backoff until the start deadline.
     refused.set(key, { reason: 'QuotaExceeded', message: statusMessage(error) });
@@ -72,7 +69,7 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     await writeStatus(ctx, sandbox, { ...decision, actions: [] });
     throw error;
   }
-  await writeStatus(ctx, sandbox, decision);
+  if (!(await writeStatus(ctx, sandbox, decision))) return { conflict: true };
   return { requeueAt: decision.requeueAt };
 }
 
@@ -131,13 +128,28 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
   }
 }
 
-async function writeStatus(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<void> {
-  for (const event of decision.events) {
-    ctx.client.recordEvent(sandbox, event).catch((error: unknown) => ctx.logger.warn({ err: error, sandbox: sandbox.metadata.name }, 'recording an event failed'));
+/**
+ * Records the decision's events and writes its status if it changed. False when the write lost to a
+ * newer version of the object (409) or the object is gone (404): the watch brings that version and
+ * the key runs again on it, so this is no error and no retry of its own.
+ */
+async function writeStatus(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<boolean> {
+  if (statusChanged(sandbox.status, decision.status)) {
+    try {
+      await ctx.client.replaceStatus(SANDBOX.plural, { ...sandbox, apiVersion: API_VERSION, status: decision.status });
+    } catch (error) {
+      const code = httpStatus(error);
+      if (code !== 409 && code !== 404) throw error;
+      return false;
+    }
   }
-  if (!statusChanged(sandbox.status, decision.status)) return;
-  await ctx.client.replaceStatus(SANDBOX.plural, { ...sandbox, apiVersion: API_VERSION, status: decision.status });
+  // Only once the status that goes with them is written, so a lost write does not repeat them.
+  for (const event of decision.events) {
+    ctx.client.recordEvent(sandbox, event).catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed'));
+  }
+  if (!statusChanged(sandbox.status, decision.status)) return true;
   if (decision.status.phase === 'Ready' && sandbox.status?.phase !== 'Ready') {
     ctx.metrics.claimLatency.observe({ launch: decision.status.launch ?? 'cold' }, Math.max(0, ctx.now() - createdAt(sandbox)) / 1000);
   }
+  return true;
 }

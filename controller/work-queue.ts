@@ -9,6 +9,8 @@
 export interface ProcessResult {
   /** Look again at this time (ms since epoch) even if nothing changes. */
   requeueAt?: number | undefined;
+  /** A write lost to a newer version of the object: not an error, counted apart. */
+  conflict?: boolean;
 }
 
 export interface WorkQueueOptions {

@@ -44,16 +44,21 @@ function envInt(name: string, fallback: number): number {
 }
 
 function percentiles(samples: number[]): Latencies {
-  const sorted = [...samples].sort((a, b) => a - b);
+  const sorted = samples.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
   return { count: sorted.length, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: sorted.at(-1) ?? NaN };
 }
 
-/** Resolves when `name` first shows phase Ready (or Failed: an error), timing from `createdAt`. */
-function readyLatencies(server: KubeTestServer): { watch(name: string): Promise<number>; close(): void } {
-  const waiting = new Map<string, { since: number; resolve: (ms: number) => void; reject: (e: Error) => void }>();
+/**
+ * Resolves with the time from `watch(name)` to the Sandbox's first Ready status, or NaN when it
+ * failed instead (counted, and its reason kept, by the caller).
+ */
+function readyLatencies(server: KubeTestServer): { watch(name: string): Promise<number>; failed: string[]; close(): void } {
+  const waiting = new Map<string, { since: number; resolve: (ms: number) => void }>();
+  const failed: string[] = [];
   const unsubscribe = server.store.store.subscribe((change) => {
-    const object = change.object as KubeObject & { kind?: string; status?: { phase?: string; conditions?: { message?: string }[] } };
+    if (!change.storageKey.includes('sandboxes')) return;
+    const object = change.object as KubeObject & { status?: { phase?: string; conditions?: { type: string; reason?: string; message?: string }[] } };
     const name = object.metadata.name ?? '';
     const entry = waiting.get(name);
     if (!entry || !object.status?.phase) return;
@@ -62,11 +67,14 @@ function readyLatencies(server: KubeTestServer): { watch(name: string): Promise<
       entry.resolve(performance.now() - entry.since);
     } else if (object.status.phase === 'Failed') {
       waiting.delete(name);
-      entry.reject(new Error(`${name} failed: ${JSON.stringify(object.status.conditions)}`));
+      const ready = object.status.conditions?.find((c) => c.type === 'Ready');
+      failed.push(`${name}: ${ready?.reason} ${ready?.message}`);
+      entry.resolve(Number.NaN);
     }
   });
   return {
-    watch: (name) => new Promise((resolve, reject) => waiting.set(name, { since: performance.now(), resolve, reject })),
+    watch: (name) => new Promise((resolve) => waiting.set(name, { since: performance.now(), resolve })),
+    failed,
     close: unsubscribe,
   };
 }
@@ -214,6 +222,7 @@ export async function runControllerPlane(options: { root: string; outDir: string
     node: process.version,
     warm: { ...warm, ratePerSecond: rate, poolSize, launches },
     cold: percentiles(cold),
+    failed: ready.failed,
     burst: {
       sandboxes: burst,
       allReadySeconds: seconds,
@@ -224,6 +233,7 @@ export async function runControllerPlane(options: { root: string; outDir: string
       controllerCpuUsPerReconcile: cpuMs === null ? null : (cpuMs * 1000) / reconciles,
     },
   };
+  if (ready.failed.length > 0) failures.push(`controller: ${ready.failed.length} Sandboxes failed instead of becoming Ready, first: ${ready.failed[0]}`);
   const ms = (v: number) => `${v.toFixed(0)} ms`;
   const markdown = [
     '## Controller plane',
