@@ -25,6 +25,12 @@ export class ClusterView {
   readonly admitted = new Set<string>();
   /** Pool pods a claim picked, whose adoption the cache may not show yet: pod name → Sandbox key. */
   readonly picked = new Map<string, string>();
+  /**
+   * Sandboxes as this replica last wrote them, with the resourceVersion they were written over: while
+   * the cache still shows that older version, the written one is the truth (no 409 round trip to
+   * learn what this replica itself just wrote).
+   */
+  readonly ownWrites = new Map<string, { over: string | undefined; object: Sandbox }>();
   /** Pod creates a ResourceQuota refused, per Sandbox key, so its condition says why it waits. */
   readonly createRefusals = new Map<string, { reason: string; message: string }>();
 
@@ -43,6 +49,17 @@ export class ClusterView {
     this.admitted.clear();
     this.picked.clear();
     this.createRefusals.clear();
+    this.ownWrites.clear();
+  }
+
+  /** The freshest known version of a Sandbox: the cache's, or this replica's own write the cache has not caught up with. */
+  freshest(cached: Sandbox): Sandbox {
+    const key = this.sandboxKey(cached);
+    const written = this.ownWrites.get(key);
+    if (!written) return cached;
+    if (written.over === cached.metadata.resourceVersion) return written.object;
+    this.ownWrites.delete(key);
+    return cached;
   }
 
   sandboxKey(sandbox: Sandbox): string {

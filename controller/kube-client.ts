@@ -67,15 +67,16 @@ export class KubeClient {
     }
   }
 
-  async replaceStatus(plural: string, object: { apiVersion?: string; kind?: string; metadata: ObjectMeta; status?: unknown }): Promise<void> {
-    await this.custom.replaceNamespacedCustomObjectStatus({
+  /** Writes the status subresource; returns the object as the server stored it. */
+  async replaceStatus<T extends { apiVersion?: string; kind?: string; metadata: ObjectMeta; status?: unknown }>(plural: string, object: T): Promise<T> {
+    return (await this.custom.replaceNamespacedCustomObjectStatus({
       group: GROUP,
       version: VERSION,
       namespace: object.metadata.namespace!,
       plural,
       name: object.metadata.name,
       body: object,
-    });
+    })) as T;
   }
 
   async recordEvent(involved: { apiVersion: string; kind: string; metadata: ObjectMeta }, event: EventRecord): Promise<void> {

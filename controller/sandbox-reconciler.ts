@@ -31,13 +31,15 @@ export interface ReconcileContext {
 
 export async function reconcileSandbox(ctx: ReconcileContext, namespace: string, name: string): Promise<ProcessResult> {
   const { view, now } = ctx;
-  const sandbox = view.sandboxes.get(name, namespace);
+  const cached = view.sandboxes.get(name, namespace);
+  const sandbox = cached && view.freshest(cached);
   const refused = view.createRefusals;
   if (!sandbox || sandbox.metadata.deletionTimestamp) {
     // Its pod and token go with it (owner references); only our bookkeeping remains.
     const key = `Sandbox/${namespace}/${name}`;
     view.admitted.delete(key);
     refused.delete(key);
+    view.ownWrites.delete(key);
     return {};
   }
   const key = view.sandboxKey(sandbox);
@@ -129,23 +131,26 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
 }
 
 /**
- * Records the decision's events and writes its status if it changed. False when the write lost to a
- * newer version of the object (409) or the object is gone (404): the watch brings that version and
- * the key runs again on it, so this is no error and no retry of its own.
+ * Records the decision's events, then writes its status if it changed. False when the write lost to
+ * a newer version of the object (409) or the object is gone (404): the watch brings that version and
+ * the key runs again on it, so this is no error and no retry of its own. Events go first so that
+ * whoever sees the new status finds its events; a lost write may repeat one (kubectl shows a count).
  */
 async function writeStatus(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<boolean> {
+  await Promise.all(
+    decision.events.map((event) =>
+      ctx.client.recordEvent(sandbox, event).catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed')),
+    ),
+  );
   if (statusChanged(sandbox.status, decision.status)) {
     try {
-      await ctx.client.replaceStatus(SANDBOX.plural, { ...sandbox, apiVersion: API_VERSION, status: decision.status });
+      const written = await ctx.client.replaceStatus(SANDBOX.plural, { ...sandbox, apiVersion: API_VERSION, status: decision.status });
+      ctx.view.ownWrites.set(ctx.view.sandboxKey(sandbox), { over: sandbox.metadata.resourceVersion, object: written });
     } catch (error) {
       const code = httpStatus(error);
       if (code !== 409 && code !== 404) throw error;
       return false;
     }
-  }
-  // Only once the status that goes with them is written, so a lost write does not repeat them.
-  for (const event of decision.events) {
-    ctx.client.recordEvent(sandbox, event).catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed'));
   }
   if (!statusChanged(sandbox.status, decision.status)) return true;
   if (decision.status.phase === 'Ready' && sandbox.status?.phase !== 'Ready') {

@@ -6,7 +6,7 @@
 
 export const GROUP = 'acis.dev';
 export const VERSION = 'v1alpha1';
-export const API_VERSION = `${GROUP}/${VERSION}`;
+export const API_VERSION = `${GROUP}/${VERSION}` as const;
 
 export const SANDBOX = { kind: 'Sandbox', plural: 'sandboxes' } as const;
 export const SANDBOX_WARM_POOL = { kind: 'SandboxWarmPool', plural: 'sandboxwarmpools' } as const;

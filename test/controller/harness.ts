@@ -22,6 +22,7 @@ export const RUNNER_IMAGE = 'acis-runner:test';
 /** A runner that crashes (exit code 3) shortly after it is ready. */
 export const CRASHING_IMAGE = 'acis-runner:crashing';
 export const NAMESPACE = 'default';
+const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
 
 export interface Cluster {
   server: KubeTestServer;
@@ -70,6 +71,9 @@ export function testConfig(overrides: Partial<ControllerConfig> = {}): Controlle
       ACIS_CONTROLLER_LEASE_SECONDS: '1',
       ACIS_CONTROLLER_RESYNC_SECONDS: '60',
       ACIS_SANDBOX_START_TIMEOUT_SECONDS: '20',
+      // Pod IPs are unique within one kubelet only, and test files run side by side: a port of
+      // this file's own keeps two files' runners from colliding on 127.0.0.x.
+      ACIS_RUNNER_PORT: String(RUNNER_PORT),
       LOG_LEVEL: 'silent',
     }),
     ...overrides,
