@@ -1,6 +1,6 @@
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 
 const FIXTURES = path.resolve(import.meta.dirname, '../k8s/fixtures');
@@ -79,8 +79,9 @@ describe('makeInformer against the test server', () => {
     // The history is forgotten and the watch cut: reconnecting from the old version must fail with 410,
     // and the change made meanwhile must arrive through the re-list.
     await new Promise<void>((resolve) => informer.on('delete', () => resolve()));
+    // In one tick, so the informer cannot reconnect in between.
     server.closeWatches();
-    await core.createNamespacedConfigMap({ namespace: 'team-a', body: { metadata: { name: 'after-compaction' } } });
+    server.store.create('configmaps', 'team-a', { metadata: { name: 'after-compaction' } });
     server.compact();
     await changed;
     await informer.stop();
@@ -114,6 +115,26 @@ describe('watch', () => {
     expect(events.map((event) => `${event.type} ${event.object.metadata.name}`)).toEqual(
       expect.arrayContaining(['ADDED default', 'ADDED kube-system', 'ADDED kube-public', 'ADDED team-a']),
     );
+  });
+
+  it('ends open watches of one resource cleanly, or cuts them', async () => {
+    const stream = async () => {
+      const response = await fetch(`${server.url}/api/v1/namespaces/default/services?watch=1`);
+      return response.text();
+    };
+    const clean = stream();
+    const other = fetch(`${server.url}/api/v1/namespaces/default/endpoints?watch=1`);
+    await vi.waitFor(() => {
+      expect(server.countRequests({ verb: 'watch', resource: 'services' })).toBe(1);
+      expect(server.countRequests({ verb: 'watch', resource: 'endpoints' })).toBe(1);
+    });
+    server.closeWatches({ resource: 'services' });
+    await expect(clean).resolves.toBe('');
+    const cut = stream();
+    await vi.waitFor(() => expect(server.countRequests({ verb: 'watch', resource: 'services' })).toBe(2));
+    server.closeWatches({ abrupt: true });
+    await expect(cut).rejects.toThrow();
+    await expect((await other).text()).rejects.toThrow();
   });
 
   it('fails a watch on demand (failNext) and drops one, as a flaky apiserver would', async () => {
@@ -185,6 +206,17 @@ describe('writes', () => {
     expect(forbidden.body.details.causes[0]).toMatchObject({ reason: 'FieldValueForbidden', field: 'spec' });
   });
 
+  it('fills in the defaults the real server adds to pods, services and secrets', async () => {
+    const pod = (await call('POST', '/api/v1/namespaces/default/pods', { metadata: { name: 'defaulted' }, spec: { containers: [{ name: 'main', image: 'runner:1.0', ports: [{ containerPort: 80 }] }] } })).body;
+    expect(pod.spec).toMatchObject({ restartPolicy: 'Always', serviceAccountName: 'default', enableServiceLinks: true, terminationGracePeriodSeconds: 30 });
+    expect(pod.spec.containers[0]).toMatchObject({ imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', ports: [{ containerPort: 80, protocol: 'TCP' }] });
+    expect(pod.spec.tolerations).toHaveLength(2);
+    expect(pod.status).toEqual({ phase: 'Pending', qosClass: 'BestEffort' });
+    const service = (await call('POST', '/api/v1/namespaces/default/services', { metadata: { name: 'egress' }, spec: { ports: [{ port: 3128 }] } })).body;
+    expect(service.spec).toMatchObject({ type: 'ClusterIP', clusterIP: expect.stringMatching(/^10\.96\./), ports: [{ port: 3128, targetPort: 3128, protocol: 'TCP' }] });
+    expect((await call('POST', '/api/v1/namespaces/default/secrets', { metadata: { name: 'plain' } })).body.type).toBe('Opaque');
+  });
+
   it('creates with generateName and refuses objects in a namespace that does not exist', async () => {
     const generated = await call('POST', WIDGETS, { ...widget(''), metadata: { generateName: 'gen-' } });
     expect(generated.body.metadata.name).toMatch(/^gen-[a-z0-9]{5}$/);
@@ -193,8 +225,51 @@ describe('writes', () => {
     const missing = await call('POST', '/api/v1/namespaces/nowhere/configmaps', { metadata: { name: 'x' } });
     expect(missing.status).toBe(404);
     expect(missing.body.message).toBe('namespaces "nowhere" not found');
+    const nameless = await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: {} });
+    expect(nameless.body).toMatchObject({ code: 422, details: { causes: [{ field: 'metadata.name', reason: 'FieldValueRequired' }] } });
     const badName = await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: { name: 'Not_Valid' } });
     expect(badName.body).toMatchObject({ code: 422, reason: 'Invalid', details: { causes: [{ field: 'metadata.name' }] } });
+  });
+});
+
+describe('admission', () => {
+  it('refuses pods past a ResourceQuota with 403 exceeded quota, and pods without the tracked requests', async () => {
+    await call('POST', '/api/v1/namespaces', { metadata: { name: 'quota' } });
+    await call('POST', '/api/v1/namespaces/quota/resourcequotas', { metadata: { name: 'small' }, spec: { hard: { pods: '2', 'requests.cpu': '1' } } });
+    const pod = (name: string, cpu?: string) => ({
+      metadata: { name },
+      spec: { containers: [{ name: 'main', image: 'x', ...(cpu ? { resources: { requests: { cpu } } } : {}) }] },
+    });
+    expect((await call('POST', '/api/v1/namespaces/quota/pods', pod('a', '600m'))).status).toBe(201);
+    const overCpu = await call('POST', '/api/v1/namespaces/quota/pods', pod('b', '500m'));
+    expect(overCpu.body).toMatchObject({ code: 403, reason: 'Forbidden' });
+    expect(overCpu.body.message).toBe('pods "b" is forbidden: exceeded quota: small, requested: requests.cpu=500m, used: requests.cpu=600m, limited: requests.cpu=1');
+    const unspecified = await call('POST', '/api/v1/namespaces/quota/pods', pod('c'));
+    expect(unspecified.body.message).toBe('pods "c" is forbidden: failed quota: small: must specify requests.cpu');
+    expect((await call('POST', '/api/v1/namespaces/quota/pods', pod('d', '100m'))).status).toBe(201);
+    const overCount = await call('POST', '/api/v1/namespaces/quota/pods', pod('e', '100m'));
+    expect(overCount.body.message).toContain('exceeded quota: small, requested: pods=1, used: pods=2, limited: pods=2');
+  });
+
+  it('shows an events.k8s.io/v1 Event as a core/v1 Event and back', async () => {
+    const recorded = await call('POST', '/apis/events.k8s.io/v1/namespaces/default/events', {
+      metadata: { name: 'claimed.1' },
+      eventTime: '2026-01-01T00:00:00.000000Z',
+      reportingController: 'acis.dev/controller',
+      reportingInstance: 'controller-0',
+      action: 'Claim',
+      reason: 'Claimed',
+      note: 'adopted a warm pod',
+      type: 'Normal',
+      regarding: { apiVersion: 'example.test/v1', kind: 'Widget', name: 'w', namespace: 'default', uid: 'u-1' },
+    });
+    expect(recorded.status).toBe(201);
+    expect(recorded.body).toMatchObject({ apiVersion: 'events.k8s.io/v1', note: 'adopted a warm pod', regarding: { name: 'w' } });
+    const core = await call('GET', '/api/v1/namespaces/default/events?fieldSelector=involvedObject.uid%3Du-1');
+    expect(core.body.items).toHaveLength(1);
+    expect(core.body.items[0]).toMatchObject({ apiVersion: 'v1', message: 'adopted a warm pod', reportingComponent: 'acis.dev/controller', involvedObject: { kind: 'Widget' } });
+    const patched = await call('PATCH', '/apis/events.k8s.io/v1/namespaces/default/events/claimed.1', { series: { count: 2, lastObservedTime: '2026-01-01T00:01:00.000000Z' } }, 'application/merge-patch+json');
+    expect(patched.body).toMatchObject({ note: 'adopted a warm pod', series: { count: 2 } });
   });
 });
 
@@ -288,7 +363,7 @@ describe('garbage collection', () => {
     const owner = (await call('POST', WIDGETS, widget('owner'))).body;
     await owned('dependent', owner);
     await call('DELETE', `${WIDGETS}/owner`);
-    await server.store.waitFor('configmaps', 'default', 'dependent', (object) => object === undefined);
+    await server.store.waitUntil(() => server.store.list('configmaps', 'default', { fieldSelector: 'metadata.name=dependent' }).items.length === 0, 5_000, 'the dependent to go');
 
     const keeper = (await call('POST', WIDGETS, widget('keeper'))).body;
     await owned('orphan', keeper);
@@ -378,5 +453,9 @@ describe('discovery, leases and scale through client-node', () => {
     expect(created.body.status.conditions).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'Established', status: 'True' })]));
     const gadget = await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', { apiVersion: 'example.test/v1', kind: 'Gadget', metadata: { name: 'g' }, spec: { size: 'big' } });
     expect(gadget.status).toBe(422);
+    expect((await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', { apiVersion: 'example.test/v1', kind: 'Gadget', metadata: { name: 'g' }, spec: { size: 3 } })).status).toBe(201);
+    await call('DELETE', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.test');
+    const gone = await call('GET', '/apis/example.test/v1/namespaces/default/gadgets');
+    expect(gone.body).toMatchObject({ kind: 'Status', code: 404, reason: 'NotFound' });
   });
 });

@@ -99,6 +99,42 @@ describe('startKubelet', () => {
     expect(logs.stdout).toBe(`listening on ${podIP}\n`);
   });
 
+  it('mounts secret and configMap volumes read-only and emptyDir volumes writable, waiting in ContainerCreating for a missing secret', async () => {
+    const READER = `
+const fs = require('node:fs');
+fs.writeFileSync('/scratch/note', 'written');
+let readOnly = false;
+try { fs.writeFileSync('/etc/acis/token', 'x'); } catch { readOnly = true; }
+console.log(JSON.stringify({ token: fs.readFileSync('/etc/acis/token', 'utf8'), mode: fs.readFileSync('/etc/settings/mode', 'utf8'), note: fs.readFileSync('/scratch/note', 'utf8'), readOnly }));
+setInterval(() => {}, 1000);`;
+    server.store.create('configmaps', 'default', { metadata: { name: 'files' }, data: { mode: 'strict', other: 'x' } });
+    createPod('mounts', {
+      volumes: [
+        { name: 'token', secret: { secretName: 'runner-token' } },
+        { name: 'settings', configMap: { name: 'files', items: [{ key: 'mode', path: 'mode' }] } },
+        { name: 'scratch', emptyDir: {} },
+      ],
+      containers: [
+        {
+          name: 'main',
+          image: 'example/stubborn:1',
+          command: [process.execPath, '-e', READER],
+          volumeMounts: [
+            { name: 'token', mountPath: '/etc/acis' },
+            { name: 'settings', mountPath: '/etc/settings' },
+            { name: 'scratch', mountPath: '/scratch' },
+          ],
+        },
+      ],
+    });
+    const waiting = await waitForPod('mounts', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.message !== undefined);
+    expect(status(waiting).containerStatuses![0]!.state.waiting).toEqual({ reason: 'ContainerCreating', message: 'MountVolume.SetUp failed for volume "token" : secret "runner-token" not found' });
+    server.store.create('secrets', 'default', { metadata: { name: 'runner-token' }, data: { token: Buffer.from('s3cret').toString('base64') } });
+    await vi.waitFor(() => expect(kubelet.logs('default', 'mounts')).not.toBe(''), { timeout: 10_000 });
+    expect(JSON.parse(kubelet.logs('default', 'mounts'))).toEqual({ token: 's3cret', mode: 'strict', note: 'written', readOnly: true });
+    server.store.delete('pods', 'default', 'mounts', { gracePeriodSeconds: 0 });
+  });
+
   it('stops a deleted pod with SIGTERM and removes it once the process is gone', async () => {
     const started = Date.now();
     server.store.delete('pods', 'default', 'web');
@@ -106,6 +142,17 @@ describe('startKubelet', () => {
     await waitForPod('web', (pod) => pod === undefined);
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(kubelet.processes().filter((process) => process.pod === 'web')).toEqual([]);
+  });
+
+  it('runs a pod recreated under the same name as a new pod, the old one\'s process gone', async () => {
+    const first = createPod('reborn', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
+    await waitForPod('reborn', (pod) => status(pod).phase === 'Running');
+    server.store.delete('pods', 'default', 'reborn', { gracePeriodSeconds: 0 });
+    const second = createPod('reborn', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
+    const running = await waitForPod('reborn', (pod) => pod?.metadata.uid === second.metadata.uid && status(pod).phase === 'Running');
+    expect(running!.metadata.uid).not.toBe(first.metadata.uid);
+    await vi.waitFor(() => expect(kubelet.processes().filter((process) => process.pod === 'reborn')).toHaveLength(1));
+    server.store.delete('pods', 'default', 'reborn', { gracePeriodSeconds: 0 });
   });
 
   it('kills a process that ignores SIGTERM when the grace period ends', async () => {
@@ -122,14 +169,27 @@ describe('startKubelet', () => {
 
   it('reports a crashing container as CrashLoopBackOff under restartPolicy Always, restarting it', async () => {
     createPod('crashy', { containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '3' }] }] });
-    const looping = await waitForPod('crashy', (pod) => (status(pod).containerStatuses?.[0]?.restartCount ?? 0) >= 2 && status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CrashLoopBackOff');
+    // From the fifth restart on the back-off is at its longest (1.6 s here), long enough to look with kubectl.
+    const looping = await waitForPod('crashy', (pod) => (status(pod).containerStatuses?.[0]?.restartCount ?? 0) >= 5 && status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CrashLoopBackOff');
     const container = status(looping).containerStatuses![0]!;
     expect(status(looping).phase).toBe('Running');
     expect(container.lastState).toMatchObject({ terminated: { exitCode: 3, reason: 'Error' } });
     expect(condition(looping, 'Ready')).toMatchObject({ status: 'False', reason: 'ContainersNotReady' });
     const printed = await kubectl(['get', 'pod', 'crashy', '--no-headers'], { kubeconfig: server.kubeconfigPath });
     expect(printed.stdout).toMatch(/^crashy\s+0\/1\s+CrashLoopBackOff\s+\d+/);
+    const described = await kubectl(['describe', 'pod', 'crashy'], { kubeconfig: server.kubeconfigPath });
+    expect(described.stdout).toMatch(/Normal\s+Scheduled\s+\S+\s+default-scheduler\s+Successfully assigned default\/crashy to node-1/);
+    expect(described.stdout).toMatch(/Warning\s+BackOff\s+\S+( \(x\d+ over \S+\))?\s+kubelet\s+spec\.containers\{main\}: Back-off restarting failed container main in pod crashy/);
     server.store.delete('pods', 'default', 'crashy');
+  });
+
+  it('restarts a killed container under restartPolicy Always, with exit code 137', async () => {
+    createPod('victim', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
+    await waitForPod('victim', (pod) => status(pod).containerStatuses?.[0]?.state.running !== undefined);
+    await kubelet.kill('default', 'victim');
+    const restarted = await waitForPod('victim', (pod) => status(pod).containerStatuses?.[0]?.restartCount === 1 && status(pod).containerStatuses?.[0]?.state.running !== undefined);
+    expect(status(restarted).containerStatuses![0]!.lastState).toMatchObject({ terminated: { exitCode: 137, reason: 'Error' } });
+    server.store.delete('pods', 'default', 'victim', { gracePeriodSeconds: 0 });
   });
 
   it('fails a pod whose container exits non-zero under restartPolicy Never', async () => {
@@ -139,18 +199,30 @@ describe('startKubelet', () => {
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'PodCompleted' });
   });
 
-  it('runs a Job\'s pod (restartPolicy OnFailure) to completion', async () => {
-    const job = server.store.create('jobs', 'default', {
+  it('runs a Job\'s pod (restartPolicy OnFailure) to completion, and the Job completes', async () => {
+    server.store.create('jobs', 'default', {
       metadata: { name: 'sync' },
-      spec: { template: { spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] } } },
+      spec: { template: { metadata: { labels: { app: 'sync' } }, spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] } } },
     });
-    createPod(
-      'sync-abcde',
-      { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] },
-      { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'sync', uid: job.metadata.uid, controller: true }] },
+    const job = await server.store.waitFor('jobs', 'default', 'sync', (object) =>
+      ((object?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).some((candidate) => candidate.type === 'Complete' && candidate.status === 'True'),
     );
-    const done = await waitForPod('sync-abcde', (pod) => status(pod).phase === 'Succeeded');
-    expect(status(done).containerStatuses![0]).toMatchObject({ restartCount: 0, state: { terminated: { exitCode: 0, reason: 'Completed' } } });
+    expect(job!.status).toMatchObject({ succeeded: 1, active: 0, failed: 0 });
+    const [pod] = server.store.list('pods', 'default', { labelSelector: 'batch.kubernetes.io/job-name=sync' }).items;
+    expect(pod!.metadata.name).toMatch(/^sync-[a-z0-9]{5}$/);
+    expect(status(pod)).toMatchObject({ phase: 'Succeeded' });
+    expect(status(pod).containerStatuses![0]).toMatchObject({ restartCount: 0, state: { terminated: { exitCode: 0, reason: 'Completed' } } });
+  });
+
+  it('fails a Job whose pods keep failing past its backoffLimit', async () => {
+    server.store.create('jobs', 'default', {
+      metadata: { name: 'doomed' },
+      spec: { backoffLimit: 1, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '1' }] }] } } },
+    });
+    const job = await server.store.waitFor('jobs', 'default', 'doomed', (object) =>
+      ((object?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).some((candidate) => candidate.type === 'Failed'),
+    );
+    expect(job!.status).toMatchObject({ failed: 2, succeeded: 0, conditions: expect.arrayContaining([expect.objectContaining({ type: 'Failed', reason: 'BackoffLimitExceeded' })]) });
   });
 
   it('reports an unknown image as ErrImagePull, then ImagePullBackOff', async () => {
@@ -179,8 +251,24 @@ describe('startKubelet', () => {
     const unschedulable = await waitForPod('second', (pod) => condition(pod, 'PodScheduled')?.reason === 'Unschedulable');
     expect(condition(unschedulable, 'PodScheduled')).toMatchObject({ status: 'False', message: expect.stringContaining('Insufficient cpu') });
     expect((unschedulable!.spec as { nodeName?: string }).nodeName).toBeUndefined();
+    const events = server.store.list('events', 'default', { fieldSelector: 'involvedObject.name=second,reason=FailedScheduling' }).items;
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'Warning', source: { component: 'default-scheduler' } });
     server.store.delete('pods', 'default', 'hog', { gracePeriodSeconds: 0 });
     const scheduled = await waitForPod('second', (pod) => status(pod).phase === 'Running');
     expect(condition(scheduled, 'PodScheduled')?.status).toBe('True');
+  });
+
+  it('shares pods between nodes: a pod that does not fit one kubelet runs on another', async () => {
+    const second = await startKubelet({ server, nodeName: 'node-2', images: { 'example/stubborn:1': { command: process.execPath, args: ['-e', STUBBORN] } }, allocatable: { cpu: '4' } });
+    try {
+      createPod('wide', { containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '3' } } }] });
+      const running = await waitForPod('wide', (pod) => status(pod).phase === 'Running');
+      expect((running!.spec as { nodeName: string }).nodeName).toBe('node-2');
+      expect(condition(running, 'PodScheduled')?.status).toBe('True');
+      expect(second.processes().map((process) => process.pod)).toEqual(['wide']);
+    } finally {
+      await second.close();
+    }
   });
 });

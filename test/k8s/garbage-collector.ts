@@ -25,13 +25,8 @@ export class GarbageCollector {
     this.unsubscribe();
   }
 
-  private all(): Array<{ storageKey: string; object: KubeObject }> {
-    const store = this.objects.store;
-    return store.storageKeys().flatMap((storageKey) => store.list(storageKey).items.map((object) => ({ storageKey, object })));
-  }
-
   private uidExists(uid: string): boolean {
-    return this.all().some(({ object }) => object.metadata.uid === uid);
+    return this.objects.store.findUid(uid) !== undefined;
   }
 
   private react(change: StoreChange): void {
@@ -55,7 +50,7 @@ export class GarbageCollector {
   }
 
   private dependentsOf(uid: string): Array<{ storageKey: string; object: KubeObject }> {
-    return this.all().filter(({ object }) => (object.metadata.ownerReferences ?? []).some((reference) => reference.uid === uid));
+    return this.objects.store.dependentsOf(uid);
   }
 
   private deleteDependent(storageKey: string, object: KubeObject): void {
@@ -97,7 +92,7 @@ export class GarbageCollector {
 
   private releaseForegroundOwners(dependent: KubeObject): void {
     for (const reference of dependent.metadata.ownerReferences ?? []) {
-      const owner = this.all().find(({ object }) => object.metadata.uid === reference.uid);
+      const owner = this.objects.store.findUid(reference.uid);
       if (!owner || !(owner.object.metadata.finalizers ?? []).includes('foregroundDeletion')) continue;
       if (this.dependentsOf(reference.uid).length === 0) this.dropForegroundFinalizer(owner.object);
     }
@@ -112,7 +107,8 @@ export class GarbageCollector {
 
   private emptyNamespace(namespace: KubeObject): void {
     const name = namespace.metadata.name!;
-    const contents = this.all().filter(({ object }) => object.metadata.namespace === name);
+    const store = this.objects.store;
+    const contents = store.storageKeys().flatMap((storageKey) => store.scan(storageKey, name).map((object) => ({ storageKey, object: structuredClone(object) })));
     for (const { storageKey, object } of contents) this.deleteDependent(storageKey, object);
     if (contents.length === 0 && (namespace.metadata.finalizers ?? []).length === 0) {
       this.objects.store.remove('/namespaces', undefined, name);

@@ -9,15 +9,16 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { apiGroup, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.js';
-import { badRequest, KubeStatusError, methodNotAllowed, notFound } from './errors.js';
-import type { DeleteOptions, KubeObjects, WriteOptions } from './objects.js';
+import { KubeStatusError, methodNotAllowed } from './errors.js';
+import { deleteOptionsOf, patchOptionsOf, readBody, readDeleteOptions, readObject, send, writeOptionsOf } from './http-io.js';
+import { serveSubresource } from './http-subresources.js';
+import { serveWatch, type ServedWatch } from './http-watch.js';
+import type { KubeObjects } from './objects.js';
 import { openApiGroupVersion, openApiRoot } from './openapi.js';
-import { decodeDeleteOptions, decodeProtobuf } from './protobuf.js';
-import type { ResourceType } from './resources.js';
-import { jsonPatch, mergePatch } from './patch.js';
-import type { KubeObject } from './store.js';
+import type { ResourceRegistry, ResourceType } from './resources.js';
 import { toTable, wantsTable } from './table.js';
-import { startWatch, type ActiveWatch, expiredEvent, type WatchEvent } from './watch.js';
+
+export type { ServedWatch };
 
 export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection' | 'discovery';
 
@@ -58,13 +59,13 @@ export type PodLogProvider = (namespace: string, name: string, container: string
 export interface HttpDeps {
   objects: KubeObjects;
   bookmarkIntervalMs: number;
-  watches: Set<ActiveWatch>;
+  watches: Set<ServedWatch>;
   requests: RequestRecord[];
   failures: FailureRule[];
   podLogs: { provider?: PodLogProvider };
 }
 
-interface Route {
+export interface Route {
   type?: ResourceType;
   group: string;
   version: string;
@@ -101,45 +102,6 @@ function parseResourcePath(deps: HttpDeps, segments: string[]): Route | undefine
   }
   const type = registry.find(group, version, rest[0]!);
   return { type, group, version, namespace, name: rest[1], subresource: rest[2], watchPath };
-}
-
-function send(response: ServerResponse, code: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  response.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
-  response.end(text);
-}
-
-async function readRaw(request: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
-async function readBody(request: IncomingMessage): Promise<string> {
-  return (await readRaw(request)).toString('utf8');
-}
-
-/** A create or update body: JSON, or protobuf for the kinds protobuf.ts knows. */
-async function readObject(request: IncomingMessage): Promise<KubeObject> {
-  const raw = await readRaw(request);
-  if ((request.headers['content-type'] ?? '').startsWith('application/vnd.kubernetes.protobuf')) return decodeProtobuf(raw);
-  return parseBody(raw.toString('utf8'));
-}
-
-async function readDeleteOptions(request: IncomingMessage): Promise<DeleteOptions & { dryRun?: unknown }> {
-  const raw = await readRaw(request);
-  if ((request.headers['content-type'] ?? '').startsWith('application/vnd.kubernetes.protobuf')) return decodeDeleteOptions(raw) as DeleteOptions;
-  const text = raw.toString('utf8');
-  return text.trim() ? (parseBody(text) as unknown as DeleteOptions) : {};
-}
-
-function parseBody(text: string): KubeObject {
-  if (!text.trim()) throw badRequest('the request body is empty');
-  try {
-    return JSON.parse(text) as KubeObject;
-  } catch (error) {
-    throw badRequest(`Object 'Kind' is missing in '${text.slice(0, 80)}': ${(error as Error).message}`);
-  }
 }
 
 function verbOf(method: string, route: Route, watchQuery: boolean): Verb {
@@ -184,10 +146,6 @@ function injectedError(rule: FailureRule): KubeStatusError {
   return new KubeStatusError(code, reasons[code] ?? 'InternalError', rule.message ?? `injected failure (${code})`);
 }
 
-function writeOptionsOf(query: URLSearchParams): WriteOptions {
-  return { dryRun: query.getAll('dryRun').includes('All'), fieldValidation: query.get('fieldValidation') ?? undefined };
-}
-
 export function createHandler(deps: HttpDeps) {
   return (request: IncomingMessage, response: ServerResponse): void => {
     handle(deps, request, response).catch((error: unknown) => {
@@ -198,6 +156,33 @@ export function createHandler(deps: HttpDeps) {
   };
 }
 
+function serveDiscovery(response: ServerResponse, method: string, segments: string[], registry: ResourceRegistry): void {
+  const path = `/${segments.join('/')}`;
+  const found = (): unknown => {
+    if (method !== 'GET') return undefined;
+    if (path === '/version') return SERVER_VERSION;
+    if (path === '/api') return apiVersions();
+    if (path === '/apis') return apiGroupList(registry);
+    if (path === '/openapi/v3') return openApiRoot(registry);
+    if (segments[0] === 'openapi' && segments[1] === 'v3') {
+      const [group, version] = segments[2] === 'api' ? ['', segments[3]] : [segments[3], segments[4]];
+      return group !== undefined && version ? openApiGroupVersion(registry, group, version) : undefined;
+    }
+    if (segments[0] === 'api' && segments.length === 2) return apiResourceList(registry, '', segments[1]!);
+    if (segments[0] === 'apis' && segments.length === 2) return apiGroup(registry, segments[1]!);
+    if (segments[0] === 'apis' && segments.length === 3) return apiResourceList(registry, segments[1]!, segments[2]!);
+    return undefined;
+  };
+  if (method === 'GET' && ['/healthz', '/livez', '/readyz'].includes(path)) {
+    response.writeHead(200, { 'Content-Type': 'text/plain' });
+    return void response.end('ok');
+  }
+  const body = found();
+  if (body) return send(response, 200, body);
+  response.writeHead(404, { 'Content-Type': 'text/plain' });
+  response.end('404 page not found\n');
+}
+
 async function handle(deps: HttpDeps, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const url = new URL(request.url ?? '/', 'http://localhost');
   const method = request.method ?? 'GET';
@@ -206,37 +191,14 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const registry = deps.objects.registry;
 
   const route = parseResourcePath(deps, segments);
-  if (!route || !route.type) {
+  if (!route) {
     deps.requests.push({ method, path: url.pathname, query: url.search, verb: 'discovery' });
-    if (method !== 'GET') throw notFound({ group: '', resource: url.pathname, kind: '' }, '');
-    const path = url.pathname.replace(/\/$/, '');
-    if (path === '/version') return send(response, 200, SERVER_VERSION);
-    if (['/healthz', '/livez', '/readyz'].includes(path)) {
-      response.writeHead(200, { 'Content-Type': 'text/plain' });
-      return void response.end('ok');
-    }
-    if (path === '/api') return send(response, 200, apiVersions());
-    if (path === '/openapi/v3') return send(response, 200, openApiRoot(registry));
-    if (segments[0] === 'openapi' && segments[1] === 'v3') {
-      const [group, version] = segments[2] === 'api' ? ['', segments[3]] : [segments[3], segments[4]];
-      const document = group !== undefined && version ? openApiGroupVersion(registry, group, version) : undefined;
-      if (document) return send(response, 200, document);
-    }
-    if (path === '/apis') return send(response, 200, apiGroupList(registry));
-    if (segments[0] === 'api' && segments.length === 2) {
-      const list = apiResourceList(registry, '', segments[1]!);
-      if (list) return send(response, 200, list);
-    }
-    if (segments[0] === 'apis' && segments.length === 2) {
-      const group = apiGroup(registry, segments[1]!);
-      if (group) return send(response, 200, group);
-    }
-    if (segments[0] === 'apis' && segments.length === 3) {
-      const list = apiResourceList(registry, segments[1]!, segments[2]!);
-      if (list) return send(response, 200, list);
-    }
-    response.writeHead(404, { 'Content-Type': 'text/plain' });
-    return void response.end('404 page not found\n');
+    return serveDiscovery(response, method, segments, registry);
+  }
+  if (!route.type) {
+    deps.requests.push({ method, path: url.pathname, query: url.search, verb: 'discovery' });
+    // A resource path whose kind is not served answers as the real server does, with a Status.
+    throw new KubeStatusError(404, 'NotFound', 'the server could not find the requested resource');
   }
 
   const type = route.type;
@@ -296,12 +258,23 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     case 'patch': {
       const contentType = request.headers['content-type'] ?? 'application/json';
       const existed = objects.find(type, namespace, name!) !== undefined;
-      const patched = objects.patch(type, namespace, name!, contentType, await readBody(request), { ...writeOptionsOf(query), force: query.get('force') === 'true' });
+      const patched = objects.patch(type, namespace, name!, contentType, await readBody(request), patchOptionsOf(query, contentType));
       return send(response, existed ? 200 : 201, patched);
     }
     case 'delete': {
       const options = await readDeleteOptions(request);
-      return send(response, 200, objects.delete(type, namespace, name!, deleteOptionsOf(query, options)));
+      const deleted = objects.delete(type, namespace, name!, deleteOptionsOf(query, options));
+      // Like the real server: the object while it awaits finalizers or a kubelet, and for pods and
+      // custom resources; otherwise a Success Status naming what went.
+      const pending = objects.find(type, namespace, name!)?.metadata.uid === deleted.metadata.uid;
+      if (pending || type.custom || type.storageKey === '/pods') return send(response, 200, deleted);
+      return send(response, 200, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Success',
+        details: { name: deleted.metadata.name, group: type.group || undefined, kind: type.resource, uid: deleted.metadata.uid },
+      });
     }
     case 'deletecollection': {
       const options = await readDeleteOptions(request);
@@ -318,126 +291,3 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   }
 }
 
-function deleteOptionsOf(query: URLSearchParams, body: DeleteOptions & { dryRun?: unknown }): DeleteOptions {
-  const grace = query.get('gracePeriodSeconds') ?? body.gracePeriodSeconds;
-  const policy = (query.get('propagationPolicy') ?? body.propagationPolicy) as DeleteOptions['propagationPolicy'];
-  if (policy && !['Background', 'Foreground', 'Orphan'].includes(policy)) {
-    throw new KubeStatusError(422, 'Invalid', `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan"`);
-  }
-  return {
-    propagationPolicy: policy,
-    gracePeriodSeconds: grace === undefined || grace === null ? undefined : Number(grace),
-    preconditions: body.preconditions,
-    dryRun: query.getAll('dryRun').includes('All') || (Array.isArray(body.dryRun) && body.dryRun.includes('All')),
-  };
-}
-
-function serveWatch(
-  deps: HttpDeps,
-  request: IncomingMessage,
-  response: ServerResponse,
-  route: Route,
-  type: ResourceType,
-  query: URLSearchParams,
-  table: boolean,
-  failure: FailureRule | undefined,
-): void {
-  // A watch on one object (`/watch/.../name`, or `fieldSelector=metadata.name=x`).
-  const nameSelector = route.name ? `metadata.name=${route.name}` : undefined;
-  const fieldSelector = [query.get('fieldSelector'), nameSelector].filter(Boolean).join(',') || undefined;
-  response.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
-  response.flushHeaders();
-  const write = (event: WatchEvent) => {
-    const object = table && (event.type === 'ADDED' || event.type === 'MODIFIED' || event.type === 'DELETED') ? toTable(type, [event.object as KubeObject], undefined, query.get('includeObject') ?? undefined) : event.object;
-    response.write(`${JSON.stringify({ type: event.type, object })}\n`);
-  };
-  if (failure?.status === 410) {
-    write(expiredEvent(query.get('resourceVersion') ?? '', deps.objects.store.oldestRevision));
-    return void response.end();
-  }
-  // The namespace must exist for a namespaced watch, as for a list.
-  if (route.namespace && !deps.objects.store.get('/namespaces', undefined, route.namespace)) {
-    write({ type: 'ERROR', object: notFound({ group: '', resource: 'namespaces', kind: 'Namespace' }, route.namespace).toStatus() });
-    return void response.end();
-  }
-  let watch: ActiveWatch | undefined;
-  let ended = false;
-  watch = startWatch(
-    deps.objects,
-    {
-      type,
-      namespace: route.namespace,
-      labelSelector: query.get('labelSelector') ?? undefined,
-      fieldSelector,
-      resourceVersion: query.get('resourceVersion') ?? undefined,
-      allowBookmarks: query.get('allowWatchBookmarks') === 'true',
-      bookmarkIntervalMs: deps.bookmarkIntervalMs,
-      timeoutSeconds: query.has('timeoutSeconds') ? Number(query.get('timeoutSeconds')) : undefined,
-    },
-    {
-      send: write,
-      end: () => {
-        ended = true;
-        if (watch) deps.watches.delete(watch);
-        response.end();
-      },
-    },
-  );
-  if (ended) return;
-  deps.watches.add(watch);
-  request.on('close', () => watch?.stop());
-  if (failure?.drop) {
-    deps.watches.delete(watch);
-    request.socket.destroy();
-  }
-}
-
-async function serveSubresource(deps: HttpDeps, request: IncomingMessage, response: ServerResponse, route: Route, type: ResourceType, query: URLSearchParams): Promise<void> {
-  const objects = deps.objects;
-  const { namespace, name, subresource } = route;
-  const method = request.method ?? 'GET';
-  const unknownSubresource = () => notFound({ group: type.group, resource: `${type.resource}/${subresource}`, kind: type.kind }, name!);
-  if (subresource === 'status' && type.status) {
-    if (method === 'GET') return send(response, 200, objects.get(type, namespace, name!));
-    const body = await readBody(request);
-    if (method === 'PUT') return send(response, 200, objects.update(type, namespace, name!, parseBody(body), { ...writeOptionsOf(query), subresource: 'status' }));
-    if (method === 'PATCH') {
-      return send(response, 200, objects.patch(type, namespace, name!, request.headers['content-type'] ?? 'application/json', body, { ...writeOptionsOf(query), subresource: 'status' }));
-    }
-  }
-  if (subresource === 'scale' && type.scale) {
-    if (method === 'GET') return send(response, 200, objects.getScale(type, namespace, name!));
-    const body = await readBody(request);
-    const contentType = (request.headers['content-type'] ?? 'application/json').split(';')[0]!;
-    if (method === 'PUT') return send(response, 200, objects.updateScale(type, namespace, name!, () => parseBody(body), writeOptionsOf(query)));
-    if (method === 'PATCH') {
-      const patch = JSON.parse(body) as unknown;
-      return send(
-        response,
-        200,
-        objects.updateScale(type, namespace, name!, (current) => (contentType === 'application/json-patch+json' ? jsonPatch(current, patch) : mergePatch(current, patch)) as KubeObject, writeOptionsOf(query)),
-      );
-    }
-  }
-  if (type.log && subresource === 'log' && method === 'GET') {
-    objects.get(type, namespace, name!);
-    const provider = deps.podLogs.provider;
-    if (!provider) throw badRequest(`container in pod "${name}" is waiting to start: ContainerCreating`);
-    const tail = query.get('tailLines');
-    const text = provider(namespace!, name!, query.get('container') ?? undefined, tail === null ? undefined : Number(tail));
-    response.writeHead(200, { 'Content-Type': 'text/plain' });
-    return void response.end(text);
-  }
-  if (type.log && subresource === 'binding' && method === 'POST') {
-    const body = parseBody(await readBody(request)) as KubeObject & { target?: { name?: string } };
-    if (!body.target?.name) throw badRequest('a binding needs target.name');
-    objects.bind(namespace!, name!, body.target.name);
-    return send(response, 201, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 });
-  }
-  if (type.log && subresource === 'eviction' && method === 'POST') {
-    const body = parseBody(await readBody(request)) as KubeObject & { deleteOptions?: DeleteOptions };
-    objects.delete(type, namespace, name!, body.deleteOptions ?? {});
-    return send(response, 201, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 });
-  }
-  throw unknownSubresource();
-}

@@ -17,8 +17,8 @@ export interface KubeletImage {
   /** The image's default arguments (its CMD), unless the container sets `args`. */
   args?: string[];
   env?: Record<string, string>;
-  /** Host paths the program needs, bound read-only at the same path inside the sandbox. */
-  binds?: string[];
+  /** Host paths the program needs, bound read-only inside the sandbox: at the same path, or where `target` says. */
+  binds?: Array<string | Bind>;
 }
 
 interface EnvVar {
@@ -124,9 +124,9 @@ export interface StartOptions {
   isolation: 'bwrap' | 'none';
   workspace: string;
   home: string;
-  binds: string[];
-  /** Writable host directories (emptyDir volumes) at their mount paths. */
-  volumes: Bind[];
+  binds: Array<string | Bind>;
+  /** Host directories of the pod's volumes at their mount paths. */
+  volumes: Array<Bind & { readOnly: boolean }>;
   hostname: string;
   uid?: number;
   gid?: number;
@@ -136,7 +136,7 @@ export function startProcess(options: StartOptions): ChildProcess {
   if (options.isolation === 'none') {
     return spawn(options.command[0]!, options.command.slice(1), { cwd: options.workspace, env: { PATH: process.env.PATH, HOME: options.home, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   }
-  const runtimeDirs: Bind[] = [...nodeRuntimeDirs(), ...options.binds.map((dir) => ({ source: dir, target: dir }))];
+  const runtimeDirs: Bind[] = [...nodeRuntimeDirs(), ...options.binds.map((bind) => (typeof bind === 'string' ? { source: bind, target: bind } : bind))];
   const args = bwrapArgs({
     workspace: options.workspace,
     home: options.home,
@@ -148,8 +148,8 @@ export function startProcess(options: StartOptions): ChildProcess {
     gid: options.gid,
     command: options.command,
   });
-  // Writable volumes are bound after the workspace and before the root is frozen read-only.
-  const volumeArgs = options.volumes.flatMap((volume) => ['--bind', volume.source, volume.target]);
+  // Volumes are bound after the workspace and before the root is frozen read-only.
+  const volumeArgs = options.volumes.flatMap((volume) => [volume.readOnly ? '--ro-bind' : '--bind', volume.source, volume.target]);
   args.splice(args.indexOf('--remount-ro'), 0, ...volumeArgs);
   return spawn('bwrap', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 }

@@ -10,10 +10,10 @@
  * period, and the pod object is removed once they are gone.
  *
  * Not simulated: init containers, liveness and startup probes, volumes other than emptyDir,
- * image pull timing, node pressure and eviction.
+ * secret and configMap, image pull timing, node pressure and eviction.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { KubeStatusError } from './errors.js';
@@ -26,8 +26,12 @@ import {
   type ContainerSpec,
   type KubeletImage,
 } from './kubelet-container.js';
+import { eventRecorder, type PodRef } from './kubelet-events.js';
+import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
+import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
 import { parseQuantity } from './quantity.js';
+import { isTerminal, missingResources, podResources, unschedulableMessage, usage } from './kubelet-scheduling.js';
 import type { KubeTestServer } from './server.js';
 import type { KubeObject, StoreChange } from './store.js';
 
@@ -63,6 +67,12 @@ export interface Kubelet {
   processes(): KubeletProcess[];
   /** What a pod's container (the first unless named) wrote to stdout and stderr. */
   logs(namespace: string, name: string, container?: string): string;
+  /**
+   * Signals a running container's program (the first container unless named), as a crash or an OOM
+   * kill would: SIGKILL (the default) takes down its whole sandbox, so the exit is seen at once.
+   * Killing a `processes()` pid directly would only kill bubblewrap and orphan the program.
+   */
+  kill(namespace: string, name: string, options?: { container?: string; signal?: NodeJS.Signals }): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -98,6 +108,7 @@ interface PodRuntime {
   uid: string;
   podIP: string;
   startTime: string;
+  restartPolicy: string;
   directory: string;
   containers: ContainerRuntime[];
   terminating: boolean;
@@ -110,93 +121,10 @@ let nextAddress = 2;
 
 /** Pod IPs are loopback addresses, unique in this process: 127.0.0.2, 127.0.0.3, ... */
 function allocatePodIP(): string {
-  const address = nextAddress++;
-  return `127.${(address >> 16) & 255}.${(address >> 8) & 255}.${address & 255 || 1}`;
-}
-
-async function children(pid: number): Promise<number[]> {
-  const found: number[] = [];
-  const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
-  for (const task of tasks) {
-    const listed = await readFile(`/proc/${pid}/task/${task}/children`, 'utf8').catch(() => '');
-    found.push(...listed.split(/\s+/).filter(Boolean).map(Number));
-  }
-  return found;
-}
-
-async function descendants(pid: number): Promise<number[]> {
-  const found: number[] = [];
-  for (const child of await children(pid)) found.push(child, ...(await descendants(child)));
-  return found;
-}
-
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
-/** Waits (briefly) until a process is stopped or gone, so it cannot be half-way through a fork. */
-async function settled(pid: number): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-    const state = stat?.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    if (state === undefined || state === 'T' || state === 'Z' || state === 'X') return;
-    await sleep(1);
-  }
-}
-
-/**
- * SIGKILL for a container's whole process tree. bubblewrap's --die-with-parent does not reliably
- * take the sandboxed program down with it (the parent-death signal is lost when bubblewrap changes
- * credentials), so each process is stopped first (a stopped process cannot fork), its children are
- * found while they are still its children, and then all are killed.
- */
-async function killTree(pid: number): Promise<void> {
-  const tree = [pid];
-  for (let index = 0; index < tree.length; index++) {
-    signal(tree[index]!, 'SIGSTOP');
-    await settled(tree[index]!);
-    tree.push(...(await children(tree[index]!)));
-  }
-  for (const member of tree) signal(member, 'SIGKILL');
-}
-
-/**
- * SIGTERM for the program inside a container: bubblewrap neither forwards it nor survives it (its
- * sandbox would be orphaned), so it goes to bubblewrap's descendants, once they exist.
- */
-async function terminateTree(pid: number, isolation: 'bwrap' | 'none'): Promise<void> {
-  if (isolation === 'none') return signal(pid, 'SIGTERM');
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const targets = await descendants(pid);
-    // The sandbox is up once bubblewrap's own init has started the program.
-    if (targets.length >= 2) {
-      for (const target of targets) signal(target, 'SIGTERM');
-      return;
-    }
-    await sleep(10);
-  }
-}
-
-function signal(pid: number, name: NodeJS.Signals): void {
-  try {
-    process.kill(pid, name);
-  } catch {
-    // Already gone.
-  }
-}
-
-function podResources(pod: KubeObject): { cpu: number; memory: number } {
-  let cpu = 0;
-  let memory = 0;
-  for (const container of ((pod.spec as { containers?: ContainerSpec[] }).containers ?? [])) {
-    const requests = { ...container.resources?.limits, ...container.resources?.requests };
-    cpu += parseQuantity(requests.cpu);
-    memory += parseQuantity(requests.memory);
-  }
-  return { cpu, memory };
-}
-
-function isTerminal(pod: KubeObject): boolean {
-  const phase = (pod.status as { phase?: string } | undefined)?.phase;
-  return phase === 'Succeeded' || phase === 'Failed';
+  let address = nextAddress++;
+  // No .0 or .255 host parts: they read as network and broadcast addresses.
+  while ((address & 255) === 0 || (address & 255) === 255) address = nextAddress++;
+  return `127.${(address >> 16) & 255}.${(address >> 8) & 255}.${address & 255}`;
 }
 
 export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
@@ -231,49 +159,40 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   objects.update('nodes', undefined, nodeName, { ...node, status: nodeStatus }, { subresource: 'status' });
 
   const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
+  const record = eventRecorder(objects, nodeName);
+  const refOf = (pod: KubeObject): PodRef => ({ namespace: pod.metadata.namespace!, name: pod.metadata.name!, uid: pod.metadata.uid! });
+  const fieldPath = (container: ContainerRuntime) => `spec.containers{${container.spec.name}}`;
   /** The newest runtime of a pod name (an older pod of the same name may still be stopping). */
   const runtimeByName = (namespace: string, name: string) =>
     [...pods.values()].reverse().find((runtime) => runtime.namespace === namespace && runtime.name === name);
 
   // ---- scheduling ----
-  const usedOnNode = () => {
-    let cpu = 0;
-    let memory = 0;
-    let count = 0;
-    for (const pod of objects.list('pods').items) {
-      if ((pod.spec as { nodeName?: string }).nodeName !== nodeName || isTerminal(pod)) continue;
-      const resources = podResources(pod);
-      cpu += resources.cpu;
-      memory += resources.memory;
-      count++;
+  const schedule = (seen: KubeObject) => {
+    const key = keyOf(seen.metadata.namespace!, seen.metadata.name!);
+    // Another node may have bound it since this change was seen.
+    const pod = objects.find('pods', seen.metadata.namespace, seen.metadata.name!);
+    if (!pod || pod.metadata.uid !== seen.metadata.uid || (pod.spec as { nodeName?: string }).nodeName || pod.metadata.deletionTimestamp) {
+      unschedulable.delete(key);
+      return;
     }
-    return { cpu, memory, count };
-  };
-
-  const schedule = (pod: KubeObject) => {
-    const key = keyOf(pod.metadata.namespace!, pod.metadata.name!);
-    const used = usedOnNode();
-    const wanted = podResources(pod);
-    const lacking: string[] = [];
-    if (used.cpu + wanted.cpu > allocatable.cpu + 1e-9) lacking.push('Insufficient cpu');
-    if (used.memory + wanted.memory > allocatable.memory) lacking.push('Insufficient memory');
-    if (used.count + 1 > allocatable.pods) lacking.push('Too many pods');
+    const lacking = missingResources(allocatable, usage(objects.store.scan('/pods'), nodeName), podResources(pod));
     if (lacking.length === 0) {
       unschedulable.delete(key);
       try {
         objects.bind(pod.metadata.namespace!, pod.metadata.name!, nodeName);
+        record(refOf(pod), 'Normal', 'Scheduled', `Successfully assigned ${pod.metadata.namespace}/${pod.metadata.name} to ${nodeName}`, { component: 'default-scheduler' });
       } catch (error) {
         // Another node bound it first, or it is gone.
         if (!(error instanceof KubeStatusError)) throw error;
       }
       return;
     }
+    if (!unschedulable.has(key)) record(refOf(pod), 'Warning', 'FailedScheduling', unschedulableMessage(lacking), { component: 'default-scheduler' });
     unschedulable.add(key);
-    const message = `0/1 nodes are available: ${lacking.map((reason) => `1 ${reason}`).join(', ')}. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.`;
-    writeStatus(pod.metadata.namespace!, pod.metadata.name!, (status) => ({
+    writeStatus(pod.metadata.namespace!, pod.metadata.name!, pod.metadata.uid!, (status) => ({
       ...status,
       phase: 'Pending',
-      conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message }],
+      conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: unschedulableMessage(lacking) }],
     }));
   };
 
@@ -287,10 +206,11 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   };
 
   // ---- status ----
-  function writeStatus(namespace: string, name: string, build: (status: Record<string, unknown>) => Record<string, unknown>): void {
+  /** Rewrites the status of the pod with this uid (not a newer pod of the same name), only when it changed. */
+  function writeStatus(namespace: string, name: string, uid: string, build: (status: Record<string, unknown>) => Record<string, unknown>): void {
     if (closed) return;
     const current = objects.find('pods', namespace, name);
-    if (!current) return;
+    if (!current || current.metadata.uid !== uid) return;
     const previous = (current.status ?? {}) as Record<string, unknown>;
     const next = build(structuredClone(previous));
     const previousConditions = (previous.conditions ?? []) as Array<{ type: string; status: string; lastTransitionTime?: string }>;
@@ -324,7 +244,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       containersReady
         ? { type, status: 'True' }
         : { type, status: 'False', reason: completed ? 'PodCompleted' : 'ContainersNotReady', message: completed ? undefined : notReadyMessage };
-    writeStatus(runtime.namespace, runtime.name, (status) => ({
+    writeStatus(runtime.namespace, runtime.name, runtime.uid, (status) => ({
       ...status,
       phase,
       conditions: [
@@ -366,13 +286,14 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const startContainer = (runtime: PodRuntime, container: ContainerRuntime) => {
     if (runtime.terminating || closed) return;
     const pod = objects.find('pods', runtime.namespace, runtime.name);
-    if (!pod) return;
+    if (!pod || pod.metadata.uid !== runtime.uid) return;
     const image = options.images[container.spec.image];
     if (!image) {
       const pulledBefore = 'waiting' in container.state && container.state.waiting.reason === 'ErrImagePull';
       container.state = pulledBefore
         ? { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${container.spec.image}"` } }
         : { waiting: { reason: 'ErrImagePull', message: `failed to pull and unpack image "${container.spec.image}": not found` } };
+      record(runtime, pulledBefore ? 'Normal' : 'Warning', pulledBefore ? 'BackOff' : 'Failed', pulledBefore ? `Back-off pulling image "${container.spec.image}"` : `Failed to pull image "${container.spec.image}": not found`, { fieldPath: fieldPath(container) });
       queueStatus(runtime);
       if (!pulledBefore) container.timer = setTimeout(() => startContainer(runtime, container), restartBackoffMs);
       return;
@@ -383,13 +304,24 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     } catch (error) {
       if (!(error instanceof ContainerConfigError)) throw error;
       container.state = { waiting: { reason: 'CreateContainerConfigError', message: error.message } };
+      record(runtime, 'Warning', 'Failed', `Error: ${error.message}`, { fieldPath: fieldPath(container) });
       queueStatus(runtime);
       container.timer = setTimeout(() => startContainer(runtime, container), backoffFor(container));
       return;
     }
-    const spec = pod.spec as { volumes?: Array<{ name: string; emptyDir?: object }>; securityContext?: { runAsUser?: number; runAsGroup?: number } };
-    const emptyDirs = new Set((spec.volumes ?? []).filter((volume) => volume.emptyDir).map((volume) => volume.name));
-    const mounts = ((container.spec as { volumeMounts?: Array<{ name: string; mountPath: string }> }).volumeMounts ?? []).filter((mount) => emptyDirs.has(mount.name));
+    const volumesDirectory = path.join(runtime.directory, 'volumes');
+    try {
+      prepareVolumes(objects, pod, volumesDirectory);
+    } catch (error) {
+      if (!(error instanceof VolumeNotReady)) throw error;
+      container.state = { waiting: { reason: 'ContainerCreating', message: error.message } };
+      record(runtime, 'Warning', 'FailedMount', error.message);
+      queueStatus(runtime);
+      container.timer = setTimeout(() => startContainer(runtime, container), backoffFor(container));
+      return;
+    }
+    const spec = pod.spec as { securityContext?: { runAsUser?: number; runAsGroup?: number } };
+    const mounts = mountsFor(pod, (container.spec as { volumeMounts?: VolumeMount[] }).volumeMounts ?? [], volumesDirectory);
     const security = { ...spec.securityContext, ...container.spec.securityContext };
     const child = startProcess({
       command: containerCommand(container.spec, image, container.env),
@@ -398,7 +330,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       workspace: path.join(runtime.directory, 'workspace'),
       home: path.join(runtime.directory, 'home'),
       binds: image.binds ?? [],
-      volumes: mounts.map((mount) => ({ source: path.join(runtime.directory, 'volumes', mount.name), target: mount.mountPath })),
+      volumes: mounts,
       hostname: runtime.name.slice(0, 63),
       uid: security.runAsUser,
       gid: security.runAsGroup,
@@ -406,6 +338,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     container.process = child;
     const startedAt = timestamp();
     container.state = { running: { startedAt } };
+    record(runtime, 'Normal', 'Pulled', `Container image "${container.spec.image}" already present on machine`, { fieldPath: fieldPath(container) });
+    record(runtime, 'Normal', 'Created', `Created container: ${container.spec.name}`, { fieldPath: fieldPath(container) });
+    record(runtime, 'Normal', 'Started', `Started container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     container.ready = !container.spec.readinessProbe;
     container.probeFailures = 0;
     runtime.everRan = true;
@@ -432,6 +367,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     const ok = await runProbe(spec, container.spec, runtime.podIP, container.env, Math.max(probePeriodMs, (spec.timeoutSeconds ?? 1) * 1000));
     if (container.process !== child || runtime.terminating || closed) return;
     container.probeFailures = ok ? 0 : container.probeFailures + 1;
+    if (!ok) record(runtime, 'Warning', 'Unhealthy', 'Readiness probe failed', { fieldPath: fieldPath(container) });
     const ready = ok ? true : container.probeFailures >= (spec.failureThreshold ?? 3) ? false : container.ready;
     if (ready !== container.ready) {
       container.ready = ready;
@@ -454,7 +390,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       queueStatus(runtime);
       return;
     }
-    const policy = (objects.find('pods', runtime.namespace, runtime.name)?.spec as { restartPolicy?: string } | undefined)?.restartPolicy ?? 'Always';
+    const policy = runtime.restartPolicy;
     const restart = policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0);
     if (!restart) {
       container.done = true;
@@ -463,6 +399,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     }
     const delay = backoffFor(container);
     container.lastState = terminated;
+    record(runtime, 'Warning', 'BackOff', `Back-off restarting failed container ${container.spec.name} in pod ${runtime.name}_${runtime.namespace}(${runtime.uid})`, { fieldPath: fieldPath(container) });
     container.state = { waiting: { reason: 'CrashLoopBackOff', message: `back-off ${Math.ceil(delay / 1000)}s restarting failed container=${container.spec.name} pod=${runtime.name}_${runtime.namespace}(${runtime.uid})` } };
     queueStatus(runtime);
     container.timer = setTimeout(() => {
@@ -482,6 +419,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       uid: pod.metadata.uid!,
       podIP: allocatePodIP(),
       startTime: timestamp(),
+      restartPolicy: (pod.spec as { restartPolicy?: string }).restartPolicy ?? 'Always',
       directory,
       terminating: false,
       everRan: false,
@@ -498,10 +436,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       })),
     };
     pods.set(runtime.uid, runtime);
-    const volumes = ((pod.spec as { volumes?: Array<{ name: string; emptyDir?: object }> }).volumes ?? []).filter((volume) => volume.emptyDir);
     await mkdir(path.join(directory, 'workspace'), { recursive: true });
     await mkdir(path.join(directory, 'home'), { recursive: true });
-    for (const volume of volumes) await mkdir(path.join(directory, 'volumes', volume.name), { recursive: true });
     flushStatus(runtime);
     for (const container of runtime.containers) startContainer(runtime, container);
   };
@@ -517,6 +453,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     for (const container of runtime.containers) clearTimeout(container.timer);
     const running = runtime.containers.filter((container) => container.process);
     const pids = running.map((container) => container.process!.pid!);
+    for (const container of running) record(runtime, 'Normal', 'Killing', `Stopping container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     runtime.killTimer = setTimeout(() => {
       for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
     }, graceSeconds * 1000);
@@ -614,6 +551,14 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     logs(namespace, name, containerName) {
       const runtime = runtimeByName(namespace, name);
       return runtime?.containers.find((container) => containerName === undefined || container.spec.name === containerName)?.log ?? '';
+    },
+    async kill(namespace, name, { container: containerName, signal: signalName = 'SIGKILL' } = {}) {
+      const runtime = runtimeByName(namespace, name);
+      const pid = runtime?.containers.find((container) => containerName === undefined || container.spec.name === containerName)?.process?.pid;
+      if (pid === undefined) throw new Error(`no running container ${containerName ?? ''} in pod ${namespace}/${name}`);
+      if (signalName === 'SIGKILL') return killTree(pid);
+      const targets = isolation === 'bwrap' ? await descendants(pid) : [pid];
+      for (const target of targets) signal(target, signalName);
     },
     async close() {
       closed = true;

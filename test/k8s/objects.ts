@@ -20,10 +20,12 @@ import {
   notFound,
   unsupportedMediaType,
 } from './errors.js';
+import { applyKindDefaults } from './defaults.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
+import { admitQuota } from './quota.js';
 import { apiVersionOf, crdTypes, type CrdObject, type ResourceRegistry, type ResourceType } from './resources.js';
 import { pruneAndDefault, validateAgainstSchema } from './schema-validation.js';
-import { fieldValue, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 import type { KubeObject, ObjectStore, StoreChange } from './store.js';
 import { validateMetadata, validatePod, validatePodUpdate } from './validation.js';
 
@@ -86,8 +88,18 @@ export class KubeObjects {
     return typeof ref === 'string' ? this.registry.resolve(ref) : ref;
   }
 
+  /** A stored object as this type's API shows it. */
+  present(type: ResourceType, object: KubeObject): KubeObject {
+    const shown = type.conversion ? type.conversion.fromStorage(object) : object;
+    return { ...shown, apiVersion: apiVersionOf(type), kind: type.kind };
+  }
+
   private outward(type: ResourceType, object: KubeObject): KubeObject {
-    return { ...object, apiVersion: apiVersionOf(type), kind: type.kind };
+    return this.present(type, object);
+  }
+
+  private inward(type: ResourceType, object: KubeObject): KubeObject {
+    return type.conversion ? type.conversion.toStorage(object) : object;
   }
 
   get(ref: TypeRef, namespace: string | undefined, name: string): KubeObject {
@@ -109,7 +121,7 @@ export class KubeObjects {
     const labels = parseLabelSelector(options.labelSelector);
     const fields = parseFieldSelector(options.fieldSelector);
     const { items, revision } = this.store.list(type.storageKey, type.namespaced ? namespace : undefined);
-    let matching = items.filter((object) => labels(object) && fields(object));
+    let matching = items.map((object) => this.present(type, object)).filter((object) => labels(object) && fields(object));
     let listRevision = revision;
     if (options.continue) {
       const token = decodeContinue(options.continue);
@@ -131,7 +143,7 @@ export class KubeObjects {
       apiVersion: apiVersionOf(type),
       kind: `${type.kind}List`,
       metadata,
-      items: matching.map((object) => this.outward(type, object)),
+      items: matching,
     };
   }
 
@@ -140,14 +152,15 @@ export class KubeObjects {
     return this.store.oldestRevision;
   }
 
-  private requireNamespace(type: ResourceType, namespace: string | undefined, creating: boolean): void {
+  /** The namespace must exist; new content may not go into one being deleted (`creating` names the new object). */
+  private requireNamespace(type: ResourceType, namespace: string | undefined, creating: string | false): void {
     if (!type.namespaced) return;
     if (!namespace) throw badRequest('the server could not find the requested resource: a namespace is required');
     const found = this.store.get('/namespaces', undefined, namespace);
     if (!found) throw notFound(this.type('namespaces'), namespace);
-    if (creating && found.metadata.deletionTimestamp) {
-      throw new KubeStatusError(403, 'Forbidden', `${type.resource} "${namespace}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
-        name: namespace,
+    if (creating !== false && found.metadata.deletionTimestamp) {
+      throw new KubeStatusError(403, 'Forbidden', `${type.resource} "${creating}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
+        name: creating,
         kind: type.resource,
       });
     }
@@ -156,7 +169,7 @@ export class KubeObjects {
   /** Prunes, defaults and validates the body of a custom resource; built-ins get their own few rules. */
   private admit(type: ResourceType, object: KubeObject, options: WriteOptions, previous?: KubeObject): void {
     const name = object.metadata.name ?? object.metadata.generateName ?? '';
-    const causes = validateMetadata(type, { ...object, metadata: { ...object.metadata, name: object.metadata.name ?? `${object.metadata.generateName ?? ''}x` } });
+    const causes = validateMetadata(type, object);
     if (type.custom && type.schema) {
       const unknown = pruneAndDefault(object as never, type.schema);
       if (unknown.length > 0 && options.fieldValidation === 'Strict') {
@@ -173,14 +186,14 @@ export class KubeObjects {
 
   create(ref: TypeRef, namespace: string | undefined, body: KubeObject, options: WriteOptions = {}): KubeObject {
     const type = this.type(ref);
-    const object = structuredClone(body);
+    const object = this.inward(type, structuredClone(body));
     object.metadata = { ...(object.metadata ?? {}) };
     if (type.namespaced) {
       if (object.metadata.namespace && namespace && object.metadata.namespace !== namespace) {
         throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
       }
       object.metadata.namespace = namespace ?? object.metadata.namespace;
-      this.requireNamespace(type, object.metadata.namespace, true);
+      this.requireNamespace(type, object.metadata.namespace, object.metadata.name ?? object.metadata.generateName ?? '');
     } else delete object.metadata.namespace;
     if (!object.metadata.name && object.metadata.generateName) {
       object.metadata.name = `${object.metadata.generateName}${generatedSuffix()}`;
@@ -188,6 +201,7 @@ export class KubeObjects {
     this.admit(type, object, options);
     const ns = type.namespaced ? object.metadata.namespace : undefined;
     if (this.store.get(type.storageKey, ns, object.metadata.name!)) throw alreadyExists(type, object.metadata.name!);
+    admitQuota(this.store, type, ns, object);
     object.apiVersion = apiVersionOf(type);
     object.kind = type.kind;
     object.metadata.uid = randomUUID();
@@ -197,8 +211,9 @@ export class KubeObjects {
     delete object.metadata.deletionGracePeriodSeconds;
     if (type.status || type.custom) object.metadata.generation = 1;
     else delete object.metadata.generation;
+    // Status is the controllers' to write: a create does not set it (pods and namespaces start with a phase).
+    if (type.status) delete object.status;
     applyKindDefaults(type, object);
-    if (type.custom && type.status) delete object.status;
     if (options.dryRun) return this.outward(type, { ...object, metadata: { ...object.metadata } });
     const stored = this.store.put(type.storageKey, object);
     if (type.storageKey === 'apiextensions.k8s.io/customresourcedefinitions') return this.established(stored);
@@ -223,7 +238,7 @@ export class KubeObjects {
       throw invalid(type, name, [{ reason: 'FieldValueInvalid', message: 'Invalid value: 0x0: must be specified for an update', field: 'metadata.resourceVersion' }]);
     }
     if (requested && requested !== previous.metadata.resourceVersion) throw conflict(type, name);
-    return this.write(type, previous, structuredClone(body), options);
+    return this.write(type, previous, this.inward(type, structuredClone(body)), options);
   }
 
   /** Applies the update rules to a candidate next state of `previous` and stores it. */
@@ -298,24 +313,23 @@ export class KubeObjects {
         if (options.subresource) throw notFound(type, name);
         return this.create(type, namespace, { ...applied, metadata: { ...applied.metadata, name } }, options);
       }
-      const merged = mergePatch(previous, applied) as KubeObject;
-      if (options.subresource === 'status') return this.write(type, previous, merged, options);
-      return this.write(type, previous, merged, options);
+      return this.write(type, previous, this.inward(type, mergePatch(this.present(type, previous), applied) as KubeObject), options);
     }
     if (!previous) throw notFound(type, name);
+    const base = this.present(type, previous);
     let patched: KubeObject;
     const parsed = parseJson(patchText);
     switch (kind) {
       case 'application/merge-patch+json':
-        patched = mergePatch(previous, parsed) as KubeObject;
+        patched = mergePatch(base, parsed) as KubeObject;
         break;
       case 'application/json-patch+json':
-        patched = jsonPatch(previous, parsed) as KubeObject;
+        patched = jsonPatch(base, parsed) as KubeObject;
         break;
       case 'application/strategic-merge-patch+json':
         // Custom resources have no patch strategy metadata: the real server refuses this type for them.
         if (type.custom) throw unsupportedMediaType(kind);
-        patched = strategicMergePatch(previous, parsed) as KubeObject;
+        patched = strategicMergePatch(base, parsed) as KubeObject;
         break;
       default:
         throw unsupportedMediaType(kind);
@@ -325,7 +339,7 @@ export class KubeObjects {
     if (kind === 'application/json-patch+json' && patched.metadata?.resourceVersion !== previous.metadata.resourceVersion) {
       throw conflict(type, name);
     }
-    return this.write(type, previous, patched, options);
+    return this.write(type, previous, this.inward(type, patched), options);
   }
 
   delete(ref: TypeRef, namespace: string | undefined, name: string, options: DeleteOptions = {}): KubeObject {
@@ -361,7 +375,16 @@ export class KubeObjects {
       next.metadata.deletionGracePeriodSeconds ??= graceful ?? 0;
       return this.outward(type, this.store.put(type.storageKey, next));
     }
-    return this.outward(type, this.store.remove(type.storageKey, ns, name)!);
+    const removed = this.store.remove(type.storageKey, ns, name)!;
+    if (type.storageKey === 'apiextensions.k8s.io/customresourcedefinitions') this.unserve(removed as unknown as CrdObject & KubeObject);
+    return this.outward(type, removed);
+  }
+
+  /** A deleted CRD's kinds are no longer served and their objects are gone. */
+  private unserve(crd: CrdObject): void {
+    const storageKey = `${crd.spec.group}/${crd.spec.names.plural}`;
+    this.registry.removeStorage(storageKey);
+    this.store.dropStorage(storageKey);
   }
 
   /**
@@ -404,55 +427,6 @@ export class KubeObjects {
     return this.outward(type, this.store.put(type.storageKey, next));
   }
 
-  /** GET of the scale subresource: an autoscaling/v1 Scale read through the CRD's paths. */
-  getScale(ref: TypeRef, namespace: string | undefined, name: string): KubeObject {
-    const type = this.type(ref);
-    const scale = this.scaleOf(type);
-    const object = this.get(type, namespace, name);
-    const selector = scale.labelSelectorPath ? fieldValue(object, trimPath(scale.labelSelectorPath)) : undefined;
-    return {
-      kind: 'Scale',
-      apiVersion: 'autoscaling/v1',
-      metadata: {
-        name,
-        namespace: object.metadata.namespace,
-        uid: object.metadata.uid,
-        resourceVersion: object.metadata.resourceVersion,
-        creationTimestamp: object.metadata.creationTimestamp,
-      },
-      spec: { replicas: Number(fieldValue(object, trimPath(scale.specReplicasPath)) ?? 0) },
-      status: {
-        replicas: Number(fieldValue(object, trimPath(scale.statusReplicasPath)) ?? 0),
-        ...(typeof selector === 'string' ? { selector } : {}),
-      },
-    };
-  }
-
-  /** PUT/PATCH of the scale subresource: writes spec.replicas through to the object, with its concurrency check. */
-  updateScale(ref: TypeRef, namespace: string | undefined, name: string, nextScale: (current: KubeObject) => KubeObject, options: WriteOptions = {}): KubeObject {
-    const type = this.type(ref);
-    const scale = this.scaleOf(type);
-    const current = this.getScale(type, namespace, name);
-    const requested = nextScale(current);
-    const replicas = (requested.spec as { replicas?: unknown } | undefined)?.replicas;
-    if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
-      throw invalid({ group: 'autoscaling', resource: 'scale', kind: 'Scale' }, name, [
-        { reason: 'FieldValueInvalid', message: `Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`, field: 'spec.replicas' },
-      ]);
-    }
-    const requestedVersion = requested.metadata?.resourceVersion;
-    const object = this.get(type, namespace, name);
-    if (requestedVersion && requestedVersion !== object.metadata.resourceVersion) throw conflict(type, name);
-    setPath(object, trimPath(scale.specReplicasPath), replicas);
-    this.write(type, this.store.get(type.storageKey, type.namespaced ? namespace : undefined, name)!, object, options);
-    return this.getScale(type, namespace, name);
-  }
-
-  private scaleOf(type: ResourceType) {
-    if (!type.scale) throw notFound({ group: type.group, resource: `${type.resource}/scale`, kind: type.kind }, '');
-    return type.scale;
-  }
-
   /** A CRD is served as soon as it is stored; its status says so, as the real server's controllers would. */
   private established(stored: KubeObject): KubeObject {
     const crd = stored as unknown as CrdObject & KubeObject;
@@ -468,6 +442,31 @@ export class KubeObjects {
     const alreadyEstablished = previous?.conditions?.some((condition) => condition.type === 'Established');
     if (alreadyEstablished && JSON.stringify(previous?.acceptedNames) === JSON.stringify(crd.spec.names)) return this.outward(type, stored);
     return this.outward(type, this.store.put(type.storageKey, { ...stored, status }));
+  }
+
+  /**
+   * Resolves with the predicate's first truthy answer, checked now and after every change in the store
+   * (for conditions over lists: "three pods", "no sandbox left").
+   */
+  waitUntil<T>(predicate: () => T | undefined | false, timeoutMs = 10_000, what = 'a condition'): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const answer = predicate();
+        if (!answer) return;
+        cleanup();
+        resolve(answer);
+      };
+      const unsubscribe = this.store.subscribe(check);
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const cleanup = () => {
+        unsubscribe();
+        clearTimeout(timer);
+      };
+      check();
+    });
   }
 
   /** Resolves once `predicate` holds for the object (or for its absence, given undefined), on store events. */
@@ -495,38 +494,6 @@ export class KubeObjects {
       check();
     });
   }
-}
-
-function applyKindDefaults(type: ResourceType, object: KubeObject): void {
-  if (type.storageKey === '/pods') {
-    const spec = object.spec as Record<string, unknown>;
-    spec.restartPolicy ??= 'Always';
-    spec.terminationGracePeriodSeconds ??= 30;
-    spec.dnsPolicy ??= 'ClusterFirst';
-    spec.schedulerName ??= 'default-scheduler';
-    object.status = { phase: 'Pending', qosClass: 'BestEffort' };
-  }
-  if (type.storageKey === '/namespaces') object.status = { phase: 'Active' };
-  if (type.storageKey === 'batch/jobs') {
-    const spec = object.spec as Record<string, unknown>;
-    spec.completions ??= 1;
-    spec.parallelism ??= 1;
-    spec.backoffLimit ??= 6;
-  }
-}
-
-function trimPath(path: string): string {
-  return path.replace(/^\./, '');
-}
-
-function setPath(object: KubeObject, path: string, value: unknown): void {
-  const parts = path.split('.');
-  let current = object as Record<string, unknown>;
-  for (const part of parts.slice(0, -1)) {
-    if (typeof current[part] !== 'object' || current[part] === null) current[part] = {};
-    current = current[part] as Record<string, unknown>;
-  }
-  current[parts[parts.length - 1]!] = value;
 }
 
 function parseJson(text: string): unknown {

@@ -4,7 +4,9 @@
  * group/version/resource; versions of one kind share storage (`storageKey`), with no conversion
  * beyond rewriting apiVersion (a CRD's `strategy: None`).
  */
+import { coreToEventsV1, eventsV1ToCore } from './event-conversion.js';
 import type { JsonSchema } from './schema-validation.js';
+import type { KubeObject } from './store.js';
 
 export interface PrinterColumn {
   name: string;
@@ -43,6 +45,8 @@ export interface ResourceType {
   printerColumns?: PrinterColumn[];
   /** What DELETE does to dependents when the request does not say (batch/v1 Jobs orphan, as the real server). */
   defaultPropagation: 'Background' | 'Orphan';
+  /** For a kind stored in another kind's form (events.k8s.io Events are core Events). */
+  conversion?: { toStorage(object: KubeObject): KubeObject; fromStorage(object: KubeObject): KubeObject };
 }
 
 export function apiVersionOf(type: { group: string; version: string }): string {
@@ -60,6 +64,8 @@ interface BuiltIn {
   status?: boolean;
   log?: boolean;
   defaultPropagation?: 'Background' | 'Orphan';
+  /** Stored under another group's storage key, converted on the way in and out. */
+  storedAs?: { storageKey: string; conversion: NonNullable<ResourceType['conversion']> };
 }
 
 const BUILT_INS: BuiltIn[] = [
@@ -74,7 +80,14 @@ const BUILT_INS: BuiltIn[] = [
   { group: '', version: 'v1', resource: 'events', kind: 'Event', shortNames: ['ev'] },
   { group: '', version: 'v1', resource: 'resourcequotas', kind: 'ResourceQuota', shortNames: ['quota'], status: true },
   { group: '', version: 'v1', resource: 'persistentvolumeclaims', kind: 'PersistentVolumeClaim', shortNames: ['pvc'], status: true },
-  { group: 'events.k8s.io', version: 'v1', resource: 'events', kind: 'Event', shortNames: ['ev'] },
+  {
+    group: 'events.k8s.io',
+    version: 'v1',
+    resource: 'events',
+    kind: 'Event',
+    shortNames: ['ev'],
+    storedAs: { storageKey: '/events', conversion: { toStorage: eventsV1ToCore, fromStorage: coreToEventsV1 } },
+  },
   { group: 'coordination.k8s.io', version: 'v1', resource: 'leases', kind: 'Lease' },
   { group: 'batch', version: 'v1', resource: 'jobs', kind: 'Job', categories: ['all'], status: true, defaultPropagation: 'Orphan' },
   { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment', shortNames: ['deploy'], categories: ['all'], status: true },
@@ -102,7 +115,8 @@ function builtInType(entry: BuiltIn): ResourceType {
     namespaced: entry.namespaced ?? true,
     shortNames: entry.shortNames ?? [],
     categories: entry.categories ?? [],
-    storageKey: `${entry.group}/${entry.resource}`,
+    storageKey: entry.storedAs?.storageKey ?? `${entry.group}/${entry.resource}`,
+    conversion: entry.storedAs?.conversion,
     status: entry.status ?? false,
     log: entry.log,
     custom: false,

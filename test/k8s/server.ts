@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { GarbageCollector } from './garbage-collector.js';
-import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord } from './http.js';
+import { JobController } from './job-controller.js';
+import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord, type ServedWatch } from './http.js';
 import { KubeObjects } from './objects.js';
 import { ResourceRegistry } from './resources.js';
 import { ObjectStore, type KubeObject } from './store.js';
-import type { ActiveWatch } from './watch.js';
 
 export interface KubeTestServerOptions {
   /** Directories whose *.yaml/*.yml/*.json CustomResourceDefinitions are served from the start. */
@@ -49,8 +49,11 @@ export interface KubeTestServer {
   countRequests(filter?: RequestFilter): number;
   /** Makes the next matching request fail (see FailureRule). */
   failNext(rule: FailureRule): void;
-  /** Ends every open watch from the server side, as an API server restart does. */
-  closeWatches(): void;
+  /**
+   * Ends open watches (of one resource, or all) from the server side: cleanly, as an API server
+   * ending a watch does, or `abrupt`ly (the connection reset), as a crash or a network cut does.
+   */
+  closeWatches(options?: { resource?: string; abrupt?: boolean }): void;
   /** Forgets the watch history: watches from any earlier resourceVersion get 410 Gone. */
   compact(): void;
   /** Where `kubectl logs` reads from; the simulated kubelet installs itself here. */
@@ -102,6 +105,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const store = new ObjectStore(options.historyLimit ?? 10_000);
   const objects = new KubeObjects(registry, store);
   const collector = new GarbageCollector(objects);
+  const jobs = new JobController(objects);
   for (const name of new Set([...BASE_NAMESPACES, ...(options.namespaces ?? [])])) {
     objects.create('namespaces', undefined, { metadata: { name } });
   }
@@ -111,7 +115,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
     }
   }
 
-  const watches = new Set<ActiveWatch>();
+  const watches = new Set<ServedWatch>();
   const requests: RequestRecord[] = [];
   const failures: FailureRule[] = [];
   const podLogs: { provider?: PodLogProvider } = {};
@@ -123,9 +127,12 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const kubeconfigPath = path.join(directory, 'kubeconfig');
   await writeFile(kubeconfigPath, kubeconfig(url));
 
-  const closeWatches = () => {
-    for (const watch of [...watches]) watch.stop();
-    watches.clear();
+  const closeWatches = (which: { resource?: string; abrupt?: boolean } = {}) => {
+    for (const watch of [...watches]) {
+      if (which.resource !== undefined && watch.resource !== which.resource) continue;
+      if (which.abrupt) watch.abort();
+      else watch.stop();
+    }
   };
 
   return {
@@ -158,6 +165,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
     },
     async close() {
       collector.close();
+      jobs.close();
       closeWatches();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -66,6 +66,10 @@ export class ObjectStore {
   private readonly history: StoreChange[] = [];
   private readonly collections = new Map<string, Map<string, KubeObject>>();
   private readonly listeners = new Set<(change: StoreChange) => void>();
+  /** uid → where the object is, for owner lookups. */
+  private readonly byUid = new Map<string, { storageKey: string; key: string }>();
+  /** owner uid → keys (`storageKey|namespace/name`) of objects naming it in ownerReferences. */
+  private readonly byOwner = new Map<string, Set<string>>();
 
   constructor(private readonly historyLimit: number) {}
 
@@ -97,6 +101,45 @@ export class ObjectStore {
     return [...this.collections.keys()];
   }
 
+  /**
+   * The stored objects themselves, without copying, for the server's own read-only scans (the
+   * scheduler's sums, quota usage). Callers must not change them.
+   */
+  scan(storageKey: string, namespace?: string): readonly KubeObject[] {
+    const collection = this.collections.get(storageKey);
+    if (!collection) return [];
+    return [...collection.values()].filter((object) => namespace === undefined || object.metadata.namespace === namespace);
+  }
+
+  /** The object with this uid, wherever it is stored. */
+  findUid(uid: string): { storageKey: string; object: KubeObject } | undefined {
+    const location = this.byUid.get(uid);
+    const object = location && this.collections.get(location.storageKey)?.get(location.key);
+    return object && { storageKey: location.storageKey, object: structuredClone(object) };
+  }
+
+  /** The objects whose ownerReferences name this uid. */
+  dependentsOf(uid: string): Array<{ storageKey: string; object: KubeObject }> {
+    return [...(this.byOwner.get(uid) ?? [])].flatMap((entry) => {
+      const [storageKey, key] = entry.split('|') as [string, string];
+      const object = this.collections.get(storageKey)?.get(key);
+      return object ? [{ storageKey, object: structuredClone(object) }] : [];
+    });
+  }
+
+  private index(storageKey: string, key: string, previous: KubeObject | undefined, next: KubeObject | undefined): void {
+    const entry = `${storageKey}|${key}`;
+    for (const reference of previous?.metadata.ownerReferences ?? []) this.byOwner.get(reference.uid)?.delete(entry);
+    if (previous?.metadata.uid) this.byUid.delete(previous.metadata.uid);
+    if (!next) return;
+    if (next.metadata.uid) this.byUid.set(next.metadata.uid, { storageKey, key });
+    for (const reference of next.metadata.ownerReferences ?? []) {
+      const dependents = this.byOwner.get(reference.uid) ?? new Set<string>();
+      dependents.add(entry);
+      this.byOwner.set(reference.uid, dependents);
+    }
+  }
+
   /** Stores a new or changed object under the next revision and returns the stored copy. */
   put(storageKey: string, object: KubeObject): KubeObject {
     const collection = this.collections.get(storageKey) ?? new Map<string, KubeObject>();
@@ -107,6 +150,7 @@ export class ObjectStore {
     const stored = structuredClone(object);
     stored.metadata.resourceVersion = String(revision);
     collection.set(key, stored);
+    this.index(storageKey, key, previous, stored);
     this.record({ type: previous ? 'MODIFIED' : 'ADDED', storageKey, revision, object: stored, previous });
     return structuredClone(stored);
   }
@@ -117,6 +161,7 @@ export class ObjectStore {
     const previous = collection?.get(key);
     if (!collection || !previous) return undefined;
     collection.delete(key);
+    this.index(storageKey, key, previous, undefined);
     const revision = ++this.revision;
     const removed = structuredClone(previous);
     removed.metadata.resourceVersion = String(revision);
@@ -126,6 +171,7 @@ export class ObjectStore {
 
   /** Drops a whole storage silently (its CRD was deleted); watchers of it are closed by the caller. */
   dropStorage(storageKey: string): void {
+    for (const [key, object] of this.collections.get(storageKey) ?? []) this.index(storageKey, key, object, undefined);
     this.collections.delete(storageKey);
   }
 

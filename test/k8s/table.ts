@@ -175,6 +175,25 @@ const nodeColumns: Column[] = [
   { name: 'Version', type: 'string', cell: (node) => (node.status as { nodeInfo?: { kubeletVersion?: string } })?.nodeInfo?.kubeletVersion ?? '' },
 ];
 
+const eventColumns: Column[] = [
+  {
+    name: 'Last Seen',
+    type: 'string',
+    cell: (event, now) => formatCell(event.lastTimestamp ?? (event.series as { lastObservedTime?: string } | undefined)?.lastObservedTime ?? event.eventTime ?? event.metadata.creationTimestamp, { type: 'date' }, now),
+  },
+  { name: 'Type', type: 'string', cell: (event) => event.type ?? '' },
+  { name: 'Reason', type: 'string', cell: (event) => event.reason ?? '' },
+  {
+    name: 'Object',
+    type: 'string',
+    cell: (event) => {
+      const involved = (event.involvedObject ?? {}) as { kind?: string; name?: string };
+      return `${(involved.kind ?? '').toLowerCase()}/${involved.name ?? ''}`;
+    },
+  },
+  { name: 'Message', type: 'string', cell: (event) => event.message ?? '' },
+];
+
 function columnsFor(type: ResourceType): Column[] {
   if (type.printerColumns) {
     return [
@@ -191,6 +210,7 @@ function columnsFor(type: ResourceType): Column[] {
   }
   if (type.storageKey === '/pods') return podColumns;
   if (type.storageKey === '/nodes') return nodeColumns;
+  if (type.storageKey === '/events' && !type.group) return eventColumns;
   if (type.storageKey === '/namespaces') {
     return [nameColumn, { name: 'Status', type: 'string', cell: (object) => (object.status as { phase?: string })?.phase ?? '' }, ageColumn];
   }

@@ -57,12 +57,12 @@ export function startWatch(objects: KubeObjects, request: WatchRequest, sink: Wa
   const { type } = request;
   const labels = parseLabelSelector(request.labelSelector);
   const fields = parseFieldSelector(request.fieldSelector);
+  const outward = (object: KubeObject) => objects.present(type, object);
   const matches = (object: KubeObject | undefined) =>
     object !== undefined &&
     (request.namespace === undefined || !type.namespaced || object.metadata.namespace === request.namespace) &&
-    labels(object) &&
-    fields(object);
-  const outward = (object: KubeObject) => ({ ...object, apiVersion: apiVersionOf(type), kind: type.kind });
+    labels(outward(object)) &&
+    fields(outward(object));
 
   let stopped = false;
   const timers: NodeJS.Timeout[] = [];
