@@ -29,16 +29,14 @@ describe('reasons a user can act on', () => {
   });
 
   it('a pod refused by a ResourceQuota says QuotaExceeded, and starts once the quota allows', async () => {
-    cluster.server.failNext({
-      verb: 'create',
-      resource: 'pods',
-      status: 403,
-      message: 'pods "quota-1" is forbidden: exceeded quota: runners, requested: pods=1, used: pods=10, limited: pods=10',
-      times: 2,
-    });
+    const running = cluster.server.store.list('pods', NAMESPACE).items.filter((p: any) => !['Succeeded', 'Failed'].includes(p.status?.phase)).length;
+    cluster.server.store.create('resourcequotas', NAMESPACE, { metadata: { name: 'runners' }, spec: { hard: { pods: String(running) } } });
     createSandbox(cluster, 'quota-1');
     const refused = await waitForSandbox(cluster, 'quota-1', (s) => condition(s, 'Ready')?.reason === 'QuotaExceeded');
+    expect(refused!.status!.phase).toBe('Starting');
     expect(condition(refused, 'Ready')!.message).toContain('exceeded quota');
+    expect(cluster.server.store.find('pods', NAMESPACE, 'quota-1')).toBeUndefined();
+    cluster.server.store.delete('resourcequotas', NAMESPACE, 'runners');
     await waitForSandbox(cluster, 'quota-1', phaseIs('Ready'));
   });
 });
