@@ -10,6 +10,7 @@ const USAGE = `usage: acis <command> [options]
 
 commands:
   serve                                     run the API server (the default)
+  controller                                run the Kubernetes controller (Sandbox and SandboxWarmPool resources)
   migrate                                   apply database migrations and exit
   rotate-secrets                            re-encrypt vaulted values under ACIS_MASTER_KEY (old keys in
                                             ACIS_MASTER_KEY_PREVIOUS), so the old keys can be retired
@@ -29,6 +30,9 @@ async function main(argv: string[]): Promise<number> {
       return serve();
     case 'migrate':
       return migrate();
+    case 'controller':
+      // Loaded only here: the API server itself never needs the controller's code.
+      return (await import('../controller/main.js')).runController();
     case 'rotate-secrets':
       return rotateSecrets();
     case 'integrations':

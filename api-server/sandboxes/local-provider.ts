@@ -19,7 +19,8 @@ import {
   poolDeficit,
   retryHintSeconds,
   type RunnerView,
-} from './policy.js';
+} from '../../sandbox-policy/policy.js';
+import * as transition from '../../sandbox-policy/transitions.js';
 import { AGENT_TYPES } from './agent-types.js';
 import { checkSandboxRuntime, type SandboxRuntime } from './sandbox-runtime.js';
 
@@ -121,7 +122,8 @@ interface Waiter {
 /**
  * The `local` sandbox provider: runner processes on this node, each in its own bubblewrap sandbox
  * with a private workspace and HOME, reaching the model endpoint only through a Unix socket bridge.
- * Capacity, pooling, warm holds and their expiry follow the pure policy in policy.ts.
+ * Capacity, pooling, warm holds and their expiry follow the pure policy in sandbox-policy/, and every
+ * change of a runner's state goes through its transitions.
  */
 export class LocalSandboxProvider {
   private readonly entries = new Map<string, RunnerEntry>();
@@ -267,7 +269,7 @@ export class LocalSandboxProvider {
     if (!entry) return { heldUntil: null };
     const conversationId = entry.view.conversationId;
     const tenantId = entry.view.tenantId;
-    entry.view.lastUsedAt = this.now();
+    if (entry.view.state === 'busy') entry.view = transition.turnEnded(entry.view, this.now());
     let heldUntil: Date | null = null;
     if (options.hold && !options.broken && lease.runner.alive && tenantId) {
       const decision = decideHold(this.views(), {
@@ -279,8 +281,7 @@ export class LocalSandboxProvider {
       });
       for (const id of decision.evict) await this.recycle(id);
       if (decision.hold) {
-        entry.view.state = 'held';
-        entry.view.heldUntil = decision.heldUntil;
+        entry.view = transition.hold(entry.view, decision.heldUntil);
         heldUntil = new Date(decision.heldUntil);
         this.armExpiry();
       }
@@ -311,8 +312,7 @@ export class LocalSandboxProvider {
     switch (decision.kind) {
       case 'use-held': {
         const entry = this.entries.get(decision.runnerId)!;
-        entry.view.state = 'busy';
-        entry.view.heldUntil = undefined;
+        entry.view = transition.resume(entry.view);
         return Promise.resolve({ runner: entry.runner, continuing: true, workspace: entry.dirs.workspace });
       }
       case 'claim-pooled': {
@@ -323,12 +323,12 @@ export class LocalSandboxProvider {
         return lease;
       }
       case 'start-new': {
-        const entry = this.spawnRunner(request.agentType, 'busy');
+        const entry = this.spawnRunner(request.agentType, { pooled: false });
         this.bind(entry, request);
         return this.prepare(entry, request);
       }
       case 'evict-and-start': {
-        const entry = this.spawnRunner(request.agentType, 'busy');
+        const entry = this.spawnRunner(request.agentType, { pooled: false });
         this.bind(entry, request);
         return this.recycle(decision.evictRunnerId).then(() => this.prepare(entry, request));
       }
@@ -338,9 +338,7 @@ export class LocalSandboxProvider {
   }
 
   private bind(entry: RunnerEntry, request: AcquireRequest): void {
-    entry.view.state = 'busy';
-    entry.view.conversationId = request.conversationId;
-    entry.view.tenantId = request.tenantId;
+    entry.view = transition.claim(entry.view, { conversationId: request.conversationId, tenantId: request.tenantId });
   }
 
   /** Copies the conversation's saved workspace into the runner's, then waits for the runner to be up. */
@@ -362,7 +360,8 @@ export class LocalSandboxProvider {
     return path.join(this.config.dataDir, 'conversations', conversationId, 'workspace');
   }
 
-  private spawnRunner(agentType: string, state: 'busy' | 'starting'): RunnerEntry {
+  /** Starts a runner: `pooled` ones join the pool when ready, the others are claimed by the caller at once. */
+  private spawnRunner(agentType: string, options: { pooled: boolean }): RunnerEntry {
     const id = `run_${randomToken(12)}`;
     const dirs = {
       root: path.join(this.root, id),
@@ -374,16 +373,16 @@ export class LocalSandboxProvider {
     mkdirSync(dirs.home, { recursive: true });
     const egressToken = randomToken(24);
     const runner = new LocalRunner(id, this.runnerCommand(dirs, { id, token: egressToken }), this.logger);
-    const entry: RunnerEntry = { runner, view: { id, agentType, state, lastUsedAt: this.now() }, dirs, egressToken, shownWarm: false };
+    const entry: RunnerEntry = { runner, view: transition.newRunner(id, agentType, this.now()), dirs, egressToken, shownWarm: false };
     this.entries.set(id, entry);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
       if (this.entries.get(id) === entry && entry.view.state !== 'busy') void this.recycle(id).then(() => this.pump());
     });
-    if (state === 'starting') {
+    if (options.pooled) {
       runner.ready.then(
         () => {
-          if (entry.view.state === 'starting') entry.view.state = 'pooled';
+          if (entry.view.state === 'starting') entry.view = transition.ready(entry.view);
           this.pump();
         },
         (error: unknown) => {
@@ -471,6 +470,7 @@ export class LocalSandboxProvider {
     const entry = this.entries.get(runnerId);
     if (!entry) return;
     this.entries.delete(runnerId);
+    entry.view = transition.release(entry.view);
     const { conversationId } = entry.view;
     await entry.runner.kill();
     try {
@@ -501,7 +501,7 @@ export class LocalSandboxProvider {
   private topUpPool(): void {
     if (this.stopped || !this.runtime.ok) return;
     for (const agentType of AGENT_TYPES) {
-      for (let i = poolDeficit(this.views(), agentType, this.limits); i > 0; i--) this.spawnRunner(agentType, 'starting');
+      for (let i = poolDeficit(this.views(), agentType, this.limits); i > 0; i--) this.spawnRunner(agentType, { pooled: true });
     }
   }
 

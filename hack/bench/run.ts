@@ -7,6 +7,7 @@ import pg from 'pg';
 import { cpuSnapshot, cpuSpentMs, machineBusyShare, machineCpuMs } from './cpu.js';
 import { measure, type RequestPlan, stopAllLoad, warmUp } from './load.js';
 import { runConversationsPlane } from './conversations.js';
+import { runControllerPlane } from './controller-plane.js';
 import { runSkillsPlane } from './skills.js';
 import { acisServeArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
 import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
@@ -15,9 +16,10 @@ import { type Fixture, growTenants, seedBase } from './seed.js';
 
 /**
  * `npm run bench`: the provisioning plane against its floors, on a fresh PostgreSQL database, then
- * the conversation plane against the Agent SDK driven directly (conversations.ts), then the skills
- * plane (skills.ts: skill content from the database, push to next run).
- * Environment: BENCH_PLANES (provisioning | conversations | skills | all, the default), BENCH_DURATION_S
+ * the conversation plane against the Agent SDK driven directly (conversations.ts), the controller
+ * plane against the Kubernetes API test server (controller-plane.ts), then the skills plane
+ * (skills.ts: skill content from the database, push to next run).
+ * Environment: BENCH_PLANES (provisioning | conversations | controller | skills | all, the default), BENCH_DURATION_S
  * (measured seconds per provisioning scenario, default 10), BENCH_WARMUP_S (default 3),
  * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles),
  * BENCH_ADMIN_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres); the conversation
@@ -62,7 +64,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-const PLANES = ['provisioning', 'conversations', 'skills'] as const;
+const PLANES = ['provisioning', 'conversations', 'controller', 'skills'] as const;
 
 function planes(): Array<(typeof PLANES)[number]> {
   const raw = process.env.BENCH_PLANES ?? 'all';
@@ -91,13 +93,13 @@ async function main(): Promise<number> {
       },
       defer: (step: () => Promise<unknown>) => cleanups.push(step),
     };
-    outcomes.push(
-      plane === 'provisioning'
-        ? await provisioningPlane()
-        : plane === 'conversations'
-          ? await runConversationsPlane(context)
-          : await runSkillsPlane(context),
-    );
+    const run = {
+      provisioning: () => provisioningPlane(),
+      conversations: () => runConversationsPlane(context),
+      controller: () => runControllerPlane(context),
+      skills: () => runSkillsPlane(context),
+    }[plane];
+    outcomes.push(await run());
   }
   for (const outcome of outcomes) console.log(outcome.markdown);
   console.error(`bench: written ${outcomes.flatMap((o) => o.files).map((f) => path.relative(ROOT, f)).join(', ')}`);

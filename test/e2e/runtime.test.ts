@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import type { RunnerView } from '../../api-server/sandboxes/policy.js';
+import type { RunnerView } from '../../sandbox-policy/policy.js';
 import { deltaText, isTerminal, type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  admitInOrder,
   type CapacityLimits,
   decideAcquire,
   decideHold,
@@ -8,7 +9,10 @@ import {
   poolDeficit,
   retryHintSeconds,
   type RunnerView,
-} from '../../api-server/sandboxes/policy.js';
+  warmCapReleases,
+} from '../../sandbox-policy/policy.js';
+import { expectCreate, expectDelete, inFlight, lowerCreate, NO_EXPECTATIONS, observed } from '../../sandbox-policy/expectations.js';
+import * as transition from '../../sandbox-policy/transitions.js';
 
 const runner = (id: string, state: RunnerView['state'], extra: Partial<RunnerView> = {}): RunnerView => ({
   id,
@@ -90,5 +94,98 @@ describe('retryHintSeconds(position, typicalTurnSeconds)', () => {
   it('grows with the queue position and is at least one second', () => {
     expect(retryHintSeconds(1, 0.2)).toBe(1);
     expect(retryHintSeconds(3, 2)).toBe(6);
+  });
+});
+
+describe('poolDeficit with creates in flight', () => {
+  it('counts creates not yet seen towards the pool and against capacity', () => {
+    expect(poolDeficit([], 'vendor-agent-sdk', { maxSandboxes: 5, poolSize: 3 }, 2)).toBe(1);
+    expect(poolDeficit([runner('b', 'busy')], 'vendor-agent-sdk', { maxSandboxes: 2, poolSize: 3 }, 1)).toBe(0);
+  });
+});
+
+describe('warmCapReleases(runners, capOf)', () => {
+  const runners = [
+    runner('t1-old', 'held', { tenantId: 't1', lastUsedAt: 1 }),
+    runner('t1-mid', 'held', { tenantId: 't1', lastUsedAt: 5 }),
+    runner('t1-new', 'held', { tenantId: 't1', lastUsedAt: 9 }),
+    runner('t1-busy', 'busy', { tenantId: 't1', lastUsedAt: 0 }),
+    runner('t2-a', 'held', { tenantId: 't2', lastUsedAt: 0 }),
+  ];
+  it.each([
+    ['releases a tenant’s least recently used holds beyond its cap', { t1: 2, t2: 1 }, ['t1-old']],
+    ['keeps none with a cap of 0', { t1: 0 }, ['t1-old', 't1-mid', 't1-new']],
+    ['releases nothing for a tenant whose cap is unknown', {}, []],
+    ['never counts a busy runner', { t1: 3 }, []],
+  ])('%s', (_name, caps: Record<string, number>, expected) => {
+    expect(warmCapReleases(runners, (tenantId) => caps[tenantId])).toEqual(expected);
+  });
+});
+
+describe('admitInOrder(waiting, used, maxSandboxes)', () => {
+  const waiting = [
+    { id: 'c', createdAt: 30 },
+    { id: 'a', createdAt: 10 },
+    { id: 'b2', createdAt: 20 },
+    { id: 'b1', createdAt: 20 },
+  ];
+  it.each([
+    ['admits the earliest first, ties by id', 1, ['a', 'b1']],
+    ['admits nobody when full', 3, []],
+    ['admits nobody past the cap even if over it', 5, []],
+    ['admits everyone when there is room', 0, ['a', 'b1', 'b2']],
+  ])('%s', (_name, used, expected) => {
+    expect(admitInOrder(waiting, used, 3)).toEqual(expected);
+  });
+});
+
+describe('transitions', () => {
+  const fresh = transition.newRunner('r', 'vendor-agent-sdk', 5);
+  const owner = { conversationId: 'con_a', tenantId: 't1' };
+  it('walks starting → pooled → busy → held → busy → released', () => {
+    const pooled = transition.ready(fresh);
+    expect(pooled.state).toBe('pooled');
+    const busy = transition.claim(pooled, owner);
+    expect(busy).toMatchObject({ state: 'busy', ...owner });
+    const held = transition.hold(transition.turnEnded(busy, 50), 350);
+    expect(held).toMatchObject({ state: 'held', heldUntil: 350, lastUsedAt: 50 });
+    const again = transition.resume(held);
+    expect(again).toMatchObject({ state: 'busy', heldUntil: undefined, conversationId: 'con_a' });
+    expect(transition.release(again).state).toBe('released');
+  });
+  it('claims a runner still starting (started for the turn)', () => {
+    expect(transition.claim(fresh, owner).state).toBe('busy');
+  });
+  it.each([
+    ['ready', (v: RunnerView) => transition.ready(v), 'pooled'],
+    ['claim a busy runner', (v: RunnerView) => transition.claim(v, owner), 'busy'],
+    ['claim a held runner', (v: RunnerView) => transition.claim(v, owner), 'held'],
+    ['resume a pooled runner', (v: RunnerView) => transition.resume(v), 'pooled'],
+    ['hold a pooled runner', (v: RunnerView) => transition.hold(v, 1), 'pooled'],
+    ['end a turn on a held runner', (v: RunnerView) => transition.turnEnded(v, 1), 'held'],
+    ['claim a released runner', (v: RunnerView) => transition.claim(v, owner), 'released'],
+  ] as const)('refuses to %s', (_name, step, from) => {
+    expect(() => step(runner('r', from))).toThrow(transition.IllegalTransition);
+  });
+});
+
+describe('expectations', () => {
+  it('keeps creates in flight until observed, and deletes until gone', () => {
+    let e = expectCreate(NO_EXPECTATIONS, 'ns/pool', 'pod-1', 100);
+    e = expectCreate(e, 'ns/pool', 'pod-2', 100);
+    e = expectDelete(e, 'ns/pool', 'pod-0', 100);
+    expect(inFlight(e, 'ns/pool', 150, 1_000)).toMatchObject({ creates: ['pod-1', 'pod-2'], deletes: ['pod-0'] });
+    e = observed(e, 'ns/pool', 'pod-1', 'created');
+    e = lowerCreate(e, 'ns/pool', 'pod-2');
+    e = observed(e, 'ns/pool', 'pod-0', 'deleted');
+    expect(inFlight(e, 'ns/pool', 150, 1_000)).toBeUndefined();
+    expect(e.size).toBe(0);
+  });
+  it('lets expectations lapse after the TTL, and never mutates the map it was given', () => {
+    const e = expectCreate(NO_EXPECTATIONS, 'k', 'p', 100);
+    expect(inFlight(e, 'k', 1_100, 1_000)).toBeDefined();
+    expect(inFlight(e, 'k', 1_101, 1_000)).toBeUndefined();
+    expect(NO_EXPECTATIONS.size).toBe(0);
+    expect(observed(e, 'other', 'p', 'created')).toBe(e);
   });
 });

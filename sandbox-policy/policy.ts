@@ -1,7 +1,7 @@
 /**
- * Sandbox capacity, warm-hold and idle-TTL policy: pure functions over a snapshot of a node's
- * runners and an explicit `now`, so the local provider and the Kubernetes controller make the same
- * decisions and both are tested without timers.
+ * Sandbox capacity, warm-hold and idle-TTL policy: pure functions over a snapshot of runners (a
+ * node's for the local provider, a cluster's for the Kubernetes controller) and an explicit `now`,
+ * so both make the same decisions and both are tested without timers.
  *
  * Every runner counts against the node's capacity (`maxSandboxes`): pre-started pool runners,
  * runners busy with a turn and runners held warm for a conversation. Warm holds are the soft part:
@@ -10,7 +10,9 @@
  * every runner is busy.
  */
 
-export type RunnerState = 'starting' | 'pooled' | 'busy' | 'held';
+import type { RunnerState } from './transitions.js';
+
+export type { RunnerState } from './transitions.js';
 
 export interface RunnerView {
   id: string;
@@ -78,11 +80,35 @@ export interface HoldDecision {
 export function decideHold(runners: RunnerView[], request: HoldRequest): HoldDecision {
   const heldUntil = request.now + request.idleTtlSeconds * 1000;
   if (request.maxConcurrentWarm <= 0) return { hold: false, heldUntil, evict: [] };
-  const others = runners
-    .filter((r) => r.state === 'held' && r.tenantId === request.tenantId && r.id !== request.runnerId)
-    .sort((a, b) => a.lastUsedAt - b.lastUsedAt);
-  const excess = others.length + 1 - request.maxConcurrentWarm;
-  return { hold: true, heldUntil, evict: excess > 0 ? others.slice(0, excess).map((r) => r.id) : [] };
+  const others = runners.filter((r) => r.state === 'held' && r.tenantId === request.tenantId && r.id !== request.runnerId);
+  // The runner being held is the most recently used one, so it keeps one of the cap's places.
+  return { hold: true, heldUntil, evict: beyondCap(others, request.maxConcurrentWarm - 1) };
+}
+
+/**
+ * Held runners to release so that each tenant keeps at most its cap, least recently used first: the
+ * controller's view, where holds appear as objects rather than as the end of a turn. `capOf` gives a
+ * tenant's `max_concurrent_warm` (undefined: no cap known, nothing released).
+ */
+export function warmCapReleases(runners: RunnerView[], capOf: (tenantId: string) => number | undefined): string[] {
+  const byTenant = new Map<string, RunnerView[]>();
+  for (const r of runners) {
+    if (r.state !== 'held' || r.tenantId === undefined) continue;
+    byTenant.set(r.tenantId, [...(byTenant.get(r.tenantId) ?? []), r]);
+  }
+  const releases: string[] = [];
+  for (const [tenantId, held] of byTenant) {
+    const cap = capOf(tenantId);
+    if (cap !== undefined) releases.push(...beyondCap(held, cap));
+  }
+  return releases;
+}
+
+/** The ids of the least recently used runners beyond the `keep` most recent ones. */
+function beyondCap(runners: RunnerView[], keep: number): string[] {
+  const oldestFirst = [...runners].sort((a, b) => a.lastUsedAt - b.lastUsedAt || a.id.localeCompare(b.id));
+  const excess = oldestFirst.length - Math.max(0, keep);
+  return excess > 0 ? oldestFirst.slice(0, excess).map((r) => r.id) : [];
 }
 
 /** Held runners whose idle TTL has lapsed at `now`. */
@@ -99,11 +125,34 @@ export function nextExpiry(runners: RunnerView[]): number | undefined {
   return next;
 }
 
-/** How many runners of `agentType` to pre-start now: up to the pool size, never past capacity. */
-export function poolDeficit(runners: RunnerView[], agentType: string, limits: CapacityLimits): number {
+/**
+ * How many runners of `agentType` to pre-start now: up to the pool size, never past capacity.
+ * `inFlight` counts creates already asked for but not yet in `runners` (a controller's stale cache,
+ * see expectations.ts); they count both towards the pool and against capacity.
+ */
+export function poolDeficit(runners: RunnerView[], agentType: string, limits: CapacityLimits, inFlight = 0): number {
   const ready = runners.filter((r) => r.agentType === agentType && (r.state === 'pooled' || r.state === 'starting')).length;
-  const free = limits.maxSandboxes - runners.length;
-  return Math.max(0, Math.min(limits.poolSize - ready, free));
+  const free = limits.maxSandboxes - runners.length - inFlight;
+  return Math.max(0, Math.min(limits.poolSize - ready - inFlight, free));
+}
+
+export interface AdmissionCandidate {
+  id: string;
+  /** Creation order: the earliest asks first (ms, then id to break ties). */
+  createdAt: number;
+}
+
+/**
+ * Which waiting requests get capacity now, in creation order, when `used` of `maxSandboxes` places
+ * are taken: a later request never overtakes an earlier one, so a queue drains first come first
+ * served as capacity frees.
+ */
+export function admitInOrder(waiting: AdmissionCandidate[], used: number, maxSandboxes: number): string[] {
+  const free = Math.max(0, maxSandboxes - used);
+  return [...waiting]
+    .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
+    .slice(0, free)
+    .map((c) => c.id);
 }
 
 /** A hint for a queued caller: roughly one typical turn per position ahead, at least one second. */

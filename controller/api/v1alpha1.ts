@@ -1,0 +1,162 @@
+/**
+ * The custom resources of group acis.dev, version v1alpha1, as TypeScript types: the view of
+ * crds/sandbox.yaml and crds/sandboxwarmpool.yaml that the controller (and, next, the API server's
+ * kubernetes provider) program against. Pure declarations: no client library, no I/O.
+ */
+
+export const GROUP = 'acis.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}` as const;
+
+export const SANDBOX = { kind: 'Sandbox', plural: 'sandboxes' } as const;
+export const SANDBOX_WARM_POOL = { kind: 'SandboxWarmPool', plural: 'sandboxwarmpools' } as const;
+
+/** Label keys (contracts: kubectl habits, the chart, the API server's lookups). */
+export const LABELS = {
+  tenant: 'acis.dev/tenant',
+  conversation: 'acis.dev/conversation',
+  agentType: 'acis.dev/agent-type',
+  pool: 'acis.dev/pool',
+  /** On runner pods: the Sandbox that owns it (absent while it waits in a pool). */
+  sandbox: 'acis.dev/sandbox',
+  managedBy: 'app.kubernetes.io/managed-by',
+  component: 'app.kubernetes.io/component',
+} as const;
+export const MANAGED_BY = 'acis-controller';
+export const RUNNER_COMPONENT = 'runner';
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: OwnerReference[];
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface ResourceList {
+  cpu?: string;
+  memory?: string;
+  'ephemeral-storage'?: string;
+}
+
+export interface Resources {
+  requests?: ResourceList;
+  limits?: ResourceList;
+}
+
+export type SandboxMode = 'pooled' | 'warm';
+
+export interface SandboxSpec {
+  conversationId: string;
+  tenantId: string;
+  agentType: string;
+  mode: SandboxMode;
+  /** RFC 3339; absent: no idle TTL. */
+  shutdownTime?: string;
+  /** RFC 3339; the LRU key for the tenant's warm cap (creation time when absent). */
+  lastActivityTime?: string;
+  /** The tenant's max_concurrent_warm, as the API server last wrote it. */
+  maxConcurrentWarm?: number;
+  poolRef?: { name: string };
+  image?: string;
+  resources?: Resources;
+}
+
+export type SandboxPhase = 'Pending' | 'Starting' | 'Ready' | 'Expired' | 'Failed';
+export type ConditionType = 'Ready' | 'Admitted' | 'Expired';
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+
+/** Reasons a user can act on; docs/kubernetes.md lists what each means and what to do. */
+export const REASONS = {
+  admitted: 'Admitted',
+  capacityExhausted: 'CapacityExhausted',
+  starting: 'Starting',
+  runnerReady: 'RunnerReady',
+  unschedulable: 'Unschedulable',
+  imagePullFailed: 'ImagePullFailed',
+  quotaExceeded: 'QuotaExceeded',
+  crashLoop: 'CrashLoop',
+  podDeleted: 'PodDeleted',
+  startTimeout: 'StartTimeout',
+  shutdownTimeReached: 'ShutdownTimeReached',
+  tenantWarmCapReached: 'TenantWarmCapReached',
+  notExpired: 'NotExpired',
+} as const;
+export type Reason = (typeof REASONS)[keyof typeof REASONS];
+
+export interface Condition {
+  type: ConditionType;
+  status: ConditionStatus;
+  reason: string;
+  message?: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface SandboxStatus {
+  phase?: SandboxPhase;
+  conditions?: Condition[];
+  podName?: string;
+  tokenSecretName?: string;
+  endpoint?: string;
+  launch?: 'pool' | 'cold';
+  observedGeneration?: number;
+  admittedTime?: string;
+  readyTime?: string;
+  expiredTime?: string;
+}
+
+export interface Sandbox {
+  apiVersion: typeof API_VERSION;
+  kind: 'Sandbox';
+  metadata: ObjectMeta;
+  spec: SandboxSpec;
+  status?: SandboxStatus;
+}
+
+export interface SandboxWarmPoolSpec {
+  agentType: string;
+  replicas: number;
+  image?: string;
+  resources?: Resources;
+}
+
+export interface SandboxWarmPoolStatus {
+  replicas?: number;
+  desiredReplicas?: number;
+  readyReplicas?: number;
+  availableReplicas?: number;
+  selector?: string;
+  observedGeneration?: number;
+}
+
+export interface SandboxWarmPool {
+  apiVersion: typeof API_VERSION;
+  kind: 'SandboxWarmPool';
+  metadata: ObjectMeta;
+  spec: SandboxWarmPoolSpec;
+  status?: SandboxWarmPoolStatus;
+}
+
+/** The phases after which a Sandbox never runs again (its client must create a new one). */
+export function isTerminal(phase: SandboxPhase | undefined): boolean {
+  return phase === 'Expired' || phase === 'Failed';
+}
+
+export function conditionOf(status: SandboxStatus | undefined, type: ConditionType): Condition | undefined {
+  return status?.conditions?.find((c) => c.type === type);
+}

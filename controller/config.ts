@@ -1,0 +1,100 @@
+/**
+ * The controller's configuration, from the environment, validated once with every problem
+ * reported together. Defaults fit a cluster installed by the chart.
+ */
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import type { Resources } from './api/v1alpha1.js';
+
+const IN_CLUSTER_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity such as 250m or 1Gi');
+const port = z.coerce.number().int().min(1).max(65535);
+
+const EnvSchema = z.object({
+  ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).optional(),
+  ACIS_RUNNER_IMAGE: z.string().min(1).default('acis-runner:latest'),
+  ACIS_RUNNER_COMMAND: z.string().optional(),
+  ACIS_RUNNER_PORT: port.default(7070),
+  ACIS_RUNNER_CPU_REQUEST: quantity.default('250m'),
+  ACIS_RUNNER_MEMORY_REQUEST: quantity.default('512Mi'),
+  ACIS_RUNNER_CPU_LIMIT: quantity.default('2'),
+  ACIS_RUNNER_MEMORY_LIMIT: quantity.default('2Gi'),
+  ACIS_EGRESS_PROXY_HOST: z.string().min(1).default('acis-egress-proxy'),
+  ACIS_EGRESS_PROXY_PORT: port.default(3128),
+  ACIS_CLUSTER_MAX_SANDBOXES: z.coerce.number().int().min(1).max(100_000).default(100),
+  ACIS_SANDBOX_START_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(120),
+  ACIS_CONTROLLER_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
+  ACIS_CONTROLLER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9090),
+  ACIS_CONTROLLER_LEASE_NAME: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/).default('acis-controller'),
+  ACIS_CONTROLLER_LEASE_SECONDS: z.coerce.number().min(1).max(300).default(15),
+  ACIS_CONTROLLER_IDENTITY: z.string().min(1).optional(),
+  ACIS_CONTROLLER_RESYNC_SECONDS: z.coerce.number().min(1).max(86_400).default(300),
+  ACIS_CONTROLLER_WORKERS: z.coerce.number().int().min(1).max(64).default(4),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export interface ControllerConfig {
+  namespace: string;
+  runnerImage: string;
+  /** The runner container's command; empty: the image's entrypoint. */
+  runnerCommand: string[];
+  runnerPort: number;
+  runnerResources: Resources;
+  egressProxyHost: string;
+  egressProxyPort: number;
+  /** Sandboxes (admitted ones and warm-pool pods) the whole cluster may run at once. */
+  maxSandboxes: number;
+  /** A Sandbox not ready this long after admission fails with the reason it was stuck on. */
+  startTimeoutMs: number;
+  metricsHost: string;
+  /** 0: an ephemeral port (tests). */
+  metricsPort: number;
+  leaseName: string;
+  leaseDurationMs: number;
+  identity: string;
+  resyncMs: number;
+  workers: number;
+  logLevel: string;
+}
+
+export class ControllerConfigError extends Error {}
+
+export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): ControllerConfig {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
+    throw new ControllerConfigError(`invalid environment:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  return {
+    namespace: e.ACIS_K8S_NAMESPACE ?? inClusterNamespace() ?? 'default',
+    runnerImage: e.ACIS_RUNNER_IMAGE,
+    runnerCommand: e.ACIS_RUNNER_COMMAND ? e.ACIS_RUNNER_COMMAND.split(' ').filter(Boolean) : [],
+    runnerPort: e.ACIS_RUNNER_PORT,
+    runnerResources: {
+      requests: { cpu: e.ACIS_RUNNER_CPU_REQUEST, memory: e.ACIS_RUNNER_MEMORY_REQUEST },
+      limits: { cpu: e.ACIS_RUNNER_CPU_LIMIT, memory: e.ACIS_RUNNER_MEMORY_LIMIT },
+    },
+    egressProxyHost: e.ACIS_EGRESS_PROXY_HOST,
+    egressProxyPort: e.ACIS_EGRESS_PROXY_PORT,
+    maxSandboxes: e.ACIS_CLUSTER_MAX_SANDBOXES,
+    startTimeoutMs: e.ACIS_SANDBOX_START_TIMEOUT_SECONDS * 1000,
+    metricsHost: e.ACIS_CONTROLLER_METRICS_HOST,
+    metricsPort: e.ACIS_CONTROLLER_METRICS_PORT,
+    leaseName: e.ACIS_CONTROLLER_LEASE_NAME,
+    leaseDurationMs: e.ACIS_CONTROLLER_LEASE_SECONDS * 1000,
+    identity: e.ACIS_CONTROLLER_IDENTITY ?? `${hostname()}-${process.pid}`,
+    resyncMs: e.ACIS_CONTROLLER_RESYNC_SECONDS * 1000,
+    workers: e.ACIS_CONTROLLER_WORKERS,
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+function inClusterNamespace(): string | undefined {
+  try {
+    return readFileSync(IN_CLUSTER_NAMESPACE_FILE, 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * The few API calls the controller makes, over @kubernetes/client-node: creating, patching and
+ * deleting pods and Secrets, writing the status subresource of our custom resources (with the
+ * resourceVersion read, so a stale write is refused with 409), and recording Events.
+ */
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type V1Pod,
+  type V1Secret,
+} from '@kubernetes/client-node';
+import { GROUP, type ObjectMeta, VERSION } from './api/v1alpha1.js';
+import { httpStatus } from './kube-errors.js';
+
+export interface EventRecord {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export class KubeClient {
+  readonly core: CoreV1Api;
+  readonly custom: CustomObjectsApi;
+  readonly coordination: CoordinationV1Api;
+  private readonly objects: KubernetesObjectApi;
+
+  constructor(
+    kubeConfig: KubeConfig,
+    private readonly reporter: { component: string; instance: string },
+  ) {
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    this.objects = KubernetesObjectApi.makeApiClient(kubeConfig);
+  }
+
+  listCustom<T>(namespace: string, plural: string): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }> {
+    return this.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural }) as Promise<{ items: T[] }>;
+  }
+
+  /** Creates an object; one that already exists (a retry after a lost answer) is not an error. */
+  async createIfAbsent(object: V1Pod | V1Secret): Promise<'created' | 'exists'> {
+    try {
+      await this.objects.create(object);
+      return 'created';
+    } catch (error) {
+      if (httpStatus(error) === 409) return 'exists';
+      throw error;
+    }
+  }
+
+  /** A JSON merge patch; with `metadata.resourceVersion` in it, refused (409) if the object changed since. */
+  async mergePatch(object: { apiVersion: string; kind: string; metadata: Record<string, unknown> }): Promise<void> {
+    await this.objects.patch(object, undefined, undefined, this.reporter.component, undefined, PatchStrategy.MergePatch);
+  }
+
+  /** Deletes an object; one already gone is not an error. */
+  async deleteIfPresent(apiVersion: string, kind: string, namespace: string, name: string): Promise<void> {
+    try {
+      await this.objects.delete({ apiVersion, kind, metadata: { name, namespace } }, undefined, undefined, 0, undefined, 'Background');
+    } catch (error) {
+      if (httpStatus(error) !== 404) throw error;
+    }
+  }
+
+  /** Writes the status subresource; returns the object as the server stored it. */
+  async replaceStatus<T extends { apiVersion?: string; kind?: string; metadata: ObjectMeta; status?: unknown }>(plural: string, object: T): Promise<T> {
+    return (await this.custom.replaceNamespacedCustomObjectStatus({
+      group: GROUP,
+      version: VERSION,
+      namespace: object.metadata.namespace!,
+      plural,
+      name: object.metadata.name,
+      body: object,
+    })) as T;
+  }
+
+  async recordEvent(involved: { apiVersion: string; kind: string; metadata: ObjectMeta }, event: EventRecord): Promise<void> {
+    const now = new Date();
+    await this.core.createNamespacedEvent({
+      namespace: involved.metadata.namespace!,
+      body: {
+        metadata: { generateName: `${involved.metadata.name}.`, namespace: involved.metadata.namespace },
+        involvedObject: {
+          apiVersion: involved.apiVersion,
+          kind: involved.kind,
+          name: involved.metadata.name,
+          namespace: involved.metadata.namespace,
+          uid: involved.metadata.uid,
+          resourceVersion: involved.metadata.resourceVersion,
+        },
+        type: event.type,
+        reason: event.reason,
+        message: event.message,
+        count: 1,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        source: { component: this.reporter.component },
+        reportingComponent: this.reporter.component,
+        reportingInstance: this.reporter.instance,
+      },
+    });
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * `acis controller`: the controller process. Kubeconfig from KUBECONFIG (or ~/.kube/config), else
+ * the pod's in-cluster service account. Stops on SIGINT/SIGTERM, releasing its Lease so a standby
+ * replica takes over at once.
+ */
+import { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { ControllerConfigError, loadControllerConfig } from './config.js';
+import { startController } from './controller.js';
+
+export async function runController(): Promise<number> {
+  let config;
+  try {
+    config = loadControllerConfig();
+  } catch (error) {
+    if (error instanceof ControllerConfigError) {
+      console.error(error.message);
+      return 2;
+    }
+    throw error;
+  }
+  const logger = pino({ level: config.logLevel, base: { component: 'controller' } });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  const controller = await startController({ config, kubeConfig, logger });
+  let stopping: Promise<void> | undefined;
+  const shutdown = (signal: string) => {
+    stopping ??= (async () => {
+      logger.info({ signal }, 'shutting down');
+      await controller.stop();
+      process.exit(0);
+    })();
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  return new Promise<number>(() => {});
+}

@@ -1,0 +1,132 @@
+/**
+ * The runner pod and its token Secret, as pure functions of the owner and the controller's
+ * configuration. Invariant: a runner pod is locked down (non-root, read-only root filesystem with a
+ * writable workspace, no privilege escalation, no capabilities, seccomp RuntimeDefault, no
+ * service-account token, no service links) and reaches the outside only through the egress proxy.
+ */
+import type { V1OwnerReference, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
+import { API_VERSION, LABELS, MANAGED_BY, type Resources, RUNNER_COMPONENT, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
+import type { ControllerConfig } from './config.js';
+import { tokenSecretName } from './sandbox-decisions.js';
+
+export type RunnerOwner = Sandbox | SandboxWarmPool;
+
+/** The container port of the runner's control connection. */
+export const RUNNER_PORT_NAME = 'control';
+/** The runner's uid and gid inside its image (not root). */
+const RUNNER_UID = 10001;
+
+export function controllerRef(owner: RunnerOwner): V1OwnerReference {
+  return { apiVersion: API_VERSION, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };
+}
+
+/** Labels a runner pod carries while it serves `sandbox` (set on creation, or on adoption from a pool). */
+export function sandboxPodLabels(sandbox: Sandbox): Record<string, string> {
+  return {
+    [LABELS.managedBy]: MANAGED_BY,
+    [LABELS.component]: RUNNER_COMPONENT,
+    [LABELS.agentType]: sandbox.spec.agentType,
+    [LABELS.tenant]: sandbox.spec.tenantId,
+    [LABELS.conversation]: sandbox.spec.conversationId,
+    [LABELS.sandbox]: sandbox.metadata.name,
+  };
+}
+
+function poolPodLabels(pool: SandboxWarmPool): Record<string, string> {
+  return {
+    [LABELS.managedBy]: MANAGED_BY,
+    [LABELS.component]: RUNNER_COMPONENT,
+    [LABELS.agentType]: pool.spec.agentType,
+    [LABELS.pool]: pool.metadata.name,
+  };
+}
+
+export function tokenSecret(owner: RunnerOwner, podName: string, token: string): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: tokenSecretName(podName),
+      namespace: owner.metadata.namespace,
+      labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.component]: RUNNER_COMPONENT },
+      ownerReferences: [controllerRef(owner)],
+    },
+    type: 'Opaque',
+    stringData: { token },
+  };
+}
+
+export function runnerPod(owner: RunnerOwner, podName: string, config: ControllerConfig): V1Pod {
+  const labels = owner.kind === 'Sandbox' ? sandboxPodLabels(owner) : poolPodLabels(owner);
+  const resources = mergeResources(config.runnerResources, owner.spec.resources);
+  const proxy = `http://${config.egressProxyHost}:${config.egressProxyPort}`;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: podName, namespace: owner.metadata.namespace, labels, ownerReferences: [controllerRef(owner)] },
+    spec: {
+      // A runner that exits has lost its live session: its Sandbox fails and the conversation
+      // resumes from its transcript in a new one, rather than in a restarted process.
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 10,
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: RUNNER_UID,
+        runAsGroup: RUNNER_UID,
+        fsGroup: RUNNER_UID,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containers: [
+        {
+          name: 'runner',
+          image: owner.spec.image ?? config.runnerImage,
+          imagePullPolicy: 'IfNotPresent',
+          ...(config.runnerCommand.length > 0 && { command: config.runnerCommand }),
+          ports: [{ name: RUNNER_PORT_NAME, containerPort: config.runnerPort, protocol: 'TCP' }],
+          env: [
+            { name: 'ACIS_RUNNER_LISTEN', value: `0.0.0.0:${config.runnerPort}` },
+            { name: 'ACIS_RUNNER_PORT', value: String(config.runnerPort) },
+            { name: 'ACIS_RUNNER_TOKEN', valueFrom: { secretKeyRef: { name: tokenSecretName(podName), key: 'token' } } },
+            { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+            { name: 'HOME', value: '/workspace/.home' },
+            { name: 'HTTP_PROXY', value: proxy },
+            { name: 'HTTPS_PROXY', value: proxy },
+            { name: 'http_proxy', value: proxy },
+            { name: 'https_proxy', value: proxy },
+            { name: 'NO_PROXY', value: '' },
+            { name: 'CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC', value: '1' },
+            { name: 'IS_SANDBOX', value: '1' },
+          ],
+          resources: resources as V1ResourceRequirements,
+          readinessProbe: { tcpSocket: { port: config.runnerPort }, periodSeconds: 1, failureThreshold: 3 },
+          securityContext: {
+            runAsNonRoot: true,
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            privileged: false,
+            capabilities: { drop: ['ALL'] },
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          volumeMounts: [
+            { name: 'workspace', mountPath: '/workspace' },
+            { name: 'tmp', mountPath: '/tmp' },
+          ],
+          workingDir: '/workspace',
+        },
+      ],
+      volumes: [
+        { name: 'workspace', emptyDir: {} },
+        { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
+      ],
+    },
+  };
+}
+
+function mergeResources(defaults: Resources, own: Resources | undefined): Resources {
+  return {
+    requests: { ...defaults.requests, ...own?.requests },
+    limits: { ...defaults.limits, ...own?.limits },
+  };
+}

@@ -1,0 +1,160 @@
+/**
+ * The Sandbox reconciler: a thin shell around decideSandbox. Read from the cache, observe (owned
+ * pod, admission, warm cap, pool candidate), decide, act, write the status once if it changed,
+ * requeue at the next deadline. An adoption is a merge patch of the pool pod carrying the
+ * resourceVersion it was picked at: a 409 or 404 means another claim (or the pool) got there first,
+ * and the next pass picks again or starts cold, never a second pod for this Sandbox.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
+import { API_VERSION, LABELS, SANDBOX, type Sandbox } from './api/v1alpha1.js';
+import type { ClusterView } from './cluster-view.js';
+import { createdAt } from './cluster-view.js';
+import type { ControllerConfig } from './config.js';
+import type { KubeClient } from './kube-client.js';
+import { httpStatus, statusMessage } from './kube-errors.js';
+import type { ControllerMetrics } from './metrics.js';
+import { controllerRef, runnerPod, sandboxPodLabels, tokenSecret } from './pod-template.js';
+import { statusChanged } from './conditions.js';
+import { decideSandbox, type SandboxAction, type SandboxDecision, type SandboxObservation, tokenSecretName } from './sandbox-decisions.js';
+import type { ProcessResult } from './work-queue.js';
+
+export interface ReconcileContext {
+  view: ClusterView;
+  client: KubeClient;
+  config: ControllerConfig;
+  metrics: ControllerMetrics;
+  logger: Logger;
+  now: () => number;
+}
+
+export async function reconcileSandbox(ctx: ReconcileContext, namespace: string, name: string): Promise<ProcessResult> {
+  const { view, now } = ctx;
+  const cached = view.sandboxes.get(name, namespace);
+  const sandbox = cached && view.freshest(cached);
+  const refused = view.createRefusals;
+  if (!sandbox || sandbox.metadata.deletionTimestamp) {
+    // Its pod and token go with it (owner references); only our bookkeeping remains.
+    const key = `Sandbox/${namespace}/${name}`;
+    view.admitted.delete(key);
+    refused.delete(key);
+    view.ownWrites.delete(key);
+    return {};
+  }
+  const key = view.sandboxKey(sandbox);
+  const at = now();
+  const owned = view.ownedPods(sandbox.metadata.uid);
+  const pod = owned.find((p) => !p.metadata?.deletionTimestamp) ?? owned[0];
+  const podInFlight = view.pendingCreates(key, at).length > 0;
+  const observation: SandboxObservation = {
+    now: at,
+    pod,
+    podInFlight,
+    admission: view.admission(sandbox, at),
+    releasedByWarmCap: view.releasedByWarmCap(sandbox),
+    poolCandidate: pod || podInFlight ? undefined : view.poolCandidate(sandbox),
+    createRefused: refused.get(key),
+    startTimeoutMs: ctx.config.startTimeoutMs,
+    runnerPort: ctx.config.runnerPort,
+  };
+  let decision = decideSandbox(sandbox, observation);
+  try {
+    for (const action of decision.actions) await act(ctx, sandbox, key, action);
+    refused.delete(key);
+  } catch (error) {
+    if (error instanceof LostAdoption) return { requeueAt: at, conflict: true };
+    if (httpStatus(error) !== 403) throw error;
+    // A ResourceQuota refused the pod: say so, and retry with backoff until the start deadline.
+    refused.set(key, { reason: 'QuotaExceeded', message: statusMessage(error) });
+    decision = decideSandbox(sandbox, { ...observation, createRefused: refused.get(key) });
+    await writeStatus(ctx, sandbox, { ...decision, actions: [] });
+    throw error;
+  }
+  if (!(await writeStatus(ctx, sandbox, decision))) return { conflict: true };
+  return { requeueAt: decision.requeueAt };
+}
+
+class LostAdoption extends Error {}
+
+async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action: SandboxAction): Promise<void> {
+  const { view, client, config } = ctx;
+  const namespace = sandbox.metadata.namespace!;
+  switch (action.kind) {
+    case 'create-pod': {
+      const podName = sandbox.metadata.name;
+      view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
+      try {
+        await client.createIfAbsent(tokenSecret(sandbox, podName, randomBytes(32).toString('base64url')));
+        await client.createIfAbsent(runnerPod(sandbox, podName, config));
+      } catch (error) {
+        view.expectations = lowerCreate(view.expectations, key, podName);
+        throw error;
+      }
+      return;
+    }
+    case 'adopt-pod': {
+      const podName = action.pod.metadata!.name!;
+      view.picked.set(podName, key);
+      view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
+      try {
+        await client.mergePatch({
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: {
+            name: podName,
+            namespace,
+            resourceVersion: action.pod.metadata!.resourceVersion,
+            labels: { ...sandboxPodLabels(sandbox), [LABELS.pool]: null },
+            annotations: { 'acis.dev/adopted-from': action.pod.metadata?.labels?.[LABELS.pool] ?? '' },
+            ownerReferences: [controllerRef(sandbox)],
+          },
+        });
+      } catch (error) {
+        view.expectations = lowerCreate(view.expectations, key, podName);
+        view.picked.delete(podName);
+        const status = httpStatus(error);
+        if (status === 409 || status === 404) throw new LostAdoption();
+        throw error;
+      }
+      // The token now lives and dies with this Sandbox, not with the pool.
+      await client.mergePatch({ apiVersion: 'v1', kind: 'Secret', metadata: { name: tokenSecretName(podName), namespace, ownerReferences: [controllerRef(sandbox)] } }).catch((error: unknown) => {
+        if (httpStatus(error) !== 404) throw error;
+      });
+      return;
+    }
+    case 'delete-pod':
+      view.expectations = expectDelete(view.expectations, key, action.podName, ctx.now());
+      await client.deleteIfPresent('v1', 'Pod', namespace, action.podName);
+      return;
+  }
+}
+
+/**
+ * Records the decision's events, then writes its status if it changed. False when the write lost to
+ * a newer version of the object (409) or the object is gone (404): the watch brings that version and
+ * the key runs again on it, so this is no error and no retry of its own. Events go first so that
+ * whoever sees the new status finds its events; a lost write may repeat one (kubectl shows a count).
+ */
+async function writeStatus(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<boolean> {
+  await Promise.all(
+    decision.events.map((event) =>
+      ctx.client.recordEvent(sandbox, event).catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed')),
+    ),
+  );
+  if (statusChanged(sandbox.status, decision.status)) {
+    try {
+      const written = await ctx.client.replaceStatus(SANDBOX.plural, { ...sandbox, apiVersion: API_VERSION, status: decision.status });
+      ctx.view.ownWrites.set(ctx.view.sandboxKey(sandbox), { over: sandbox.metadata.resourceVersion, object: written });
+    } catch (error) {
+      const code = httpStatus(error);
+      if (code !== 409 && code !== 404) throw error;
+      return false;
+    }
+  }
+  if (!statusChanged(sandbox.status, decision.status)) return true;
+  if (decision.status.phase === 'Ready' && sandbox.status?.phase !== 'Ready') {
+    ctx.metrics.claimLatency.observe({ launch: decision.status.launch ?? 'cold' }, Math.max(0, ctx.now() - createdAt(sandbox)) / 1000);
+  }
+  return true;
+}

@@ -1,0 +1,170 @@
+/**
+ * The controller under test against the Kubernetes API test server and the simulated kubelet: the
+ * cluster with our CRDs installed, runner images mapped to a tiny fixture that listens on the runner
+ * port, and controllers started in process from the same kubeconfig a real one would use.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { loadControllerConfig, type ControllerConfig } from '../../controller/config.js';
+import { type RunningController, startController } from '../../controller/controller.js';
+import type { Sandbox, SandboxSpec } from '../../controller/api/v1alpha1.js';
+import { startKubelet, type Kubelet } from '../k8s/kubelet.js';
+import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
+import type { KubeObject } from '../k8s/store.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+const RUNNER_FIXTURE = path.join(HERE, 'fixtures', 'runner.cjs');
+
+export const RUNNER_IMAGE = 'acis-runner:test';
+/** A runner that crashes (exit code 3) shortly after it is ready. */
+export const CRASHING_IMAGE = 'acis-runner:crashing';
+export const NAMESPACE = 'default';
+const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
+
+export interface Cluster {
+  server: KubeTestServer;
+  kubelet: Kubelet;
+  kubeConfig: KubeConfig;
+  close(): Promise<void>;
+}
+
+export async function startCluster(options: { allocatable?: { cpu?: string; memory?: string; pods?: number }; historyLimit?: number } = {}): Promise<Cluster> {
+  const server = await startKubeTestServer({ crdDirectories: [path.join(ROOT, 'crds')], bookmarkIntervalMs: 200, historyLimit: options.historyLimit });
+  const runner = { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] };
+  const kubelet = await startKubelet({
+    server,
+    images: {
+      [RUNNER_IMAGE]: runner,
+      [CRASHING_IMAGE]: { ...runner, env: { RUNNER_EXIT_AFTER_MS: '300' } },
+    },
+    probePeriodMs: 25,
+    restartBackoffMs: 50,
+    allocatable: options.allocatable ?? { cpu: '64', memory: '256Gi', pods: 500 },
+  });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(server.kubeconfigPath);
+  return {
+    server,
+    kubelet,
+    kubeConfig,
+    close: async () => {
+      await kubelet.close();
+      await server.close();
+    },
+  };
+}
+
+export function testConfig(overrides: Partial<ControllerConfig> = {}): ControllerConfig {
+  return {
+    ...loadControllerConfig({
+      ACIS_K8S_NAMESPACE: NAMESPACE,
+      ACIS_RUNNER_IMAGE: RUNNER_IMAGE,
+      ACIS_RUNNER_CPU_REQUEST: '10m',
+      ACIS_RUNNER_MEMORY_REQUEST: '16Mi',
+      ACIS_RUNNER_CPU_LIMIT: '100m',
+      ACIS_RUNNER_MEMORY_LIMIT: '64Mi',
+      ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
+      ACIS_CONTROLLER_METRICS_PORT: '0',
+      ACIS_CONTROLLER_LEASE_SECONDS: '1',
+      ACIS_CONTROLLER_RESYNC_SECONDS: '60',
+      ACIS_SANDBOX_START_TIMEOUT_SECONDS: '20',
+      // Pod IPs are unique within one kubelet only, and test files run side by side: a port of
+      // this file's own keeps two files' runners from colliding on 127.0.0.x.
+      ACIS_RUNNER_PORT: String(RUNNER_PORT),
+      LOG_LEVEL: 'silent',
+    }),
+    ...overrides,
+  };
+}
+
+export async function startTestController(cluster: Cluster, overrides: Partial<ControllerConfig> = {}): Promise<RunningController> {
+  const config = testConfig(overrides);
+  const logger = pino({ level: process.env.CONTROLLER_LOG_LEVEL ?? 'silent' });
+  const controller = await startController({ config, kubeConfig: cluster.kubeConfig, logger });
+  return controller;
+}
+
+let sequence = 0;
+/** A conversation id of the API's shape, unique within the test run. */
+export function conversationId(): string {
+  sequence += 1;
+  return `con_TEST${String(Date.now()).slice(-8)}${String(sequence).padStart(4, '0')}`;
+}
+
+export function sandboxManifest(name: string, spec: Partial<SandboxSpec> = {}): Sandbox {
+  const full: SandboxSpec = {
+    conversationId: conversationId(),
+    tenantId: 'tnt_TESTTENANT1',
+    agentType: 'vendor-agent-sdk',
+    mode: 'warm',
+    ...spec,
+  };
+  return {
+    apiVersion: 'acis.dev/v1alpha1',
+    kind: 'Sandbox',
+    metadata: {
+      name,
+      namespace: NAMESPACE,
+      labels: { 'acis.dev/tenant': full.tenantId, 'acis.dev/conversation': full.conversationId, 'acis.dev/agent-type': full.agentType },
+    },
+    spec: full,
+  };
+}
+
+export function createSandbox(cluster: Cluster, name: string, spec: Partial<SandboxSpec> = {}): KubeObject {
+  return cluster.server.store.create('sandboxes', NAMESPACE, sandboxManifest(name, spec) as unknown as KubeObject);
+}
+
+export function createPool(cluster: Cluster, name: string, replicas: number, agentType = 'vendor-agent-sdk'): KubeObject {
+  return cluster.server.store.create('sandboxwarmpools', NAMESPACE, {
+    apiVersion: 'acis.dev/v1alpha1',
+    kind: 'SandboxWarmPool',
+    metadata: { name, namespace: NAMESPACE },
+    spec: { agentType, replicas },
+  } as KubeObject);
+}
+
+export type SandboxObject = KubeObject & { status?: Sandbox['status']; spec: SandboxSpec };
+
+export function phaseIs(phase: string) {
+  return (object: KubeObject | undefined) => (object as SandboxObject | undefined)?.status?.phase === phase;
+}
+
+export function waitForSandbox(cluster: Cluster, name: string, predicate: (s: SandboxObject | undefined) => boolean, timeoutMs = 15_000): Promise<SandboxObject | undefined> {
+  return cluster.server.store.waitFor('sandboxes', NAMESPACE, name, predicate as (o: KubeObject | undefined) => boolean, timeoutMs) as Promise<SandboxObject | undefined>;
+}
+
+export function condition(sandbox: SandboxObject | undefined, type: string) {
+  return sandbox?.status?.conditions?.find((c) => c.type === type);
+}
+
+/** Runner pods in the namespace, optionally by label selector. */
+export function runnerPods(cluster: Cluster, labelSelector = 'app.kubernetes.io/managed-by=acis-controller'): KubeObject[] {
+  return cluster.server.store.list('pods', NAMESPACE, { labelSelector }).items;
+}
+
+/** Polls `check` on every store change until it holds (for conditions over several objects). */
+export function eventually<T>(cluster: Cluster, check: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const attempt = () => {
+      const value = check();
+      if (value) {
+        done();
+        resolve(value);
+      }
+    };
+    const unsubscribe = cluster.server.store.store.subscribe(attempt);
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`condition not met within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const done = () => {
+      unsubscribe();
+      clearTimeout(timer);
+    };
+    attempt();
+  });
+}

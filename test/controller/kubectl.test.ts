@@ -1,0 +1,93 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningController } from '../../controller/controller.js';
+import { kubectl } from '../helpers/kube-tools.js';
+import { createSandbox, eventually, NAMESPACE, phaseIs, runnerPods, startCluster, startTestController, waitForSandbox, type Cluster } from './harness.js';
+
+const SAMPLES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'crds', 'samples');
+
+let cluster: Cluster;
+let controller: RunningController;
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  controller = await startTestController(cluster);
+});
+afterAll(async () => {
+  await controller?.stop();
+  await cluster?.close();
+});
+
+const run = async (...args: string[]) => {
+  const result = await kubectl(args, { kubeconfig: cluster.server.kubeconfigPath, timeoutMs: 30_000 });
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+  return result.stdout;
+};
+
+describe('kubectl against the controller’s resources', () => {
+  it('kubectl get sbx shows conversation, tenant, mode, phase, expiry and age; -l selects a tenant; -o wide adds the pod', async () => {
+    const expires = new Date(Date.now() + 3_600_000);
+    createSandbox(cluster, 'shown-1', { conversationId: 'con_SHOWN1', tenantId: 'tnt_ACME', mode: 'warm', shutdownTime: expires.toISOString() });
+    createSandbox(cluster, 'shown-2', { conversationId: 'con_SHOWN2', tenantId: 'tnt_OTHER', mode: 'pooled' });
+    await waitForSandbox(cluster, 'shown-1', phaseIs('Ready'));
+    await waitForSandbox(cluster, 'shown-2', phaseIs('Ready'));
+
+    const table = await run('get', 'sbx');
+    const [header, ...rows] = table.trim().split('\n');
+    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'CONVERSATION', 'TENANT', 'MODE', 'PHASE', 'EXPIRES', 'AGE']);
+    expect(rows.map((r) => r.split(/\s+/).slice(0, 5))).toEqual([
+      ['shown-1', 'con_SHOWN1', 'tnt_ACME', 'warm', 'Ready'],
+      ['shown-2', 'con_SHOWN2', 'tnt_OTHER', 'pooled', 'Ready'],
+    ]);
+    // The deadline as a time (a date column would print a time ahead as <invalid>).
+    expect(rows[0]!.split(/\s+/)[5]).toBe(expires.toISOString());
+    expect(rows[1]!.split(/\s+/)[5]).toBe('<none>');
+
+    const byTenant = await run('get', 'sbx', '-l', 'acis.dev/tenant=tnt_ACME', '-o', 'name');
+    expect(byTenant.trim()).toBe('sandbox.acis.dev/shown-1');
+
+    const wide = await run('get', 'sandboxes', '-o', 'wide');
+    expect(wide.split('\n')[0]!.split(/\s{2,}/)).toEqual(['NAME', 'CONVERSATION', 'TENANT', 'MODE', 'PHASE', 'EXPIRES', 'AGE', 'AGENT', 'LAUNCH', 'POD', 'ENDPOINT']);
+    expect(wide).toMatch(/shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+127\.0\.0\.\d+:\d+/);
+  });
+
+  it('kubectl apply of the samples, then kubectl scale sbxpool resizes the pool and kubectl get sbxpool shows it', async () => {
+    await run('apply', '-f', path.join(SAMPLES, 'sandboxwarmpool.yaml'));
+    await eventually(cluster, () => runnerPods(cluster, 'acis.dev/pool=vendor-agent-sdk').filter((p: any) => !p.metadata.deletionTimestamp).length === 3);
+
+    expect((await run('scale', 'sbxpool/vendor-agent-sdk', '--replicas=1')).trim()).toBe('sandboxwarmpool.acis.dev/vendor-agent-sdk scaled');
+    await eventually(cluster, () => {
+      const pool = cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as any;
+      return pool.status?.readyReplicas === 1 && pool.status?.replicas === 1;
+    });
+    const table = await run('get', 'sbxpool');
+    const [header, row] = table.trim().split('\n');
+    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'AGENT', 'DESIRED', 'READY', 'AVAILABLE', 'AGE']);
+    expect(row!.split(/\s+/).slice(0, 5)).toEqual(['vendor-agent-sdk', 'vendor-agent-sdk', '1', '1', '1']);
+
+    const scale = JSON.parse(await run('get', '--raw', `/apis/acis.dev/v1alpha1/namespaces/${NAMESPACE}/sandboxwarmpools/vendor-agent-sdk/scale`));
+    expect(scale).toMatchObject({ spec: { replicas: 1 }, status: { replicas: 1, selector: 'acis.dev/pool=vendor-agent-sdk' } });
+  });
+
+  it('kubectl describe sbx shows why a Sandbox is not ready, with its events', async () => {
+    createSandbox(cluster, 'stuck', { image: 'registry.invalid/missing:1' });
+    await waitForSandbox(cluster, 'stuck', phaseIs('Failed'));
+    const described = await run('describe', 'sbx', 'stuck');
+    expect(described).toContain('ImagePullFailed');
+    expect(described).toMatch(/Warning\s+ImagePullFailed/);
+  });
+
+  it('the sample Sandboxes are accepted by the API server as they are (kubectl apply), and a bad one is refused', async () => {
+    for (const file of ['sandbox-warm.yaml', 'sandbox-pooled.yaml']) {
+      expect(await run('apply', '-f', path.join(SAMPLES, file))).toMatch(/^sandbox\.acis\.dev\/con-\S+ created/);
+    }
+    const bad = readFileSync(path.join(SAMPLES, 'sandbox-warm.yaml'), 'utf8').replace('mode: warm', 'mode: hot').replace(/name: con-\S+/, 'name: bad-mode');
+    const refused = await kubectl(['apply', '-f', '-'], { kubeconfig: cluster.server.kubeconfigPath, input: bad, timeoutMs: 30_000 });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('spec.mode');
+    expect(cluster.server.store.find('sandboxes', NAMESPACE, 'bad-mode')).toBeUndefined();
+  });
+});
