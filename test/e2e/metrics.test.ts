@@ -18,7 +18,7 @@ import { hmacAssertion } from '../helpers/approver.js';
 import { createGitRepository, manifest } from '../helpers/git-server.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type Exposition, parsePrometheusText, samplesOf, sumOf } from '../helpers/prometheus-text.js';
-import { type ProvisionedUser, provisionUser, unique } from '../helpers/provision.js';
+import { type ProvisionedUser, provisionUser, syncEnded, unique } from '../helpers/provision.js';
 import { ADMIN_TOKEN, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const METRICS_TOKEN = `metrics-${randomBytes(12).toString('hex')}`;
@@ -292,12 +292,7 @@ describe('GET /metrics', () => {
       const res = await t.request('POST', '/repositories', { token: key, body: { name: unique('repo'), ...body } });
       expect(res.status, res.text).toBe(201);
       canaries.add(res.body.id);
-      for (let i = 0; i < 300; i++) {
-        const state = (await t.request('GET', `/repositories/${res.body.id}`, { token: key })).body.sync.state;
-        if (state === 'ready' || state === 'error') return state;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      throw new Error('the sync did not end');
+      return (await syncEnded(t, key, res.body.id)).sync.state as string;
     };
     const delta = await across(async () => {
       expect(await settled({ repo_url: repository.fileUrl })).toBe('ready');

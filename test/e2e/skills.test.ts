@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { cleanEnv, killLeftovers, serveAcis, stopAcis } from '../helpers/acis-process.js';
 import { createGitRepository, type GitRepository, manifest } from '../helpers/git-server.js';
-import { type ProvisionedUser, provisionUser, unique } from '../helpers/provision.js';
+import { type ProvisionedUser, provisionUser, syncEnded, unique } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
 
 let stub: ModelStub;
@@ -42,7 +42,7 @@ beforeAll(async () => {
   const registered = await t.request('POST', '/repositories', { token: key, body: { name: 'skills', repo_url: repo.fileUrl } });
   expect(registered.status).toBe(201);
   repositoryId = registered.body.id;
-  await syncEnded();
+  await syncReady();
   const listed = await t.request('GET', `/repositories/${registered.body.id}/skills`, { token: key });
   for (const skill of listed.body.data) ids[skill.name] = skill.id;
   expect(Object.keys(ids).sort()).toEqual(['alpha', 'beta', 'gamma']);
@@ -58,15 +58,9 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-/** Polls until the repository's sync is ready (an error fails the test). */
-async function syncEnded(): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const state = (await t.request('GET', `/repositories/${repositoryId}`, { token: key })).body.sync.state;
-    if (state === 'ready') return;
-    expect(state).not.toBe('error');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error('the sync did not end');
+/** Waits until the repository's sync has ended; an error fails the test. */
+async function syncReady(): Promise<void> {
+  expect((await syncEnded(t, key, repositoryId)).sync.state).toBe('ready');
 }
 
 async function newConversation(body: object = {}, userId = user.userId): Promise<string> {
@@ -188,7 +182,7 @@ describe('skill content shared through the database', () => {
     await repo.commit({ 'alpha/notes.txt': 'alpha notes, second edition\n' });
     const resync = await t.request('POST', `/repositories/${repositoryId}/sync`, { token: key });
     expect(resync.status).toBe(202);
-    await syncEnded();
+    await syncReady();
     const landedAt = Date.now();
     expect(await inFlight).toBe('Tool Bash returned: alpha notes');
     // The tool result reached the model after the re-sync had landed: the run read its files with the new commit current.

@@ -57,3 +57,16 @@ export async function userToken(t: TestServer, serviceKey: string, user: Provisi
   if (res.status !== 200) throw new Error(`token exchange failed: ${res.status} ${res.text}`);
   return res.body.token as string;
 }
+
+/**
+ * Waits until the repository's sync has ended (the one started at registration, or a later one) and
+ * answers the repository as the API shows it: state `ready` or `error`.
+ */
+export async function syncEnded(t: TestServer, serviceKey: string, repositoryId: string): Promise<any> {
+  for (let i = 0; i < 1200; i++) {
+    const res = await t.request<any>('GET', `/repositories/${repositoryId}`, { token: serviceKey });
+    if (res.body.sync.state === 'ready' || res.body.sync.state === 'error') return res.body;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`the sync of ${repositoryId} did not end`);
+}

@@ -14,7 +14,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGitRepository, type GitHttpServer, type GitRepository, manifest, serveGitOverHttp } from '../helpers/git-server.js';
 import { type GitHubStub, startGitHubStub } from '../helpers/github-stub.js';
-import { unique } from '../helpers/provision.js';
+import { syncEnded, unique } from '../helpers/provision.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const APP_ID = '424242';
@@ -69,14 +69,7 @@ afterAll(async () => {
 
 const SKILLS = { 'skills/pdf/SKILL.md': manifest({ name: 'pdf', description: 'Reads PDF files.' }) };
 
-async function settled(repositoryId: string): Promise<any> {
-  for (let i = 0; i < 400; i++) {
-    const res = await t.request('GET', `/repositories/${repositoryId}`, { token: key });
-    if (res.body.sync.state === 'ready' || res.body.sync.state === 'error') return res.body;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`sync of ${repositoryId} did not end`);
-}
+const settled = (repositoryId: string) => syncEnded(t, key, repositoryId);
 
 async function registered(files: Record<string, string> = SKILLS, branch = 'main'): Promise<{ repo: GitRepository; id: string; cloneUrl: string }> {
   const repo = await createGitRepository(root, unique('gh'), files);

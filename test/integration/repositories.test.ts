@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { syncEnded as waitForSync } from '../helpers/provision.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 let t: TestServer;
@@ -45,15 +46,7 @@ async function repositoryCount(token = key): Promise<number> {
   return (await t.request('GET', '/repositories?limit=100', { token })).body.data.length;
 }
 
-/** Waits until the repository's sync has ended (the one started at registration, or a later one). */
-async function syncEnded(id: string): Promise<any> {
-  for (let i = 0; i < 200; i++) {
-    const res = await t.request('GET', `/repositories/${id}`, { token: key });
-    if (res.body.sync.state !== 'pending' && res.body.sync.state !== 'syncing') return res.body;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`the sync of ${id} did not end`);
-}
+const syncEnded = (id: string) => waitForSync(t, key, id);
 
 const registrationSyncEnded = new Set<string>();
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { materialiseSkills } from '../../api-server/skills/materialise.js';
 import { commandLines } from '../helpers/acis-process.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
-import { unique } from '../helpers/provision.js';
+import { syncEnded, unique } from '../helpers/provision.js';
 import { startSshServer } from '../helpers/ssh-server.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
@@ -58,15 +58,7 @@ async function register(body: Record<string, unknown>): Promise<ApiResponse> {
   return res;
 }
 
-/** Polls until the repository's sync has ended (ready or error). */
-async function settled(repositoryId: string): Promise<any> {
-  for (let i = 0; i < 300; i++) {
-    const res = await t.request('GET', `/repositories/${repositoryId}`, { token: key });
-    if (res.body.sync.state === 'ready' || res.body.sync.state === 'error') return res.body;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`sync of ${repositoryId} did not end`);
-}
+const settled = (repositoryId: string) => syncEnded(t, key, repositoryId);
 
 async function skills(repositoryId: string): Promise<any[]> {
   const res = await t.request('GET', `/repositories/${repositoryId}/skills?limit=100`, { token: key });
