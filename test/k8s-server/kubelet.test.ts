@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ROOT } from '../helpers/acis-process.js';
 import { kubectl } from '../helpers/kube-tools.js';
@@ -18,7 +21,12 @@ const STUBBORN = "process.on('SIGTERM', () => console.log('ignoring SIGTERM')); 
 let server: KubeTestServer;
 let kubelet: Kubelet;
 
+/** A program kept in a file under the host's /tmp, as a checkout there would keep it. */
+let scriptDir: string;
+
 beforeAll(async () => {
+  scriptDir = await mkdtemp(path.join(tmpdir(), 'acis-kubelet-image-'));
+  await writeFile(path.join(scriptDir, 'main.cjs'), "console.log('from the image file')");
   server = await startKubeTestServer();
   kubelet = await startKubelet({
     server,
@@ -26,6 +34,7 @@ beforeAll(async () => {
       'example/web:1': { command: process.execPath, args: ['-e', WEB] },
       'example/exit:1': { command: process.execPath, args: ['-e', EXIT] },
       'example/stubborn:1': { command: process.execPath, args: ['-e', STUBBORN] },
+      'example/script:1': { command: process.execPath, args: [path.join(scriptDir, 'main.cjs')], binds: [scriptDir] },
     },
     probePeriodMs: 50,
     restartBackoffMs: 50,
@@ -35,6 +44,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await kubelet?.close();
   await server?.close();
+  await rm(scriptDir, { recursive: true, force: true });
 });
 
 type Condition = { type: string; status: string; reason?: string; message?: string };
@@ -197,6 +207,17 @@ setInterval(() => {}, 1000);`;
     const failed = await waitForPod('once', (pod) => status(pod).phase === 'Failed');
     expect(status(failed).containerStatuses![0]).toMatchObject({ restartCount: 0, ready: false, state: { terminated: { exitCode: 7, reason: 'Error' } } });
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'PodCompleted' });
+  });
+
+  it('keeps an image\'s files visible under a volume mounted over their parent (an emptyDir at /tmp)', async () => {
+    createPod('image-under-tmp', {
+      restartPolicy: 'Never',
+      containers: [{ name: 'main', image: 'example/script:1', volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }] }],
+      volumes: [{ name: 'tmp', emptyDir: {} }],
+    });
+    const done = await waitForPod('image-under-tmp', (pod) => ['Succeeded', 'Failed'].includes(status(pod).phase ?? ''));
+    expect(status(done).phase, kubelet.logs('default', 'image-under-tmp')).toBe('Succeeded');
+    expect(kubelet.logs('default', 'image-under-tmp')).toContain('from the image file');
   });
 
   it('runs a Job\'s pod (restartPolicy OnFailure) to completion, and the Job completes', async () => {

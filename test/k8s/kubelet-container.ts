@@ -150,7 +150,11 @@ export function startProcess(options: StartOptions): ChildProcess {
   });
   // Volumes are bound after the workspace and before the root is frozen read-only.
   const volumeArgs = options.volumes.flatMap((volume) => [volume.readOnly ? '--ro-bind' : '--bind', volume.source, volume.target]);
-  args.splice(args.indexOf('--remount-ro'), 0, ...volumeArgs);
+  // The host paths standing in for the image's files stay visible under a volume mounted over one of
+  // their parents (a checkout under /tmp with an emptyDir at /tmp), as an image's own files would be.
+  const covered = (target: string) => options.volumes.some((volume) => target === volume.target || target.startsWith(`${volume.target}/`));
+  const imageArgs = runtimeDirs.filter((bind) => covered(bind.target)).flatMap((bind) => ['--ro-bind', bind.source, bind.target]);
+  args.splice(args.indexOf('--remount-ro'), 0, ...volumeArgs, ...imageArgs);
   // bwrap passes its own environment on to the container (nothing of it on the command line).
   return spawn('bwrap', args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 }
