@@ -32,6 +32,8 @@ const EnvSchema = z.object({
   ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
+  ACIS_REPOSITORY_SYNC_RUNNER: z.enum(['local', 'kubernetes']).default('local'),
+  ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
@@ -75,6 +77,10 @@ export interface Config {
   syncTimeoutSeconds: number;
   /** REST base of GitHub (or GitHub Enterprise Server: https://HOST/api/v3), for App installation tokens. */
   githubApiUrl: string;
+  /** Where repository syncs run: in this process, or as RepositorySync Jobs on the cluster. */
+  repositorySyncRunner: 'local' | 'kubernetes';
+  /** The namespace of the cluster's resources (unset: the pod's own, else `default`). */
+  k8sNamespace: string | undefined;
   dbPoolSize: number;
   /** Model endpoint for the agent runtime and the filler. */
   anthropicBaseUrl: string;
@@ -134,6 +140,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowFileRepos: e.ACIS_ALLOW_FILE_REPOS === '1',
     syncTimeoutSeconds: e.ACIS_SYNC_TIMEOUT_SECONDS,
     githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
+    repositorySyncRunner: e.ACIS_REPOSITORY_SYNC_RUNNER,
+    k8sNamespace: e.ACIS_K8S_NAMESPACE,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL.replace(/\/+$/, ''),
     anthropicApiKey: e.ANTHROPIC_API_KEY,

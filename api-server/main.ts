@@ -10,7 +10,8 @@ const USAGE = `usage: acis <command> [options]
 
 commands:
   serve                                     run the API server (the default)
-  controller                                run the Kubernetes controller (Sandbox and SandboxWarmPool resources)
+  controller                                run the Kubernetes controller (Sandbox, SandboxWarmPool and RepositorySync resources)
+  sync-repository REP_ID                    run one attempt of a claimed repository sync (what a RepositorySync's Job runs)
   migrate                                   apply database migrations and exit
   rotate-secrets                            re-encrypt vaulted values under ACIS_MASTER_KEY (old keys in
                                             ACIS_MASTER_KEY_PREVIOUS), so the old keys can be retired
@@ -33,6 +34,8 @@ async function main(argv: string[]): Promise<number> {
     case 'controller':
       // Loaded only here: the API server itself never needs the controller's code.
       return (await import('../controller/main.js')).runController();
+    case 'sync-repository':
+      return (await import('./repositories/sync-job.js')).runSyncJob(argv[1]);
     case 'rotate-secrets':
       return rotateSecrets();
     case 'integrations':

@@ -18,7 +18,8 @@ import { ProblemError } from './core/problems.js';
 import { RateLimiter } from './core/rate-limit.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
-import { RepositorySyncWorker } from './repositories/sync.js';
+import { kubernetesNamespace, kubernetesSyncDispatch } from './repositories/sync-dispatch.js';
+import { RepositorySyncWorker, vaultCredentials } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
@@ -111,9 +112,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
     approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });
     await approvals.start();
+    const credentialSecret = vaultCredentials(vault);
     const repositorySync = new RepositorySyncWorker({
       db: database.db,
-      vault,
+      credentialSecret,
       logger,
       now,
       newId,
@@ -123,6 +125,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       timeoutMs: config.syncTimeoutSeconds * 1000,
       githubApiUrl: config.githubApiUrl,
       metrics,
+      ...(config.repositorySyncRunner === 'kubernetes' && {
+        dispatch: kubernetesSyncDispatch({ db: database.db, namespace: kubernetesNamespace(config.k8sNamespace), credentialSecret, logger }),
+      }),
     });
     const runs = new RunManager({
       db: database.db,

@@ -54,7 +54,8 @@ import {
 
 export interface SyncWorkerDeps {
   db: Db;
-  vault: Vault;
+  /** The plain secret of a repository's credential: decrypted from the vault, or (in a sync Job's pod) read from its mounted Secret. */
+  credentialSecret: CredentialSecretSource;
   logger: Logger;
   now: () => Date;
   newId: IdGenerator;
@@ -66,6 +67,27 @@ export interface SyncWorkerDeps {
   /** GitHub's REST base, for App installation tokens. */
   githubApiUrl: string;
   metrics: Metrics;
+  /**
+   * Where a claimed attempt runs: absent, in this process; under Kubernetes, a RepositorySync the
+   * controller runs as a Job (sync-dispatch.ts). Either way the attempt ends the claim in the database.
+   */
+  dispatch?: SyncDispatch;
+}
+
+export type CredentialSecretSource = (credential: { id: string; secret_ciphertext: string }) => Promise<string>;
+/** Hands a claimed attempt to whatever runs it elsewhere. */
+export type SyncDispatch = (repository: RepositoryRow, claim: string) => Promise<void>;
+
+/** How one attempt ended; `superseded` (a newer change made it stale) and `interrupted` (shutdown) write nothing. */
+export interface SyncOutcome {
+  state: 'ready' | 'error' | 'superseded' | 'interrupted' | 'missing';
+  commit?: string;
+  error?: string;
+}
+
+/** The vault as a credential source: what the API server uses. */
+export function vaultCredentials(vault: Vault): CredentialSecretSource {
+  return async (credential) => vault.decrypt(credential.secret_ciphertext, credentialSecretContext(credential.id));
 }
 
 export class RepositorySyncWorker {
@@ -82,7 +104,7 @@ export class RepositorySyncWorker {
     if (this.stopping.signal.aborted) return undefined;
     const claim = newClaim();
     const claimed = await claimSync(this.deps.db, repositoryId, { claim, nodeId: this.deps.nodeId, now: this.deps.now() });
-    if (claimed) this.launch(repositoryId, claim);
+    if (claimed) await this.hand(claimed, claim);
     return claimed;
   }
 
@@ -108,8 +130,10 @@ export class RepositorySyncWorker {
     for (const orphan of orphans) {
       const claim = newClaim();
       if (await takeOverSync(this.deps.db, orphan.id, orphan.sync_claim, { claim, nodeId: this.deps.nodeId, now: this.deps.now() })) {
+        const repository = await findRepositoryById(this.deps.db, orphan.id);
+        if (!repository) continue;
         taken += 1;
-        this.launch(orphan.id, claim);
+        await this.hand(repository, claim);
       }
     }
     return taken;
@@ -130,6 +154,26 @@ export class RepositorySyncWorker {
     await Promise.allSettled([...this.running]);
   }
 
+  /**
+   * Runs one attempt of a claimed sync here and now (what a sync Job's pod does); the outcome is in
+   * the database as well, if the claim is still current.
+   */
+  runAttempt(repositoryId: string, claim: string): Promise<SyncOutcome> {
+    return this.run(repositoryId, claim);
+  }
+
+  /** A claimed attempt goes to the dispatcher, or runs in this process. */
+  private async hand(repository: RepositoryRow, claim: string): Promise<void> {
+    if (!this.deps.dispatch) return this.launch(repository.id, claim);
+    try {
+      await this.deps.dispatch(repository, claim);
+    } catch (error) {
+      // Nothing will run it: the claim ends in error now rather than staying `syncing`.
+      this.deps.logger.error({ err: error, repository_id: repository.id }, 'handing the sync to its runner failed');
+      await endSync(this.deps.db, repository.id, claim, { sync_state: 'error', sync_error: 'the sync could not be started on the platform side' });
+    }
+  }
+
   private launch(repositoryId: string, claim: string): void {
     const done = this.run(repositoryId, claim)
       .then(async () => {
@@ -143,10 +187,10 @@ export class RepositorySyncWorker {
     void done.finally(() => this.running.delete(done));
   }
 
-  private async run(repositoryId: string, claim: string): Promise<void> {
+  private async run(repositoryId: string, claim: string): Promise<SyncOutcome> {
     const { db, logger } = this.deps;
     const repository = await findRepositoryById(db, repositoryId);
-    if (!repository) return;
+    if (!repository) return { state: 'missing' };
     const log = logger.child({ repository_id: repositoryId });
     log.info({ branch: repository.branch }, 'repository sync started');
     const startedMs = performance.now();
@@ -168,7 +212,7 @@ export class RepositorySyncWorker {
       await this.deps.checkouts.discardCheckouts(repositoryId);
     } catch (error) {
       // Interrupted by shutdown: left `syncing` for recovery.
-      if (this.stopping.signal.aborted) return;
+      if (this.stopping.signal.aborted) return { state: 'interrupted' };
       const reason =
         error instanceof GitError ? error.reason : error instanceof SkillContentTooLarge ? error.message : 'the sync failed on the platform side';
       if (!(error instanceof GitError || error instanceof SkillContentTooLarge)) log.error({ err: error }, 'repository sync failed');
@@ -176,7 +220,7 @@ export class RepositorySyncWorker {
       const ended = await endSync(db, repositoryId, claim, { sync_state: 'error', sync_error: reason });
       this.deps.metrics.syncEnded('error', secondsSince(startedMs));
       log.warn({ reason, current: ended }, 'repository sync failed');
-      return;
+      return ended ? { state: 'error', error: reason } : { state: 'superseded' };
     }
     const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog, files, repository.sync_commit);
     if (!applied) {
@@ -184,13 +228,14 @@ export class RepositorySyncWorker {
       log.info({ commit: fetched.commit }, 'repository sync outdated by a newer change; its result was dropped');
       // Deleted while we fetched: its clone must not outlive it.
       if (!(await findRepositoryById(db, repositoryId))) await this.deps.checkouts.remove(repositoryId);
-      return;
+      return { state: 'superseded' };
     }
     this.deps.metrics.syncEnded('ready', secondsSince(startedMs));
     log.info(
       { commit: fetched.commit, skills: catalog.skills.length, files: files.length, warnings: applied.warnings.length, collected: applied.collected },
       'repository sync ready',
     );
+    return { state: 'ready', commit: fetched.commit };
   }
 
   /**
@@ -259,7 +304,7 @@ export class RepositorySyncWorker {
     if (!credentialId) return undefined;
     const row = await findCredentialCiphertext(this.deps.db, credentialId);
     if (!row) throw new GitError('the repository credential no longer exists');
-    const secret = this.deps.vault.decrypt(row.secret_ciphertext, credentialSecretContext(credentialId));
+    const secret = await this.deps.credentialSecret({ id: credentialId, secret_ciphertext: row.secret_ciphertext });
     if (row.type !== GITHUB_APP_CREDENTIAL) return { type: row.type, secret };
     if (repository.provider !== 'github') throw new GitError('a github_app credential needs a repository with provider github');
     const token = await mintInstallationToken(secret, { apiUrl: this.deps.githubApiUrl, signal: this.stopping.signal });

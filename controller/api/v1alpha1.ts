@@ -1,6 +1,6 @@
 /**
  * The custom resources of group acis.dev, version v1alpha1, as TypeScript types: the view of
- * crds/sandbox.yaml and crds/sandboxwarmpool.yaml that the controller (and, next, the API server's
+ * crds/sandbox.yaml, crds/sandboxwarmpool.yaml and crds/repositorysync.yaml that the controller (and, next, the API server's
  * kubernetes provider) program against. Pure declarations: no client library, no I/O.
  */
 
@@ -10,6 +10,7 @@ export const API_VERSION = `${GROUP}/${VERSION}` as const;
 
 export const SANDBOX = { kind: 'Sandbox', plural: 'sandboxes' } as const;
 export const SANDBOX_WARM_POOL = { kind: 'SandboxWarmPool', plural: 'sandboxwarmpools' } as const;
+export const REPOSITORY_SYNC = { kind: 'RepositorySync', plural: 'repositorysyncs' } as const;
 
 /** Label keys (contracts: kubectl habits, the chart, the API server's lookups). */
 export const LABELS = {
@@ -159,4 +160,43 @@ export function isTerminal(phase: SandboxPhase | undefined): boolean {
 
 export function conditionOf(status: SandboxStatus | undefined, type: ConditionType): Condition | undefined {
   return status?.conditions?.find((c) => c.type === type);
+}
+
+export interface RepositorySyncSpec {
+  repositoryId: string;
+  url: string;
+  branch: string;
+  /** The Secret (key `secret`) with the decrypted credential for this attempt, owned by the RepositorySync. */
+  credentialSecretName?: string;
+  /** The database claim of the attempt the Job runs. */
+  claim: string;
+  /** Bumped by the API server for every claimed sync; one Job per value. */
+  requestGeneration: number;
+}
+
+export interface RepositorySyncCondition {
+  type: 'Synced';
+  status: ConditionStatus;
+  reason: string;
+  message?: string;
+  lastTransitionTime: string;
+}
+
+export interface RepositorySyncStatus {
+  state?: 'syncing' | 'ready' | 'error';
+  commit?: string;
+  shortCommit?: string;
+  lastSyncedTime?: string;
+  error?: string;
+  jobName?: string;
+  observedRequestGeneration?: number;
+  conditions?: RepositorySyncCondition[];
+}
+
+export interface RepositorySync {
+  apiVersion: typeof API_VERSION;
+  kind: 'RepositorySync';
+  metadata: ObjectMeta;
+  spec: RepositorySyncSpec;
+  status?: RepositorySyncStatus;
 }

@@ -35,6 +35,10 @@ beforeAll(async () => {
       'example/exit:1': { command: process.execPath, args: ['-e', EXIT] },
       'example/stubborn:1': { command: process.execPath, args: ['-e', STUBBORN] },
       'example/script:1': { command: process.execPath, args: [path.join(scriptDir, 'main.cjs')], binds: [scriptDir] },
+      'example/reporter:1': {
+        command: process.execPath,
+        args: ['-e', "require('fs').writeFileSync(process.env.TERMINATION_LOG ?? '/dev/termination-log', 'the outcome'); process.exit(Number(process.env.EXIT_CODE ?? 0))"],
+      },
     },
     probePeriodMs: 50,
     restartBackoffMs: 50,
@@ -218,6 +222,21 @@ setInterval(() => {}, 1000);`;
     const done = await waitForPod('image-under-tmp', (pod) => ['Succeeded', 'Failed'].includes(status(pod).phase ?? ''));
     expect(status(done).phase, kubelet.logs('default', 'image-under-tmp')).toBe('Succeeded');
     expect(kubelet.logs('default', 'image-under-tmp')).toContain('from the image file');
+  });
+
+  it('reports what a container wrote to its terminationMessagePath as the terminated state\'s message, or its last log lines when asked', async () => {
+    createPod('reporter', { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/reporter:1' }] });
+    const done = await waitForPod('reporter', (pod) => status(pod).phase === 'Succeeded');
+    expect(status(done).containerStatuses![0]!.state.terminated).toMatchObject({ exitCode: 0, message: 'the outcome' });
+    createPod('reporter-elsewhere', {
+      restartPolicy: 'Never',
+      containers: [{ name: 'main', image: 'example/reporter:1', terminationMessagePath: '/tmp/outcome', env: [{ name: 'TERMINATION_LOG', value: '/tmp/outcome' }, { name: 'EXIT_CODE', value: '4' }] }],
+    });
+    const failed = await waitForPod('reporter-elsewhere', (pod) => status(pod).phase === 'Failed');
+    expect(status(failed).containerStatuses![0]!.state.terminated).toMatchObject({ exitCode: 4, message: 'the outcome' });
+    createPod('silent', { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', terminationMessagePolicy: 'FallbackToLogsOnError', env: [{ name: 'EXIT_CODE', value: '5' }] }] });
+    const silent = await waitForPod('silent', (pod) => status(pod).phase === 'Failed');
+    expect(status(silent).containerStatuses![0]!.state.terminated.message).toBeUndefined();
   });
 
   it('runs a Job\'s pod (restartPolicy OnFailure) to completion, and the Job completes', async () => {

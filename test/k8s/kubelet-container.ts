@@ -42,6 +42,8 @@ export interface ContainerSpec {
   readinessProbe?: Probe;
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   securityContext?: { runAsUser?: number; runAsGroup?: number };
+  terminationMessagePath?: string;
+  terminationMessagePolicy?: 'File' | 'FallbackToLogsOnError';
 }
 
 export interface Probe {

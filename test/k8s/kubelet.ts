@@ -13,6 +13,7 @@
  * secret and configMap, image pull timing, node pressure and eviction.
  */
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -100,6 +101,8 @@ interface ContainerRuntime {
   timer?: NodeJS.Timeout;
   probeFailures: number;
   exited?: Promise<void>;
+  /** The host file bound at the container's terminationMessagePath. */
+  terminationLog?: string;
 }
 
 interface PodRuntime {
@@ -322,6 +325,12 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     }
     const spec = pod.spec as { securityContext?: { runAsUser?: number; runAsGroup?: number } };
     const mounts = mountsFor(pod, (container.spec as { volumeMounts?: VolumeMount[] }).volumeMounts ?? [], volumesDirectory);
+    // The termination message: a file of the container's own (fresh for each start), read when it exits.
+    if (isolation !== 'none') {
+      container.terminationLog = path.join(runtime.directory, `termination-${container.spec.name}`);
+      writeFileSync(container.terminationLog, '', { mode: 0o666 });
+      mounts.push({ source: container.terminationLog, target: container.spec.terminationMessagePath ?? '/dev/termination-log', readOnly: false });
+    }
     const security = { ...spec.securityContext, ...container.spec.securityContext };
     const child = startProcess({
       command: containerCommand(container.spec, image, container.env),
@@ -383,7 +392,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     clearTimeout(container.timer);
     const exitCode = startError ? 128 : (code ?? 128 + (signalName === 'SIGKILL' ? 9 : 15));
     const reason = startError ? 'StartError' : exitCode === 0 ? 'Completed' : 'Error';
-    const terminated: ContainerState = { terminated: { exitCode, reason, ...(startError ? { message: startError.message } : {}), startedAt, finishedAt: timestamp() } };
+    const message = startError?.message ?? terminationMessage(container, exitCode);
+    const terminated: ContainerState = { terminated: { exitCode, reason, ...(message ? { message } : {}), startedAt, finishedAt: timestamp() } };
     container.state = terminated;
     if (runtime.terminating || closed) {
       container.done = true;
@@ -574,4 +584,18 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       await rm(baseDirectory, { recursive: true, force: true });
     },
   };
+}
+
+/** What the container left at its terminationMessagePath (at most 4096 bytes, as the kubelet keeps), or its last log lines when it failed silently and asked for them. */
+function terminationMessage(container: ContainerRuntime, exitCode: number): string | undefined {
+  let text = '';
+  try {
+    text = container.terminationLog ? readFileSync(container.terminationLog, 'utf8').slice(0, 4096) : '';
+  } catch {
+    text = '';
+  }
+  if (!text && exitCode !== 0 && container.spec.terminationMessagePolicy === 'FallbackToLogsOnError') {
+    text = container.log.split('\n').slice(-80).join('\n').slice(-2048);
+  }
+  return text || undefined;
 }

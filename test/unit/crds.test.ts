@@ -23,7 +23,7 @@ interface Schema {
 }
 
 const crds = new Map<string, Crd>(
-  ['sandbox.yaml', 'sandboxwarmpool.yaml'].map((file) => {
+  ['sandbox.yaml', 'sandboxwarmpool.yaml', 'repositorysync.yaml'].map((file) => {
     const crd = parse(readFileSync(path.join(CRDS, file), 'utf8')) as Crd;
     return [crd.spec.names.kind, crd];
   }),
@@ -47,6 +47,7 @@ const samples = readdirSync(path.join(CRDS, 'samples')).flatMap((file) =>
 
 const goodSandbox = () => structuredClone(samples.find(([, o]) => o.kind === 'Sandbox')![1]) as Record<string, any>;
 const goodPool = () => structuredClone(samples.find(([, o]) => o.kind === 'SandboxWarmPool')![1]) as Record<string, any>;
+const goodSync = () => structuredClone(samples.find(([, o]) => o.kind === 'RepositorySync')![1]) as Record<string, any>;
 
 describe('crds/*.yaml', () => {
   it.each([...crds.keys()])('%s is structural: every field typed, no additionalProperties beside properties', (kind) => {
@@ -71,9 +72,10 @@ describe('crds/*.yaml', () => {
     }
   });
 
-  it('group acis.dev, version v1alpha1, short names sbx and sbxpool', () => {
+  it('group acis.dev, version v1alpha1, short names sbx, sbxpool and reposync', () => {
     expect(crds.get('Sandbox')!.spec).toMatchObject({ group: 'acis.dev', names: { plural: 'sandboxes', shortNames: ['sbx'] } });
     expect(crds.get('SandboxWarmPool')!.spec).toMatchObject({ group: 'acis.dev', names: { plural: 'sandboxwarmpools', shortNames: ['sbxpool'] } });
+    expect(crds.get('RepositorySync')!.spec).toMatchObject({ group: 'acis.dev', names: { plural: 'repositorysyncs', shortNames: ['reposync'] } });
     for (const crd of crds.values()) expect(crd.spec.versions.map((v) => v.name)).toEqual(['v1alpha1']);
   });
 });
@@ -106,6 +108,19 @@ describe('crds/samples', () => {
     ['fractional replicas', (o) => (o.spec.replicas = 1.5), '/spec/replicas must be integer'],
   ])('a SandboxWarmPool with %s is refused', (_name, spoil, error) => {
     const object = goodPool();
+    spoil(object);
+    expect(validate(object as { kind: string }).join('\n')).toContain(error);
+  });
+
+  it.each<[string, (o: Record<string, any>) => void, string]>([
+    ['a repository id that is not one', (o) => (o.spec.repositoryId = 'skills'), '/spec/repositoryId must match pattern'],
+    ['no claim', (o) => delete o.spec.claim, " must have required property 'claim'"],
+    ['a request generation of 0', (o) => (o.spec.requestGeneration = 0), '/spec/requestGeneration must be >= 1'],
+    ['a credential Secret name that is not a DNS label', (o) => (o.spec.credentialSecretName = 'Repo_Credential'), '/spec/credentialSecretName must match pattern'],
+    ['a state nobody knows', (o) => (o.status = { state: 'pending' }), '/status/state must be equal to one of the allowed values'],
+    ['a commit that is not a hash', (o) => (o.status = { commit: 'main' }), '/status/commit must match pattern'],
+  ])('a RepositorySync with %s is refused', (_name, spoil, error) => {
+    const object = goodSync();
     spoil(object);
     expect(validate(object as { kind: string }).join('\n')).toContain(error);
   });
