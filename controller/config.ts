@@ -31,6 +31,10 @@ const EnvSchema = z.object({
   ACIS_CONTROLLER_IDENTITY: z.string().min(1).optional(),
   ACIS_CONTROLLER_RESYNC_SECONDS: z.coerce.number().min(1).max(86_400).default(300),
   ACIS_CONTROLLER_WORKERS: z.coerce.number().int().min(1).max(64).default(4),
+  ACIS_SYNC_IMAGE: z.string().min(1).default('acis:latest'),
+  ACIS_SYNC_COMMAND: z.string().optional(),
+  ACIS_DATABASE_SECRET: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/).default('acis-database'),
+  ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -55,6 +59,14 @@ export interface ControllerConfig {
   identity: string;
   resyncMs: number;
   workers: number;
+  /** The image a RepositorySync's Job runs (the API server's image: `acis sync-repository`). */
+  syncImage: string;
+  /** The sync container's command; empty: the image's entrypoint (the `acis` CLI). */
+  syncCommand: string[];
+  /** The Secret (key DATABASE_URL) a sync Job's pod reads the database URL from. */
+  databaseSecret: string;
+  /** A sync Job running longer than this is stopped and its RepositorySync reports the timeout. */
+  syncJobDeadlineSeconds: number;
   logLevel: string;
 }
 
@@ -87,6 +99,10 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     identity: e.ACIS_CONTROLLER_IDENTITY ?? `${hostname()}-${process.pid}`,
     resyncMs: e.ACIS_CONTROLLER_RESYNC_SECONDS * 1000,
     workers: e.ACIS_CONTROLLER_WORKERS,
+    syncImage: e.ACIS_SYNC_IMAGE,
+    syncCommand: e.ACIS_SYNC_COMMAND ? e.ACIS_SYNC_COMMAND.split(' ').filter(Boolean) : [],
+    databaseSecret: e.ACIS_DATABASE_SECRET,
+    syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
     logLevel: e.LOG_LEVEL,
   };
 }

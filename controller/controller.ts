@@ -1,13 +1,24 @@
 /**
- * The controller process's parts put together: informers on Sandboxes, SandboxWarmPools and our
- * runner pods (caches kept warm on every replica), one work queue per kind, and leader election:
+ * The controller process's parts put together: informers on Sandboxes, SandboxWarmPools,
+ * RepositorySyncs, our runner pods and sync Jobs (caches kept warm on every replica), one work queue
+ * per kind, and leader election:
  * only the leader's queues run. Losing the Lease stops the queues and forgets what this replica did
  * but had not seen (the next leader starts from the cluster as it is).
  */
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Job, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { observed } from '../sandbox-policy/expectations.js';
-import { isTerminal, LABELS, MANAGED_BY, SANDBOX, SANDBOX_WARM_POOL, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
+import {
+  isTerminal,
+  LABELS,
+  MANAGED_BY,
+  REPOSITORY_SYNC,
+  type RepositorySync,
+  SANDBOX,
+  SANDBOX_WARM_POOL,
+  type Sandbox,
+  type SandboxWarmPool,
+} from './api/v1alpha1.js';
 import { ClusterView, objectKey } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
 import { Informer, type InformerEvent } from './informer.js';
@@ -16,6 +27,8 @@ import { httpStatus, statusMessage } from './kube-errors.js';
 import { LeaderElection } from './leader-election.js';
 import { createMetrics, type ControllerMetrics, type HealthEndpoint, serveHealth } from './metrics.js';
 import { reconcilePool } from './pool-reconciler.js';
+import { SYNC_COMPONENT, SYNC_LABEL } from './reposync-decisions.js';
+import { reconcileRepositorySync } from './reposync-reconciler.js';
 import { type ReconcileContext, reconcileSandbox } from './sandbox-reconciler.js';
 import { type ProcessResult, WorkQueue } from './work-queue.js';
 
@@ -42,8 +55,10 @@ export async function startController(options: {
 
   let sandboxQueue: WorkQueue | undefined;
   let poolQueue: WorkQueue | undefined;
+  let syncQueue: WorkQueue | undefined;
   const enqueueSandbox = (name: string) => sandboxQueue?.add(`${ns}/${name}`);
   const enqueuePool = (name: string) => poolQueue?.add(`${ns}/${name}`);
+  const enqueueSync = (name: string) => syncQueue?.add(`${ns}/${name}`);
   /** Capacity changed or a pool pod became adoptable: whoever waits for a place, and the pools, look again. */
   const enqueueWaitingAndPools = () => {
     for (const s of view.waiting()) enqueueSandbox(s.metadata.name);
@@ -73,6 +88,9 @@ export async function startController(options: {
   const podOwners = new Map<string, string>();
   const onPod = (event: InformerEvent, pod: V1Pod) => {
     if (event === 'resync') return;
+    // A sync Job's pod: its RepositorySync looks again (its outcome is in the pod's termination message).
+    const syncName = pod.metadata?.labels?.[SYNC_LABEL];
+    if (syncName) return void enqueueSync(syncName);
     const name = pod.metadata!.name!;
     const owner = pod.metadata?.ownerReferences?.find((r) => r.controller);
     const ownerKey = owner ? objectKey(owner.kind === SANDBOX.kind ? 'Sandbox' : 'SandboxWarmPool', ns, owner.name) : undefined;
@@ -107,6 +125,27 @@ export async function startController(options: {
     onEvent: (_event, pool) => enqueuePool(pool.metadata.name),
     onError: onInformerError(SANDBOX_WARM_POOL.plural),
   });
+  const syncs: Informer<RepositorySync> = new Informer<RepositorySync>({
+    kubeConfig,
+    path: `/apis/acis.dev/v1alpha1/namespaces/${ns}/${REPOSITORY_SYNC.plural}`,
+    list: () => client.listCustom<RepositorySync>(ns, REPOSITORY_SYNC.plural),
+    resyncMs: config.resyncMs,
+    onEvent: (_event, sync) => enqueueSync(sync.metadata.name),
+    onError: onInformerError(REPOSITORY_SYNC.plural),
+  });
+  const syncJobSelector = `${LABELS.managedBy}=${MANAGED_BY},${LABELS.component}=${SYNC_COMPONENT}`;
+  const jobs: Informer<V1Job> = new Informer<V1Job>({
+    kubeConfig,
+    path: `/apis/batch/v1/namespaces/${ns}/jobs`,
+    labelSelector: syncJobSelector,
+    list: () => client.batch.listNamespacedJob({ namespace: ns, labelSelector: syncJobSelector }),
+    resyncMs: config.resyncMs,
+    onEvent: (event, job) => {
+      const owner = job.metadata?.labels?.[SYNC_LABEL];
+      if (owner && event !== 'resync') enqueueSync(owner);
+    },
+    onError: onInformerError('jobs'),
+  });
   const runnerSelector = `${LABELS.managedBy}=${MANAGED_BY}`;
   const pods: Informer<V1Pod> = new Informer<V1Pod>({
     kubeConfig,
@@ -125,7 +164,11 @@ export async function startController(options: {
       for (const s of sandboxes.list(ns)) counts[s.status?.phase ?? 'Pending'] = (counts[s.status?.phase ?? 'Pending'] ?? 0) + 1;
       return counts;
     },
-    queueDepths: () => ({ [SANDBOX.kind]: sandboxQueue?.depth ?? 0, [SANDBOX_WARM_POOL.kind]: poolQueue?.depth ?? 0 }),
+    queueDepths: () => ({
+      [SANDBOX.kind]: sandboxQueue?.depth ?? 0,
+      [SANDBOX_WARM_POOL.kind]: poolQueue?.depth ?? 0,
+      [REPOSITORY_SYNC.kind]: syncQueue?.depth ?? 0,
+    }),
   });
   const ctx: ReconcileContext = { view, client, config, metrics, logger, now };
   const timed = (kind: string, reconcile: (namespace: string, name: string) => Promise<ProcessResult>) => async (key: string) => {
@@ -147,6 +190,10 @@ export async function startController(options: {
   const makeQueues = () => {
     sandboxQueue = new WorkQueue(timed(SANDBOX.kind, (n, name) => reconcileSandbox(ctx, n, name)), { workers: config.workers, onError: onReconcileError(SANDBOX.kind) });
     poolQueue = new WorkQueue(timed(SANDBOX_WARM_POOL.kind, (n, name) => reconcilePool(ctx, n, name)), { workers: 1, onError: onReconcileError(SANDBOX_WARM_POOL.kind) });
+    syncQueue = new WorkQueue(timed(REPOSITORY_SYNC.kind, (n, name) => reconcileRepositorySync(ctx, { syncs, jobs, pods }, n, name)), {
+      workers: 2,
+      onError: onReconcileError(REPOSITORY_SYNC.kind),
+    });
   };
 
   const election = new LeaderElection({
@@ -162,6 +209,8 @@ export async function startController(options: {
       makeQueues();
       sandboxQueue!.start();
       poolQueue!.start();
+      syncQueue!.start();
+      for (const r of syncs.list(ns)) enqueueSync(r.metadata.name);
       for (const p of pools.list(ns)) enqueuePool(p.metadata.name);
       for (const s of sandboxes.list(ns)) enqueueSandbox(s.metadata.name);
     },
@@ -170,7 +219,8 @@ export async function startController(options: {
       metrics.leader.set(0);
       sandboxQueue?.stop();
       poolQueue?.stop();
-      sandboxQueue = poolQueue = undefined;
+      syncQueue?.stop();
+      sandboxQueue = poolQueue = syncQueue = undefined;
       view.reset();
     },
     onError: (error) => logger.warn({ error: statusMessage(error), code: httpStatus(error) }, 'leader election: lease call failed'),
@@ -181,9 +231,9 @@ export async function startController(options: {
     host: config.metricsHost,
     port: config.metricsPort,
     registry: metrics.registry,
-    ready: () => sandboxes.synced && pools.synced && pods.synced,
+    ready: () => sandboxes.synced && pools.synced && pods.synced && syncs.synced && jobs.synced,
   });
-  await Promise.all([sandboxes.start(), pools.start(), pods.start()]);
+  await Promise.all([sandboxes.start(), pools.start(), pods.start(), syncs.start(), jobs.start()]);
   election.start();
   logger.info({ namespace: ns, identity: config.identity, metrics_port: health.port }, 'controller started');
 
@@ -192,11 +242,11 @@ export async function startController(options: {
     metrics,
     isLeader: () => election.isLeader,
     idle: async () => {
-      await Promise.all([sandboxQueue?.idle(), poolQueue?.idle()]);
+      await Promise.all([sandboxQueue?.idle(), poolQueue?.idle(), syncQueue?.idle()]);
     },
     stop: async (stopOptions = {}) => {
       await election.stop({ release: stopOptions.releaseLease ?? true });
-      await Promise.all([sandboxes.stop(), pools.stop(), pods.stop()]);
+      await Promise.all([sandboxes.stop(), pools.stop(), pods.stop(), syncs.stop(), jobs.stop()]);
       await health.close();
     },
   };

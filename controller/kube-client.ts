@@ -4,12 +4,14 @@
  * resourceVersion read, so a stale write is refused with 409), and recording Events.
  */
 import {
+  BatchV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   type KubeConfig,
   KubernetesObjectApi,
   PatchStrategy,
+  type V1Job,
   type V1Pod,
   type V1Secret,
 } from '@kubernetes/client-node';
@@ -26,6 +28,7 @@ export class KubeClient {
   readonly core: CoreV1Api;
   readonly custom: CustomObjectsApi;
   readonly coordination: CoordinationV1Api;
+  readonly batch: BatchV1Api;
   private readonly objects: KubernetesObjectApi;
 
   constructor(
@@ -35,6 +38,7 @@ export class KubeClient {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    this.batch = kubeConfig.makeApiClient(BatchV1Api);
     this.objects = KubernetesObjectApi.makeApiClient(kubeConfig);
   }
 
@@ -43,7 +47,7 @@ export class KubeClient {
   }
 
   /** Creates an object; one that already exists (a retry after a lost answer) is not an error. */
-  async createIfAbsent(object: V1Pod | V1Secret): Promise<'created' | 'exists'> {
+  async createIfAbsent(object: V1Pod | V1Secret | V1Job): Promise<'created' | 'exists'> {
     try {
       await this.objects.create(object);
       return 'created';

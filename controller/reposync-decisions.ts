@@ -1,0 +1,172 @@
+/**
+ * What a RepositorySync needs, as a pure function of (the resource, its Jobs and their pods as
+ * observed, now): one Job per `requestGeneration`, whose pod runs `acis sync-repository` with the
+ * attempt's claim and, mounted for it alone, the credential Secret; the status the Job's outcome
+ * (its pod's termination message `{state, commit?, error?}`) says; and, once the Job has finished,
+ * the credential Secret deleted, so the credential exists only while its Job runs.
+ */
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import { API_VERSION, LABELS, MANAGED_BY, REPOSITORY_SYNC, type RepositorySync, type RepositorySyncStatus } from './api/v1alpha1.js';
+import type { ControllerConfig } from './config.js';
+
+export const SYNC_COMPONENT = 'repository-sync';
+export const SYNC_LABEL = 'acis.dev/repository-sync';
+const CREDENTIAL_DIR = '/var/run/acis/credential';
+/** A finished Job stays this long for `kubectl logs`, then Kubernetes removes it. */
+const FINISHED_JOB_TTL_SECONDS = 3600;
+
+export interface SyncObserved {
+  /** The Job of the current requestGeneration, if it exists. */
+  job?: V1Job | undefined;
+  /** That Job's pod, if one exists (the newest). */
+  pod?: V1Pod | undefined;
+}
+
+export interface SyncDecision {
+  createJob?: V1Job;
+  deleteCredentialSecret?: string;
+  status: RepositorySyncStatus;
+}
+
+export function syncJobName(sync: RepositorySync): string {
+  return `${sync.metadata.name}-${sync.spec.requestGeneration}`.slice(0, 63).replace(/-+$/, '');
+}
+
+export function decideRepositorySync(sync: RepositorySync, observed: SyncObserved, now: Date, config: ControllerConfig): SyncDecision {
+  const previous = sync.status ?? {};
+  const jobName = syncJobName(sync);
+  const base: RepositorySyncStatus = {
+    ...previous,
+    jobName,
+    observedRequestGeneration: sync.spec.requestGeneration,
+  };
+  if (!observed.job) {
+    return { createJob: syncJob(sync, jobName, config), status: syncing(base, previous, now, 'JobCreated', `started job ${jobName}`) };
+  }
+  const finished = jobFinished(observed.job);
+  if (!finished) return { status: syncing(base, previous, now, 'JobRunning', `job ${jobName} is running`) };
+  const outcome = terminationOutcome(observed.pod);
+  // Deleted before the outcome is written, so a failed delete is retried; once written, it is done.
+  const reported = previous.observedRequestGeneration === sync.spec.requestGeneration && ['Synced', 'SyncFailed', 'Superseded'].includes(previous.conditions?.find((c) => c.type === 'Synced')?.reason ?? '');
+  const deleteCredentialSecret = sync.spec.credentialSecretName && !reported ? sync.spec.credentialSecretName : undefined;
+  let status: RepositorySyncStatus;
+  if (finished === 'complete' && outcome?.state === 'ready' && outcome.commit) {
+    status = {
+      ...base,
+      state: 'ready',
+      commit: outcome.commit,
+      shortCommit: outcome.commit.slice(0, 12),
+      lastSyncedTime: observed.job.status?.completionTime ? new Date(observed.job.status.completionTime).toISOString() : now.toISOString(),
+      error: undefined,
+      conditions: [synced(previous, 'True', 'Synced', `synced at ${outcome.commit.slice(0, 12)}`, now)],
+    };
+  } else if (outcome?.state === 'superseded' || outcome?.state === 'missing') {
+    // A newer change made this attempt stale (or the repository is gone): it wrote nothing, the newer request reports.
+    status = { ...base, state: previous.state === 'syncing' ? undefined : previous.state, conditions: [synced(previous, 'Unknown', 'Superseded', 'a newer change superseded this attempt', now)] };
+  } else {
+    const error = outcome?.error ?? jobFailureReason(observed.job);
+    status = { ...base, state: 'error', error, conditions: [synced(previous, 'False', 'SyncFailed', error, now)] };
+  }
+  return { status: withoutUndefined(status), ...(deleteCredentialSecret && { deleteCredentialSecret }) };
+}
+
+function syncing(base: RepositorySyncStatus, previous: RepositorySyncStatus, now: Date, reason: string, message: string): RepositorySyncStatus {
+  return withoutUndefined({ ...base, state: 'syncing', conditions: [synced(previous, 'Unknown', reason, message, now)] });
+}
+
+function synced(previous: RepositorySyncStatus, status: 'True' | 'False' | 'Unknown', reason: string, message: string, now: Date) {
+  const before = previous.conditions?.find((c) => c.type === 'Synced');
+  const lastTransitionTime = before && before.status === status ? before.lastTransitionTime : now.toISOString();
+  return { type: 'Synced' as const, status, reason, message: message.slice(0, 2048), lastTransitionTime };
+}
+
+function jobFinished(job: V1Job): 'complete' | 'failed' | undefined {
+  const conditions = job.status?.conditions ?? [];
+  if (conditions.some((c) => c.type === 'Complete' && c.status === 'True')) return 'complete';
+  if (conditions.some((c) => c.type === 'Failed' && c.status === 'True')) return 'failed';
+  return undefined;
+}
+
+function jobFailureReason(job: V1Job): string {
+  const failed = job.status?.conditions?.find((c) => c.type === 'Failed' && c.status === 'True');
+  if (failed?.reason === 'DeadlineExceeded') return 'the sync job ran past its deadline and was stopped';
+  return `the sync job failed${failed?.reason ? ` (${failed.reason})` : ''}; see kubectl logs job/${job.metadata?.name}`;
+}
+
+interface Outcome {
+  state?: string;
+  commit?: string;
+  error?: string;
+}
+
+/** The attempt's outcome, as `acis sync-repository` wrote it to its termination message. */
+function terminationOutcome(pod: V1Pod | undefined): Outcome | undefined {
+  const message = pod?.status?.containerStatuses?.find((c) => c.name === 'sync')?.state?.terminated?.message;
+  if (!message) return undefined;
+  try {
+    const parsed = JSON.parse(message) as Outcome;
+    return {
+      state: typeof parsed.state === 'string' ? parsed.state : undefined,
+      commit: typeof parsed.commit === 'string' && /^[0-9a-f]{40,64}$/.test(parsed.commit) ? parsed.commit : undefined,
+      error: typeof parsed.error === 'string' ? parsed.error.slice(0, 2048) : undefined,
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): V1Job {
+  const labels = {
+    [LABELS.managedBy]: MANAGED_BY,
+    [LABELS.component]: SYNC_COMPONENT,
+    [SYNC_LABEL]: sync.metadata.name,
+  };
+  const credential = sync.spec.credentialSecretName;
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: {
+      name,
+      namespace: sync.metadata.namespace,
+      labels,
+      ownerReferences: [{ apiVersion: API_VERSION, kind: REPOSITORY_SYNC.kind, name: sync.metadata.name, uid: sync.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+    },
+    spec: {
+      backoffLimit: 0,
+      activeDeadlineSeconds: config.syncJobDeadlineSeconds,
+      ttlSecondsAfterFinished: FINISHED_JOB_TTL_SECONDS,
+      template: {
+        metadata: { labels },
+        spec: {
+          restartPolicy: 'Never',
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+          containers: [
+            {
+              name: 'sync',
+              image: config.syncImage,
+              ...(config.syncCommand.length > 0 && { command: config.syncCommand }),
+              args: ['sync-repository', sync.spec.repositoryId],
+              env: [
+                { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: config.databaseSecret, key: 'DATABASE_URL' } } },
+                { name: 'ACIS_SYNC_CLAIM', value: sync.spec.claim },
+                { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
+                ...(credential ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/secret` }] : []),
+              ],
+              securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, privileged: false, capabilities: { drop: ['ALL'] } },
+              resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } },
+              terminationMessagePolicy: 'FallbackToLogsOnError',
+              volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, ...(credential ? [{ name: 'credential', mountPath: CREDENTIAL_DIR, readOnly: true }] : [])],
+            },
+          ],
+          volumes: [{ name: 'tmp', emptyDir: {} }, ...(credential ? [{ name: 'credential', secret: { secretName: credential, defaultMode: 0o440 } }] : [])],
+        },
+      },
+    },
+  };
+}
+
+function withoutUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
