@@ -33,6 +33,7 @@ const EnvSchema = z.object({
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   ACIS_REPOSITORY_SYNC_RUNNER: z.enum(['local', 'kubernetes']).default('local'),
+  KUBECONFIG: z.string().min(1).optional(),
   ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
@@ -81,6 +82,8 @@ export interface Config {
   repositorySyncRunner: 'local' | 'kubernetes';
   /** The namespace of the cluster's resources (unset: the pod's own, else `default`). */
   k8sNamespace: string | undefined;
+  /** A kubeconfig file for the cluster; unset: the in-cluster service account. */
+  kubeconfigPath: string | undefined;
   dbPoolSize: number;
   /** Model endpoint for the agent runtime and the filler. */
   anthropicBaseUrl: string;
@@ -142,6 +145,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
     repositorySyncRunner: e.ACIS_REPOSITORY_SYNC_RUNNER,
     k8sNamespace: e.ACIS_K8S_NAMESPACE,
+    kubeconfigPath: e.KUBECONFIG,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL.replace(/\/+$/, ''),
     anthropicApiKey: e.ANTHROPIC_API_KEY,

@@ -126,7 +126,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       githubApiUrl: config.githubApiUrl,
       metrics,
       ...(config.repositorySyncRunner === 'kubernetes' && {
-        dispatch: kubernetesSyncDispatch({ db: database.db, namespace: kubernetesNamespace(config.k8sNamespace), credentialSecret, logger }),
+        dispatch: kubernetesSyncDispatch({
+          db: database.db,
+          namespace: kubernetesNamespace(config.k8sNamespace),
+          kubeconfigPath: config.kubeconfigPath,
+          credentialSecret,
+          logger,
+        }),
       }),
     });
     const runs = new RunManager({

@@ -36,9 +36,10 @@ export function kubernetesSyncDispatch(deps: {
   namespace: string;
   credentialSecret: CredentialSecretSource;
   logger: Logger;
-  kubeConfig?: KubeConfig;
+  /** A kubeconfig file (KUBECONFIG); absent: the in-cluster service account. */
+  kubeconfigPath: string | undefined;
 }): SyncDispatch {
-  const kubeConfig = deps.kubeConfig ?? loadKubeConfig();
+  const kubeConfig = loadKubeConfig(deps.kubeconfigPath);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const namespace = deps.namespace;
@@ -95,9 +96,10 @@ export function kubernetesSyncDispatch(deps: {
   };
 }
 
-function loadKubeConfig(): KubeConfig {
+function loadKubeConfig(file: string | undefined): KubeConfig {
   const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromDefault();
+  if (file) kubeConfig.loadFromFile(file);
+  else kubeConfig.loadFromCluster();
   return kubeConfig;
 }
 

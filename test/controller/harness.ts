@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { loadControllerConfig, type ControllerConfig } from '../../controller/config.js';
 import { type RunningController, startController } from '../../controller/controller.js';
 import type { Sandbox, SandboxSpec } from '../../controller/api/v1alpha1.js';
-import { startKubelet, type Kubelet } from '../k8s/kubelet.js';
+import { type KubeletImage, startKubelet, type Kubelet } from '../k8s/kubelet.js';
 import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 import type { KubeObject } from '../k8s/store.js';
 
@@ -31,7 +31,9 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-export async function startCluster(options: { allocatable?: { cpu?: string; memory?: string; pods?: number }; historyLimit?: number } = {}): Promise<Cluster> {
+export async function startCluster(
+  options: { allocatable?: { cpu?: string; memory?: string; pods?: number }; historyLimit?: number; images?: Record<string, KubeletImage> } = {},
+): Promise<Cluster> {
   const server = await startKubeTestServer({ crdDirectories: [path.join(ROOT, 'crds')], bookmarkIntervalMs: 200, historyLimit: options.historyLimit });
   const runner = { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] };
   const kubelet = await startKubelet({
@@ -39,6 +41,7 @@ export async function startCluster(options: { allocatable?: { cpu?: string; memo
     images: {
       [RUNNER_IMAGE]: runner,
       [CRASHING_IMAGE]: { ...runner, env: { RUNNER_EXIT_AFTER_MS: '300' } },
+      ...options.images,
     },
     probePeriodMs: 25,
     restartBackoffMs: 50,

@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { RepositorySync } from '../../controller/api/v1alpha1.js';
+import { loadControllerConfig } from '../../controller/config.js';
+import { decideRepositorySync, syncJobName } from '../../controller/reposync-decisions.js';
+
+const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_SYNC_IMAGE: 'acis:1', ACIS_DATABASE_SECRET: 'db' });
+const now = new Date('2026-11-25T08:00:00Z');
+const COMMIT = 'a'.repeat(40);
+
+function sync(overrides: Partial<RepositorySync['spec']> = {}, status?: RepositorySync['status']): RepositorySync {
+  return {
+    apiVersion: 'acis.dev/v1alpha1',
+    kind: 'RepositorySync',
+    metadata: { name: 'rep-01abc', namespace: 'acis', uid: 'uid-1' },
+    spec: { repositoryId: 'rep_01ABC', url: 'https://example.com/a.git', branch: 'main', credentialSecretName: 'rep-01abc-credential', claim: 'c1a1m0000000', requestGeneration: 2, ...overrides },
+    ...(status && { status }),
+  };
+}
+const job = (condition?: 'Complete' | 'Failed', reason?: string): V1Job => ({
+  metadata: { name: 'rep-01abc-2' },
+  status: condition ? { conditions: [{ type: condition, status: 'True', ...(reason && { reason }) }], ...(condition === 'Complete' && { completionTime: now }) } : {},
+});
+const pod = (message?: string): V1Pod => ({
+  metadata: { name: 'rep-01abc-2-x' },
+  status: { containerStatuses: [{ name: 'sync', image: 'acis:1', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0, ...(message && { message }) } } }] },
+});
+
+describe('decideRepositorySync', () => {
+  it('creates the generation\'s Job: owned, locked down, the credential mounted for it alone, the claim in its environment', () => {
+    const decision = decideRepositorySync(sync(), {}, now, config);
+    const created = decision.createJob!;
+    expect(created.metadata!.name).toBe(syncJobName(sync()));
+    expect(created.metadata!.ownerReferences![0]).toMatchObject({ kind: 'RepositorySync', name: 'rep-01abc', uid: 'uid-1', controller: true });
+    const podSpec = created.spec!.template.spec!;
+    const container = podSpec.containers[0]!;
+    expect(container.args).toEqual(['sync-repository', 'rep_01ABC']);
+    expect(container.env).toEqual(
+      expect.arrayContaining([
+        { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'db', key: 'DATABASE_URL' } } },
+        { name: 'ACIS_SYNC_CLAIM', value: 'c1a1m0000000' },
+        { name: 'ACIS_SYNC_CREDENTIAL_FILE', value: '/var/run/acis/credential/secret' },
+      ]),
+    );
+    expect(podSpec.volumes).toContainEqual({ name: 'credential', secret: { secretName: 'rep-01abc-credential', defaultMode: 0o440 } });
+    expect(podSpec.automountServiceAccountToken).toBe(false);
+    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(created.spec).toMatchObject({ backoffLimit: 0, activeDeadlineSeconds: 600 });
+    expect(decision.status).toMatchObject({ state: 'syncing', jobName: 'rep-01abc-2', observedRequestGeneration: 2 });
+    expect(decision.deleteCredentialSecret).toBeUndefined();
+  });
+
+  it('without a credential, no Secret is mounted', () => {
+    const created = decideRepositorySync(sync({ credentialSecretName: undefined }), {}, now, config).createJob!;
+    expect(created.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['tmp']);
+  });
+
+  it.each<[string, V1Job, V1Pod | undefined, Record<string, unknown>, boolean]>([
+    ['running', job(), undefined, { state: 'syncing' }, false],
+    ['complete and ready', job('Complete'), pod(JSON.stringify({ state: 'ready', commit: COMMIT })), { state: 'ready', commit: COMMIT, shortCommit: COMMIT.slice(0, 12), lastSyncedTime: now.toISOString() }, true],
+    ['failed with a reason', job('Failed', 'BackoffLimitExceeded'), pod(JSON.stringify({ state: 'error', error: 'authentication failed' })), { state: 'error', error: 'authentication failed' }, true],
+    ['past its deadline', job('Failed', 'DeadlineExceeded'), undefined, { state: 'error', error: 'the sync job ran past its deadline and was stopped' }, true],
+    ['complete but saying nothing', job('Complete'), pod(), { state: 'error' }, true],
+    ['superseded by a newer change', job('Failed', 'BackoffLimitExceeded'), pod(JSON.stringify({ state: 'superseded' })), { conditions: [expect.objectContaining({ reason: 'Superseded' })] }, true],
+  ])('a Job %s', (_name, observedJob, observedPod, status, deletesSecret) => {
+    const decision = decideRepositorySync(sync(), { job: observedJob, pod: observedPod }, now, config);
+    expect(decision.createJob).toBeUndefined();
+    expect(decision.status).toMatchObject(status);
+    expect(decision.deleteCredentialSecret).toBe(deletesSecret ? 'rep-01abc-credential' : undefined);
+  });
+
+  it('once the outcome is written, the Secret is not deleted again and the status does not change', () => {
+    const first = decideRepositorySync(sync(), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, now, config);
+    const again = decideRepositorySync(sync({}, first.status), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, new Date(now.getTime() + 60_000), config);
+    expect(again.deleteCredentialSecret).toBeUndefined();
+    expect(again.status).toEqual(first.status);
+  });
+
+  it('a termination message that is not ours is not trusted', () => {
+    const decision = decideRepositorySync(sync(), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: 'not-a-commit' })) }, now, config);
+    expect(decision.status.state).toBe('error');
+  });
+});
