@@ -204,6 +204,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         await provider.expireLapsedHolds();
         await coolLapsedHolds(deps.db, now());
         await repositorySync.recoverOrphans(false);
+        await repositorySync.startRequested();
       })().catch((err: unknown) => logger.warn({ err }, 'node heartbeat failed'));
     }, HEARTBEAT_MS);
     beat.unref();

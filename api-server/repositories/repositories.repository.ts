@@ -154,6 +154,12 @@ export async function requestSyncAfterCurrent(db: Db, repositoryId: string): Pro
   return marked.numUpdatedRows > 0n;
 }
 
+/** Repositories a push asked to sync again whose sync in flight has ended (any node's, or a Job's). */
+export async function requestedSyncs(db: Db): Promise<string[]> {
+  const rows = await db.selectFrom('repositories').select('id').where('sync_requested', '=', true).where('sync_state', '<>', 'syncing').execute();
+  return rows.map((row) => row.id);
+}
+
 /** Takes (clears) a request for another sync; whether there was one. */
 export async function takeSyncRequest(db: Db, repositoryId: string): Promise<boolean> {
   const taken = await db

@@ -38,6 +38,7 @@ import {
   orphanedSyncs,
   type RepositoryRow,
   type RepositoryView,
+  requestedSyncs,
   requestSyncAfterCurrent,
   takeOverSync,
   takeSyncRequest,
@@ -120,6 +121,18 @@ export class RepositorySyncWorker {
       if (!(await findRepositoryById(this.deps.db, repositoryId))) return undefined;
     }
     return 'queued';
+  }
+
+  /**
+   * Starts the syncs a push asked for while one was in flight, once that one has ended: run on every
+   * heartbeat, so it also covers attempts that ended elsewhere (another node, a sync Job).
+   */
+  async startRequested(): Promise<number> {
+    let started = 0;
+    for (const id of await requestedSyncs(this.deps.db)) {
+      if ((await takeSyncRequest(this.deps.db, id)) && (await this.start(id))) started += 1;
+    }
+    return started;
   }
 
   /** Takes over and re-runs syncs whose process is gone (see `orphanedSyncs`); how many. */

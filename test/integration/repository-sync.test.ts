@@ -284,6 +284,22 @@ describe('POST /repositories/{id}/sync', () => {
   });
 });
 
+describe('syncs a push asked for while one was in flight', () => {
+  it('are started by the heartbeat once the sync in flight has ended, wherever it ran', async () => {
+    const repo = await createGitRepository(root, unique('requested'), SKILLS);
+    const res = await register({ repo_url: repo.fileUrl });
+    const first = await settled(res.body.id);
+    const head = await repo.commit({ 'skills/late/SKILL.md': manifest({ name: 'late', description: 'Pushed late.' }) });
+    // What a webhook leaves behind when the attempt it arrived during ran elsewhere (another node, a sync Job).
+    await db.query('update repositories set sync_requested = true where id = $1', [res.body.id]);
+    expect(await t.server.deps.repositorySync.startRequested()).toBe(1);
+    await settled(res.body.id);
+    expect((await t.request('GET', `/repositories/${res.body.id}/sync`, { token: key })).body.commit).toBe(head);
+    expect(first.sync.last_synced_at).not.toBeNull();
+    expect(await t.server.deps.repositorySync.startRequested()).toBe(0);
+  });
+});
+
 describe('synced content on another API node', () => {
   it('a node that did not run the sync reads the synced commit from the database, even with the source gone', async () => {
     const repo = await createGitRepository(root, unique('multi'), SKILLS);
