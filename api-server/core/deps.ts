@@ -3,7 +3,7 @@ import type { ApprovalGate } from '../approvals/approval-gate.js';
 import type { Config } from '../config.js';
 import type { RepositorySyncWorker } from '../repositories/sync.js';
 import type { RunManager } from '../runs/run-manager.js';
-import type { LocalSandboxProvider } from '../sandboxes/local-provider.js';
+import type { SandboxProvider } from '../sandboxes/provider.js';
 import type { Vault } from './crypto.js';
 import type { Db } from './db/database.js';
 import type { IdGenerator } from './ids.js';
@@ -33,7 +33,7 @@ export interface AppDeps {
 export interface Runtime {
   /** This API server process, as recorded on the runs it hosts. */
   nodeId: string;
-  provider: LocalSandboxProvider;
+  provider: SandboxProvider;
   runs: RunManager;
   /** Where this node's runs wait on their approvals, and how a resolution reaches the node hosting the run. */
   approvals: ApprovalGate;

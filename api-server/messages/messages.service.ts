@@ -13,7 +13,7 @@ import {
 import { fillerEnabled } from '../runs/filler.js';
 import { sandboxFor, sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-manager.js';
 import type { StreamLine } from '../runs/run-stream.js';
-import { CapacityExhausted, type Lease } from '../sandboxes/local-provider.js';
+import { CapacityExhausted, type Lease } from '../sandboxes/provider.js';
 import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
 import { effectiveSkillIds } from '../skills/materialise.js';
 import { findRunInFlight, selectMessages } from './messages.repository.js';

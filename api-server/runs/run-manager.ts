@@ -15,13 +15,13 @@ import {
   type AcquireRequest,
   CapacityExhausted,
   type Lease,
-  type LocalSandboxProvider,
   type ReleaseOptions,
+  type SandboxProvider,
   SandboxUnavailable,
-} from '../sandboxes/local-provider.js';
+} from '../sandboxes/provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
-import type { ApprovalAnswer } from '../sandboxes/local-runner.js';
+import type { ApprovalAnswer } from '../sandboxes/runner.js';
 import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
 import { materialiseSkills } from '../skills/materialise.js';
@@ -35,7 +35,7 @@ export interface RunManagerDeps {
   logger: Logger;
   now: () => Date;
   newId: IdGenerator;
-  provider: LocalSandboxProvider;
+  provider: SandboxProvider;
   nodeId: string;
   maxHoldSeconds: number;
   filler: FillerOptions;

@@ -22,6 +22,16 @@ import {
 } from '../../sandbox-policy/policy.js';
 import * as transition from '../../sandbox-policy/transitions.js';
 import { AGENT_TYPES } from './agent-types.js';
+import {
+  type AcquireRequest,
+  CapacityExhausted,
+  type Lease,
+  type ReleaseOptions,
+  type SandboxProvider,
+  type SandboxStateListener,
+  SandboxUnavailable,
+  type WaitOptions,
+} from './provider.js';
 import { checkSandboxRuntime, type SandboxRuntime } from './sandbox-runtime.js';
 
 /** The package root (holding node_modules and the runner's source), from source or from dist/ alike. */
@@ -51,55 +61,6 @@ export interface EgressEndpoint {
 /** A rough turn length for `retry_hint_seconds` until real figures exist. */
 const TYPICAL_TURN_SECONDS = 5;
 
-export interface AcquireRequest {
-  agentType: string;
-  conversationId: string;
-  tenantId: string;
-}
-
-export interface WaitOptions {
-  /** false: fail at once with `CapacityExhausted` when no runner is free (`on_capacity=reject`). */
-  wait: boolean;
-  signal?: AbortSignal;
-  onQueued?: (position: number, retryHintSeconds: number) => void;
-}
-
-export interface Lease {
-  runner: LocalRunner;
-  /** True when this runner served the conversation's previous turn (a live session): no resume needed. */
-  continuing: boolean;
-  /** The runner's workspace on this host (the agent's cwd), where a run's skills are put. */
-  workspace: string;
-}
-
-export interface ReleaseOptions {
-  /** Keep the runner warm for the conversation (warm mode), within the tenant's cap. */
-  hold?: { idleTtlSeconds: number; maxConcurrentWarm: number };
-  /** The runner misbehaved: never reuse it. */
-  broken?: boolean;
-  /** The conversation no longer exists: its workspace is not saved. */
-  discard?: boolean;
-}
-
-export class CapacityExhausted extends Error {
-  constructor(readonly retryAfterSeconds: number) {
-    super('no sandbox available');
-  }
-}
-
-/** This node cannot start runners at all (see sandbox-runtime.ts); the reason says what is missing and how to get it. */
-export class SandboxUnavailable extends Error {
-  constructor(readonly reason: string) {
-    super(reason);
-  }
-}
-
-/**
- * Sandbox state changes the conversation record must show (`runtime.sandbox_state`, `expires_at`).
- * Awaited, so a turn's terminal line goes out only once its conversation shows the new state.
- */
-export type SandboxStateListener = (conversationId: string, state: { warm: boolean; expiresAt: Date | null }) => Promise<void>;
-
 interface RunnerEntry {
   runner: LocalRunner;
   view: RunnerView;
@@ -125,7 +86,7 @@ interface Waiter {
  * Capacity, pooling, warm holds and their expiry follow the pure policy in sandbox-policy/, and every
  * change of a runner's state goes through its transitions.
  */
-export class LocalSandboxProvider {
+export class LocalSandboxProvider implements SandboxProvider {
   private readonly entries = new Map<string, RunnerEntry>();
   private readonly waiters: Waiter[] = [];
   private expiryTimer: NodeJS.Timeout | undefined;

@@ -2,34 +2,15 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Logger } from 'pino';
 import { isRunnerLine, type RunnerLine, type ServerCommand } from '../../sandbox/protocol.js';
+import type { AgentEvent, Runner, TurnOutcome, TurnRequest } from './runner.js';
 import type { ConversationSessionStore } from './session-store.js';
-
-export type AgentEvent = Record<string, unknown>;
-
-export interface TurnRequest {
-  content: string;
-  env?: Record<string, string> | undefined;
-  resume?: string | undefined;
-  skills?: string[] | undefined;
-  /** The run (assistant message) this turn belongs to: the runner's egress credential stands for it until the turn ends. */
-  runId?: string | undefined;
-  /** Answers the agent's `request_approval` calls of this turn (the tool result it sees); refused when absent. */
-  onApprovalRequest?: ((input: unknown) => Promise<ApprovalAnswer>) | undefined;
-}
-
-export interface ApprovalAnswer {
-  text: string;
-  isError: boolean;
-}
-
-export type TurnOutcome = { kind: 'result' } | { kind: 'crashed'; error: string };
 
 /**
  * One runner process (inside its sandbox) as the API server sees it: send a turn, receive the agent's
  * events until its `result`, answer the runner's session-store calls. A runner serves one
  * conversation at a time; it is bound to one at claim and never reused for another.
  */
-export class LocalRunner {
+export class LocalRunner implements Runner {
   private readonly child: ChildProcess;
   private readonly stderrTail: string[] = [];
   private onEvent: ((event: AgentEvent) => void) | undefined;

@@ -1,0 +1,74 @@
+/**
+ * The sandbox provider seam: what the run manager and the message routes need of whatever hosts
+ * runners. `local` (LocalSandboxProvider: bubblewrap children of this node) implements it today; the
+ * `kubernetes` provider (Sandbox resources the controller turns into pods) is the next.
+ */
+import type { RunnerView } from '../../sandbox-policy/policy.js';
+import type { Runner } from './runner.js';
+
+export interface AcquireRequest {
+  agentType: string;
+  conversationId: string;
+  tenantId: string;
+}
+
+export interface WaitOptions {
+  /** false: fail at once with `CapacityExhausted` when no runner is free (`on_capacity=reject`). */
+  wait: boolean;
+  signal?: AbortSignal;
+  onQueued?: (position: number, retryHintSeconds: number) => void;
+}
+
+export interface Lease {
+  runner: Runner;
+  /** True when this runner served the conversation's previous turn (a live session): no resume needed. */
+  continuing: boolean;
+  /** The runner's workspace on this host (the agent's cwd), where a run's skills are put (local only: a runner on another node will get them over its connection). */
+  workspace: string;
+}
+
+export interface ReleaseOptions {
+  /** Keep the runner warm for the conversation (warm mode), within the tenant's cap. */
+  hold?: { idleTtlSeconds: number; maxConcurrentWarm: number };
+  /** The runner misbehaved: never reuse it. */
+  broken?: boolean;
+  /** The conversation no longer exists: its workspace is not saved. */
+  discard?: boolean;
+}
+
+export class CapacityExhausted extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super('no sandbox available');
+  }
+}
+
+/** This node cannot start runners at all (see sandbox-runtime.ts); the reason says what is missing and how to get it. */
+export class SandboxUnavailable extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+  }
+}
+
+/**
+ * Sandbox state changes the conversation record must show (`runtime.sandbox_state`, `expires_at`).
+ * Awaited, so a turn's terminal line goes out only once its conversation shows the new state.
+ */
+export type SandboxStateListener = (conversationId: string, state: { warm: boolean; expiresAt: Date | null }) => Promise<void>;
+
+export interface SandboxProvider {
+  /** Set when this node cannot start runners at all: what is missing and how to get it. */
+  readonly unavailableReason: string | undefined;
+  /** A runner for the conversation: its held one, a pooled one, or a new one; waits or refuses at capacity. */
+  acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease>;
+  /** Gives the runner back: held warm for the conversation until a deadline, recycled, or discarded. */
+  release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }>;
+  /** The conversation is gone: its held runner and saved state go too. */
+  discardConversation(conversationId: string): Promise<void>;
+  /** Recycles holds whose deadline has passed (the heartbeat's safety net behind the timers). */
+  expireLapsedHolds(): Promise<void>;
+  /** The runners as the capacity policy sees them. */
+  views(): RunnerView[];
+  /** Acquires waiting for capacity now. */
+  queuedRuns(): number;
+  stop(): Promise<void>;
+}
