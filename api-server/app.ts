@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { authenticate } from './auth/authenticate.js';
-import type { AppDeps } from './core/deps.js';
+import type { AppDeps } from './deps.js';
 import { jsonBody } from './core/http/json-body.js';
 import { requestContext, requireWellFormedUrl } from './core/http/middleware.js';
 import { buildOpenApi } from './core/http/openapi.js';

@@ -9,7 +9,8 @@ import { ApprovalGate } from './approvals/approval-gate.js';
 import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
 import { migrateToLatest, openDatabase } from './core/db/database.js';
-import type { AppDeps } from './core/deps.js';
+import type { AppDeps } from './deps.js';
+import { followRun } from './runs/follow.js';
 import { answerClientErrors } from './core/http/client-error.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
@@ -166,6 +167,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       metrics,
       runtime: { nodeId, provider, runs, approvals },
       repositorySync,
+      followRun: (messageId, after, signal) => followRun(deps, messageId, after, signal),
     };
     const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
     await heartbeat(deps.db, nodeId, now());

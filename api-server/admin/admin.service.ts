@@ -1,7 +1,7 @@
 import { createPublicKey, randomBytes } from 'node:crypto';
 import type { z } from 'zod';
 import { forgetServiceKeys } from '../auth/authenticate.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { problems } from '../core/problems.js';
 import { createIntegration, insertServiceKey, newServiceKey } from '../integrations/integrations.service.js';
 import type { CreateApproverKeyBody, CreatedApproverKey, CreatedIntegration, CreatedServiceKey } from './admin.schemas.js';

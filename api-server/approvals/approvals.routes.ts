@@ -1,5 +1,5 @@
 import { ConversationIdParams } from '../conversations/conversations.schemas.js';
-import { defineRoute } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { ApprovalIdParams, Approval, ApprovalList, ListApprovalsQuery, ResolveApprovalBody } from './approvals.schemas.js';
 import { getApproval, listConversationApprovals, resolveApproval } from './approvals.service.js';
 

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { approverKeyContext } from '../admin/admin.service.js';
 import { getConversationInScope } from '../conversations/conversations.service.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { mapPage, type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';

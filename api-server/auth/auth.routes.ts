@@ -1,4 +1,4 @@
-import { defineRoute } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { Token, TokenExchangeBody } from './auth.schemas.js';
 import { exchangeToken } from './auth.service.js';
 

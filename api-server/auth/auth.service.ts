@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';
 import type { Token, TokenExchangeBody } from './auth.schemas.js';

@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import { constantTimeEqual, hashServiceKey } from '../core/crypto.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import type { AuthMode } from '../core/http/route.js';
 import type { Principal, ServicePrincipal } from '../core/principal.js';
 import { problems } from '../core/problems.js';

@@ -1,7 +1,7 @@
 import { webcrypto } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { Vault } from '../core/crypto.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import type { UserPrincipal } from '../core/principal.js';
 import { problems } from '../core/problems.js';
 

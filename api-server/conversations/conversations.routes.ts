@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
-import type { AppDeps } from '../core/deps.js';
-import { defineRoute, NDJSON, type RouteResult } from '../core/http/route.js';
+import type { AppDeps } from '../deps.js';
+import { NDJSON, type RouteResult } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import type { RateClass } from '../core/rate-limit.js';
 import { StreamLine } from '../messages/message-body.schemas.js';
 import type { SendBody } from '../messages/messages.service.js';

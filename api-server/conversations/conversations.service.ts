@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { pendingApprovalIds } from '../approvals/approvals.repository.js';
 import { json } from '../core/db/database.js';
 import type { SkillAccess, TenantSettings } from '../core/db/schema.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';

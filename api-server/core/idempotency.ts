@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context } from 'koa';
 import { canonicalJson } from './canonical-json.js';
 import { json } from './db/database.js';
-import type { AppDeps } from './deps.js';
+import type { CoreDeps } from './deps.js';
 import { NDJSON, type RouteResult } from './http/route.js';
 import { type Principal, principalKey } from './principal.js';
 import { ProblemError, problems } from './problems.js';
@@ -26,7 +26,7 @@ const CONTENT_TYPE = 'content-type';
  * first is still running waits for it. Responses of 5xx are not stored, so a retry runs again.
  */
 export async function withIdempotency(
-  deps: AppDeps,
+  deps: CoreDeps,
   ctx: Context,
   principal: Principal,
   execute: () => Promise<RouteResult>,
@@ -101,7 +101,7 @@ export async function withIdempotency(
 type KeyId = { principal: string; operation: string; key: string };
 
 async function runAndStore(
-  deps: AppDeps,
+  deps: CoreDeps,
   id: KeyId,
   execute: () => Promise<RouteResult>,
   renderProblem: (error: ProblemError) => RouteResult,
@@ -141,7 +141,7 @@ async function runAndStore(
   return result;
 }
 
-async function deleteKey(deps: AppDeps, id: KeyId): Promise<void> {
+async function deleteKey(deps: CoreDeps, id: KeyId): Promise<void> {
   await deps.db
     .deleteFrom('idempotency_keys')
     .where('principal', '=', id.principal)
@@ -151,7 +151,7 @@ async function deleteKey(deps: AppDeps, id: KeyId): Promise<void> {
 }
 
 /** Drops expired keys; called periodically by the server. */
-export async function purgeExpiredIdempotencyKeys(deps: Pick<AppDeps, 'db' | 'now'>): Promise<number> {
+export async function purgeExpiredIdempotencyKeys(deps: Pick<CoreDeps, 'db' | 'now'>): Promise<number> {
   const result = await deps.db.deleteFrom('idempotency_keys').where('expires_at', '<=', deps.now()).executeTakeFirst();
   return Number(result.numDeletedRows);
 }

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { isForeignKeyViolation, json } from '../core/db/database.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { problems } from '../core/problems.js';

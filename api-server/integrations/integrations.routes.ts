@@ -1,4 +1,4 @@
-import { defineRoute } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { problems } from '../core/problems.js';
 import { Integration } from './integrations.schemas.js';
 

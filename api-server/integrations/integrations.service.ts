@@ -1,7 +1,7 @@
 import type { Db } from '../core/db/database.js';
 import { isUniqueViolation, json } from '../core/db/database.js';
 import { hashServiceKey, randomToken } from '../core/crypto.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { SERVICE_KEY_PREFIX } from '../auth/authenticate.js';
 import { TenantSettings } from '../tenants/tenants.schemas.js';
 

@@ -1,4 +1,5 @@
-import { defineRoute, NDJSON } from '../core/http/route.js';
+import { NDJSON } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { mapPage } from '../core/pagination.js';
 import { problems } from '../core/problems.js';
 import { getConversationInScope } from '../conversations/conversations.service.js';

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { isUniqueViolation, json } from '../core/db/database.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';

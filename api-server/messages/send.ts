@@ -1,4 +1,4 @@
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { NDJSON, type RouteResult } from '../core/http/route.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import type { StreamLine } from '../runs/run-stream.js';

@@ -1,4 +1,4 @@
-import { defineRoute } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { mapPage } from '../core/pagination.js';
 import {
   CreateRepositoryBody,

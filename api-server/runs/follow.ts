@@ -1,4 +1,4 @@
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { followStoredRun, type StreamLine } from './run-stream.js';
 
 /**

@@ -1,5 +1,5 @@
 import { ConversationIdParams } from '../conversations/conversations.schemas.js';
-import { defineRoute } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { TenantIdParams } from '../tenants/tenants.schemas.js';
 import { UserIdParams } from '../users/users.schemas.js';
 import {

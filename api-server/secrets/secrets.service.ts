@@ -1,5 +1,5 @@
 import { isForeignKeyViolation } from '../core/db/database.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { type Page, type PageRequest, mapPage } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';

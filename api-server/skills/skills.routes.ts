@@ -1,4 +1,4 @@
-import { defineRoute } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { mapPage } from '../core/pagination.js';
 import { CreateSkillBody, ListSkillsQuery, RepositorySkillsParams, Skill, SkillList } from './skills.schemas.js';
 import { createManualSkill, listSkills, presentSkill } from './skills.service.js';

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { json } from '../core/db/database.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';

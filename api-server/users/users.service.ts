@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { isForeignKeyViolation, json } from '../core/db/database.js';
 import type { Storage } from '../core/db/schema.js';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';

@@ -1,4 +1,4 @@
-import { defineRoute } from '../core/http/route.js';
+import { defineRoute } from '../define-route.js';
 import { GitHubDeliveryBody, WebhookReceipt } from './webhooks.schemas.js';
 import { receiveGitHubDelivery } from './webhooks.service.js';
 

@@ -11,7 +11,7 @@
  * burn a real delivery's id.
  */
 import { Webhooks } from '@octokit/webhooks';
-import type { AppDeps } from '../core/deps.js';
+import type { AppDeps } from '../deps.js';
 import { ProblemError } from '../core/problems.js';
 import { findCredentialCiphertextsOfType } from '../credentials/credentials.repository.js';
 import { credentialSecretContext } from '../credentials/credentials.service.js';

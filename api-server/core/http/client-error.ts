@@ -1,6 +1,6 @@
 import { type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import type { AppDeps } from '../deps.js';
+import type { CoreDeps } from '../deps.js';
 import { ProblemError, problemBody } from '../problems.js';
 
 /**
@@ -8,7 +8,7 @@ import { ProblemError, problemBody } from '../problems.js';
  * headers over the header limit, malformed HTTP, a header timeout) with a problem document, where
  * Node would send a bare status line the client cannot read a reason from.
  */
-export function answerClientErrors(server: Server, deps: Pick<AppDeps, 'config' | 'logger' | 'newId'>): void {
+export function answerClientErrors(server: Server, deps: Pick<CoreDeps, 'config' | 'logger' | 'newId'>): void {
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
     const answered = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent ?? false;
     if (error.code === 'ECONNRESET' || !socket.writable || answered) {

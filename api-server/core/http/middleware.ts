@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import type { AppDeps } from '../deps.js';
+import type { CoreDeps } from '../deps.js';
 import { type FieldError, ProblemError, problems } from '../problems.js';
 import { problemResult, respond } from './route.js';
 import { toPointer } from './validation.js';
@@ -10,7 +10,7 @@ const INCOMING_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * Correlation, access log and the one error boundary. A caller-supplied `X-Request-Id` is kept when
  * it is sane (so a host can trace its own ids through us); otherwise we mint `req_...`.
  */
-export function requestContext(deps: AppDeps) {
+export function requestContext(deps: CoreDeps) {
   return async (ctx: Context, next: Next): Promise<void> => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('X-Request-Id');
@@ -38,7 +38,7 @@ export function requestContext(deps: AppDeps) {
   };
 }
 
-function handleError(ctx: Context, error: unknown, deps: AppDeps): void {
+function handleError(ctx: Context, error: unknown, deps: CoreDeps): void {
   let problem: ProblemError;
   if (error instanceof ProblemError) {
     problem = error;

@@ -1,13 +1,12 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { AppDeps } from '../deps.js';
+import type { CoreDeps } from '../deps.js';
 import { withIdempotency } from '../idempotency.js';
 import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js';
 import { type ProblemError, problemBody, problems } from '../problems.js';
 import type { RateClass } from '../rate-limit.js';
-import { followRun } from '../../runs/follow.js';
-import { sendNdjson } from '../../runs/ndjson.js';
+import { sendNdjson } from './ndjson.js';
 import { fieldErrors, unsafeInput } from './validation.js';
 
 /**
@@ -32,12 +31,12 @@ export interface ResponseSpec {
   contentType?: string;
 }
 
-export interface RouteRequest<A extends AuthMode, P, Q, B> {
+export interface RouteRequest<A extends AuthMode, P, Q, B, D extends CoreDeps = CoreDeps> {
   params: P;
   query: Q;
   body: B;
   principal: PrincipalFor<A>;
-  deps: AppDeps;
+  deps: D;
   requestId: string;
   ctx: Context;
 }
@@ -61,6 +60,7 @@ export interface RouteDefinition<
   P extends z.ZodType = NoInput,
   Q extends z.ZodType = NoInput,
   B extends z.ZodType = NoInput,
+  D extends CoreDeps = CoreDeps,
 > {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   /** Koa style: `/tenants/:tenant_id`. */
@@ -80,19 +80,22 @@ export interface RouteDefinition<
    */
   rateClass?: RateClass | ((rawBody: unknown) => RateClass);
   responses: Record<number, ResponseSpec>;
-  handler: (request: RouteRequest<A, z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult>;
+  handler: (request: RouteRequest<A, z.output<P>, z.output<Q>, z.output<B>, D>) => Promise<RouteResult>;
 }
 
 /** A route of any input shape, as the registry holds them. */
-export type AnyRoute = RouteDefinition<any, any, any, any>;
+export type AnyRoute = RouteDefinition<any, any, any, any, any>;
 
-export function defineRoute<
-  A extends AuthMode,
-  P extends z.ZodType = NoInput,
-  Q extends z.ZodType = NoInput,
-  B extends z.ZodType = NoInput,
->(route: RouteDefinition<A, P, Q, B>): AnyRoute {
-  return route as AnyRoute;
+/**
+ * `defineRoute` for an application whose handlers see deps of type D (the app binds it once, in
+ * `api-server/define-route.ts`, so this machinery never names a feature).
+ */
+export function routeDefiner<D extends CoreDeps>() {
+  return function defineRoute<A extends AuthMode, P extends z.ZodType = NoInput, Q extends z.ZodType = NoInput, B extends z.ZodType = NoInput>(
+    route: RouteDefinition<A, P, Q, B, D>,
+  ): AnyRoute {
+    return route as AnyRoute;
+  };
 }
 
 /**
@@ -106,9 +109,9 @@ export function documentedResponses(route: AnyRoute): Record<number, ResponseSpe
   return { ...route.responses, 429: { description: declared ? `${declared.description}; or ${limited}` : limited } };
 }
 
-export type Authenticate = (ctx: Context, mode: AuthMode, deps: AppDeps) => Promise<Principal>;
+export type Authenticate<D extends CoreDeps> = (ctx: Context, mode: AuthMode, deps: D) => Promise<Principal>;
 
-export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, authenticate: Authenticate): void {
+export function mountRoutes<D extends CoreDeps>(router: Router, routes: AnyRoute[], deps: D, authenticate: Authenticate<D>): void {
   for (const route of routes) {
     router[route.method](route.operationId, route.path, async (ctx) => {
       const principal = await authenticate(ctx, route.auth, deps);
@@ -131,7 +134,7 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: AppDeps, a
       if (deps.validateResponses) checkResponse(route, result);
       if (result.stream) {
         const { messageId, after = 0 } = result.stream;
-        sendNdjson(ctx, (signal) => followRun(deps, messageId, after, signal), {
+        sendNdjson(ctx, (signal) => deps.followRun(messageId, after, signal), {
           pingIntervalMs: deps.config.pingIntervalMs,
           headers: result.headers,
         });
@@ -163,7 +166,7 @@ function parseInput(schema: z.ZodType, input: unknown, status: 400 | 422): unkno
   throw status === 400 ? problems.badRequest(errors) : problems.invalid(errors);
 }
 
-export function problemResult(error: ProblemError, ctx: Context, deps: AppDeps): RouteResult {
+export function problemResult(error: ProblemError, ctx: Context, deps: CoreDeps): RouteResult {
   return {
     status: error.status,
     body: problemBody(error, {

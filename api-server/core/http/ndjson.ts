@@ -1,6 +1,5 @@
 import { PassThrough } from 'node:stream';
 import type { Context } from 'koa';
-import type { StreamLine } from './run-stream.js';
 
 export const PING_LINE = '{"event":"ping"}\n';
 
@@ -10,7 +9,7 @@ export const PING_LINE = '{"event":"ping"}\n';
  */
 export function sendNdjson(
   ctx: Context,
-  lines: (signal: AbortSignal) => AsyncIterable<StreamLine>,
+  lines: (signal: AbortSignal) => AsyncIterable<object>,
   options: { pingIntervalMs: number; headers?: Record<string, string> },
 ): void {
   const body = new PassThrough();
