@@ -106,24 +106,25 @@ export async function collectSkillContent(trx: Kysely<Database>, repositoryId: s
   const removed = await remove.returning('digest').execute();
   const digests = [...new Set(removed.map((row) => row.digest))];
   if (digests.length === 0) return { files: 0, blobs: 0 };
-  const blobs = await trx
-    .deleteFrom('content_blobs')
-    .where('digest', 'in', digests)
-    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('skill_files').select('digest').whereRef('skill_files.digest', '=', 'content_blobs.digest'))))
-    .executeTakeFirst();
-  return { files: removed.length, blobs: Number(blobs.numDeletedRows) };
+  return { files: removed.length, blobs: await deleteUnnamedBlobs(trx, digests) };
 }
 
 /** Deletes every blob no file names (after a repository's rows went with it); how many. */
 export async function collectUnreferencedBlobs(db: Db): Promise<number> {
   return db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${CONTENT_LOCK})`.execute(trx);
-    const deleted = await trx
-      .deleteFrom('content_blobs')
-      .where(({ not, exists, selectFrom }) => not(exists(selectFrom('skill_files').select('digest').whereRef('skill_files.digest', '=', 'content_blobs.digest'))))
-      .executeTakeFirst();
-    return Number(deleted.numDeletedRows);
+    return deleteUnnamedBlobs(trx);
   });
+}
+
+/** Deletes the blobs (of `among`, or all) that no file names; how many. Callers hold the exclusive content lock. */
+async function deleteUnnamedBlobs(trx: Kysely<Database>, among?: string[]): Promise<number> {
+  let remove = trx
+    .deleteFrom('content_blobs')
+    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('skill_files').select('digest').whereRef('skill_files.digest', '=', 'content_blobs.digest'))));
+  if (among) remove = remove.where('digest', 'in', among);
+  const deleted = await remove.executeTakeFirst();
+  return Number(deleted.numDeletedRows);
 }
 
 /**

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { GROUP, REPOSITORY_SYNC, type RepositorySync, VERSION } from '../../controller/api/v1alpha1.js';
+import { httpStatus } from '../../controller/kube-errors.js';
 import type { RepositoryRow } from './repositories.repository.js';
 import type { CredentialSecretSource, SyncDispatch } from './sync.js';
 import type { Db } from '../core/db/database.js';
@@ -49,7 +50,7 @@ export function kubernetesSyncDispatch(deps: {
     const name = repositorySyncName(repository.id);
     const credentialSecretName = repository.credential_id ? `${name}-credential` : undefined;
     const existing = (await custom.getNamespacedCustomObject({ ...common, name }).catch((error: unknown) => {
-      if (statusOf(error) === 404) return undefined;
+      if (httpStatus(error) === 404) return undefined;
       throw error;
     })) as RepositorySync | undefined;
     const spec = {
@@ -88,7 +89,7 @@ export function kubernetesSyncDispatch(deps: {
         data: { secret: Buffer.from(await deps.credentialSecret({ id: repository.credential_id, secret_ciphertext: row.secret_ciphertext })).toString('base64') },
       };
       await core.createNamespacedSecret({ namespace, body: secret }).catch(async (error: unknown) => {
-        if (statusOf(error) !== 409) throw error;
+        if (httpStatus(error) !== 409) throw error;
         await core.replaceNamespacedSecret({ name: credentialSecretName, namespace, body: secret });
       });
     }
@@ -101,9 +102,4 @@ function loadKubeConfig(file: string | undefined): KubeConfig {
   if (file) kubeConfig.loadFromFile(file);
   else kubeConfig.loadFromCluster();
   return kubeConfig;
-}
-
-function statusOf(error: unknown): number | undefined {
-  const code = (error as { code?: unknown; statusCode?: unknown }).code ?? (error as { statusCode?: unknown }).statusCode;
-  return typeof code === 'number' ? code : undefined;
 }
