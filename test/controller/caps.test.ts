@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
 
-
 const file = clusterForFile({ controller: { maxSandboxes: 2 } });
 
 const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();

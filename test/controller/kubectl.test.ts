@@ -7,7 +7,6 @@ import { clusterForFile, createSandbox, eventually, NAMESPACE, phaseIs, runnerPo
 
 const SAMPLES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'crds', 'samples');
 
-
 const file = clusterForFile();
 
 const run = async (...args: string[]) => {

@@ -12,7 +12,6 @@ import {
   waitForSandbox,
 } from './harness.js';
 
-
 const file = clusterForFile();
 
 function readLine(endpoint: string): Promise<string> {

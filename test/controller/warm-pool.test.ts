@@ -10,7 +10,6 @@ import {
   waitForSandbox,
 } from './harness.js';
 
-
 const file = clusterForFile();
 
 const readyPoolPods = (pool: string) =>
