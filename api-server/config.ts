@@ -43,6 +43,7 @@ const EnvSchema = z.object({
   ACIS_PING_INTERVAL_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   ACIS_MAX_SANDBOXES: z.coerce.number().int().min(1).max(1000).default(8),
   ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
+  ACIS_POOL_PREWARM: z.enum(['0', '1']).default('1'),
   ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
   ACIS_APPROVAL_TTL_SECONDS: z.coerce.number().int().min(1).max(7 * 86400).default(900),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
@@ -98,6 +99,8 @@ export interface Config {
   maxSandboxes: number;
   /** Runners per agent type kept started ahead of demand. */
   poolSize: number;
+  /** Pool runners start the agent runtime's process ahead too, for a new conversation's first turn to claim. */
+  poolPrewarm: boolean;
   /** How long `on_capacity=hold` may wait for a runner. */
   maxHoldSeconds: number;
   /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
@@ -157,6 +160,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pingIntervalMs: e.ACIS_PING_INTERVAL_MS,
     maxSandboxes: e.ACIS_MAX_SANDBOXES,
     poolSize: e.ACIS_POOL_SIZE,
+    poolPrewarm: e.ACIS_POOL_PREWARM === '1',
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,

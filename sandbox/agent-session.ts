@@ -27,16 +27,20 @@ type Log = (message: string) => void;
 export class AgentSessions {
   private spare: Promise<SpareProcess | undefined> | undefined;
 
-  /** `options`: everything but the session's own cwd, resume and skills. */
+  /**
+   * `options`: everything but the session's own cwd, resume and skills, made anew for each process
+   * (an in-process MCP server instance serves one process only: a spare keeps its own).
+   */
   constructor(
-    private readonly options: Options,
+    private readonly options: () => Options,
     private readonly log: Log,
   ) {}
 
   /** Starts the runtime's process now, to be claimed by the first turn. */
   prewarm(): void {
-    const settings = typeof this.options.settings === 'object' ? this.options.settings : {};
-    this.spare = prewarm({ options: { ...this.options, settings: { ...settings, disableBundledSkills: true } } }).catch((error: unknown) => {
+    const options = this.options();
+    const settings = typeof options.settings === 'object' ? options.settings : {};
+    this.spare = prewarm({ options: { ...options, settings: { ...settings, disableBundledSkills: true } } }).catch((error: unknown) => {
       this.log(`prewarming the agent runtime failed; the first turn starts it: ${describe(error)}`);
       return undefined;
     });
@@ -57,7 +61,7 @@ export class AgentSessions {
     }
     const session = query({
       prompt,
-      options: { ...this.options, cwd: first.cwd, resume: first.resume, ...(first.skills && { skills: first.skills }) },
+      options: { ...this.options(), cwd: first.cwd, resume: first.resume, ...(first.skills && { skills: first.skills }) },
     });
     return { session, prewarmed: false };
   }

@@ -14,6 +14,8 @@ export interface RunnerConfig {
   /** Loopback listeners bridged to bound sockets (ACIS_FORWARD `port=/socket,...`). */
   forwards: Array<{ port: number; socket: string }>;
   listen: ListenConfig | undefined;
+  /** ACIS_PREWARM=1: start the agent runtime's process now, for the first turn to claim (pool runners). */
+  prewarm: boolean;
 }
 
 export const DEFAULT_RECONNECT_SECONDS = 30;
@@ -50,8 +52,9 @@ export function readRunnerConfig(
   } else if (env.ACIS_RUNNER_TOKEN || env.ACIS_RUNNER_TOKEN_FILE) {
     problems.push('ACIS_RUNNER_TOKEN is set but ACIS_RUNNER_LISTEN is not: the runner would speak on stdio without authentication');
   }
+  if (env.ACIS_PREWARM !== undefined && env.ACIS_PREWARM !== '0' && env.ACIS_PREWARM !== '1') problems.push('ACIS_PREWARM must be 0 or 1');
   if (problems.length > 0) return { problems };
-  return { config: { forwards, listen }, problems: [] };
+  return { config: { forwards, listen, prewarm: env.ACIS_PREWARM === '1' }, problems: [] };
 }
 
 /** `host:port`, `[v6]:port` or `:port` (all interfaces). */

@@ -14,8 +14,9 @@
  * ACIS_RUNNER_LISTEN, ACIS_RUNNER_TOKEN or ACIS_RUNNER_TOKEN_FILE, ACIS_RUNNER_RECONNECT_SECONDS.
  */
 import { readFileSync } from 'node:fs';
-import { createSdkMcpServer, query, type SDKUserMessage, type SessionStore, tool } from '@anthropic-ai/claude-agent-sdk';
+import { createSdkMcpServer, type SDKUserMessage, type SessionStore, tool } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
+import { AgentSessions } from './agent-session.js';
 import { serveTcpToUnix } from './bridge.js';
 import type { Channel } from './channel.js';
 import { type LinkEndpoint, PEER_CLOSED } from './link.js';
@@ -70,38 +71,41 @@ function plainKey(key: SessionKeyLike): SessionKeyLike {
 /**
  * The platform's own tools, served in-process (MCP server `platform`). `request_approval` parks the
  * turn: the call is handed to the API server, which raises an Approval and answers only once a human
- * resolves it (or the run ends), so the agent sees the decision as the tool's result.
+ * resolves it (or the run ends), so the agent sees the decision as the tool's result. One instance per
+ * runtime process (a prewarmed one and a fresh one each need their own).
  */
-const platformTools = createSdkMcpServer({
-  name: 'platform',
-  version: '1.0.0',
-  tools: [
-    tool(
-      'request_approval',
-      'Ask a human approver before a risky step, or for a secret you need. The call waits for the decision; ' +
-        'an approval can supply secrets, which you then use as {{secret:ALIAS}} placeholders.',
-      {
-        reason: z.string().describe('Why approval is needed, for the approver'),
-        requested_items: z
-          .array(
-            z.object({
-              kind: z.enum(['action', 'secret']),
-              description: z.string(),
-              alias: z.string().optional().describe('For kind secret: the alias the secret is supplied under'),
-            }),
-          )
-          .describe('What is asked for: actions to permit, secrets to supply'),
-        expires_in_seconds: z.number().int().min(1).optional().describe('How long the approver has (capped by the platform)'),
-      },
-      async (input) => {
-        const reply = await ask((request_id) => ({ type: 'runner_approval_request', request_id, input }));
-        return reply.type === 'approval_result'
-          ? { content: [{ type: 'text', text: reply.text }], isError: reply.is_error }
-          : { content: [{ type: 'text', text: 'The platform gave no decision.' }], isError: true };
-      },
-    ),
-  ],
-});
+function platformTools() {
+  return createSdkMcpServer({
+    name: 'platform',
+    version: '1.0.0',
+    tools: [
+      tool(
+        'request_approval',
+        'Ask a human approver before a risky step, or for a secret you need. The call waits for the decision; ' +
+          'an approval can supply secrets, which you then use as {{secret:ALIAS}} placeholders.',
+        {
+          reason: z.string().describe('Why approval is needed, for the approver'),
+          requested_items: z
+            .array(
+              z.object({
+                kind: z.enum(['action', 'secret']),
+                description: z.string(),
+                alias: z.string().optional().describe('For kind secret: the alias the secret is supplied under'),
+              }),
+            )
+            .describe('What is asked for: actions to permit, secrets to supply'),
+          expires_in_seconds: z.number().int().min(1).optional().describe('How long the approver has (capped by the platform)'),
+        },
+        async (input) => {
+          const reply = await ask((request_id) => ({ type: 'runner_approval_request', request_id, input }));
+          return reply.type === 'approval_result'
+            ? { content: [{ type: 'text', text: reply.text }], isError: reply.is_error }
+            : { content: [{ type: 'text', text: 'The platform gave no decision.' }], isError: true };
+        },
+      ),
+    ],
+  });
+}
 
 /** User turns for the SDK's streaming input, fed by `turn` commands. */
 class TurnQueue implements AsyncIterable<SDKUserMessage> {
@@ -144,34 +148,31 @@ class TurnQueue implements AsyncIterable<SDKUserMessage> {
 
 const turns = new TurnQueue();
 let session: Promise<void> | undefined;
+/** How the agent session starts: afresh, or in a runtime process prewarmed before the first turn. */
+const sessions = new AgentSessions(
+  () => ({
+    // The sandbox is the permission boundary; inside it the agent runs its tools without asking.
+    permissionMode: 'bypassPermissions',
+    allowDangerouslySkipPermissions: true,
+    includePartialMessages: true,
+    settingSources: ['project'],
+    // The SDK finds transcripts through CLAUDE_CONFIG_DIR (not HOME); without it nothing is mirrored.
+    env: { ...process.env },
+    mcpServers: { platform: platformTools() },
+    ...(process.env.ACIS_SESSION_STORE === '1' && { sessionStore: serverSessionStore }),
+    stderr: (data) => process.stderr.write(data),
+  }),
+  (message) => log(message),
+);
 
 /** The session starts with the first turn, which says whether to resume and which skills to offer. */
-function startSession(first: Turn): Promise<void> {
-  const useServerStore = process.env.ACIS_SESSION_STORE === '1';
-  const messages = query({
-    prompt: turns,
-    options: {
-      cwd: process.cwd(),
-      resume: first.resume,
-      // The sandbox is the permission boundary; inside it the agent runs its tools without asking.
-      permissionMode: 'bypassPermissions',
-      allowDangerouslySkipPermissions: true,
-      includePartialMessages: true,
-      settingSources: ['project'],
-      ...(first.skills && { skills: first.skills }),
-      // The SDK finds transcripts through CLAUDE_CONFIG_DIR (not HOME); without it nothing is mirrored.
-      env: { ...process.env },
-      mcpServers: { platform: platformTools },
-      ...(useServerStore && { sessionStore: serverSessionStore }),
-      stderr: (data) => process.stderr.write(data),
-    },
-  });
-  return (async () => {
-    for await (const message of messages) {
-      if (message.type === 'result') turnsInProgress = Math.max(0, turnsInProgress - 1);
-      emit(message);
-    }
-  })();
+async function startSession(first: Turn): Promise<void> {
+  const { session: messages, prewarmed } = await sessions.start({ cwd: process.cwd(), resume: first.resume, skills: first.skills }, turns);
+  if (prewarmed) log('session started in the prewarmed agent runtime');
+  for await (const message of messages) {
+    if (message.type === 'result') turnsInProgress = Math.max(0, turnsInProgress - 1);
+    emit(message);
+  }
 }
 
 function handle(command: ServerCommand): void {
@@ -240,6 +241,8 @@ const EXIT_GRACE_MS = 5000;
 function exit(code: number): void {
   if (exiting) return;
   exiting = true;
+  // A runtime prewarmed for a first turn that never came goes with the runner.
+  sessions.close();
   if (!link) process.exit(code);
   const grace = setTimeout(() => process.exit(code), EXIT_GRACE_MS);
   void link.drained().then(() => {
@@ -286,6 +289,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   for (const forward of config.forwards) await serveTcpToUnix(forward.port, forward.socket);
+  if (config.prewarm) sessions.prewarm();
   channel = await openChannel(config.listen);
   channel.onLine((line) => {
     try {

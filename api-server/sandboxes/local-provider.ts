@@ -333,7 +333,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     mkdirSync(dirs.workspace, { recursive: true });
     mkdirSync(dirs.home, { recursive: true });
     const egressToken = randomToken(24);
-    const runner = new LocalRunner(id, this.runnerCommand(dirs, { id, token: egressToken }), this.logger);
+    const runner = new LocalRunner(id, this.runnerCommand(dirs, { id, token: egressToken }, { prewarm: options.pooled && this.config.poolPrewarm }), this.logger);
     const entry: RunnerEntry = { runner, view: transition.newRunner(id, agentType, this.now()), dirs, egressToken, shownWarm: false };
     this.entries.set(id, entry);
     void runner.exit.then(() => {
@@ -358,6 +358,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private runnerCommand(
     dirs: RunnerEntry['dirs'],
     credential: { id: string; token: string },
+    options: { prewarm: boolean },
   ): { file: string; args: string[]; env: Record<string, string>; cwd: string } {
     const runDir = path.join(this.root, 'run');
     const isolated = this.config.sandboxIsolation !== 'none';
@@ -372,6 +373,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       ...this.egressEnv(credential, runPath, isolated),
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
       ACIS_SESSION_STORE: '1',
+      // A pool runner serves a conversation not known yet; the agent runtime can start before it is.
+      ...(options.prewarm && { ACIS_PREWARM: '1' }),
       // The sandbox is the permission boundary (the runtime refuses to skip permissions as root otherwise).
       IS_SANDBOX: '1',
     };

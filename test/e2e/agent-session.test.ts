@@ -66,7 +66,7 @@ describe('agent sessions', () => {
   it('a prewarmed runtime is claimed by the first turn and offers exactly the run\'s skills', async () => {
     const { cwd, home } = await workspace('prewarmed', ['pdf', 'docx']);
     const logs: string[] = [];
-    const sessions = new AgentSessions(options(home), (line) => logs.push(line));
+    const sessions = new AgentSessions(() => options(home), (line) => logs.push(line));
     sessions.prewarm();
     const turn = await firstTurn(sessions, cwd, 'hello [[echo-skills]]', { skills: ['pdf'] });
     expect(turn.prewarmed, logs.join('\n')).toBe(true);
@@ -75,9 +75,9 @@ describe('agent sessions', () => {
 
   it('a first turn that resumes a session leaves the spare and starts afresh, with the history and the skills filter', async () => {
     const { cwd, home } = await workspace('resumed', ['pdf', 'docx']);
-    const earlier = await firstTurn(new AgentSessions(options(home), () => undefined), cwd, 'remember me', { skills: ['docx'] });
+    const earlier = await firstTurn(new AgentSessions(() => options(home), () => undefined), cwd, 'remember me', { skills: ['docx'] });
     expect(earlier.prewarmed).toBe(false);
-    const sessions = new AgentSessions(options(home), () => undefined);
+    const sessions = new AgentSessions(() => options(home), () => undefined);
     sessions.prewarm();
     const turn = await firstTurn(sessions, cwd, 'again [[echo-history]] [[echo-skills]]', { resume: earlier.result.session_id, skills: ['docx'] });
     expect(turn.prewarmed).toBe(false);
@@ -87,7 +87,7 @@ describe('agent sessions', () => {
 
   it('without a prewarm, the first turn starts the runtime with the skills filter', async () => {
     const { cwd, home } = await workspace('fresh', ['pdf', 'docx']);
-    const turn = await firstTurn(new AgentSessions(options(home), () => undefined), cwd, '[[echo-skills]]', { skills: ['docx', 'pdf'] });
+    const turn = await firstTurn(new AgentSessions(() => options(home), () => undefined), cwd, '[[echo-skills]]', { skills: ['docx', 'pdf'] });
     expect(turn).toMatchObject({ prewarmed: false, result: { result: 'Skills: docx, pdf' } });
   });
 

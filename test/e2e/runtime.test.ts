@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
+import { commandLine, processTree } from '../../hack/bench/proc-tree.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import type { RunnerView } from '../../sandbox-policy/policy.js';
 import { deltaText, isTerminal, type Line, readLines, withoutPings } from '../helpers/ndjson.js';
@@ -111,9 +112,39 @@ async function assistantMessages(server: TestServer, serviceKey: string, convers
 
 const secondsBetween = (later: string | Date, earlier: string | Date) => (new Date(later).getTime() - new Date(earlier).getTime()) / 1000;
 
+/** The agent runtime's processes among this process's descendants (the runners' CLIs), and whether each was prewarmed. */
+const runtimeProcesses = () =>
+  processTree(process.pid)
+    .map((pid) => commandLine(pid))
+    .filter((line) => line.includes('--input-format stream-json'))
+    .map((line) => ({ prewarmed: line.includes('--await-claim') }));
+
 // ---------------------------------------------------------------- pooled mode
 
 describe('pooled mode', () => {
+  it('pool runners prewarm the agent runtime; a new conversation\'s first message runs in it, a resumed turn starts the runtime afresh', async () => {
+    await poolIsFull(t);
+    await until('every pool runner to have its runtime prewarmed', () => runtimeProcesses().filter((p) => p.prewarmed).length >= POOL_SIZE);
+    const conversationId = await newConversation(t, key, user.userId);
+    const seenAtInit: Array<Array<{ prewarmed: boolean }>> = [];
+    const send = async (content: string) => {
+      const response = await openStream(t, key, conversationId, { content });
+      expect(response.status).toBe(200);
+      const lines = await readLines(response, (line) => {
+        if (line.type === 'system' && line.subtype === 'init') seenAtInit.push(runtimeProcesses());
+      });
+      expect(withoutPings(lines).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+      return deltaText(withoutPings(lines));
+    };
+    expect(await send('My code word is HERON [[reply: noted]]')).toBe('noted');
+    // Only prewarmed runtimes exist while the first turn runs: none was started for it.
+    expect(seenAtInit[0]!.length).toBeGreaterThan(0);
+    expect(seenAtInit[0]!.every((p) => p.prewarmed)).toBe(true);
+    expect(await send('Again [[echo-history]]')).toBe(history('My code word is HERON [[reply: noted]]'));
+    // A claim cannot resume a session: the second turn's runtime was started for it.
+    expect(seenAtInit[1]!.some((p) => !p.prewarmed)).toBe(true);
+  });
+
   it('pre-starts ACIS_POOL_SIZE runners; each message claims one, releases it, and resumes the session from the stored transcript', async () => {
     const conversationId = await newConversation(t, key, user.userId);
     expect((await runtimeOf(t, key, conversationId)).runtime).toEqual({

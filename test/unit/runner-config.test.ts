@@ -10,9 +10,15 @@ const noFile = (file: string): string => {
 describe('readRunnerConfig(env, readFile)', () => {
   it('speaks on stdio without ACIS_RUNNER_LISTEN, with its forwards', () => {
     expect(readRunnerConfig({ ACIS_FORWARD: '3128=/run/acis/egress.sock' }, noFile)).toEqual({
-      config: { forwards: [{ port: 3128, socket: '/run/acis/egress.sock' }], listen: undefined },
+      config: { forwards: [{ port: 3128, socket: '/run/acis/egress.sock' }], listen: undefined, prewarm: false },
       problems: [],
     });
+  });
+
+  it('prewarms the agent runtime with ACIS_PREWARM=1, and refuses any other value than 0 or 1', () => {
+    expect(readRunnerConfig({ ACIS_PREWARM: '1' }, noFile).config?.prewarm).toBe(true);
+    expect(readRunnerConfig({ ACIS_PREWARM: '0' }, noFile).config?.prewarm).toBe(false);
+    expect(readRunnerConfig({ ACIS_PREWARM: 'yes' }, noFile).problems).toEqual(['ACIS_PREWARM must be 0 or 1']);
   });
 
   it.each([
