@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import Koa from 'koa';
+import { sql } from 'kysely';
 import { authenticate } from './auth/authenticate.js';
 import type { AppDeps } from './deps.js';
 import { jsonBody } from './core/http/json-body.js';
@@ -27,7 +28,8 @@ export function createApp(deps: AppDeps): Koa {
     if (!deps.runtime.runs.accepting) throw shuttingDownProblem();
     const unavailable = deps.runtime.provider.unavailableReason;
     if (unavailable) throw new ProblemError('sandbox-unavailable', 503, { detail: unavailable });
-    await deps.db.selectNoFrom((eb) => eb.val(1).as('one')).execute();
+    // Constant SQL without parameters: one simple-protocol round trip, no statement to prepare.
+    await sql`select 1`.execute(deps.db);
     ctx.body = { status: 'ready' };
   });
   router.get('/metrics', async (ctx) => {

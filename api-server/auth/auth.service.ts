@@ -28,7 +28,7 @@ export async function exchangeToken(
   }
   if (row.user_status === 'suspended') throw problems.forbidden('The user is deactivated.');
 
-  const issued = await issueUserToken(
+  const issued = issueUserToken(
     deps,
     { integrationId: principal.integrationId, tenantId: row.tenant_id, userId: row.user_id },
     body.ttl_seconds,

@@ -80,3 +80,13 @@ function envelope<Row extends { id: string }>(rows: Row[], hasMore: boolean): Pa
 export function mapPage<Row, Out>(page: Page<Row>, present: (row: Row) => Out): Page<Out> {
   return { ...page, data: page.data.map(present) };
 }
+
+/**
+ * The JSON text of a page whose items the database has already rendered as JSON (`json` column),
+ * for hot listings: parsing each row into objects and serialising them again was most of a page's
+ * cost. Ids are time-ordered base32, so the cursor needs no escaping beyond JSON.stringify.
+ */
+export function pageJson(page: Page<{ id: string; json: string }>): string {
+  const items = page.data.map((row) => row.json).join(',');
+  return `{"object":"list","data":[${items}],"has_more":${page.has_more},"next_cursor":${JSON.stringify(page.next_cursor)}}`;
+}

@@ -1,5 +1,5 @@
 import { defineRoute } from '../define-route.js';
-import { mapPage } from '../core/pagination.js';
+import { pageJson } from '../core/pagination.js';
 import {
   AttachRepositoryBody,
   CreateTenantBody,
@@ -62,7 +62,8 @@ export const tenantRoutes = [
     responses: { 200: { description: 'A page of tenants', schema: TenantList }, 400: { description: 'Bad query' }, ...common },
     handler: async ({ deps, principal, query }) => ({
       status: 200,
-      body: mapPage(await listTenants(deps, principal, query), presentTenant),
+      body: pageJson(await listTenants(deps, principal, query)),
+      contentType: 'application/json',
     }),
   }),
   defineRoute({

@@ -11,7 +11,7 @@ import { runControllerPlane } from './controller-plane.js';
 import { runSkillsPlane } from './skills.js';
 import { acisServeArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
 import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
-import { DATASETS, SCENARIOS, type Scenario, type Target } from './scenarios.js';
+import { BARE_FLOOR, DATASETS, QUERY_FLOOR, SCENARIOS, type Scenario, type Target } from './scenarios.js';
 import { type Fixture, growTenants, seedBase } from './seed.js';
 
 /**
@@ -21,7 +21,9 @@ import { type Fixture, growTenants, seedBase } from './seed.js';
  * (skills.ts: skill content from the database, push to next run).
  * Environment: BENCH_PLANES (provisioning | conversations | controller | skills | all, the default), BENCH_DURATION_S
  * (measured seconds per provisioning scenario, default 10), BENCH_WARMUP_S (default 3),
- * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles),
+ * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles), BENCH_SCENARIOS
+ * (comma-separated scenario ids or id prefixes such as `token-exchange` or `tenants-list-first@1M`:
+ * only those run, beside the two floors; a dataset is only seeded when one of them needs it),
  * BENCH_ADMIN_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres); the conversation
  * plane's own variables are listed in conversations.ts.
  */
@@ -163,8 +165,10 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
 
   const outcomes: ScenarioOutcome[] = [];
   let fixture: Fixture | undefined;
+  const selected = selectedScenarios();
   for (const dataset of [null, ...DATASETS]) {
-    const scenarios = SCENARIOS.filter((s) => s.dataset === (dataset?.id ?? null));
+    const scenarios = selected.filter((s) => s.dataset === (dataset?.id ?? null));
+    if (scenarios.length === 0) continue;
     if (dataset) {
       const acis = await serverFor('acis');
       const started = Date.now();
@@ -202,6 +206,17 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
     failures: outcomes.filter((o) => o.failure).map(({ scenario, failure }) => `${scenario.id}: ${failure}`),
     files,
   };
+}
+
+/** The scenarios BENCH_SCENARIOS names (all when unset), always with the floors the ratios need. */
+function selectedScenarios(): Scenario[] {
+  const wanted = (process.env.BENCH_SCENARIOS ?? '').split(',').map((id) => id.trim()).filter(Boolean);
+  if (wanted.length === 0) return SCENARIOS;
+  const picked = SCENARIOS.filter(
+    (s) => s.id === BARE_FLOOR || s.id === QUERY_FLOOR || wanted.some((id) => s.id === id || s.id.startsWith(id)),
+  );
+  if (picked.length === 2) throw new Error(`BENCH_SCENARIOS matches no scenario: ${wanted.join(', ')}`);
+  return picked;
 }
 
 interface ScenarioContext {

@@ -273,6 +273,34 @@ describe('GET /tenants', () => {
     }
   });
 
+  it('lists each tenant exactly as GET /tenants/{id} presents it (the page is rendered by the database)', async () => {
+    const fresh = await startTestServer();
+    try {
+      const { serviceKey } = await fresh.createIntegration();
+      const full = await fresh.request('PUT', `/tenants/by-external-id/${encodeURIComponent('ü "quoted" \\ tenant')}`, {
+        token: serviceKey,
+        body: {
+          name: 'Ünïcödé "name" \\ \u2028 😀',
+          settings: { filler_enabled: false, default_agent_type: 'custom', max_idle_ttl_seconds: 60, max_concurrent_warm: 0 },
+          metadata: { 'key with "quotes"': '\n\t \u0001', unicode: 'ü 😀 \u2028', empty: '' },
+        },
+      });
+      expect(full.status, JSON.stringify(full.body)).toBe(201);
+      const bare = await fresh.request('PUT', '/tenants/by-external-id/bare', { token: serviceKey, body: {} });
+      await fresh.request('PATCH', `/tenants/${bare.body.id}`, { token: serviceKey, body: { status: 'suspended' } });
+      const listed = await fresh.request('GET', '/tenants', { token: serviceKey });
+      expect(listed.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(listed.body).toMatchObject({ object: 'list', has_more: false, next_cursor: null });
+      for (const item of listed.body.data) {
+        const fetched = await fresh.request('GET', `/tenants/${item.id}`, { token: serviceKey });
+        expect(item).toEqual(fetched.body);
+      }
+      expect(listed.body.data.map((x: { id: string }) => x.id)).toEqual([bare.body.id, full.body.id]);
+    } finally {
+      await fresh.stop();
+    }
+  });
+
   it('answers 400 for both cursors, a bad limit or a bad status', async () => {
     for (const query of ['starting_after=tnt_a&ending_before=tnt_b', 'limit=0', 'limit=101', 'limit=abc', 'status=gone']) {
       const res = await t.request('GET', `/tenants?${query}`, { token: key });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { DEFAULT_PAGE_SIZE, listQuery, MAX_PAGE_SIZE } from '../../api-server/core/pagination.js';
+import { DEFAULT_PAGE_SIZE, listQuery, MAX_PAGE_SIZE, pageJson } from '../../api-server/core/pagination.js';
 
 const query = listQuery('tenant', { status: z.enum(['active', 'suspended']).optional() });
 
@@ -50,5 +50,29 @@ describe('listQuery', () => {
   it('validates the route filters with the page fields', () => {
     expect(query.safeParse({ status: 'deleted' }).success).toBe(false);
     expect(query.safeParse({ starting_after: '' }).success).toBe(false);
+  });
+});
+
+describe('pageJson(page)', () => {
+  it('is the JSON of the list envelope around items the database rendered', () => {
+    const rows = [
+      { id: 'tnt_2', json: '{"id": "tnt_2", "name": "a \\"b\\""}' },
+      { id: 'tnt_1', json: '{"id": "tnt_1", "name": null}' },
+    ];
+    expect(JSON.parse(pageJson({ object: 'list', data: rows, has_more: true, next_cursor: 'tnt_1' }))).toEqual({
+      object: 'list',
+      data: [
+        { id: 'tnt_2', name: 'a "b"' },
+        { id: 'tnt_1', name: null },
+      ],
+      has_more: true,
+      next_cursor: 'tnt_1',
+    });
+    expect(JSON.parse(pageJson({ object: 'list', data: [], has_more: false, next_cursor: null }))).toEqual({
+      object: 'list',
+      data: [],
+      has_more: false,
+      next_cursor: null,
+    });
   });
 });

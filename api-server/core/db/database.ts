@@ -75,24 +75,48 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
  * measured, this cut the database CPU of token exchange by two thirds. The cost is memory per
  * connection for each distinct SQL text, and it needs session pooling (not a transaction-mode
  * PgBouncer).
+ *
+ * Per query, the wrapper itself must stay near free: each pg client keeps one wrapper (kysely keys
+ * its connection objects by it, so a fresh wrapper per checkout made a fresh kysely connection per
+ * query), and statement names are remembered rather than hashed again on every call.
  */
 function preparedStatementPool(pool: pg.Pool): PostgresPool {
+  const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  const wrap = (client: pg.PoolClient): PostgresPoolClient => {
+    const query = ((sql: string | PostgresCursor<unknown>, parameters?: ReadonlyArray<unknown>) => {
+      if (typeof sql !== 'string') return client.query(sql as never);
+      if (!parameters || parameters.length === 0) return client.query(sql, parameters as unknown[]);
+      return client.query({ name: statementName(sql), text: sql, values: parameters as unknown[] });
+    }) as unknown as PostgresPoolClient['query'];
+    // pg-pool gives the client a new `release` at each checkout: call whichever it has now.
+    return { query, release: () => client.release() };
+  };
   return {
     async connect(): Promise<PostgresPoolClient> {
       const client = await pool.connect();
-      const query = ((sql: string | PostgresCursor<unknown>, parameters?: ReadonlyArray<unknown>) => {
-        if (typeof sql !== 'string') return client.query(sql as never);
-        if (!parameters || parameters.length === 0) return client.query(sql, parameters as unknown[]);
-        return client.query({ name: statementName(sql), text: sql, values: parameters as unknown[] });
-      }) as unknown as PostgresPoolClient['query'];
-      return { query, release: () => client.release() };
+      let wrapper = wrappers.get(client);
+      if (!wrapper) {
+        wrapper = wrap(client);
+        wrappers.set(client, wrapper);
+      }
+      return wrapper;
     },
     end: () => pool.end(),
   };
 }
 
+/** Distinct SQL texts are few (queries are built from code); the bound only guards against a leak. */
+const STATEMENT_NAMES_MAX = 5_000;
+const statementNames = new Map<string, string>();
+
 function statementName(sql: string): string {
-  return `acis_${createHash('sha1').update(sql).digest('hex')}`;
+  let name = statementNames.get(sql);
+  if (name === undefined) {
+    name = `acis_${createHash('sha1').update(sql).digest('hex')}`;
+    if (statementNames.size >= STATEMENT_NAMES_MAX) statementNames.clear();
+    statementNames.set(sql, name);
+  }
+  return name;
 }
 
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
