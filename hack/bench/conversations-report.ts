@@ -2,7 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FloorId, FloorRun, TurnTiming, Where } from './sdk-floors.js';
 
-export type CaseId = 'warm' | 'pooled' | 'pooled-first' | 'cold';
+export type CaseId = 'warm' | 'pooled' | 'pooled-first' | 'pooled-first-unprewarmed' | 'cold';
 
 export interface CaseRun {
   id: CaseId;
@@ -20,8 +20,10 @@ export interface TreeRss {
 }
 
 export interface MemoryFigures {
-  /** A pre-started runner nobody claimed yet. */
+  /** A pre-started runner nobody claimed yet (its runtime prewarmed). */
   idleRunner?: TreeRss;
+  /** The same with ACIS_POOL_PREWARM=0. */
+  idleRunnerWithoutPrewarm?: TreeRss;
   /** A warm conversation's runner between turns, its SDK session live. */
   heldRunner?: TreeRss;
   /** The ACIS server process alone. */
@@ -49,6 +51,11 @@ const CASES: Record<CaseId, { title: string; floor: FloorId; aim: { kind: 'added
   pooled: { title: 'pooled claim (pre-started runner, session resumed)', floor: 'prestarted', aim: { kind: 'added-ms', ms: 15 } },
   'pooled-first': {
     title: "pooled conversation's first message (pre-started runner, runtime prewarmed)",
+    floor: 'prestarted-new',
+    aim: { kind: 'added-ms', ms: 15 },
+  },
+  'pooled-first-unprewarmed': {
+    title: "pooled conversation's first message with ACIS_POOL_PREWARM=0 (the runtime starts at the claim)",
     floor: 'prestarted-new',
     aim: { kind: 'added-ms', ms: 15 },
   },
@@ -233,7 +240,8 @@ export function renderConversationsMarkdown(info: ConversationRunInfo, cases: Ca
     '',
     '| What | RSS MiB | by process |',
     '|---|--:|---|',
-    `| one idle pre-started runner | ${mib(memory.idleRunner?.totalMiB)} | ${byName(memory.idleRunner)} |`,
+    `| one idle pre-started runner, runtime prewarmed | ${mib(memory.idleRunner?.totalMiB)} | ${byName(memory.idleRunner)} |`,
+    `| one idle pre-started runner, \`ACIS_POOL_PREWARM=0\` | ${mib(memory.idleRunnerWithoutPrewarm?.totalMiB)} | ${byName(memory.idleRunnerWithoutPrewarm)} |`,
     `| one held warm runner (live SDK session) | ${mib(memory.heldRunner?.totalMiB)} | ${byName(memory.heldRunner)} |`,
     `| ACIS server, no stream open | ${mib(memory.serverIdleMiB)} | |`,
     `| ACIS server, one open stream (its run in flight, the model slow) | ${mib(memory.serverOneStreamMiB)} | |`,

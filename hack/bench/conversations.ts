@@ -92,8 +92,8 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
   const cases: CaseRun[] = [];
   const memory: MemoryFigures = {};
   const acisArgs = acisServeArgs(ctx.root);
-  const startAcis = async (poolSize: number) => {
-    const dataDir = path.join(root, `acis-pool-${poolSize}`);
+  const startAcis = async (poolSize: number, env: Record<string, string> = {}) => {
+    const dataDir = path.join(root, `acis-pool-${poolSize}-${Object.values(env).join('-') || 'default'}`);
     await mkdir(dataDir);
     const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
     const server = await startServerProcess(`acis (pool ${poolSize})`, acisArgs, {
@@ -109,6 +109,7 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
       ACIS_SANDBOX_ISOLATION: isolation,
       // Every stream sends with one service key: this bench measures turns, not the message limit.
       ACIS_RATE_LIMIT_MESSAGE_SENDS: '1000000000',
+      ...env,
     });
     ctx.defer(() => server.stop());
     const api = new Api(server.url, serviceKey);
@@ -133,12 +134,21 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
       }),
     );
     cases.push(await measureCase('pooled', api, userId, { warmupTurns, turns }));
-    cases.push(await measureFirstMessages(api, userId, { warmupTurns, turns }));
+    cases.push(await measureFirstMessages('pooled-first', api, userId, { warmupTurns, turns }));
     try {
       Object.assign(memory, await streamMemory(server, api, userId, streams));
     } catch (error) {
       memory.failure = (error as Error).message;
     }
+    await server.stop();
+  }
+  {
+    log('ACIS with ACIS_POOL_PREWARM=0: first messages and the idle runner without a prewarmed runtime');
+    const { server, api, userId } = await startAcis(1, { ACIS_POOL_PREWARM: '0' });
+    await settle();
+    const [prestarted] = runnersOf(server);
+    if (prestarted) memory.idleRunnerWithoutPrewarm = treeRss(prestarted.pid);
+    cases.push(await measureFirstMessages('pooled-first-unprewarmed', api, userId, { warmupTurns, turns }));
     await server.stop();
   }
   {
@@ -229,8 +239,13 @@ async function measureCase(
  * A pooled conversation's first message, each turn on a new conversation, once the node is idle
  * again (its pool refilled, the runner's runtime prewarmed): what a host sees when a user starts a chat.
  */
-async function measureFirstMessages(api: Api, userId: string, counts: { warmupTurns: number; turns: number }): Promise<CaseRun> {
-  log('pooled-first ...');
+async function measureFirstMessages(
+  id: 'pooled-first' | 'pooled-first-unprewarmed',
+  api: Api,
+  userId: string,
+  counts: { warmupTurns: number; turns: number },
+): Promise<CaseRun> {
+  log(`${id} ...`);
   const timings: TurnTiming[] = [];
   const other = new OtherCpu(process.pid);
   try {
@@ -244,11 +259,11 @@ async function measureFirstMessages(api: Api, userId: string, counts: { warmupTu
       if (!timing.content) throw new Error('the first message got an empty reply');
       if (measured) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
     }
-    log(`pooled-first: ${summary(timings)}`);
-    return { id: 'pooled-first', timings, otherCpuShare: other.share() };
+    log(`${id}: ${summary(timings)}`);
+    return { id, timings, otherCpuShare: other.share() };
   } catch (error) {
-    log(`pooled-first: FAILED: ${(error as Error).message}`);
-    return { id: 'pooled-first', timings, otherCpuShare: other.share(), failure: (error as Error).message };
+    log(`${id}: FAILED: ${(error as Error).message}`);
+    return { id, timings, otherCpuShare: other.share(), failure: (error as Error).message };
   }
 }
 
