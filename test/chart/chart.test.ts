@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { ROOT } from '../helpers/acis-process.js';
 import { pruneAndDefault, validateAgainstSchema, type JsonSchema } from '../k8s/schema-validation.js';
-import { CHART, find, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
+import { CHART, find, KIND_VALUES, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
 import { schemaProblems } from './kube-schema.js';
 import { connectionAllowed, type NetworkPolicy, type PodEndpoint, selects } from './network-policy-eval.js';
 
@@ -75,6 +75,7 @@ describe('charts/acis: helm lint --strict', () => {
     ['default values', []],
     ['the production-like values', [PRODUCTION_VALUES]],
     ['the trial values', [TRIAL_VALUES]],
+    ['the kind walk-through values', [KIND_VALUES]],
   ])('passes with %s', async (_name, valuesFiles) => {
     const result = await lintChart({ valuesFiles });
     expect(result.code, result.stdout + result.stderr).toBe(0);
@@ -86,6 +87,7 @@ describe.each([
   ['default values', [] as string[]],
   ['production-like values', [PRODUCTION_VALUES]],
   ['trial values', [TRIAL_VALUES]],
+  ['kind walk-through values', [KIND_VALUES]],
 ])('charts/acis: helm template with %s', (_name, valuesFiles) => {
   let objects: RenderedObject[];
   beforeAll(async () => {
