@@ -413,3 +413,28 @@ describe('charts/acis: CRDs', () => {
     }
   });
 });
+
+describe('charts/acis: values.yaml', () => {
+  it('comments every value (above it, above its group of keys, or above the section holding it)', async () => {
+    const lines = (await readFile(path.join(CHART, 'values.yaml'), 'utf8')).split('\n');
+    const uncommented: string[] = [];
+    lines.forEach((line, index) => {
+      const key = /^(\s*)([A-Za-z][\w./-]*):\s*(\S.*)?$/.exec(line);
+      if (!key || key[3] === undefined) return; // section headers: their values are checked
+      let indent = key[1]!.length;
+      for (let above = index - 1; above >= 0; above -= 1) {
+        const previous = lines[above]!;
+        if (previous.trim().startsWith('#')) return;
+        const other = /^(\s*)[A-Za-z][\w./-]*:\s*(\S.*)?$/.exec(previous);
+        if (!other) break;
+        const otherIndent = other[1]!.length;
+        if (otherIndent > indent) continue; // inside an earlier sibling
+        if (otherIndent === indent) continue; // a sibling of the same group
+        if (other[2] !== undefined) break; // a value, not the section holding this one
+        indent = otherIndent; // the section header: its comment covers what it holds
+      }
+      uncommented.push(`${index + 1}: ${line.trim()}`);
+    });
+    expect(uncommented).toEqual([]);
+  });
+});
