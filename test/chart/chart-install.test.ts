@@ -3,9 +3,17 @@
  * `acis controller` as its own process with the environment the chart's Deployment gives its pod
  * (the test server runs no Deployment controller): the chart's CRDs are served, its warm pool fills
  * with runner pods through the simulated kubelet, the chart's Lease elects the controller, and the
- * sandbox NetworkPolicy selects the pods the controller really makes.
+ * sandbox NetworkPolicy selects the pods the controller really makes. Then the egress proxy's pod, made
+ * from its Deployment's template as a ReplicaSet would, runs the compiled proxy (built as the image's
+ * Dockerfile builds it) with the chart's environment, volumes and CA Secret, and becomes Ready.
  */
+import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import { connect } from 'node:net';
+import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanEnv, killLeftovers, ROOT, runAcis, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
 import { helm, kubectl } from '../helpers/kube-tools.js';
@@ -15,10 +23,15 @@ import type { KubeObject } from '../k8s/store.js';
 import { CHART, NAMESPACE } from './chart-render.js';
 import { selects, type LabelSelector } from './network-policy-eval.js';
 
+const run = promisify(execFile);
 const RUNNER_IMAGE = 'acis-runner:chart-test';
+const ACIS_IMAGE = 'acis:chart-test';
 const RUNNER_FIXTURE = path.join(ROOT, 'test', 'controller', 'fixtures', 'runner.cjs');
 // Pod IPs are unique within one kubelet only and test files run side by side: a port of our own.
 const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
+// The proxy listens on 0.0.0.0 as in its pod, which here is the host's network: ports of our own too.
+const PROXY_PORT = RUNNER_PORT + 1;
+const PROXY_METRICS_PORT = RUNNER_PORT + 2;
 const POD_NAME = 'acis-controller-7d9f8-x2x4q';
 
 interface EnvEntry {
@@ -31,26 +44,41 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
   let server: KubeTestServer;
   let kubelet: Kubelet;
   let controller: AcisProcess | undefined;
+  let build: string;
 
   beforeAll(async () => {
+    // The acis image's /app: dist/ compiled as its Dockerfile compiles it, node_modules, package.json.
+    build = await mkdtemp(path.join(tmpdir(), 'acis-chart-image-'));
+    await run(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', build], { cwd: ROOT });
+    const app = [
+      { source: build, target: '/app/dist' },
+      { source: await realpath(path.join(ROOT, 'node_modules')), target: '/app/node_modules' },
+      { source: path.join(ROOT, 'package.json'), target: '/app/package.json' },
+    ];
     // No CRDs loaded up front: the chart's crds/ must install them.
     server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
     kubelet = await startKubelet({
       server,
-      images: { [RUNNER_IMAGE]: { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] } },
+      images: {
+        [RUNNER_IMAGE]: { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] },
+        [ACIS_IMAGE]: { command: process.execPath, args: ['/app/dist/api-server/main.js', 'serve'], binds: app },
+      },
       probePeriodMs: 25,
       allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
     });
-  });
+  }, 180_000);
 
   afterAll(async () => {
     if (controller) await stopAcis(controller);
     killLeftovers();
     await kubelet?.close();
     await server?.close();
-  });
+    await rm(build, { recursive: true, force: true });
+  }, 180_000);
 
   it('installs: CRDs served, every object stored, the warm pool filled by the controller the chart configures', async () => {
+    const ca = await createDeploymentCaFiles();
+    server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: ca } as unknown as KubeObject);
     const [repository, tag] = RUNNER_IMAGE.split(':');
     const installed = await helm(
       [
@@ -60,6 +88,9 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
         '--set', 'sandbox.resources.requests.cpu=10m', '--set', 'sandbox.resources.requests.memory=16Mi',
         '--set', 'sandbox.resources.limits.cpu=100m', '--set', 'sandbox.resources.limits.memory=64Mi',
         '--set', 'warmPool.replicas=2',
+        '--set', 'image.repository=acis', '--set', 'image.tag=chart-test',
+        '--set', `egressProxy.port=${PROXY_PORT}`, '--set', `egressProxy.metricsPort=${PROXY_METRICS_PORT}`,
+        '--set', 'egressProxy.ca.existingSecret=acis-egress-ca',
         '--set', 'database.url=postgres://acis@db.example:5432/acis',
       ],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
@@ -121,7 +152,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     for (const pod of pods) {
       expect(selects(policy.spec.podSelector, pod.metadata.labels ?? {}), pod.metadata.name).toBe(true);
       const podEnv = new Map(pod.spec.containers[0]!.env.map((entry) => [entry.name, entry.value]));
-      expect(podEnv.get('HTTPS_PROXY')).toBe('http://acis-egress-proxy:3128');
+      expect(podEnv.get('HTTPS_PROXY')).toBe(`http://acis-egress-proxy:${PROXY_PORT}`);
       expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
     }
 
@@ -141,7 +172,57 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(after.data.ACIS_ADMIN_TOKEN).toBe(before.data.ACIS_ADMIN_TOKEN);
     await server.store.waitUntil(() => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1, 30_000, 'the pool shrunk to one pod');
   });
+  it('runs the egress proxy from its Deployment\'s pod template: the chart\'s env, volumes and CA, Ready', async () => {
+    const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
+      spec: { template: { metadata: { labels: Record<string, string> }; spec: Record<string, unknown> } };
+    };
+    const template = deployment.spec.template;
+    server.store.create('pods', NAMESPACE, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'acis-egress-proxy-5c7d9-qk2vd', namespace: NAMESPACE, labels: template.metadata.labels },
+      spec: template.spec,
+    } as unknown as KubeObject);
+    const ready = await server.store.waitFor(
+      'pods',
+      NAMESPACE,
+      'acis-egress-proxy-5c7d9-qk2vd',
+      (pod) => Boolean((pod as (KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }) | undefined)?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')),
+      60_000,
+    );
+    // Ready means it loaded the CA from the mounted Secret: the mount is read-only and the root
+    // filesystem too, so it could not have generated one.
+    expect(ready).toBeDefined();
+    const podIp = (ready as KubeObject & { status: { podIP: string } }).status.podIP;
+    const metrics = await fetch(`http://${podIp}:${PROXY_METRICS_PORT}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('acis_egress_');
+    // A request without run credentials is refused: the proxy knows no run yet (its runs file is empty).
+    expect(await proxyStatusLine(podIp, PROXY_PORT, 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
+    expect(kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toContain('/var/lib/acis-egress/egress-ca/ca.crt');
+  });
 });
+
+/** The status line a forward proxy answers `request` with. */
+async function proxyStatusLine(host: string, port: number, request: string): Promise<string> {
+  const socket = connect(port, host);
+  socket.write(request);
+  const [chunk] = (await once(socket, 'data')) as [Buffer];
+  socket.destroy();
+  return chunk.toString('latin1').split('\r\n')[0]!;
+}
+
+/** A deployment CA as the Secret the docs have the operator make: base64 `ca.crt` and `ca.key`. */
+async function createDeploymentCaFiles(): Promise<Record<string, string>> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'acis-chart-ca-'));
+  try {
+    await run('sh', ['-c', 'openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out ca.key && openssl req -x509 -new -key ca.key -days 30 -subj "/CN=test CA" -addext basicConstraints=critical,CA:TRUE -out ca.crt'], { cwd: dir });
+    const [crt, key] = await Promise.all([readFile(path.join(dir, 'ca.crt')), readFile(path.join(dir, 'ca.key'))]);
+    return { 'ca.crt': crt.toString('base64'), 'ca.key': key.toString('base64') };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
 /** An env entry's value as the kubelet would compute it for the pod POD_NAME. */
 function resolveEnv(server: KubeTestServer, entry: EnvEntry): string {
