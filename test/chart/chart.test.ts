@@ -7,6 +7,9 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
+import { loadConfig } from '../../api-server/config.js';
+import { loadControllerConfig } from '../../controller/config.js';
+import { loadEgressConfig } from '../../egress-proxy/egress-config.js';
 import { ROOT } from '../helpers/acis-process.js';
 import { pruneAndDefault, validateAgainstSchema, type JsonSchema } from '../k8s/schema-validation.js';
 import { CHART, find, KIND_VALUES, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
@@ -436,5 +439,47 @@ describe('charts/acis: values.yaml', () => {
       uncommented.push(`${index + 1}: ${line.trim()}`);
     });
     expect(uncommented).toEqual([]);
+  });
+});
+
+describe('charts/acis: the environment each Deployment gives its process', () => {
+  let objects: RenderedObject[];
+  beforeAll(async () => {
+    objects = await renderChart({ valuesFiles: [TRIAL_VALUES], set: ['secrets.metricsToken=metrics-token-0123456789'] });
+  });
+
+  /** A container's env as the kubelet would resolve it from the rendered Secrets and ConfigMaps. */
+  function resolvedEnv(deployment: string): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const entry of podSpecOf(find(objects, 'Deployment', deployment)).containers[0]!.env ?? []) {
+      const from = entry.valueFrom as { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string; optional?: boolean } } | undefined;
+      if (entry.value !== undefined) env[entry.name] = entry.value;
+      else if (from?.fieldRef) env[entry.name] = from.fieldRef.fieldPath === 'metadata.namespace' ? NAMESPACE : `${deployment}-pod`;
+      else if (from?.secretKeyRef) {
+        const secret = find(objects, 'Secret', from.secretKeyRef.name) as unknown as { data: Record<string, string> };
+        const value = secret.data[from.secretKeyRef.key];
+        if (value === undefined && !from.secretKeyRef.optional) throw new Error(`${entry.name}: ${from.secretKeyRef.name} has no ${from.secretKeyRef.key}`);
+        if (value !== undefined) env[entry.name] = Buffer.from(value, 'base64').toString();
+      }
+    }
+    return env;
+  }
+
+  it('acis serve accepts its environment', () => {
+    const config = loadConfig(resolvedEnv('acis-api'));
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, repositorySyncRunner: 'kubernetes', k8sNamespace: NAMESPACE, shutdownGraceSeconds: 25 });
+    expect(Buffer.from(config.masterKey!, 'base64')).toHaveLength(32);
+    expect(config.databaseUrl).toMatch(/^postgres:\/\/acis:[^@]+@acis-postgresql:5432\/acis$/);
+    expect(config.metricsToken).toBe('metrics-token-0123456789');
+  });
+
+  it('acis controller accepts its environment', () => {
+    const config = loadControllerConfig(resolvedEnv('acis-controller'));
+    expect(config).toMatchObject({ namespace: NAMESPACE, runnerPort: 7070, egressProxyHost: 'acis-egress-proxy', egressProxyPort: 3128, leaseName: 'acis-controller', databaseSecret: 'acis-database', identity: 'acis-controller-pod' });
+  });
+
+  it('the egress proxy accepts its environment', () => {
+    const config = loadEgressConfig(resolvedEnv('acis-egress-proxy'));
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 3128, metricsPort: 9091, caDir: '/var/lib/acis-egress/egress-ca', runsFile: '/etc/acis-egress/runs.json', metricsToken: 'metrics-token-0123456789' });
   });
 });
