@@ -33,6 +33,7 @@ const EnvSchema = z.object({
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   ACIS_REPOSITORY_SYNC_RUNNER: z.enum(['local', 'kubernetes']).default('local'),
+  ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
   KUBECONFIG: z.string().min(1).optional(),
   ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
@@ -80,6 +81,8 @@ export interface Config {
   githubApiUrl: string;
   /** Where repository syncs run: in this process, or as RepositorySync Jobs on the cluster. */
   repositorySyncRunner: 'local' | 'kubernetes';
+  /** The controller's deadline for a sync Job (the same variable it reads): past it plus syncTimeoutSeconds, a handed-off attempt is orphaned. */
+  syncJobDeadlineSeconds: number;
   /** The namespace of the cluster's resources (unset: the pod's own, else `default`). */
   k8sNamespace: string | undefined;
   /** A kubeconfig file for the cluster; unset: the in-cluster service account. */
@@ -144,6 +147,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     syncTimeoutSeconds: e.ACIS_SYNC_TIMEOUT_SECONDS,
     githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
     repositorySyncRunner: e.ACIS_REPOSITORY_SYNC_RUNNER,
+    syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
     k8sNamespace: e.ACIS_K8S_NAMESPACE,
     kubeconfigPath: e.KUBECONFIG,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,

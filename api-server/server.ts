@@ -19,8 +19,10 @@ import { ProblemError } from './core/problems.js';
 import { RateLimiter } from './core/rate-limit.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
-import { kubernetesNamespace, kubernetesSyncDispatch } from './repositories/sync-dispatch.js';
-import { RepositorySyncWorker, vaultCredentials } from './repositories/sync.js';
+import { clusterNamespace } from '../controller/cluster-access.js';
+import { vaultGitCredentials } from './repositories/git-credentials.js';
+import { kubernetesSyncDispatch } from './repositories/kubernetes-sync-dispatch.js';
+import { RepositorySyncWorker } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
@@ -113,10 +115,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
     approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });
     await approvals.start();
-    const credentialSecret = vaultCredentials(vault);
+    const gitCredential = vaultGitCredentials({ db: database.db, vault, githubApiUrl: config.githubApiUrl });
     const repositorySync = new RepositorySyncWorker({
       db: database.db,
-      credentialSecret,
+      gitCredential,
       logger,
       now,
       newId,
@@ -124,15 +126,15 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
       allowFileRepos: config.allowFileRepos,
       timeoutMs: config.syncTimeoutSeconds * 1000,
-      githubApiUrl: config.githubApiUrl,
       metrics,
       ...(config.repositorySyncRunner === 'kubernetes' && {
         dispatch: kubernetesSyncDispatch({
           db: database.db,
-          namespace: kubernetesNamespace(config.k8sNamespace),
+          namespace: clusterNamespace(config.k8sNamespace),
           kubeconfigPath: config.kubeconfigPath,
-          credentialSecret,
+          gitCredential,
           logger,
+          attemptDeadlineMs: (config.syncJobDeadlineSeconds + config.syncTimeoutSeconds) * 1000,
         }),
       }),
     });

@@ -30,9 +30,10 @@ const ORDER: ConditionType[] = ['Ready', 'Admitted', 'Expired'];
 
 /** Whether a status write would change anything (the one write per reconcile is skipped when not). */
 export function statusChanged(before: SandboxStatus | object | undefined, after: SandboxStatus | object): boolean {
-  return !isDeepStrictEqual(stripUndefined(before ?? {}), stripUndefined(after));
+  return !isDeepStrictEqual(withoutUndefined(before ?? {}), withoutUndefined(after));
 }
 
-function stripUndefined(value: object): unknown {
-  return JSON.parse(JSON.stringify(value));
+/** The value as it is written and read back: fields set to undefined are absent, at any depth. */
+export function withoutUndefined<T extends object>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
 }

@@ -2,12 +2,11 @@
  * The controller's configuration, from the environment, validated once with every problem
  * reported together. Defaults fit a cluster installed by the chart.
  */
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { Resources } from './api/v1alpha1.js';
+import { clusterNamespace } from './cluster-access.js';
 
-const IN_CLUSTER_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity such as 250m or 1Gi');
 const port = z.coerce.number().int().min(1).max(65535);
 
@@ -80,7 +79,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
   }
   const e = parsed.data;
   return {
-    namespace: e.ACIS_K8S_NAMESPACE ?? inClusterNamespace() ?? 'default',
+    namespace: clusterNamespace(e.ACIS_K8S_NAMESPACE),
     runnerImage: e.ACIS_RUNNER_IMAGE,
     runnerCommand: e.ACIS_RUNNER_COMMAND ? e.ACIS_RUNNER_COMMAND.split(' ').filter(Boolean) : [],
     runnerPort: e.ACIS_RUNNER_PORT,
@@ -105,12 +104,4 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
     logLevel: e.LOG_LEVEL,
   };
-}
-
-function inClusterNamespace(): string | undefined {
-  try {
-    return readFileSync(IN_CLUSTER_NAMESPACE_FILE, 'utf8').trim() || undefined;
-  } catch {
-    return undefined;
-  }
 }

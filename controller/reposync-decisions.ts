@@ -1,35 +1,54 @@
 /**
  * What a RepositorySync needs, as a pure function of (the resource, its Jobs and their pods as
  * observed, now): one Job per `requestGeneration`, whose pod runs `acis sync-repository` with the
- * attempt's claim and, mounted for it alone, the credential Secret; the status the Job's outcome
- * (its pod's termination message `{state, commit?, error?}`) says; and, once the Job has finished,
- * the credential Secret deleted, so the credential exists only while its Job runs.
+ * attempt's claim and, mounted for it alone, that generation's credential Secret; the status the
+ * Job's outcome (its pod's termination message `{state, commit?, error?}`) says; an Event when the
+ * outcome changes; and each generation's credential Secret deleted once its Job has ended (or when
+ * a newer generation means it will never run), so a credential exists only while its Job can use it.
  */
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
-import { API_VERSION, LABELS, MANAGED_BY, REPOSITORY_SYNC, type RepositorySync, type RepositorySyncStatus } from './api/v1alpha1.js';
+import {
+  API_VERSION,
+  LABELS,
+  MANAGED_BY,
+  REPOSITORY_SYNC,
+  type RepositorySync,
+  type RepositorySyncStatus,
+  syncCredentialSecretName,
+} from './api/v1alpha1.js';
+import { withoutUndefined } from './conditions.js';
 import type { ControllerConfig } from './config.js';
+import type { EventRecord } from './kube-client.js';
 
 export const SYNC_COMPONENT = 'repository-sync';
 export const SYNC_LABEL = 'acis.dev/repository-sync';
 const CREDENTIAL_DIR = '/var/run/acis/credential';
+/** The credential Secret's key, and so the file name it is mounted under. */
+export const CREDENTIAL_KEY = 'credential';
 /** A finished Job stays this long for `kubectl logs`, then Kubernetes removes it. */
 const FINISHED_JOB_TTL_SECONDS = 3600;
+/** How many generations back one reconcile looks for credential Secrets left to delete. */
+const CREDENTIAL_LOOKBACK = 50;
 
 export interface SyncObserved {
   /** The Job of the current requestGeneration, if it exists. */
   job?: V1Job | undefined;
   /** That Job's pod, if one exists (the newest). */
   pod?: V1Pod | undefined;
+  /** Jobs of earlier generations still known (their credential waits until they end). */
+  olderJobs?: V1Job[] | undefined;
 }
 
 export interface SyncDecision {
   createJob?: V1Job;
-  deleteCredentialSecret?: string;
+  /** Credential Secrets of generations whose Job has ended or will never run. */
+  deleteCredentialSecrets: string[];
+  events: EventRecord[];
   status: RepositorySyncStatus;
 }
 
-export function syncJobName(sync: RepositorySync): string {
-  return `${sync.metadata.name}-${sync.spec.requestGeneration}`.slice(0, 63).replace(/-+$/, '');
+export function syncJobName(sync: RepositorySync, generation = sync.spec.requestGeneration): string {
+  return `${sync.metadata.name}-${generation}`.slice(0, 63).replace(/-+$/, '');
 }
 
 export function decideRepositorySync(sync: RepositorySync, observed: SyncObserved, now: Date, config: ControllerConfig): SyncDecision {
@@ -40,34 +59,95 @@ export function decideRepositorySync(sync: RepositorySync, observed: SyncObserve
     jobName,
     observedRequestGeneration: sync.spec.requestGeneration,
   };
-  if (!observed.job) {
-    return { createJob: syncJob(sync, jobName, config), status: syncing(base, previous, now, 'JobCreated', `started job ${jobName}`) };
-  }
-  const finished = jobFinished(observed.job);
-  if (!finished) return { status: syncing(base, previous, now, 'JobRunning', `job ${jobName} is running`) };
-  const outcome = terminationOutcome(observed.pod);
-  // Deleted before the outcome is written, so a failed delete is retried; once written, it is done.
-  const reported = previous.observedRequestGeneration === sync.spec.requestGeneration && ['Synced', 'SyncFailed', 'Superseded'].includes(previous.conditions?.find((c) => c.type === 'Synced')?.reason ?? '');
-  const deleteCredentialSecret = sync.spec.credentialSecretName && !reported ? sync.spec.credentialSecretName : undefined;
+  const finished = observed.job ? jobFinished(observed.job) : undefined;
+  const credentials = credentialsToDelete(sync, observed, finished !== undefined);
+  base.credentialRemovedGeneration = credentials.removedThrough;
   let status: RepositorySyncStatus;
+  let createJob: V1Job | undefined;
+  if (!observed.job) {
+    createJob = syncJob(sync, jobName, config);
+    status = syncing(base, previous, now, 'JobCreated', `started job ${jobName}`);
+  } else if (!finished) {
+    status = syncing(base, previous, now, 'JobRunning', `job ${jobName} is running`);
+  } else {
+    status = finishedStatus(base, previous, observed.job, finished, terminationOutcome(observed.pod), now);
+  }
+  return {
+    ...(createJob && { createJob }),
+    deleteCredentialSecrets: credentials.names,
+    events: outcomeEvents(previous, status, sync.spec.requestGeneration),
+    status,
+  };
+}
+
+function finishedStatus(
+  base: RepositorySyncStatus,
+  previous: RepositorySyncStatus,
+  job: V1Job,
+  finished: 'complete' | 'failed',
+  outcome: Outcome | undefined,
+  now: Date,
+): RepositorySyncStatus {
   if (finished === 'complete' && outcome?.state === 'ready' && outcome.commit) {
-    status = {
+    return withoutUndefined({
       ...base,
       state: 'ready',
       commit: outcome.commit,
       shortCommit: outcome.commit.slice(0, 12),
-      lastSyncedTime: observed.job.status?.completionTime ? new Date(observed.job.status.completionTime).toISOString() : now.toISOString(),
+      lastSyncedTime: job.status?.completionTime ? new Date(job.status.completionTime).toISOString() : now.toISOString(),
       error: undefined,
       conditions: [synced(previous, 'True', 'Synced', `synced at ${outcome.commit.slice(0, 12)}`, now)],
-    };
-  } else if (outcome?.state === 'superseded' || outcome?.state === 'missing') {
-    // A newer change made this attempt stale (or the repository is gone): it wrote nothing, the newer request reports.
-    status = { ...base, state: previous.state === 'syncing' ? undefined : previous.state, conditions: [synced(previous, 'Unknown', 'Superseded', 'a newer change superseded this attempt', now)] };
-  } else {
-    const error = outcome?.error ?? jobFailureReason(observed.job);
-    status = { ...base, state: 'error', error, conditions: [synced(previous, 'False', 'SyncFailed', error, now)] };
+    });
   }
-  return { status: withoutUndefined(status), ...(deleteCredentialSecret && { deleteCredentialSecret }) };
+  if (outcome?.state === 'superseded' || outcome?.state === 'missing') {
+    // A newer change made this attempt stale (or the repository is gone): it wrote nothing, the newer request reports.
+    return withoutUndefined({
+      ...base,
+      state: previous.state === 'syncing' ? undefined : previous.state,
+      conditions: [synced(previous, 'Unknown', 'Superseded', 'a newer change superseded this attempt', now)],
+    });
+  }
+  const error = outcome?.error ?? jobFailureReason(job);
+  return withoutUndefined({ ...base, state: 'error', error, conditions: [synced(previous, 'False', 'SyncFailed', error, now)] });
+}
+
+/**
+ * The credential Secrets to delete now: every generation after the last one known removed whose
+ * Job has ended, or which has no Job and never will (a newer generation came first); the current
+ * generation's once its Job has ended. `removedThrough` advances over the unbroken run of those.
+ */
+function credentialsToDelete(sync: RepositorySync, observed: SyncObserved, currentFinished: boolean): { names: string[]; removedThrough: number } {
+  const current = sync.spec.requestGeneration;
+  const known = sync.status?.credentialRemovedGeneration ?? 0;
+  let removedThrough = Math.max(known, current - CREDENTIAL_LOOKBACK);
+  const names: string[] = [];
+  let unbroken = true;
+  for (let generation = removedThrough + 1; generation <= current; generation++) {
+    const ended =
+      generation === current
+        ? currentFinished
+        : (() => {
+            const job = observed.olderJobs?.find((j) => j.metadata?.name === syncJobName(sync, generation));
+            return !job || jobFinished(job) !== undefined;
+          })();
+    if (!ended) {
+      unbroken = false;
+      continue;
+    }
+    names.push(syncCredentialSecretName(sync.metadata.name, generation));
+    if (unbroken) removedThrough = generation;
+  }
+  return { names, removedThrough };
+}
+
+/** One Event per outcome a generation reaches (the Job started, synced, failed). */
+function outcomeEvents(previous: RepositorySyncStatus, status: RepositorySyncStatus, generation: number): EventRecord[] {
+  const before = previous.conditions?.find((c) => c.type === 'Synced');
+  const after = status.conditions?.find((c) => c.type === 'Synced');
+  if (!after || (previous.observedRequestGeneration === generation && before?.reason === after.reason)) return [];
+  if (after.reason === 'JobRunning') return [];
+  const type = after.reason === 'SyncFailed' ? 'Warning' : 'Normal';
+  return [{ type, reason: after.reason, message: `generation ${generation}: ${after.message ?? after.reason}` }];
 }
 
 function syncing(base: RepositorySyncStatus, previous: RepositorySyncStatus, now: Date, reason: string, message: string): RepositorySyncStatus {
@@ -152,7 +232,7 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
                 { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: config.databaseSecret, key: 'DATABASE_URL' } } },
                 { name: 'ACIS_SYNC_CLAIM', value: sync.spec.claim },
                 { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
-                ...(credential ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/secret` }] : []),
+                ...(credential ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${CREDENTIAL_KEY}` }] : []),
               ],
               securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, privileged: false, capabilities: { drop: ['ALL'] } },
               resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } },
@@ -165,8 +245,4 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
       },
     },
   };
-}
-
-function withoutUndefined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }

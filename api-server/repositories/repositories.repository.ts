@@ -193,6 +193,27 @@ export function orphanedSyncs(db: Db, options: { nodeId: string; includeOwn: boo
     .execute();
 }
 
+/** Every sync in flight with its claim and start, whichever node claimed it (syncs handed to the cluster). */
+export function syncsInFlight(db: Db) {
+  return db
+    .selectFrom('repositories')
+    .select(['id', 'sync_claim', 'sync_started_at'])
+    .where('sync_state', '=', 'syncing')
+    .execute();
+}
+
+/** Whether the attempt with this claim is still the repository's current one. */
+export async function isCurrentSync(db: Db, repositoryId: string, claim: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('repositories')
+    .select('id')
+    .where('id', '=', repositoryId)
+    .where('sync_state', '=', 'syncing')
+    .where('sync_claim', '=', claim)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 /** Moves an orphaned sync to this node under a new claim, unless someone else took it first. */
 export async function takeOverSync(
   db: Db,

@@ -2,13 +2,14 @@
  * `acis sync-repository <rep_id>`: one attempt of a repository sync, as a RepositorySync's Job pod
  * runs it under Kubernetes. The same worker code as the in-process sync (fetch, catalog, store the
  * skill content, apply), for the claim the API server took (ACIS_SYNC_CLAIM), with the credential
- * read from the Secret mounted for this attempt alone (ACIS_SYNC_CREDENTIAL_FILE): the pod holds the
- * database URL but no master key. The outcome is written to the database (if the claim is still
+ * the API server resolved for this attempt, read from the Secret mounted for it alone
+ * (ACIS_SYNC_CREDENTIAL_FILE): the pod holds the database URL but no master key and, for a GitHub
+ * App, only an installation token, never the App's private key. The outcome is written to the database (if the claim is still
  * current) and, as one JSON line `{state, commit?, error?}`, to the container's termination message
  * (ACIS_TERMINATION_LOG, default /dev/termination-log), which is how the controller learns it without
  * reading the database. Exit code: 0 ready, 1 error, 2 nothing written (superseded, missing).
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../config.js';
@@ -17,8 +18,8 @@ import { createIdGenerator } from '../core/ids.js';
 import { Metrics } from '../core/metrics.js';
 import { createLogger } from '../server.js';
 import { RepositoryCheckouts } from './checkouts.js';
-import { GitError } from './git.js';
-import { type CredentialSecretSource, RepositorySyncWorker } from './sync.js';
+import { mountedGitCredential } from './git-credentials.js';
+import { RepositorySyncWorker } from './sync.js';
 
 export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   if (!repositoryId || !/^rep_[A-Za-z0-9]+$/.test(repositoryId)) throw new Error('usage: acis sync-repository <rep_id>');
@@ -31,7 +32,7 @@ export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.P
   try {
     const worker = new RepositorySyncWorker({
       db: database.db,
-      credentialSecret: mountedCredential(env.ACIS_SYNC_CREDENTIAL_FILE),
+      gitCredential: mountedGitCredential(env.ACIS_SYNC_CREDENTIAL_FILE),
       logger,
       now: () => new Date(),
       newId: createIdGenerator(),
@@ -39,7 +40,6 @@ export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.P
       checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
       allowFileRepos: config.allowFileRepos,
       timeoutMs: config.syncTimeoutSeconds * 1000,
-      githubApiUrl: config.githubApiUrl,
       metrics: new Metrics(),
     });
     const outcome = await worker.runAttempt(repositoryId, claim);
@@ -51,14 +51,4 @@ export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.P
   } finally {
     await database.close();
   }
-}
-
-/** The credential comes from the Secret mounted for this attempt; without one, the repository has none to use. */
-function mountedCredential(file: string | undefined): CredentialSecretSource {
-  return async () => {
-    if (!file) throw new GitError('the repository credential was not delivered to the sync job');
-    return readFile(file, 'utf8').catch(() => {
-      throw new GitError('the repository credential was not delivered to the sync job');
-    });
-  };
 }

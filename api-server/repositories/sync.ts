@@ -6,7 +6,10 @@
  * Its outcome is written only while that claim is still current: a PATCH of branch or credential
  * (back to `pending`) or a takeover makes an attempt stale and its result is dropped. Syncs left
  * `syncing` by a process that died are taken over and run again: at start (this node's own) and on
- * every heartbeat (nodes that stopped beating), as orphaned runs are.
+ * every heartbeat (nodes that stopped beating), as orphaned runs are. Attempts handed to the cluster
+ * (a Job each) do not depend on the node that handed them: one whose Job died without writing its
+ * outcome ends with the reason the cluster reports, and one still `syncing` past the Job deadline is
+ * taken over, whichever node claimed it.
  *
  * A sync fetches the branch head (depth 1) with real git and the vaulted credential (git.ts) into a
  * checkout on this node (checkouts.ts), catalogs its SKILL.md manifests (catalog.ts), stores the
@@ -17,19 +20,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
 import type { SyncWarning } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
 import { type Metrics, secondsSince } from '../core/metrics.js';
-import { findCredentialCiphertext } from '../credentials/credentials.repository.js';
-import { credentialSecretContext } from '../credentials/credentials.service.js';
 import { NODE_STALE_MS } from '../runs/nodes.js';
 import { deleteSkills, insertSkillIfAbsent, skillsByName, updateSkill } from '../skills/skills.repository.js';
 import { type Catalog, scanCatalog } from './catalog.js';
 import type { RepositoryCheckouts } from './checkouts.js';
-import { GitError, type GitRemote } from './git.js';
-import { GITHUB_APP_CREDENTIAL, mintInstallationToken } from './github-app.js';
+import { GitError } from './git.js';
+import type { GitCredentialSource } from './git-credentials.js';
 import {
   claimSync,
   endSync,
@@ -40,9 +40,11 @@ import {
   type RepositoryView,
   requestedSyncs,
   requestSyncAfterCurrent,
+  syncsInFlight,
   takeOverSync,
   takeSyncRequest,
 } from './repositories.repository.js';
+import type { SyncDispatch } from './sync-dispatch.js';
 import { classifyRepoUrl } from './repositories.schemas.js';
 import {
   collectSkillContent,
@@ -55,8 +57,8 @@ import {
 
 export interface SyncWorkerDeps {
   db: Db;
-  /** The plain secret of a repository's credential: decrypted from the vault, or (in a sync Job's pod) read from its mounted Secret. */
-  credentialSecret: CredentialSecretSource;
+  /** What git authenticates with: resolved from the vault, or (in a sync Job's pod) delivered for the attempt. */
+  gitCredential: GitCredentialSource;
   logger: Logger;
   now: () => Date;
   newId: IdGenerator;
@@ -65,30 +67,20 @@ export interface SyncWorkerDeps {
   allowFileRepos: boolean;
   /** The longest one git command of a sync may take. */
   timeoutMs: number;
-  /** GitHub's REST base, for App installation tokens. */
-  githubApiUrl: string;
   metrics: Metrics;
   /**
    * Where a claimed attempt runs: absent, in this process; under Kubernetes, a RepositorySync the
-   * controller runs as a Job (sync-dispatch.ts). Either way the attempt ends the claim in the database.
+   * controller runs as a Job (kubernetes-sync-dispatch.ts). Either way the attempt ends the claim in the database.
    */
   dispatch?: SyncDispatch;
 }
 
-export type CredentialSecretSource = (credential: { id: string; secret_ciphertext: string }) => Promise<string>;
-/** Hands a claimed attempt to whatever runs it elsewhere. */
-export type SyncDispatch = (repository: RepositoryRow, claim: string) => Promise<void>;
 
 /** How one attempt ended; `superseded` (a newer change made it stale) and `interrupted` (shutdown) write nothing. */
 export interface SyncOutcome {
   state: 'ready' | 'error' | 'superseded' | 'interrupted' | 'missing';
   commit?: string;
   error?: string;
-}
-
-/** The vault as a credential source: what the API server uses. */
-export function vaultCredentials(vault: Vault): CredentialSecretSource {
-  return async (credential) => vault.decrypt(credential.secret_ciphertext, credentialSecretContext(credential.id));
 }
 
 export class RepositorySyncWorker {
@@ -137,6 +129,7 @@ export class RepositorySyncWorker {
 
   /** Takes over and re-runs syncs whose process is gone (see `orphanedSyncs`); how many. */
   async recoverOrphans(includeOwn: boolean): Promise<number> {
+    if (this.deps.dispatch) return this.recoverHandedOff(this.deps.dispatch);
     const staleBefore = new Date(this.deps.now().getTime() - NODE_STALE_MS);
     const orphans = await orphanedSyncs(this.deps.db, { nodeId: this.deps.nodeId, includeOwn, staleBefore });
     let taken = 0;
@@ -152,9 +145,49 @@ export class RepositorySyncWorker {
     return taken;
   }
 
-  /** Forgets a deleted repository: its clone on this node, and the stored content only it named (its files went with its row). */
+  /**
+   * Attempts handed to the cluster outlive the node that handed them, so a node's restart or death
+   * says nothing about them: each ends when its Job reports a death it could not write itself, or is
+   * taken over once it has been `syncing` longer than a Job may run. How many were taken over.
+   */
+  private async recoverHandedOff(dispatch: SyncDispatch): Promise<number> {
+    const { db, logger } = this.deps;
+    const now = this.deps.now().getTime();
+    let taken = 0;
+    for (const row of await syncsInFlight(db)) {
+      if (!row.sync_claim) continue;
+      const failure = await dispatch.failureOf(row.id, row.sync_claim).catch((error: unknown) => {
+        logger.warn({ err: error, repository_id: row.id }, 'reading a handed-off sync failed');
+        return undefined;
+      });
+      if (failure !== undefined) {
+        if (await endSync(db, row.id, row.sync_claim, { sync_state: 'error', sync_error: failure })) {
+          this.deps.metrics.syncEnded('error', row.sync_started_at ? (now - row.sync_started_at.getTime()) / 1000 : 0);
+          logger.warn({ repository_id: row.id, reason: failure }, 'repository sync job ended without its outcome');
+        }
+        continue;
+      }
+      if (row.sync_started_at && now - row.sync_started_at.getTime() < dispatch.attemptDeadlineMs) continue;
+      const claim = newClaim();
+      if (!(await takeOverSync(db, row.id, row.sync_claim, { claim, nodeId: this.deps.nodeId, now: this.deps.now() }))) continue;
+      const repository = await findRepositoryById(db, row.id);
+      if (!repository) continue;
+      taken += 1;
+      logger.warn({ repository_id: row.id }, 'repository sync still in flight past the job deadline; handed over again');
+      await this.hand(repository, claim);
+    }
+    return taken;
+  }
+
+  /**
+   * Forgets a deleted repository: its clone on this node, what the cluster keeps for its syncs, and
+   * the stored content only it named (its files went with its row).
+   */
   async forget(repositoryId: string): Promise<void> {
     await this.deps.checkouts.remove(repositoryId);
+    await this.deps.dispatch?.forget(repositoryId).catch((error: unknown) => {
+      this.deps.logger.warn({ err: error, repository_id: repositoryId }, 'removing the repository sync from the cluster failed');
+    });
     await collectUnreferencedBlobs(this.deps.db);
   }
 
@@ -179,7 +212,7 @@ export class RepositorySyncWorker {
   private async hand(repository: RepositoryRow, claim: string): Promise<void> {
     if (!this.deps.dispatch) return this.launch(repository.id, claim);
     try {
-      await this.deps.dispatch(repository, claim);
+      await this.deps.dispatch.hand(repository, claim);
     } catch (error) {
       // Nothing will run it: the claim ends in error now rather than staying `syncing`.
       this.deps.logger.error({ err: error, repository_id: repository.id }, 'handing the sync to its runner failed');
@@ -215,7 +248,11 @@ export class RepositorySyncWorker {
       if ('kind' in url && url.kind === 'file' && !this.deps.allowFileRepos) {
         throw new GitError('file:// repositories are not enabled on this deployment');
       }
-      fetched = await this.deps.checkouts.fetchBranch(repositoryId, await this.remoteOf(repository), repository.branch, {
+      fetched = await this.deps.checkouts.fetchBranch(repositoryId, {
+        url: repository.repo_url,
+        provider: repository.provider,
+        credential: await this.deps.gitCredential(repository, this.stopping.signal),
+      }, repository.branch, {
         timeoutMs: this.deps.timeoutMs,
         signal: this.stopping.signal,
       });
@@ -307,22 +344,6 @@ export class RepositorySyncWorker {
     });
   }
 
-  private async remoteOf(repository: RepositoryRow): Promise<GitRemote> {
-    return { url: repository.repo_url, provider: repository.provider, credential: await this.credentialOf(repository) };
-  }
-
-  /** What git authenticates with: the vaulted secret, or for a GitHub App a freshly minted installation token. */
-  private async credentialOf(repository: RepositoryRow): Promise<GitRemote['credential']> {
-    const credentialId = repository.credential_id;
-    if (!credentialId) return undefined;
-    const row = await findCredentialCiphertext(this.deps.db, credentialId);
-    if (!row) throw new GitError('the repository credential no longer exists');
-    const secret = await this.deps.credentialSecret({ id: credentialId, secret_ciphertext: row.secret_ciphertext });
-    if (row.type !== GITHUB_APP_CREDENTIAL) return { type: row.type, secret };
-    if (repository.provider !== 'github') throw new GitError('a github_app credential needs a repository with provider github');
-    const token = await mintInstallationToken(secret, { apiUrl: this.deps.githubApiUrl, signal: this.stopping.signal });
-    return { type: 'oauth_token', secret: token };
-  }
 }
 
 function manualConflict(name: string, manifestPath: string, manualId: string | undefined): SyncWarning {

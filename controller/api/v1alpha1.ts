@@ -166,12 +166,20 @@ export interface RepositorySyncSpec {
   repositoryId: string;
   url: string;
   branch: string;
-  /** The Secret (key `secret`) with the decrypted credential for this attempt, owned by the RepositorySync. */
+  /** The Secret (key `credential`) with what git authenticates this attempt with, owned by the RepositorySync (see syncCredentialSecretName). */
   credentialSecretName?: string;
   /** The database claim of the attempt the Job runs. */
   claim: string;
   /** Bumped by the API server for every claimed sync; one Job per value. */
   requestGeneration: number;
+}
+
+/**
+ * The credential Secret of one generation's attempt: one per generation, so the API server can write
+ * the next before bumping while the controller deletes the one before, without either racing the other.
+ */
+export function syncCredentialSecretName(syncName: string, requestGeneration: number): string {
+  return `${syncName}-credential-${requestGeneration}`;
 }
 
 export interface RepositorySyncCondition {
@@ -190,6 +198,8 @@ export interface RepositorySyncStatus {
   error?: string;
   jobName?: string;
   observedRequestGeneration?: number;
+  /** Every generation up to this one has had its credential Secret deleted (or never had one). */
+  credentialRemovedGeneration?: number;
   conditions?: RepositorySyncCondition[];
 }
 

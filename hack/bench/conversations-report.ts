@@ -1,9 +1,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FloorId, FloorRun, TurnTiming, Where } from './sdk-floors.js';
-import type { FloorKind } from './sdk-host.js';
 
-export type CaseId = 'warm' | 'pooled' | 'cold';
+export type CaseId = 'warm' | 'pooled' | 'pooled-first' | 'cold';
 
 export interface CaseRun {
   id: CaseId;
@@ -45,9 +44,14 @@ export interface ConversationRunInfo {
 }
 
 /** Each case, the floor it is held to, and the aim (issue text). */
-const CASES: Record<CaseId, { title: string; floor: FloorKind; aim: { kind: 'added-ms'; ms: number } | { kind: 'ratio'; max: number } }> = {
+const CASES: Record<CaseId, { title: string; floor: FloorId; aim: { kind: 'added-ms'; ms: number } | { kind: 'ratio'; max: number } }> = {
   warm: { title: 'warm conversation, later turn (held runner, live session)', floor: 'live', aim: { kind: 'added-ms', ms: 15 } },
   pooled: { title: 'pooled claim (pre-started runner, session resumed)', floor: 'prestarted', aim: { kind: 'added-ms', ms: 15 } },
+  'pooled-first': {
+    title: "pooled conversation's first message (pre-started runner, runtime prewarmed)",
+    floor: 'prestarted-new',
+    aim: { kind: 'added-ms', ms: 15 },
+  },
   cold: { title: 'cold start with resume (ACIS_POOL_SIZE=0: a new sandboxed runner resumes the session)', floor: 'fresh', aim: { kind: 'ratio', max: 1.3 } },
 };
 
@@ -56,6 +60,7 @@ const FLOOR_TITLES: Record<FloorId, string> = {
   prestarted: 'process pre-started with `startup({resume})`, fed the prompt',
   fresh: 'fresh `query({resume})` (in bwrap: sandbox and host start included)',
   'fresh-in-host': 'fresh `query({resume})` in a sandboxed host started ahead (what a pre-started ACIS runner does)',
+  'prestarted-new': 'process pre-started with `startup()` for a new session, fed its first message',
 };
 
 /** Nearest-rank percentile. */

@@ -133,6 +133,7 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
       }),
     );
     cases.push(await measureCase('pooled', api, userId, { warmupTurns, turns }));
+    cases.push(await measureFirstMessages(api, userId, { warmupTurns, turns }));
     try {
       Object.assign(memory, await streamMemory(server, api, userId, streams));
     } catch (error) {
@@ -221,6 +222,33 @@ async function measureCase(
   } catch (error) {
     log(`${id}: FAILED: ${(error as Error).message}`);
     return { id, timings, otherCpuShare: other.share(), failure: (error as Error).message };
+  }
+}
+
+/**
+ * A pooled conversation's first message, each turn on a new conversation, once the node is idle
+ * again (its pool refilled, the runner's runtime prewarmed): what a host sees when a user starts a chat.
+ */
+async function measureFirstMessages(api: Api, userId: string, counts: { warmupTurns: number; turns: number }): Promise<CaseRun> {
+  log('pooled-first ...');
+  const timings: TurnTiming[] = [];
+  const other = new OtherCpu(process.pid);
+  try {
+    for (let n = 0; n < counts.warmupTurns + counts.turns; n++) {
+      const conversation = await api.call('POST', '/conversations', { user_id: userId, runtime: { mode: 'pooled' } }, 201);
+      await settle();
+      const measured = n >= counts.warmupTurns;
+      if (measured) other.begin();
+      const timing = await acisTurn(api, conversation.id, prompt(n));
+      other.end();
+      if (!timing.content) throw new Error('the first message got an empty reply');
+      if (measured) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
+    }
+    log(`pooled-first: ${summary(timings)}`);
+    return { id: 'pooled-first', timings, otherCpuShare: other.share() };
+  } catch (error) {
+    log(`pooled-first: FAILED: ${(error as Error).message}`);
+    return { id: 'pooled-first', timings, otherCpuShare: other.share(), failure: (error as Error).message };
   }
 }
 

@@ -19,9 +19,11 @@ export type Where = 'plain' | 'bwrap';
  * The SDK host kinds of sdk-host.ts, plus `fresh-in-host`: a fresh `query({resume})` in a host
  * process (sandboxed) that was started and went idle before the turn, the clock starting at the
  * prompt, which is what a pre-started ACIS runner does today. Plainly it is `fresh` (the host is
- * the bench process), so it runs in bubblewrap only.
+ * the bench process), so it runs in bubblewrap only. And `prestarted-new`: a process pre-started
+ * with `startup()` for a session not yet made, fed a new conversation's first message (the floor of
+ * a pooled conversation's first message).
  */
-export type FloorId = FloorKind | 'fresh-in-host';
+export type FloorId = FloorKind | 'fresh-in-host' | 'prestarted-new';
 
 /** ms from sending a turn to its first agent line and to its terminal line. */
 export interface TurnTiming {
@@ -78,7 +80,8 @@ export async function runSdkFloors(options: FloorOptions, wheres: Where[]): Prom
   const runs: FloorRun[] = [];
   const hostDir = wheres.includes('bwrap') ? await compileSdkHost(options) : '';
   for (const where of wheres) {
-    const kinds: FloorId[] = where === 'plain' ? ['live', 'prestarted', 'fresh'] : ['live', 'prestarted', 'fresh', 'fresh-in-host'];
+    const kinds: FloorId[] =
+      where === 'plain' ? ['live', 'prestarted', 'prestarted-new', 'fresh'] : ['live', 'prestarted', 'prestarted-new', 'fresh', 'fresh-in-host'];
     for (const kind of kinds) {
       options.log(`floor ${where} ${kind} ...`);
       const dirs = await conversationDirs(options.root, `floor-${where}-${kind}`);
@@ -131,6 +134,23 @@ async function floorTurns(kind: FloorId, open: OpenHost, options: FloorOptions, 
       }
     } finally {
       await host.close();
+    }
+    return timings;
+  }
+  if (kind === 'prestarted-new') {
+    for (let n = 0; n < total; n++) {
+      const host = open('prestarted', undefined);
+      try {
+        await host.ready;
+        await options.settle();
+        const measured = n >= options.warmupTurns;
+        if (measured) other.begin();
+        const { firstLineMs, terminalMs } = await timeTurn(performance.now(), host.turn(options.prompt(n)));
+        other.end();
+        if (measured) timings.push({ firstLineMs, terminalMs });
+      } finally {
+        await host.close();
+      }
     }
     return timings;
   }

@@ -1,64 +1,53 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningController } from '../../controller/controller.js';
-import { condition, createSandbox, eventually, NAMESPACE, phaseIs, startCluster, startTestController, waitForSandbox, type Cluster } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
 
-let cluster: Cluster;
-let controller: RunningController;
-
-beforeAll(async () => {
-  cluster = await startCluster();
-  controller = await startTestController(cluster, { maxSandboxes: 2 });
-});
-afterAll(async () => {
-  await controller?.stop();
-  await cluster?.close();
-});
+const file = clusterForFile({ controller: { maxSandboxes: 2 } });
 
 const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
-const phase = (name: string) => (cluster.server.store.find('sandboxes', NAMESPACE, name) as any)?.status?.phase;
+const phase = (name: string) => (file.cluster.server.store.find('sandboxes', NAMESPACE, name) as any)?.status?.phase;
 
 describe('caps', () => {
   it('past the cluster cap a Sandbox is not admitted (CapacityExhausted) until a place frees, in creation order', async () => {
-    createSandbox(cluster, 'cap-1', { tenantId: 'tnt_CAPS' });
-    createSandbox(cluster, 'cap-2', { tenantId: 'tnt_CAPS' });
-    await waitForSandbox(cluster, 'cap-1', phaseIs('Ready'));
-    await waitForSandbox(cluster, 'cap-2', phaseIs('Ready'));
-    createSandbox(cluster, 'cap-3', { tenantId: 'tnt_CAPS' });
-    createSandbox(cluster, 'cap-4', { tenantId: 'tnt_CAPS' });
-    const waiting = await waitForSandbox(cluster, 'cap-4', phaseIs('Pending'));
+    createSandbox(file.cluster, 'cap-1', { tenantId: 'tnt_CAPS' });
+    createSandbox(file.cluster, 'cap-2', { tenantId: 'tnt_CAPS' });
+    await waitForSandbox(file.cluster, 'cap-1', phaseIs('Ready'));
+    await waitForSandbox(file.cluster, 'cap-2', phaseIs('Ready'));
+    createSandbox(file.cluster, 'cap-3', { tenantId: 'tnt_CAPS' });
+    createSandbox(file.cluster, 'cap-4', { tenantId: 'tnt_CAPS' });
+    const waiting = await waitForSandbox(file.cluster, 'cap-4', phaseIs('Pending'));
     expect(condition(waiting, 'Admitted')).toMatchObject({ status: 'False', reason: 'CapacityExhausted' });
     expect(condition(waiting, 'Admitted')!.message).toContain('number 2 in line');
-    expect(condition(await waitForSandbox(cluster, 'cap-3', phaseIs('Pending')), 'Admitted')!.message).toContain('number 1 in line');
-    expect(cluster.server.store.find('pods', NAMESPACE, 'cap-3')).toBeUndefined();
+    expect(condition(await waitForSandbox(file.cluster, 'cap-3', phaseIs('Pending')), 'Admitted')!.message).toContain('number 1 in line');
+    expect(file.cluster.server.store.find('pods', NAMESPACE, 'cap-3')).toBeUndefined();
 
-    cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-1');
-    await waitForSandbox(cluster, 'cap-3', phaseIs('Ready'));
-    await controller.idle();
+    file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-1');
+    await waitForSandbox(file.cluster, 'cap-3', phaseIs('Ready'));
+    await file.controller.idle();
     expect(phase('cap-4')).toBe('Pending');
 
-    cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-2');
-    await waitForSandbox(cluster, 'cap-4', phaseIs('Ready'));
-    const events = cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'cap-4').map((e: any) => e.reason);
+    file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-2');
+    await waitForSandbox(file.cluster, 'cap-4', phaseIs('Ready'));
+    const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'cap-4').map((e: any) => e.reason);
     expect(events).toEqual(expect.arrayContaining(['CapacityExhausted', 'Started', 'Ready']));
-    cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-3');
-    cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-4');
-    await eventually(cluster, () => cluster.server.store.list('pods', NAMESPACE).items.length === 0);
+    file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-3');
+    file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-4');
+    await eventually(file.cluster, () => file.cluster.server.store.list('pods', NAMESPACE).items.length === 0);
   });
 
   it('past a tenant’s max_concurrent_warm its least recently used warm sandbox is released, no other tenant’s', async () => {
-    createSandbox(cluster, 'warm-old', { tenantId: 'tnt_LRU', maxConcurrentWarm: 1, lastActivityTime: minutesAgo(5) });
-    createSandbox(cluster, 'other-tenant', { tenantId: 'tnt_OTHER', maxConcurrentWarm: 1, lastActivityTime: minutesAgo(10) });
-    await waitForSandbox(cluster, 'warm-old', phaseIs('Ready'));
-    await waitForSandbox(cluster, 'other-tenant', phaseIs('Ready'));
+    createSandbox(file.cluster, 'warm-old', { tenantId: 'tnt_LRU', maxConcurrentWarm: 1, lastActivityTime: minutesAgo(5) });
+    createSandbox(file.cluster, 'other-tenant', { tenantId: 'tnt_OTHER', maxConcurrentWarm: 1, lastActivityTime: minutesAgo(10) });
+    await waitForSandbox(file.cluster, 'warm-old', phaseIs('Ready'));
+    await waitForSandbox(file.cluster, 'other-tenant', phaseIs('Ready'));
 
-    createSandbox(cluster, 'warm-new', { tenantId: 'tnt_LRU', maxConcurrentWarm: 1, lastActivityTime: minutesAgo(0) });
-    const released = await waitForSandbox(cluster, 'warm-old', phaseIs('Expired'));
+    createSandbox(file.cluster, 'warm-new', { tenantId: 'tnt_LRU', maxConcurrentWarm: 1, lastActivityTime: minutesAgo(0) });
+    const released = await waitForSandbox(file.cluster, 'warm-old', phaseIs('Expired'));
     expect(condition(released, 'Expired')).toMatchObject({ status: 'True', reason: 'TenantWarmCapReached' });
-    await eventually(cluster, () => !cluster.server.store.find('pods', NAMESPACE, 'warm-old'));
+    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'warm-old'));
     // Its place went to the newer one; the other tenant keeps its own.
-    await waitForSandbox(cluster, 'warm-new', phaseIs('Ready'));
+    await waitForSandbox(file.cluster, 'warm-new', phaseIs('Ready'));
     expect(phase('other-tenant')).toBe('Ready');
-    const events = cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'warm-old').map((e: any) => e.reason);
+    const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'warm-old').map((e: any) => e.reason);
     expect(events).toContain('TenantWarmCapReached');
   });
 });

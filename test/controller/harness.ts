@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { loadControllerConfig, type ControllerConfig } from '../../controller/config.js';
 import { type RunningController, startController } from '../../controller/controller.js';
 import type { Sandbox, SandboxSpec } from '../../controller/api/v1alpha1.js';
@@ -80,6 +81,33 @@ export function testConfig(overrides: Partial<ControllerConfig> = {}): Controlle
       LOG_LEVEL: 'silent',
     }),
     ...overrides,
+  };
+}
+
+/**
+ * The cluster and controller one test file runs against: started before its tests, stopped after.
+ * Read them through the handle (they exist once the file's tests run).
+ */
+export function clusterForFile(options: { cluster?: Parameters<typeof startCluster>[0]; controller?: Partial<ControllerConfig> } = {}) {
+  let cluster: Cluster | undefined;
+  let controller: RunningController | undefined;
+  beforeAll(async () => {
+    cluster = await startCluster(options.cluster);
+    controller = await startTestController(cluster, options.controller);
+  }, 60_000);
+  afterAll(async () => {
+    await controller?.stop();
+    await cluster?.close();
+  });
+  return {
+    get cluster(): Cluster {
+      if (!cluster) throw new Error('the cluster is started before the tests of the file');
+      return cluster;
+    },
+    get controller(): RunningController {
+      if (!controller) throw new Error('the controller is started before the tests of the file');
+      return controller;
+    },
   };
 }
 

@@ -1,27 +1,16 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningController } from '../../controller/controller.js';
+import { describe, expect, it } from 'vitest';
 import { kubectl } from '../helpers/kube-tools.js';
-import { createSandbox, eventually, NAMESPACE, phaseIs, runnerPods, startCluster, startTestController, waitForSandbox, type Cluster } from './harness.js';
+import { clusterForFile, createSandbox, eventually, NAMESPACE, phaseIs, runnerPods, waitForSandbox } from './harness.js';
 
 const SAMPLES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'crds', 'samples');
 
-let cluster: Cluster;
-let controller: RunningController;
-
-beforeAll(async () => {
-  cluster = await startCluster();
-  controller = await startTestController(cluster);
-});
-afterAll(async () => {
-  await controller?.stop();
-  await cluster?.close();
-});
+const file = clusterForFile();
 
 const run = async (...args: string[]) => {
-  const result = await kubectl(args, { kubeconfig: cluster.server.kubeconfigPath, timeoutMs: 30_000 });
+  const result = await kubectl(args, { kubeconfig: file.cluster.server.kubeconfigPath, timeoutMs: 30_000 });
   expect(result.stderr).toBe('');
   expect(result.code).toBe(0);
   return result.stdout;
@@ -30,10 +19,10 @@ const run = async (...args: string[]) => {
 describe('kubectl against the controller’s resources', () => {
   it('kubectl get sbx shows conversation, tenant, mode, phase, expiry and age; -l selects a tenant; -o wide adds the pod', async () => {
     const expires = new Date(Date.now() + 3_600_000);
-    createSandbox(cluster, 'shown-1', { conversationId: 'con_SHOWN1', tenantId: 'tnt_ACME', mode: 'warm', shutdownTime: expires.toISOString() });
-    createSandbox(cluster, 'shown-2', { conversationId: 'con_SHOWN2', tenantId: 'tnt_OTHER', mode: 'pooled' });
-    await waitForSandbox(cluster, 'shown-1', phaseIs('Ready'));
-    await waitForSandbox(cluster, 'shown-2', phaseIs('Ready'));
+    createSandbox(file.cluster, 'shown-1', { conversationId: 'con_SHOWN1', tenantId: 'tnt_ACME', mode: 'warm', shutdownTime: expires.toISOString() });
+    createSandbox(file.cluster, 'shown-2', { conversationId: 'con_SHOWN2', tenantId: 'tnt_OTHER', mode: 'pooled' });
+    await waitForSandbox(file.cluster, 'shown-1', phaseIs('Ready'));
+    await waitForSandbox(file.cluster, 'shown-2', phaseIs('Ready'));
 
     const table = await run('get', 'sbx');
     const [header, ...rows] = table.trim().split('\n');
@@ -56,11 +45,11 @@ describe('kubectl against the controller’s resources', () => {
 
   it('kubectl apply of the samples, then kubectl scale sbxpool resizes the pool and kubectl get sbxpool shows it', async () => {
     await run('apply', '-f', path.join(SAMPLES, 'sandboxwarmpool.yaml'));
-    await eventually(cluster, () => runnerPods(cluster, 'acis.dev/pool=vendor-agent-sdk').filter((p: any) => !p.metadata.deletionTimestamp).length === 3);
+    await eventually(file.cluster, () => runnerPods(file.cluster, 'acis.dev/pool=vendor-agent-sdk').filter((p: any) => !p.metadata.deletionTimestamp).length === 3);
 
     expect((await run('scale', 'sbxpool/vendor-agent-sdk', '--replicas=1')).trim()).toBe('sandboxwarmpool.acis.dev/vendor-agent-sdk scaled');
-    await eventually(cluster, () => {
-      const pool = cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as any;
+    await eventually(file.cluster, () => {
+      const pool = file.cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as any;
       return pool.status?.readyReplicas === 1 && pool.status?.replicas === 1;
     });
     const table = await run('get', 'sbxpool');
@@ -73,8 +62,8 @@ describe('kubectl against the controller’s resources', () => {
   });
 
   it('kubectl describe sbx shows why a Sandbox is not ready, with its events', async () => {
-    createSandbox(cluster, 'stuck', { image: 'registry.invalid/missing:1' });
-    await waitForSandbox(cluster, 'stuck', phaseIs('Failed'));
+    createSandbox(file.cluster, 'stuck', { image: 'registry.invalid/missing:1' });
+    await waitForSandbox(file.cluster, 'stuck', phaseIs('Failed'));
     const described = await run('describe', 'sbx', 'stuck');
     expect(described).toContain('ImagePullFailed');
     expect(described).toMatch(/Warning\s+ImagePullFailed/);
@@ -85,9 +74,9 @@ describe('kubectl against the controller’s resources', () => {
       expect(await run('apply', '-f', path.join(SAMPLES, file))).toMatch(/^sandbox\.acis\.dev\/con-\S+ created/);
     }
     const bad = readFileSync(path.join(SAMPLES, 'sandbox-warm.yaml'), 'utf8').replace('mode: warm', 'mode: hot').replace(/name: con-\S+/, 'name: bad-mode');
-    const refused = await kubectl(['apply', '-f', '-'], { kubeconfig: cluster.server.kubeconfigPath, input: bad, timeoutMs: 30_000 });
+    const refused = await kubectl(['apply', '-f', '-'], { kubeconfig: file.cluster.server.kubeconfigPath, input: bad, timeoutMs: 30_000 });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('spec.mode');
-    expect(cluster.server.store.find('sandboxes', NAMESPACE, 'bad-mode')).toBeUndefined();
+    expect(file.cluster.server.store.find('sandboxes', NAMESPACE, 'bad-mode')).toBeUndefined();
   });
 });

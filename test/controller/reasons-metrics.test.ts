@@ -1,43 +1,33 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningController } from '../../controller/controller.js';
-import { condition, createSandbox, NAMESPACE, phaseIs, startCluster, startTestController, waitForSandbox, type Cluster } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { clusterForFile, condition, createSandbox, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
 
-let cluster: Cluster;
-let controller: RunningController;
 const START_TIMEOUT_MS = 4_000;
 
-beforeAll(async () => {
-  cluster = await startCluster({ allocatable: { cpu: '2', memory: '4Gi', pods: 50 } });
-  controller = await startTestController(cluster, { startTimeoutMs: START_TIMEOUT_MS });
-});
-afterAll(async () => {
-  await controller?.stop();
-  await cluster?.close();
-});
+const file = clusterForFile({ cluster: { allocatable: { cpu: '2', memory: '4Gi', pods: 50 } }, controller: { startTimeoutMs: START_TIMEOUT_MS } });
 
-const get = (path: string) => fetch(`http://127.0.0.1:${controller.metricsPort}${path}`);
+const get = (path: string) => fetch(`http://127.0.0.1:${file.controller.metricsPort}${path}`);
 
 describe('reasons a user can act on', () => {
   it('a pod no node can fit says Unschedulable, then fails with it at the start deadline', async () => {
-    createSandbox(cluster, 'too-big', { resources: { requests: { cpu: '16' } } });
-    const waiting = await waitForSandbox(cluster, 'too-big', (s) => condition(s, 'Ready')?.reason === 'Unschedulable');
+    createSandbox(file.cluster, 'too-big', { resources: { requests: { cpu: '16' } } });
+    const waiting = await waitForSandbox(file.cluster, 'too-big', (s) => condition(s, 'Ready')?.reason === 'Unschedulable');
     expect(waiting!.status!.phase).toBe('Starting');
     expect(condition(waiting, 'Ready')!.message).toContain('no node can run it');
-    const failed = await waitForSandbox(cluster, 'too-big', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
+    const failed = await waitForSandbox(file.cluster, 'too-big', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'Unschedulable' });
     expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s/);
   });
 
   it('a pod refused by a ResourceQuota says QuotaExceeded, and starts once the quota allows', async () => {
-    const running = cluster.server.store.list('pods', NAMESPACE).items.filter((p: any) => !['Succeeded', 'Failed'].includes(p.status?.phase)).length;
-    cluster.server.store.create('resourcequotas', NAMESPACE, { metadata: { name: 'runners' }, spec: { hard: { pods: String(running) } } });
-    createSandbox(cluster, 'quota-1');
-    const refused = await waitForSandbox(cluster, 'quota-1', (s) => condition(s, 'Ready')?.reason === 'QuotaExceeded');
+    const running = file.cluster.server.store.list('pods', NAMESPACE).items.filter((p: any) => !['Succeeded', 'Failed'].includes(p.status?.phase)).length;
+    file.cluster.server.store.create('resourcequotas', NAMESPACE, { metadata: { name: 'runners' }, spec: { hard: { pods: String(running) } } });
+    createSandbox(file.cluster, 'quota-1');
+    const refused = await waitForSandbox(file.cluster, 'quota-1', (s) => condition(s, 'Ready')?.reason === 'QuotaExceeded');
     expect(refused!.status!.phase).toBe('Starting');
     expect(condition(refused, 'Ready')!.message).toContain('exceeded quota');
-    expect(cluster.server.store.find('pods', NAMESPACE, 'quota-1')).toBeUndefined();
-    cluster.server.store.delete('resourcequotas', NAMESPACE, 'runners');
-    await waitForSandbox(cluster, 'quota-1', phaseIs('Ready'));
+    expect(file.cluster.server.store.find('pods', NAMESPACE, 'quota-1')).toBeUndefined();
+    file.cluster.server.store.delete('resourcequotas', NAMESPACE, 'runners');
+    await waitForSandbox(file.cluster, 'quota-1', phaseIs('Ready'));
   });
 });
 
@@ -45,8 +35,8 @@ describe('the controller’s own endpoints', () => {
   it('/healthz and /readyz answer; /metrics counts reconciles, claims by launch type, sandboxes by phase, and names no tenant', async () => {
     expect((await get('/healthz')).status).toBe(200);
     expect((await get('/readyz')).status).toBe(200);
-    createSandbox(cluster, 'metered', { tenantId: 'tnt_SECRETIVE' });
-    await waitForSandbox(cluster, 'metered', phaseIs('Ready'));
+    createSandbox(file.cluster, 'metered', { tenantId: 'tnt_SECRETIVE' });
+    await waitForSandbox(file.cluster, 'metered', phaseIs('Ready'));
     const text = await (await get('/metrics')).text();
     expect(text).toMatch(/acis_controller_reconciles_total\{kind="Sandbox",result="ok"\} [1-9]/);
     expect(text).toMatch(/acis_controller_claim_latency_seconds_count\{launch="cold"\} [1-9]/);
@@ -56,6 +46,6 @@ describe('the controller’s own endpoints', () => {
     expect(text).toMatch(/acis_controller_leader 1/);
     expect(text).not.toContain('tnt_');
     expect(text).not.toContain('con_');
-    expect(cluster.server.store.find('pods', NAMESPACE, 'metered')).toBeDefined();
+    expect(file.cluster.server.store.find('pods', NAMESPACE, 'metered')).toBeDefined();
   });
 });

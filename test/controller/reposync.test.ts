@@ -4,8 +4,12 @@
  * controller runs it as a Job whose pod runs the real `acis sync-repository` (in bubblewrap, on the
  * simulated kubelet) against the real PostgreSQL and a git server that requires the credential. The
  * REST `sync` object and the RepositorySync's status tell the same outcome; the credential exists in
- * the cluster only while the Job runs and appears in no status, log or kubectl output.
+ * the cluster only while the Job runs and appears in no status, log or kubectl output. Attempts do
+ * not depend on the API node that handed them: a node that stops leaves its Job running, a Job that
+ * dies without writing its outcome ends the sync with the cluster's reason, one past the Job
+ * deadline is handed over again; a GitHub App's key never reaches the cluster, only a token.
  */
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
 import { ROOT } from '../helpers/acis-process.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
+import { type GitHubStub, startGitHubStub } from '../helpers/github-stub.js';
 import { kubectl } from '../helpers/kube-tools.js';
 import { syncEnded, unique } from '../helpers/provision.js';
 import { problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -21,11 +26,21 @@ import { type Cluster, eventually, NAMESPACE, startCluster, startTestController 
 
 const SYNC_IMAGE = 'acis:test';
 const TOKEN = `ghp_${'reposyncCanary'.repeat(2)}`;
+const APP_ID = '31337';
+const INSTALLATION_ID = '4242';
+const APP_TOKEN = `ghs_${randomBytes(18).toString('hex')}`;
+const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const PRIVATE_KEY_PEM = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+const KEY_CANARY = PRIVATE_KEY_PEM.split('\n')[5]!;
+/** What the API server needs to reach the cluster, for every node started here. */
+let clusterEnv: Record<string, string>;
 
 let cluster: Cluster;
 let controller: RunningController;
 let t: TestServer;
 let git: GitHttpServer;
+let appGit: GitHttpServer;
+let github: GitHubStub;
 let root: string;
 let key: string;
 let credentialId: string;
@@ -33,12 +48,20 @@ let credentialId: string;
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'acis-reposync-'));
   git = await serveGitOverHttp(root, { password: TOKEN });
+  appGit = await serveGitOverHttp(root, { username: 'x-access-token', password: APP_TOKEN });
+  github = await startGitHubStub({ appId: APP_ID, publicKey, installations: { [INSTALLATION_ID]: APP_TOKEN } });
   const nodeModules = realpathSync(path.join(ROOT, 'node_modules'));
   cluster = await startCluster({
     // The API server's image: the `acis` CLI from this checkout (its node_modules wherever they are).
     images: { [SYNC_IMAGE]: { command: process.execPath, binds: [ROOT, nodeModules] } },
   });
-  t = await startTestServer({ ACIS_REPOSITORY_SYNC_RUNNER: 'kubernetes', ACIS_K8S_NAMESPACE: NAMESPACE, KUBECONFIG: cluster.server.kubeconfigPath });
+  clusterEnv = {
+    ACIS_REPOSITORY_SYNC_RUNNER: 'kubernetes',
+    ACIS_K8S_NAMESPACE: NAMESPACE,
+    KUBECONFIG: cluster.server.kubeconfigPath,
+    ACIS_GITHUB_API_URL: github.url,
+  };
+  t = await startTestServer(clusterEnv);
   cluster.server.store.create('secrets', NAMESPACE, {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -58,6 +81,8 @@ afterAll(async () => {
   await t?.stop();
   await cluster?.close();
   await git?.stop();
+  await appGit?.stop();
+  await github?.stop();
   await rm(root, { recursive: true, force: true });
 });
 
@@ -71,11 +96,31 @@ function find(resource: string, name: string): any {
   }
 }
 const reposync = (repositoryId: string) => find('repositorysyncs', syncNameOf(repositoryId));
-const secretOf = (repositoryId: string) => find('secrets', `${syncNameOf(repositoryId)}-credential`);
+const secretOf = (repositoryId: string, generation = 1) => find('secrets', `${syncNameOf(repositoryId)}-credential-${generation}`);
+/** The credential a Secret delivers, decoded. */
+const delivered = (secret: any) => JSON.parse(Buffer.from(secret.data.credential, 'base64').toString('utf8'));
+const eventsOf = (repositoryId: string) =>
+  cluster.server.store
+    .list('events', NAMESPACE)
+    .items.filter((e: any) => e.involvedObject?.kind === 'RepositorySync' && e.involvedObject?.name === syncNameOf(repositoryId));
+/** The running pod of a RepositorySync generation's Job. */
+const jobPod = (repositoryId: string, generation: number): any =>
+  cluster.server.store
+    .list('pods', NAMESPACE)
+    .items.find((p: any) => p.metadata.ownerReferences?.some((r: any) => r.kind === 'Job' && r.name === `${syncNameOf(repositoryId)}-${generation}`));
 
-async function register(password = credentialId): Promise<{ id: string; repo: Awaited<ReturnType<typeof createGitRepository>> }> {
+async function register(
+  password = credentialId,
+  options: { server?: TestServer; gitServer?: GitHttpServer; provider?: string } = {},
+): Promise<{ id: string; repo: Awaited<ReturnType<typeof createGitRepository>> }> {
   const repo = await createGitRepository(root, unique('skills'), { 'pdf/SKILL.md': manifest({ name: 'pdf', description: 'Reads PDFs.' }) });
-  const res = await t.request('POST', '/repositories', { token: key, body: { name: unique('repo'), repo_url: git.url(path.basename(repo.dir)), credential_id: password } });
+  const body = {
+    name: unique('repo'),
+    repo_url: (options.gitServer ?? git).url(path.basename(repo.dir)),
+    credential_id: password,
+    ...(options.provider && { provider: options.provider }),
+  };
+  const res = await (options.server ?? t).request('POST', '/repositories', { token: key, body });
   expect(res.status, res.text).toBe(201);
   return { id: res.body.id, repo };
 }
@@ -88,8 +133,8 @@ describe('RepositorySync under the kubernetes sync runner', () => {
       ({ id } = await register());
       // The Job's git fetch is held at the server: the Secret exists now, mounted into that pod alone.
       await git.held();
-      expect(reposync(id).spec).toMatchObject({ repositoryId: id, requestGeneration: 1, credentialSecretName: `${syncNameOf(id)}-credential` });
-      expect(secretOf(id)).toBeDefined();
+      expect(reposync(id).spec).toMatchObject({ repositoryId: id, requestGeneration: 1, credentialSecretName: `${syncNameOf(id)}-credential-1` });
+      expect(delivered(secretOf(id))).toEqual({ type: 'git_pat', secret: TOKEN });
       const job = find('jobs', `${syncNameOf(id)}-1`);
       expect(job.metadata.ownerReferences[0]).toMatchObject({ kind: 'RepositorySync', name: syncNameOf(id) });
       const podSpec = job.spec.template.spec;
@@ -109,6 +154,7 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     const synced = await eventually(cluster, () => reposync(id!)?.status?.state === 'ready' && reposync(id!));
     expect(synced.status).toMatchObject({ state: 'ready', commit, shortCommit: commit.slice(0, 12), observedRequestGeneration: 1 });
     await eventually(cluster, () => secretOf(id!) === undefined);
+    expect(eventsOf(id!).map((e: any) => `${e.type} ${e.reason}`).sort()).toEqual(['Normal JobCreated', 'Normal Synced']);
 
     const table = await kubectl(['get', 'reposync', syncNameOf(id!)], { kubeconfig: cluster.server.kubeconfigPath });
     expect(table.code, table.stderr).toBe(0);
@@ -135,6 +181,87 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     const resynced = await eventually(cluster, () => reposync(id)?.status?.state === 'ready' && reposync(id));
     expect(resynced.spec.requestGeneration).toBe(2);
     expect(find('jobs', `${syncNameOf(id)}-2`)).toBeDefined();
+    expect(eventsOf(id).map((e: any) => e.reason)).toContain('SyncFailed');
+    await eventually(cluster, () => secretOf(id, 1) === undefined && secretOf(id, 2) === undefined && reposync(id).status.credentialRemovedGeneration === 2);
+  });
+
+  it('a node that stops leaves its Job running; a Job killed before writing its outcome ends the sync with the cluster\'s reason', async () => {
+    const release = git.hold();
+    const other = await startTestServer({ ...clusterEnv, DATABASE_URL: t.databaseUrl, ACIS_MASTER_KEY: t.server.deps.config.masterKey! });
+    let id: string;
+    try {
+      ({ id } = await register(credentialId, { server: other }));
+      await git.held();
+      await other.stop();
+      // The handing node is gone for good as far as t can tell: before, its syncs were handed over again.
+      t.clock.advance(5 * 60_000);
+      await t.server.deps.repositorySync.recoverOrphans(false);
+      expect(reposync(id).spec.requestGeneration).toBe(1);
+      const pod = jobPod(id, 1);
+      await cluster.kubelet.kill(NAMESPACE, pod.metadata.name);
+      const failed = await eventually(cluster, () => reposync(id)?.status?.state === 'error' && reposync(id));
+      expect(failed.status.error).toMatch(/^the sync job failed/);
+      // The next heartbeat of any node settles the claim with that reason.
+      await t.server.deps.repositorySync.recoverOrphans(false);
+      const ended = (await t.request('GET', `/repositories/${id}/sync`, { token: key })).body;
+      expect(ended).toMatchObject({ state: 'error', error: failed.status.error });
+      await eventually(cluster, () => secretOf(id) === undefined);
+    } finally {
+      release();
+    }
+  });
+
+  it('an attempt still syncing past the Job deadline is handed over again under a new generation; the stale one writes nothing', async () => {
+    const release = git.hold();
+    let id: string;
+    try {
+      ({ id } = await register());
+      await git.held();
+      t.clock.advance((600 + 120) * 1000 + 1000);
+      expect(await t.server.deps.repositorySync.recoverOrphans(false)).toBe(1);
+      const bumped = reposync(id);
+      expect(bumped.spec.requestGeneration).toBe(2);
+      expect(bumped.spec.credentialSecretName).toBe(`${syncNameOf(id)}-credential-2`);
+      expect(secretOf(id, 2)).toBeDefined();
+    } finally {
+      release();
+    }
+    expect((await syncEnded(t, key, id!)).sync.state).toBe('ready');
+    const synced = await eventually(cluster, () => reposync(id!)?.status?.state === 'ready' && reposync(id!));
+    expect(synced.status.observedRequestGeneration).toBe(2);
+    await eventually(cluster, () => secretOf(id!, 1) === undefined && secretOf(id!, 2) === undefined, 30_000);
+  });
+
+  it('a GitHub App credential reaches the Job as an installation token minted by the API server, never as the private key', async () => {
+    const app = await t.request('POST', '/credentials', {
+      token: key,
+      body: { name: unique('app'), type: 'github_app', secret: JSON.stringify({ app_id: APP_ID, installation_id: INSTALLATION_ID, private_key: PRIVATE_KEY_PEM }) },
+    });
+    expect(app.status, app.text).toBe(201);
+    const release = appGit.hold();
+    let id: string;
+    try {
+      ({ id } = await register(app.body.id, { gitServer: appGit, provider: 'github' }));
+      await appGit.held();
+      const secret = secretOf(id);
+      expect(delivered(secret)).toEqual({ type: 'oauth_token', secret: APP_TOKEN });
+      expect(JSON.stringify(secret)).not.toContain(KEY_CANARY);
+    } finally {
+      release();
+    }
+    expect((await syncEnded(t, key, id!)).sync).toMatchObject({ state: 'ready', error: null });
+    const dump = JSON.stringify(['secrets', 'jobs', 'pods', 'repositorysyncs', 'events'].map((kind) => cluster.server.store.list(kind, NAMESPACE)));
+    expect(dump).not.toContain(KEY_CANARY);
+    expect(t.logs.join('')).not.toContain(APP_TOKEN);
+  });
+
+  it('deleting the repository removes its RepositorySync, and with it its Jobs and Secrets', async () => {
+    const { id } = await register();
+    expect((await syncEnded(t, key, id)).sync.state).toBe('ready');
+    expect(find('jobs', `${syncNameOf(id)}-1`)).toBeDefined();
+    const deleted = await t.request('DELETE', `/repositories/${id}`, { token: key });
+    expect(deleted.status, deleted.text).toBe(204);
+    await eventually(cluster, () => reposync(id) === undefined && find('jobs', `${syncNameOf(id)}-1`) === undefined);
   });
 
   it('the credential is in no status, kubectl output or API log', async () => {

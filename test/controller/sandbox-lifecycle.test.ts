@@ -1,6 +1,5 @@
 import { connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningController } from '../../controller/controller.js';
+import { describe, expect, it } from 'vitest';
 import {
   condition,
   CRASHING_IMAGE,
@@ -9,23 +8,11 @@ import {
   NAMESPACE,
   phaseIs,
   runnerPods,
-  startCluster,
-  startTestController,
+  clusterForFile,
   waitForSandbox,
-  type Cluster,
 } from './harness.js';
 
-let cluster: Cluster;
-let controller: RunningController;
-
-beforeAll(async () => {
-  cluster = await startCluster();
-  controller = await startTestController(cluster);
-});
-afterAll(async () => {
-  await controller?.stop();
-  await cluster?.close();
-});
+const file = clusterForFile();
 
 function readLine(endpoint: string): Promise<string> {
   const [host, port] = endpoint.split(':');
@@ -40,14 +27,14 @@ function readLine(endpoint: string): Promise<string> {
 
 describe('Sandbox → Pod', () => {
   it('starts a locked-down runner pod owned by the Sandbox, with its own token Secret, and reports Ready with the endpoint', async () => {
-    const sandbox = createSandbox(cluster, 'sbx-basic', { shutdownTime: new Date(Date.now() + 600_000).toISOString() });
-    const ready = await waitForSandbox(cluster, 'sbx-basic', phaseIs('Ready'));
+    const sandbox = createSandbox(file.cluster, 'sbx-basic', { shutdownTime: new Date(Date.now() + 600_000).toISOString() });
+    const ready = await waitForSandbox(file.cluster, 'sbx-basic', phaseIs('Ready'));
     expect(ready!.status).toMatchObject({ podName: 'sbx-basic', launch: 'cold', tokenSecretName: 'sbx-basic-token', observedGeneration: 1 });
     expect(condition(ready, 'Ready')).toMatchObject({ status: 'True', reason: 'RunnerReady' });
     expect(condition(ready, 'Admitted')).toMatchObject({ status: 'True' });
     expect(condition(ready, 'Expired')).toMatchObject({ status: 'False' });
 
-    const pod = cluster.server.store.get('pods', NAMESPACE, 'sbx-basic') as any;
+    const pod = file.cluster.server.store.get('pods', NAMESPACE, 'sbx-basic') as any;
     expect(pod.metadata.ownerReferences).toEqual([
       { apiVersion: 'acis.dev/v1alpha1', kind: 'Sandbox', name: 'sbx-basic', uid: sandbox.metadata.uid, controller: true, blockOwnerDeletion: true },
     ]);
@@ -67,59 +54,59 @@ describe('Sandbox → Pod', () => {
     expect(env.HTTPS_PROXY).toBe('http://acis-egress-proxy:3128');
     expect(env.ACIS_RUNNER_TOKEN).toEqual({ secretKeyRef: { name: 'sbx-basic-token', key: 'token' } });
 
-    const secret = cluster.server.store.get('secrets', NAMESPACE, 'sbx-basic-token') as any;
+    const secret = file.cluster.server.store.get('secrets', NAMESPACE, 'sbx-basic-token') as any;
     expect(secret.metadata.ownerReferences[0]).toMatchObject({ kind: 'Sandbox', uid: sandbox.metadata.uid });
     expect(await readLine(ready!.status!.endpoint!)).toBe('runner has a token');
   });
 
   it('deleting the Sandbox removes its pod and Secret', async () => {
-    createSandbox(cluster, 'sbx-gone');
-    await waitForSandbox(cluster, 'sbx-gone', phaseIs('Ready'));
-    cluster.server.store.delete('sandboxes', NAMESPACE, 'sbx-gone');
-    await eventually(cluster, () => !cluster.server.store.find('pods', NAMESPACE, 'sbx-gone') && !cluster.server.store.find('secrets', NAMESPACE, 'sbx-gone-token'));
+    createSandbox(file.cluster, 'sbx-gone');
+    await waitForSandbox(file.cluster, 'sbx-gone', phaseIs('Ready'));
+    file.cluster.server.store.delete('sandboxes', NAMESPACE, 'sbx-gone');
+    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'sbx-gone') && !file.cluster.server.store.find('secrets', NAMESPACE, 'sbx-gone-token'));
   });
 
   it('a runner that crashes fails its Sandbox with a terminal CrashLoop condition that says how', async () => {
-    createSandbox(cluster, 'sbx-crash', { image: CRASHING_IMAGE });
-    const failed = await waitForSandbox(cluster, 'sbx-crash', phaseIs('Failed'));
+    createSandbox(file.cluster, 'sbx-crash', { image: CRASHING_IMAGE });
+    const failed = await waitForSandbox(file.cluster, 'sbx-crash', phaseIs('Failed'));
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'CrashLoop' });
     expect(condition(failed, 'Ready')!.message).toContain('exited with code 3');
     // The finished pod stays for `kubectl logs`; a terminal Sandbox never starts another.
-    expect(cluster.server.store.find('pods', NAMESPACE, 'sbx-crash')).toBeDefined();
-    expect(runnerPods(cluster, 'acis.dev/sandbox=sbx-crash')).toHaveLength(1);
+    expect(file.cluster.server.store.find('pods', NAMESPACE, 'sbx-crash')).toBeDefined();
+    expect(runnerPods(file.cluster, 'acis.dev/sandbox=sbx-crash')).toHaveLength(1);
   });
 
   it('an image that cannot be pulled fails with ImagePullFailed instead of leaving the client waiting', async () => {
-    createSandbox(cluster, 'sbx-noimage', { image: 'registry.invalid/nothing:1' });
-    const failed = await waitForSandbox(cluster, 'sbx-noimage', phaseIs('Failed'));
+    createSandbox(file.cluster, 'sbx-noimage', { image: 'registry.invalid/nothing:1' });
+    const failed = await waitForSandbox(file.cluster, 'sbx-noimage', phaseIs('Failed'));
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'ImagePullFailed' });
-    await eventually(cluster, () => !cluster.server.store.find('pods', NAMESPACE, 'sbx-noimage'));
+    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'sbx-noimage'));
   });
 });
 
 describe('idle TTL', () => {
   it('at shutdownTime the pod goes and the Sandbox reports Expired', async () => {
     const shutdownTime = new Date(Date.now() + 1_500).toISOString();
-    createSandbox(cluster, 'sbx-ttl', { shutdownTime });
-    await waitForSandbox(cluster, 'sbx-ttl', phaseIs('Ready'));
-    const expired = await waitForSandbox(cluster, 'sbx-ttl', phaseIs('Expired'));
+    createSandbox(file.cluster, 'sbx-ttl', { shutdownTime });
+    await waitForSandbox(file.cluster, 'sbx-ttl', phaseIs('Ready'));
+    const expired = await waitForSandbox(file.cluster, 'sbx-ttl', phaseIs('Expired'));
     expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(shutdownTime));
     expect(condition(expired, 'Expired')).toMatchObject({ status: 'True', reason: 'ShutdownTimeReached' });
     expect(condition(expired, 'Ready')).toMatchObject({ status: 'False', reason: 'ShutdownTimeReached' });
-    await eventually(cluster, () => !cluster.server.store.find('pods', NAMESPACE, 'sbx-ttl'));
+    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'sbx-ttl'));
   });
 
   it('a deadline moved forward keeps the runner past the old one', async () => {
     const first = Date.now() + 1_500;
-    createSandbox(cluster, 'sbx-slide', { shutdownTime: new Date(first).toISOString() });
-    await waitForSandbox(cluster, 'sbx-slide', phaseIs('Ready'));
-    const current = cluster.server.store.get('sandboxes', NAMESPACE, 'sbx-slide') as any;
+    createSandbox(file.cluster, 'sbx-slide', { shutdownTime: new Date(first).toISOString() });
+    await waitForSandbox(file.cluster, 'sbx-slide', phaseIs('Ready'));
+    const current = file.cluster.server.store.get('sandboxes', NAMESPACE, 'sbx-slide') as any;
     const moved = first + 2_500;
-    cluster.server.store.update('sandboxes', NAMESPACE, 'sbx-slide', { ...current, spec: { ...current.spec, shutdownTime: new Date(moved).toISOString() } });
+    file.cluster.server.store.update('sandboxes', NAMESPACE, 'sbx-slide', { ...current, spec: { ...current.spec, shutdownTime: new Date(moved).toISOString() } });
     await new Promise((resolve) => setTimeout(resolve, first - Date.now() + 500));
-    expect((cluster.server.store.get('sandboxes', NAMESPACE, 'sbx-slide') as any).status.phase).toBe('Ready');
-    expect(cluster.server.store.find('pods', NAMESPACE, 'sbx-slide')).toBeDefined();
-    const expired = await waitForSandbox(cluster, 'sbx-slide', phaseIs('Expired'));
+    expect((file.cluster.server.store.get('sandboxes', NAMESPACE, 'sbx-slide') as any).status.phase).toBe('Ready');
+    expect(file.cluster.server.store.find('pods', NAMESPACE, 'sbx-slide')).toBeDefined();
+    const expired = await waitForSandbox(file.cluster, 'sbx-slide', phaseIs('Expired'));
     expect(Date.now()).toBeGreaterThanOrEqual(moved);
     expect(condition(expired, 'Expired')!.reason).toBe('ShutdownTimeReached');
   });

@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningController } from '../../controller/controller.js';
+import { describe, expect, it } from 'vitest';
 import {
   createPool,
   createSandbox,
@@ -7,77 +6,65 @@ import {
   NAMESPACE,
   phaseIs,
   runnerPods,
-  startCluster,
-  startTestController,
+  clusterForFile,
   waitForSandbox,
-  type Cluster,
 } from './harness.js';
 
-let cluster: Cluster;
-let controller: RunningController;
-
-beforeAll(async () => {
-  cluster = await startCluster();
-  controller = await startTestController(cluster);
-});
-afterAll(async () => {
-  await controller?.stop();
-  await cluster?.close();
-});
+const file = clusterForFile();
 
 const readyPoolPods = (pool: string) =>
-  runnerPods(cluster, `acis.dev/pool=${pool}`).filter((p: any) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+  runnerPods(file.cluster, `acis.dev/pool=${pool}`).filter((p: any) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
 
 describe('SandboxWarmPool', () => {
   it('fills to replicas, a claim adopts a ready pod without starting one, and the pool refills behind it', async () => {
-    createPool(cluster, 'agents', 2);
-    await eventually(cluster, () => readyPoolPods('agents').length === 2);
-    const pool = await cluster.server.store.waitFor('sandboxwarmpools', NAMESPACE, 'agents', (p: any) => p?.status?.readyReplicas === 2);
+    createPool(file.cluster, 'agents', 2);
+    await eventually(file.cluster, () => readyPoolPods('agents').length === 2);
+    const pool = await file.cluster.server.store.waitFor('sandboxwarmpools', NAMESPACE, 'agents', (p: any) => p?.status?.readyReplicas === 2);
     expect((pool as any).status).toMatchObject({ replicas: 2, desiredReplicas: 2, readyReplicas: 2, availableReplicas: 2, selector: 'acis.dev/pool=agents' });
     const before = new Set(readyPoolPods('agents').map((p) => p.metadata.name));
 
-    const sandbox = createSandbox(cluster, 'claim-1', { mode: 'pooled' });
-    const ready = await waitForSandbox(cluster, 'claim-1', phaseIs('Ready'));
+    const sandbox = createSandbox(file.cluster, 'claim-1', { mode: 'pooled' });
+    const ready = await waitForSandbox(file.cluster, 'claim-1', phaseIs('Ready'));
     expect(ready!.status!.launch).toBe('pool');
     expect(before.has(ready!.status!.podName!)).toBe(true);
-    const adopted = cluster.server.store.get('pods', NAMESPACE, ready!.status!.podName!) as any;
+    const adopted = file.cluster.server.store.get('pods', NAMESPACE, ready!.status!.podName!) as any;
     expect(adopted.metadata.ownerReferences).toEqual([expect.objectContaining({ kind: 'Sandbox', uid: sandbox.metadata.uid, controller: true })]);
     expect(adopted.metadata.labels['acis.dev/pool']).toBeUndefined();
     expect(adopted.metadata.labels['acis.dev/conversation']).toBe((sandbox as any).spec.conversationId);
-    const token = cluster.server.store.get('secrets', NAMESPACE, `${adopted.metadata.name}-token`) as any;
+    const token = file.cluster.server.store.get('secrets', NAMESPACE, `${adopted.metadata.name}-token`) as any;
     expect(token.metadata.ownerReferences[0]).toMatchObject({ kind: 'Sandbox', uid: sandbox.metadata.uid });
     // Adopted, not started: no pod named after the Sandbox.
-    expect(cluster.server.store.find('pods', NAMESPACE, 'claim-1')).toBeUndefined();
+    expect(file.cluster.server.store.find('pods', NAMESPACE, 'claim-1')).toBeUndefined();
 
-    await eventually(cluster, () => readyPoolPods('agents').length === 2);
+    await eventually(file.cluster, () => readyPoolPods('agents').length === 2);
     expect(readyPoolPods('agents').map((p) => p.metadata.name)).not.toContain(adopted.metadata.name);
-    const events = cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'claim-1').map((e: any) => e.reason);
+    const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'claim-1').map((e: any) => e.reason);
     expect(events).toEqual(expect.arrayContaining(['Adopted', 'Ready']));
 
     // The pool going away does not take an adopted runner with it.
-    cluster.server.store.delete('sandboxwarmpools', NAMESPACE, 'agents');
-    await eventually(cluster, () => runnerPods(cluster, 'acis.dev/pool=agents').length === 0);
-    expect(cluster.server.store.find('pods', NAMESPACE, adopted.metadata.name)).toBeDefined();
-    expect(cluster.server.store.find('secrets', NAMESPACE, `${adopted.metadata.name}-token`)).toBeDefined();
+    file.cluster.server.store.delete('sandboxwarmpools', NAMESPACE, 'agents');
+    await eventually(file.cluster, () => runnerPods(file.cluster, 'acis.dev/pool=agents').length === 0);
+    expect(file.cluster.server.store.find('pods', NAMESPACE, adopted.metadata.name)).toBeDefined();
+    expect(file.cluster.server.store.find('secrets', NAMESPACE, `${adopted.metadata.name}-token`)).toBeDefined();
   });
 
   it('with the pool empty a claim falls back to a cold pod', async () => {
-    createPool(cluster, 'empty', 0, 'other-agent');
-    createSandbox(cluster, 'claim-cold', { mode: 'pooled', agentType: 'other-agent', poolRef: { name: 'empty' } });
-    const ready = await waitForSandbox(cluster, 'claim-cold', phaseIs('Ready'));
+    createPool(file.cluster, 'empty', 0, 'other-agent');
+    createSandbox(file.cluster, 'claim-cold', { mode: 'pooled', agentType: 'other-agent', poolRef: { name: 'empty' } });
+    const ready = await waitForSandbox(file.cluster, 'claim-cold', phaseIs('Ready'));
     expect(ready!.status).toMatchObject({ launch: 'cold', podName: 'claim-cold' });
-    const events = cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'claim-cold').map((e: any) => e.reason);
+    const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'claim-cold').map((e: any) => e.reason);
     expect(events).toContain('Started');
   });
 
   it('scaling the pool down removes unclaimed pods, and up adds them', async () => {
-    createPool(cluster, 'scaled', 3, 'scaled-agent');
-    await eventually(cluster, () => readyPoolPods('scaled').length === 3);
-    const current = cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'scaled') as any;
-    cluster.server.store.update('sandboxwarmpools', NAMESPACE, 'scaled', { ...current, spec: { ...current.spec, replicas: 1 } });
-    await eventually(cluster, () => runnerPods(cluster, 'acis.dev/pool=scaled').filter((p: any) => !p.metadata.deletionTimestamp).length === 1);
-    const again = cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'scaled') as any;
-    cluster.server.store.update('sandboxwarmpools', NAMESPACE, 'scaled', { ...again, spec: { ...again.spec, replicas: 2 } });
-    await eventually(cluster, () => readyPoolPods('scaled').length === 2);
+    createPool(file.cluster, 'scaled', 3, 'scaled-agent');
+    await eventually(file.cluster, () => readyPoolPods('scaled').length === 3);
+    const current = file.cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'scaled') as any;
+    file.cluster.server.store.update('sandboxwarmpools', NAMESPACE, 'scaled', { ...current, spec: { ...current.spec, replicas: 1 } });
+    await eventually(file.cluster, () => runnerPods(file.cluster, 'acis.dev/pool=scaled').filter((p: any) => !p.metadata.deletionTimestamp).length === 1);
+    const again = file.cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'scaled') as any;
+    file.cluster.server.store.update('sandboxwarmpools', NAMESPACE, 'scaled', { ...again, spec: { ...again.spec, replicas: 2 } });
+    await eventually(file.cluster, () => readyPoolPods('scaled').length === 2);
   });
 });

@@ -8,17 +8,18 @@ const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_SYNC_IMAG
 const now = new Date('2026-11-25T08:00:00Z');
 const COMMIT = 'a'.repeat(40);
 
-function sync(overrides: Partial<RepositorySync['spec']> = {}, status?: RepositorySync['status']): RepositorySync {
+/** Generation 2 of a RepositorySync whose generation 1 has ended and had its credential removed. */
+function sync(overrides: Partial<RepositorySync['spec']> = {}, status: RepositorySync['status'] = { credentialRemovedGeneration: 1 }): RepositorySync {
   return {
     apiVersion: 'acis.dev/v1alpha1',
     kind: 'RepositorySync',
     metadata: { name: 'rep-01abc', namespace: 'acis', uid: 'uid-1' },
-    spec: { repositoryId: 'rep_01ABC', url: 'https://example.com/a.git', branch: 'main', credentialSecretName: 'rep-01abc-credential', claim: 'c1a1m0000000', requestGeneration: 2, ...overrides },
-    ...(status && { status }),
+    spec: { repositoryId: 'rep_01ABC', url: 'https://example.com/a.git', branch: 'main', credentialSecretName: 'rep-01abc-credential-2', claim: 'c1a1m0000000', requestGeneration: 2, ...overrides },
+    status,
   };
 }
-const job = (condition?: 'Complete' | 'Failed', reason?: string): V1Job => ({
-  metadata: { name: 'rep-01abc-2' },
+const job = (condition?: 'Complete' | 'Failed', reason?: string, generation = 2): V1Job => ({
+  metadata: { name: `rep-01abc-${generation}` },
   status: condition ? { conditions: [{ type: condition, status: 'True', ...(reason && { reason }) }], ...(condition === 'Complete' && { completionTime: now }) } : {},
 });
 const pod = (message?: string): V1Pod => ({
@@ -39,15 +40,16 @@ describe('decideRepositorySync', () => {
       expect.arrayContaining([
         { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'db', key: 'DATABASE_URL' } } },
         { name: 'ACIS_SYNC_CLAIM', value: 'c1a1m0000000' },
-        { name: 'ACIS_SYNC_CREDENTIAL_FILE', value: '/var/run/acis/credential/secret' },
+        { name: 'ACIS_SYNC_CREDENTIAL_FILE', value: '/var/run/acis/credential/credential' },
       ]),
     );
-    expect(podSpec.volumes).toContainEqual({ name: 'credential', secret: { secretName: 'rep-01abc-credential', defaultMode: 0o440 } });
+    expect(podSpec.volumes).toContainEqual({ name: 'credential', secret: { secretName: 'rep-01abc-credential-2', defaultMode: 0o440 } });
     expect(podSpec.automountServiceAccountToken).toBe(false);
     expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     expect(created.spec).toMatchObject({ backoffLimit: 0, activeDeadlineSeconds: 600 });
-    expect(decision.status).toMatchObject({ state: 'syncing', jobName: 'rep-01abc-2', observedRequestGeneration: 2 });
-    expect(decision.deleteCredentialSecret).toBeUndefined();
+    expect(decision.status).toMatchObject({ state: 'syncing', jobName: 'rep-01abc-2', observedRequestGeneration: 2, credentialRemovedGeneration: 1 });
+    expect(decision.deleteCredentialSecrets).toEqual([]);
+    expect(decision.events).toEqual([{ type: 'Normal', reason: 'JobCreated', message: 'generation 2: started job rep-01abc-2' }]);
   });
 
   it('without a credential, no Secret is mounted', () => {
@@ -66,14 +68,37 @@ describe('decideRepositorySync', () => {
     const decision = decideRepositorySync(sync(), { job: observedJob, pod: observedPod }, now, config);
     expect(decision.createJob).toBeUndefined();
     expect(decision.status).toMatchObject(status);
-    expect(decision.deleteCredentialSecret).toBe(deletesSecret ? 'rep-01abc-credential' : undefined);
+    expect(decision.deleteCredentialSecrets).toEqual(deletesSecret ? ['rep-01abc-credential-2'] : []);
+    expect(decision.status.credentialRemovedGeneration).toBe(deletesSecret ? 2 : 1);
   });
 
-  it('once the outcome is written, the Secret is not deleted again and the status does not change', () => {
+  it('records one Event per outcome: Normal when synced, Warning with the reason when failed, none when nothing changed', () => {
+    const ready = decideRepositorySync(sync(), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, now, config);
+    expect(ready.events).toEqual([{ type: 'Normal', reason: 'Synced', message: `generation 2: synced at ${COMMIT.slice(0, 12)}` }]);
+    const failed = decideRepositorySync(sync(), { job: job('Failed', 'DeadlineExceeded') }, now, config);
+    expect(failed.events).toEqual([{ type: 'Warning', reason: 'SyncFailed', message: 'generation 2: the sync job ran past its deadline and was stopped' }]);
+    const running = decideRepositorySync(sync({}, decideRepositorySync(sync(), {}, now, config).status), { job: job() }, now, config);
+    expect(running.events).toEqual([]);
+  });
+
+  it('once the outcome is written, no Secret is deleted again, no Event repeats and the status does not change', () => {
     const first = decideRepositorySync(sync(), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, now, config);
     const again = decideRepositorySync(sync({}, first.status), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, new Date(now.getTime() + 60_000), config);
-    expect(again.deleteCredentialSecret).toBeUndefined();
+    expect(again.deleteCredentialSecrets).toEqual([]);
+    expect(again.events).toEqual([]);
     expect(again.status).toEqual(first.status);
+  });
+
+  it('an older generation\'s Job still running keeps its credential, while generations that will never run lose theirs at once', () => {
+    // Generation 4 is current; 2 still runs (a PATCH let a new claim start before it ended); 3 was bumped past before its Job was made.
+    const current = sync({ requestGeneration: 4, credentialSecretName: 'rep-01abc-credential-4' });
+    const olderJobs = [job(undefined, undefined, 2)];
+    const running = decideRepositorySync(current, { olderJobs }, now, config);
+    expect(running.deleteCredentialSecrets).toEqual(['rep-01abc-credential-3']);
+    expect(running.status.credentialRemovedGeneration).toBe(1);
+    const ended = decideRepositorySync(sync({ requestGeneration: 4, credentialSecretName: 'rep-01abc-credential-4' }, running.status), { olderJobs: [job('Complete', undefined, 2)], job: job('Failed', 'DeadlineExceeded', 4) }, now, config);
+    expect(ended.deleteCredentialSecrets).toEqual(['rep-01abc-credential-2', 'rep-01abc-credential-3', 'rep-01abc-credential-4']);
+    expect(ended.status.credentialRemovedGeneration).toBe(4);
   });
 
   it('a termination message that is not ours is not trusted', () => {
