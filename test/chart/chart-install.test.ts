@@ -199,17 +199,30 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(await metrics.text()).toContain('acis_egress_');
     // A request without run credentials is refused: the proxy knows no run yet (its runs file is empty).
     expect(await proxyStatusLine(podIp, PROXY_PORT, 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
-    expect(kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toContain('/var/lib/acis-egress/egress-ca/ca.crt');
+    const logged = await logLine(kubelet, 'acis-egress-proxy-5c7d9-qk2vd', '/var/lib/acis-egress/egress-ca/ca.crt');
+    expect(logged, kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toBe(true);
   });
 });
 
-/** The status line a forward proxy answers `request` with. */
+/** The status line a forward proxy answers `request` with (read to the end of its answer). */
 async function proxyStatusLine(host: string, port: number, request: string): Promise<string> {
   const socket = connect(port, host);
-  socket.write(request);
-  const [chunk] = (await once(socket, 'data')) as [Buffer];
-  socket.destroy();
-  return chunk.toString('latin1').split('\r\n')[0]!;
+  socket.end(request);
+  let answer = '';
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+  await once(socket, 'close');
+  return answer.split('\r\n')[0]!;
+}
+
+/**
+ * Whether a pod's log gets `text` within a few seconds. The kubelet's logs have no change event, and
+ * a line is written a moment after the port it follows opens: look again every 50 ms.
+ */
+async function logLine(kubelet: Kubelet, pod: string, text: string): Promise<boolean> {
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    if (kubelet.logs(NAMESPACE, pod).includes(text)) return true;
+  }
+  return false;
 }
 
 /** A deployment CA as the Secret the docs have the operator make: base64 `ca.crt` and `ca.key`. */

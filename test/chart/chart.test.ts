@@ -308,7 +308,7 @@ describe('charts/acis: RBAC', () => {
     const rules = find(objects, 'Role', 'acis-api').rules as RbacRule[];
     expect(rules).toEqual([
       { apiGroups: ['acis.dev'], resources: ['sandboxes'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
-      { apiGroups: ['acis.dev'], resources: ['repositorysyncs'], verbs: ['get', 'create', 'update'] },
+      { apiGroups: ['acis.dev'], resources: ['repositorysyncs'], verbs: ['get', 'create', 'update', 'delete'] },
       { apiGroups: ['acis.dev'], resources: ['repositorysyncs/finalizers'], verbs: ['update'] },
       { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'update'] },
     ]);
@@ -468,6 +468,7 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
   it('acis serve accepts its environment', () => {
     const config = loadConfig(resolvedEnv('acis-api'));
     expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, repositorySyncRunner: 'kubernetes', k8sNamespace: NAMESPACE, shutdownGraceSeconds: 25 });
+    expect(config.syncJobDeadlineSeconds).toBe(loadControllerConfig(resolvedEnv('acis-controller')).syncJobDeadlineSeconds);
     expect(Buffer.from(config.masterKey!, 'base64')).toHaveLength(32);
     expect(config.databaseUrl).toMatch(/^postgres:\/\/acis:[^@]+@acis-postgresql:5432\/acis$/);
     expect(config.metricsToken).toBe('metrics-token-0123456789');
