@@ -12,6 +12,7 @@ import { helm, type ToolResult } from '../helpers/kube-tools.js';
 export const CHART = path.join(ROOT, 'charts', 'acis');
 export const PRODUCTION_VALUES = path.join(CHART, 'ci', 'production-values.yaml');
 export const TRIAL_VALUES = path.join(CHART, 'ci', 'trial-values.yaml');
+export const EGRESS_IN_API_VALUES = path.join(CHART, 'ci', 'egress-in-api-server-values.yaml');
 /** What hack/kind-up.sh installs with. */
 export const KIND_VALUES = path.join(ROOT, 'hack', 'kind', 'values.yaml');
 export const NAMESPACE = 'acis';

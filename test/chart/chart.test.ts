@@ -12,7 +12,7 @@ import { loadControllerConfig } from '../../controller/config.js';
 import { loadEgressConfig } from '../../egress-proxy/egress-config.js';
 import { ROOT } from '../helpers/acis-process.js';
 import { pruneAndDefault, validateAgainstSchema, type JsonSchema } from '../k8s/schema-validation.js';
-import { CHART, find, KIND_VALUES, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
+import { CHART, EGRESS_IN_API_VALUES, find, KIND_VALUES, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
 import { schemaProblems } from './kube-schema.js';
 import { connectionAllowed, type NetworkPolicy, type PodEndpoint, selects } from './network-policy-eval.js';
 
@@ -79,6 +79,7 @@ describe('charts/acis: helm lint --strict', () => {
     ['the production-like values', [PRODUCTION_VALUES]],
     ['the trial values', [TRIAL_VALUES]],
     ['the kind walk-through values', [KIND_VALUES]],
+    ['the egress proxy in the API server', [EGRESS_IN_API_VALUES]],
   ])('passes with %s', async (_name, valuesFiles) => {
     const result = await lintChart({ valuesFiles });
     expect(result.code, result.stdout + result.stderr).toBe(0);
@@ -91,6 +92,7 @@ describe.each([
   ['production-like values', [PRODUCTION_VALUES]],
   ['trial values', [TRIAL_VALUES]],
   ['kind walk-through values', [KIND_VALUES]],
+  ['the egress proxy in the API server', [EGRESS_IN_API_VALUES]],
 ])('charts/acis: helm template with %s', (_name, valuesFiles) => {
   let objects: RenderedObject[];
   beforeAll(async () => {
@@ -102,16 +104,18 @@ describe.each([
     expect(await validationProblems(objects)).toEqual([]);
   });
 
-  it('renders the three processes, their Services and ServiceAccounts, and a default warm pool', () => {
-    for (const name of ['acis-api', 'acis-controller', 'acis-egress-proxy']) find(objects, 'Deployment', name);
+  it('renders the processes, their Services and ServiceAccounts, and a default warm pool', () => {
+    const ownProxy = objects.some((object) => object.kind === 'Deployment' && object.metadata.name === 'acis-egress-proxy');
+    const processes = ownProxy ? ['acis-api', 'acis-controller', 'acis-egress-proxy'] : ['acis-api', 'acis-controller'];
+    for (const name of processes) find(objects, 'Deployment', name);
     for (const name of ['acis-api', 'acis-controller-metrics', 'acis-egress-proxy']) find(objects, 'Service', name);
-    for (const name of ['acis-api', 'acis-controller', 'acis-egress-proxy']) find(objects, 'ServiceAccount', name);
+    for (const name of processes) find(objects, 'ServiceAccount', name);
     expect(find(objects, 'SandboxWarmPool', 'vendor-agent-sdk').spec).toMatchObject({ agentType: 'vendor-agent-sdk' });
   });
 
   it('runs every pod under Pod Security "restricted", non-root, with a read-only root filesystem', () => {
     const workloads = objects.filter((object) => WORKLOADS.includes(object.kind));
-    expect(workloads.length).toBeGreaterThanOrEqual(3);
+    expect(workloads.length).toBeGreaterThanOrEqual(2);
     for (const workload of workloads) {
       const pod = podSpecOf(workload);
       const where = `${workload.kind}/${workload.metadata.name}`;
@@ -275,6 +279,26 @@ describe('charts/acis: NetworkPolicies', () => {
     expect(connectionAllowed(policies, sync, metadata, 80)).toBe(false);
     expect(connectionAllowed(production, sync, { ip: '10.20.0.15' }, 5432)).toBe(true);
     expect(connectionAllowed(policies, stranger, sync, 8080)).toBe(false);
+  });
+
+  it('with the egress proxy in the API server, let sandboxes reach the API pods on the proxy port only', async () => {
+    const objects = await renderChart({ valuesFiles: [EGRESS_IN_API_VALUES] });
+    const inApi = ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    expect(inApi.map((policy) => policy.metadata.name)).not.toContain('acis-egress-proxy');
+    const service = find(objects, 'Service', 'acis-egress-proxy').spec as { selector: Record<string, string>; ports: Array<{ port: number }> };
+    expect(selects({ matchLabels: service.selector }, api.labels)).toBe(true);
+    expect(connectionAllowed(inApi, runner, api, 3128)).toBe(true);
+    expect(connectionAllowed(inApi, runner, api, 8080)).toBe(false);
+    expect(connectionAllowed(inApi, stranger, api, 3128)).toBe(false);
+    expect(connectionAllowed(inApi, api, internet, 80)).toBe(true);
+    for (const destination of [metadata, serviceIp, privateHost]) expect(connectionAllowed(inApi, api, destination, 80), destination.ip).toBe(false);
+    for (const destination of [internet, metadata, otherRunner, controller]) expect(connectionAllowed(inApi, runner, destination, 443)).toBe(false);
+    const container = podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]! as Container & { volumeMounts: Array<{ name: string; mountPath: string }> };
+    expect(envOf(container).get('ACIS_EGRESS_LISTEN')?.value).toBe('0.0.0.0:3128');
+    expect(container.volumeMounts).toContainEqual(expect.objectContaining({ name: 'egress-ca', mountPath: '/var/lib/acis/egress-ca' }));
+    const refused = await templateChart({ set: ['egressProxy.mode=api-server', 'apiServer.replicas=2'] });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('egressProxy.ca.existingSecret');
   });
 
   it('let only the API server and sync Jobs into the trial PostgreSQL', async () => {

@@ -202,3 +202,8 @@ and link-local ranges, per address family. */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The component whose pods serve the egress proxy: its own Deployment, or the API server. */}}
+{{- define "acis.egressProxyComponent" -}}
+{{- ternary "egress-proxy" "api-server" (eq .Values.egressProxy.mode "deployment") -}}
+{{- end -}}
