@@ -152,6 +152,8 @@ describe.each([
     expect(container.livenessProbe.httpGet.path).toBe('/healthz');
     const env = envOf(container);
     expect(env.get('ACIS_SANDBOX_PROVIDER')?.value).toBe('kubernetes');
+    const controllerEnv = envOf(podSpecOf(find(objects, 'Deployment', 'acis-controller')).containers[0]!);
+    expect(Number(env.get('ACIS_SANDBOX_READY_TIMEOUT_SECONDS')?.value)).toBeGreaterThan(Number(controllerEnv.get('ACIS_SANDBOX_START_TIMEOUT_SECONDS')?.value));
     expect(env.get('ACIS_K8S_NAMESPACE')?.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
     expect(env.get('ACIS_REPOSITORY_SYNC_RUNNER')?.value).toBe('kubernetes');
     for (const name of ['DATABASE_URL', 'ACIS_MASTER_KEY', 'ACIS_ADMIN_TOKEN']) expect(env.get(name)?.valueFrom, name).toHaveProperty('secretKeyRef');
