@@ -403,6 +403,17 @@ describe('charts/acis: Secrets', () => {
     for (const value of [password, secrets.data.ACIS_MASTER_KEY!, Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString()]) expect(elsewhere).not.toContain(value);
   });
 
+  it('rolls the pods when a secret value given to the chart changes, not on a plain re-render', async () => {
+    const checksum = async (set: string[]) => {
+      const api = find(await renderChart({ set }), 'Deployment', 'acis-api');
+      return (api.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations['checksum/secrets'];
+    };
+    const first = await checksum(['secrets.adminToken=admin-token-0123456789']);
+    expect(first).toMatch(/^[0-9a-f]{64}$/);
+    expect(await checksum(['secrets.adminToken=admin-token-0123456789'])).toBe(first);
+    expect(await checksum(['secrets.adminToken=admin-token-9876543210'])).not.toBe(first);
+  });
+
   it('writes no Secret of its own when given existing ones', async () => {
     const objects = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
     expect(ofKind(objects, 'Secret')).toEqual([]);

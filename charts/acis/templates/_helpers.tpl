@@ -102,14 +102,21 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* The pod template's annotations: Prometheus scraping of `.port`, when asked for. */}}
-{{- define "acis.metricsAnnotations" -}}
-{{- if .root.Values.metrics.annotations -}}
+{{/* The pod template's annotations: Prometheus scraping of `.port` when asked for, and a checksum of
+the chart's secret values (`.secrets`), so that changing one rolls the pods that read it. */}}
+{{- define "acis.podAnnotations" -}}
 annotations:
+  {{- if .root.Values.metrics.annotations }}
   prometheus.io/scrape: "true"
   prometheus.io/port: {{ .port | quote }}
   prometheus.io/path: /metrics
+  {{- end }}
+  checksum/secrets: {{ include "acis.secretValuesChecksum" .root }}
 {{- end -}}
+
+{{/* A digest of the values the chart writes into Secrets (not of generated ones, which are kept). */}}
+{{- define "acis.secretValuesChecksum" -}}
+{{- toJson (list .Values.secrets .Values.database.url .Values.database.existingSecret .Values.postgresql.password) | sha256sum -}}
 {{- end -}}
 
 {{/* An env entry from the chart's (or the user's) Secret; optional ones may be absent. */}}
