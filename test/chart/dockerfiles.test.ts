@@ -6,7 +6,7 @@
  * the runner's entrypoint script checked by `sh -n` and run to see the trust bundle it writes.
  */
 import { execFile } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -103,6 +103,15 @@ describe('images: what they start', () => {
       for (const entry of entries) await expect(stat(path.join(outDir, entry.replace(/^dist\//, ''))), entry).resolves.toBeDefined();
     } finally {
       await rm(outDir, { recursive: true, force: true });
+    }
+  });
+
+  it('the runner image holds dist/sandbox only, so the runner imports nothing from outside sandbox/', async () => {
+    const runnerImage = await readFile(path.join(ROOT, 'images/runner/Dockerfile'), 'utf8');
+    expect(runnerImage).toContain('COPY --from=build /src/dist/sandbox ./dist/sandbox');
+    for (const file of (await readdir(path.join(ROOT, 'sandbox'))).filter((name) => name.endsWith('.ts'))) {
+      const source = await readFile(path.join(ROOT, 'sandbox', file), 'utf8');
+      expect(source.match(/from '\.\.\/[^']*'/g) ?? [], file).toEqual([]);
     }
   });
 
