@@ -1,0 +1,216 @@
+{{/* Names, labels and shared fragments of the chart's templates. */}}
+
+{{- define "acis.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every object name: the release name, plus the chart's name unless it is in it. */}}
+{{- define "acis.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object; `component` names the process. */}}
+{{- define "acis.labels" -}}
+{{ include "acis.selectorLabels" . }}
+app.kubernetes.io/part-of: acis
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "acis.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "acis.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The labels the controller puts on runner pods (controller/api/v1alpha1.ts): a contract. */}}
+{{- define "acis.runnerPodLabels" -}}
+app.kubernetes.io/managed-by: acis-controller
+app.kubernetes.io/component: runner
+{{- end -}}
+
+{{/* And on repository-sync Job pods (controller/reposync-decisions.ts). */}}
+{{- define "acis.syncPodLabels" -}}
+app.kubernetes.io/managed-by: acis-controller
+app.kubernetes.io/component: repository-sync
+{{- end -}}
+
+{{- define "acis.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "acis.runnerImage" -}}
+{{- printf "%s:%s" .Values.runnerImage.repository (default .Chart.AppVersion .Values.runnerImage.tag) -}}
+{{- end -}}
+
+{{- define "acis.databaseSecret" -}}
+{{- if .Values.database.existingSecret -}}
+{{- .Values.database.existingSecret -}}
+{{- else -}}
+{{- printf "%s-database" (include "acis.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "acis.secretsName" -}}
+{{- if .Values.secrets.existingSecret -}}
+{{- .Values.secrets.existingSecret -}}
+{{- else -}}
+{{- printf "%s-secrets" (include "acis.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "acis.egressProxyHost" -}}
+{{- default (printf "%s-egress-proxy" (include "acis.fullname" .)) .Values.egressProxy.clusterIP -}}
+{{- end -}}
+
+{{- define "acis.leaseName" -}}
+{{- printf "%s-controller" (include "acis.fullname" .) -}}
+{{- end -}}
+
+{{/* Pod-level security context: Pod Security Standard `restricted`. */}}
+{{- define "acis.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .uid }}
+runAsGroup: {{ .uid }}
+fsGroup: {{ .uid }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Container-level security context: `restricted`, plus a read-only root filesystem. */}}
+{{- define "acis.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The pod template's annotations: Prometheus scraping of `.port` when asked for, and a checksum of
+the chart's secret values (`.secrets`), so that changing one rolls the pods that read it. */}}
+{{- define "acis.podAnnotations" -}}
+annotations:
+  {{- if .root.Values.metrics.annotations }}
+  prometheus.io/scrape: "true"
+  prometheus.io/port: {{ .port | quote }}
+  prometheus.io/path: /metrics
+  {{- end }}
+  checksum/secrets: {{ include "acis.secretValuesChecksum" .root }}
+{{- end -}}
+
+{{/* A digest of the values the chart writes into Secrets (not of generated ones, which are kept). */}}
+{{- define "acis.secretValuesChecksum" -}}
+{{- toJson (list .Values.secrets .Values.database.url .Values.database.existingSecret .Values.postgresql.password) | sha256sum -}}
+{{- end -}}
+
+{{/* An env entry from the chart's (or the user's) Secret; optional ones may be absent. */}}
+{{- define "acis.secretEnv" -}}
+- name: {{ .key }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "acis.secretsName" .root }}
+      key: {{ .key }}
+      {{- if .optional }}
+      optional: true
+      {{- end }}
+{{- end -}}
+
+{{/* Egress to the cluster DNS (port 53), as a NetworkPolicyEgressRule. */}}
+{{- define "acis.dnsEgressRule" -}}
+- to:
+    - namespaceSelector:
+        {{- toYaml .Values.networkPolicy.dns.namespaceSelector | nindent 8 }}
+      podSelector:
+        {{- toYaml .Values.networkPolicy.dns.podSelector | nindent 8 }}
+  ports:
+    - { protocol: UDP, port: 53 }
+    - { protocol: TCP, port: 53 }
+{{- end -}}
+
+{{/* Egress to the internet on `.ports` (all ports if empty): everything but the cluster, private
+and link-local ranges, per address family. */}}
+{{- define "acis.internetEgressRule" -}}
+{{- $denied := concat .root.Values.networkPolicy.clusterCIDRs .root.Values.networkPolicy.deniedCIDRs -}}
+{{- $v4 := list -}}
+{{- $v6 := list -}}
+{{- range $denied -}}
+{{- if contains ":" . }}{{ $v6 = append $v6 . }}{{ else }}{{ $v4 = append $v4 . }}{{ end -}}
+{{- end -}}
+- to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+        {{- with $v4 }}
+        except:{{ toYaml . | nindent 10 }}
+        {{- end }}
+    - ipBlock:
+        cidr: ::/0
+        {{- with $v6 }}
+        except:{{ toYaml . | nindent 10 }}
+        {{- end }}
+  {{- with .ports }}
+  ports:
+    {{- range . }}
+    - { protocol: TCP, port: {{ . }} }
+    {{- end }}
+  {{- end }}
+{{- end -}}
+
+{{/* Egress on `.ports` to `.peers`, or to any address when there are none. */}}
+{{- define "acis.peersEgressRule" -}}
+- {{- with .peers }}
+  to: {{ toYaml . | nindent 4 }}
+  {{- end }}
+  ports:
+    {{- range .ports }}
+    - { protocol: TCP, port: {{ . }} }
+    {{- end }}
+{{- end -}}
+
+{{/* Egress to PostgreSQL: the configured peers, else the trial PostgreSQL's pods, else anywhere. */}}
+{{- define "acis.databaseEgressRule" -}}
+{{- $peers := .Values.networkPolicy.database -}}
+{{- if and (not $peers) .Values.postgresql.enabled -}}
+{{- $peers = list (dict "podSelector" (dict "matchLabels" (fromYaml (include "acis.selectorLabels" (dict "root" . "component" "postgresql"))))) -}}
+{{- end -}}
+{{ include "acis.peersEgressRule" (dict "peers" $peers "ports" .Values.networkPolicy.databasePorts) }}
+{{- end -}}
+
+{{/* The trial PostgreSQL's password: the value, else the one stored at install, else a new one. */}}
+{{- define "acis.postgresqlPassword" -}}
+{{- if .Values.postgresql.password -}}
+{{- .Values.postgresql.password -}}
+{{- else -}}
+{{- $name := printf "%s-postgresql" (include "acis.fullname" .) -}}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace $name).data | default dict -}}
+{{- if hasKey $existing "POSTGRES_PASSWORD" -}}
+{{- get $existing "POSTGRES_PASSWORD" | b64dec -}}
+{{- else -}}
+{{- /* Generated once per render: the database Secret and PostgreSQL's own read the same value. */ -}}
+{{- if not (hasKey .Values.postgresql "generatedPassword") -}}
+{{- $_ := set .Values.postgresql "generatedPassword" (randAlphaNum 32) -}}
+{{- end -}}
+{{- .Values.postgresql.generatedPassword -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The component whose pods serve the egress proxy: its own Deployment, or the API server. */}}
+{{- define "acis.egressProxyComponent" -}}
+{{- ternary "egress-proxy" "api-server" (eq .Values.egressProxy.mode "deployment") -}}
+{{- end -}}

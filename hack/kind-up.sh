@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# From a laptop to ACIS on a local Kubernetes cluster: creates a kind cluster (if absent), builds
+# the acis, runner and model-stub images and loads them into it, installs the chart with the trial
+# PostgreSQL and the model stub as the model endpoint, then runs the demo (npm run demo) against it
+# through port-forwards. Needs Docker, kind, kubectl, helm, openssl and Node (npm ci done).
+# Re-running it upgrades in place. hack/kind-down.sh deletes the cluster.
+#
+#   ACIS_KIND_CLUSTER   kind cluster name (default acis)
+#   ACIS_NAMESPACE      namespace of the release (default acis)
+#   ACIS_API_PORT       local port forwarded to the API (default 8080)
+set -euo pipefail
+
+cluster="${ACIS_KIND_CLUSTER:-acis}"
+namespace="${ACIS_NAMESPACE:-acis}"
+api_port="${ACIS_API_PORT:-8080}"
+cd "$(dirname "$0")/.."
+
+for tool in docker kind kubectl helm openssl npm; do
+  command -v "$tool" >/dev/null || { echo "kind-up: $tool is needed on PATH" >&2; exit 1; }
+done
+
+if ! kind get clusters | grep -qx "$cluster"; then
+  kind create cluster --name "$cluster" --config hack/kind/cluster.yaml
+fi
+kubectl config use-context "kind-$cluster" >/dev/null
+
+echo "== images"
+docker build -f images/acis/Dockerfile -t acis:dev .
+docker build -f images/runner/Dockerfile -t acis-runner:dev .
+docker build -f hack/kind/model-stub.Dockerfile -t acis-model-stub:dev .
+kind load docker-image --name "$cluster" acis:dev acis-runner:dev acis-model-stub:dev
+
+echo "== namespace (Pod Security: restricted) and the model stub"
+kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f -
+kubectl label namespace "$namespace" pod-security.kubernetes.io/enforce=restricted --overwrite
+kubectl -n "$namespace" apply -f hack/kind/model-stub.yaml
+
+# The egress proxy's deployment CA, made once and kept (runners trust it; every proxy replica signs with it).
+if ! kubectl -n "$namespace" get secret acis-egress-ca >/dev/null 2>&1; then
+  ca_dir="$(mktemp -d)"
+  openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out "$ca_dir/ca.key"
+  openssl req -x509 -new -key "$ca_dir/ca.key" -days 3650 -subj "/O=ACIS/CN=ACIS egress proxy CA" \
+    -addext basicConstraints=critical,CA:TRUE,pathlen:0 -addext keyUsage=critical,keyCertSign,cRLSign \
+    -out "$ca_dir/ca.crt"
+  kubectl -n "$namespace" create secret generic acis-egress-ca --from-file="$ca_dir/ca.crt" --from-file="$ca_dir/ca.key"
+  rm -rf "$ca_dir"
+fi
+
+# The demo's service key: the one of an earlier run if there is one.
+service_key="$(kubectl -n "$namespace" get secret acis-secrets -o jsonpath='{.data.ACIS_BOOTSTRAP_SERVICE_KEY}' 2>/dev/null | base64 -d || true)"
+service_key="${service_key:-sk_int_kind$(openssl rand -hex 16)}"
+
+echo "== helm upgrade --install"
+helm upgrade --install acis charts/acis --namespace "$namespace" \
+  --values hack/kind/values.yaml --set secrets.bootstrapServiceKey="$service_key" \
+  --wait --timeout 10m
+kubectl -n "$namespace" rollout status deployment/acis-model-stub --timeout 5m
+
+echo "== demo"
+kubectl -n "$namespace" port-forward svc/acis-api "$api_port:80" >/dev/null &
+forwards=$!
+# The demo uses a model stub already listening on 127.0.0.1:8788: the cluster's, so the agents' calls land there.
+kubectl -n "$namespace" port-forward svc/acis-model-stub 8788:8788 >/dev/null &
+forwards="$forwards $!"
+trap 'kill $forwards 2>/dev/null || true' EXIT
+for _ in $(seq 1 50); do
+  curl -fsS "http://127.0.0.1:$api_port/readyz" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+DEMO_URL="http://127.0.0.1:$api_port" DEMO_SERVICE_KEY="$service_key" npm run demo
+
+cat <<DONE
+
+ACIS runs in kind cluster "$cluster", namespace "$namespace".
+  kubectl -n $namespace get pods,sbx,sbxpool,reposync
+  kubectl -n $namespace port-forward svc/acis-api $api_port:80   # then http://127.0.0.1:$api_port
+  service key: $service_key
+  admin token: kubectl -n $namespace get secret acis-secrets -o jsonpath='{.data.ACIS_ADMIN_TOKEN}' | base64 -d
+Remove it all with hack/kind-down.sh.
+DONE

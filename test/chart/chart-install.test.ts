@@ -1,0 +1,252 @@
+/**
+ * `helm install` of charts/acis into the Kubernetes API test server (its discovery carries helm), then
+ * `acis controller` as its own process with the environment the chart's Deployment gives its pod
+ * (the test server runs no Deployment controller): the chart's CRDs are served, its warm pool fills
+ * with runner pods through the simulated kubelet, the chart's Lease elects the controller, and the
+ * sandbox NetworkPolicy selects the pods the controller really makes. Then the egress proxy's pod, made
+ * from its Deployment's template as a ReplicaSet would, runs the compiled proxy (built as the image's
+ * Dockerfile builds it) with the chart's environment, volumes and CA Secret, and becomes Ready.
+ */
+import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import { connect } from 'node:net';
+import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanEnv, killLeftovers, ROOT, runAcis, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
+import { helm, kubectl } from '../helpers/kube-tools.js';
+import { startKubelet, type Kubelet } from '../k8s/kubelet.js';
+import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
+import type { KubeObject } from '../k8s/store.js';
+import { CHART, NAMESPACE } from './chart-render.js';
+import { selects, type LabelSelector } from './network-policy-eval.js';
+
+const run = promisify(execFile);
+const RUNNER_IMAGE = 'acis-runner:chart-test';
+const ACIS_IMAGE = 'acis:chart-test';
+const RUNNER_FIXTURE = path.join(ROOT, 'test', 'controller', 'fixtures', 'runner.cjs');
+// Pod IPs are unique within one kubelet only and test files run side by side: a port of our own.
+const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
+// The proxy listens on 0.0.0.0 as in its pod, which here is the host's network: ports of our own too.
+const PROXY_PORT = RUNNER_PORT + 1;
+const PROXY_METRICS_PORT = RUNNER_PORT + 2;
+const POD_NAME = 'acis-controller-7d9f8-x2x4q';
+
+interface EnvEntry {
+  name: string;
+  value?: string;
+  valueFrom?: { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string } };
+}
+
+describe('charts/acis: helm install against the Kubernetes API test server', () => {
+  let server: KubeTestServer;
+  let kubelet: Kubelet;
+  let controller: AcisProcess | undefined;
+  let build: string;
+
+  beforeAll(async () => {
+    // The acis image's /app: dist/ compiled as its Dockerfile compiles it, node_modules, package.json.
+    build = await mkdtemp(path.join(tmpdir(), 'acis-chart-image-'));
+    await run(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', build], { cwd: ROOT });
+    const app = [
+      { source: build, target: '/app/dist' },
+      { source: await realpath(path.join(ROOT, 'node_modules')), target: '/app/node_modules' },
+      { source: path.join(ROOT, 'package.json'), target: '/app/package.json' },
+    ];
+    // No CRDs loaded up front: the chart's crds/ must install them.
+    server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
+    kubelet = await startKubelet({
+      server,
+      images: {
+        [RUNNER_IMAGE]: { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] },
+        [ACIS_IMAGE]: { command: process.execPath, args: ['/app/dist/api-server/main.js', 'serve'], binds: app },
+      },
+      probePeriodMs: 25,
+      allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
+    });
+  }, 180_000);
+
+  afterAll(async () => {
+    if (controller) await stopAcis(controller);
+    killLeftovers();
+    await kubelet?.close();
+    await server?.close();
+    await rm(build, { recursive: true, force: true });
+  }, 180_000);
+
+  it('installs: CRDs served, every object stored, the warm pool filled by the controller the chart configures', async () => {
+    const ca = await createDeploymentCaFiles();
+    server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: ca } as unknown as KubeObject);
+    const [repository, tag] = RUNNER_IMAGE.split(':');
+    const installed = await helm(
+      [
+        'install', 'acis', CHART, '--namespace', NAMESPACE,
+        '--set', `runnerImage.repository=${repository}`, '--set', `runnerImage.tag=${tag}`,
+        '--set', `sandbox.port=${RUNNER_PORT}`,
+        '--set', 'sandbox.resources.requests.cpu=10m', '--set', 'sandbox.resources.requests.memory=16Mi',
+        '--set', 'sandbox.resources.limits.cpu=100m', '--set', 'sandbox.resources.limits.memory=64Mi',
+        '--set', 'warmPool.replicas=2',
+        '--set', 'image.repository=acis', '--set', 'image.tag=chart-test',
+        '--set', `egressProxy.port=${PROXY_PORT}`, '--set', `egressProxy.metricsPort=${PROXY_METRICS_PORT}`,
+        '--set', 'egressProxy.ca.existingSecret=acis-egress-ca',
+        '--set', 'database.url=postgres://acis@db.example:5432/acis',
+      ],
+      { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
+    );
+    expect(installed.code, installed.stderr).toBe(0);
+
+    for (const crd of ['sandboxes.acis.dev', 'sandboxwarmpools.acis.dev', 'repositorysyncs.acis.dev']) {
+      expect(server.store.find('customresourcedefinitions.apiextensions.k8s.io', undefined, crd), crd).toBeDefined();
+    }
+    for (const [resource, name] of [
+      ['deployments.apps', 'acis-api'],
+      ['deployments.apps', 'acis-controller'],
+      ['deployments.apps', 'acis-egress-proxy'],
+      ['networkpolicies.networking.k8s.io', 'acis-sandbox'],
+      ['networkpolicies.networking.k8s.io', 'acis-egress-proxy'],
+      ['roles.rbac.authorization.k8s.io', 'acis-api'],
+      ['roles.rbac.authorization.k8s.io', 'acis-controller'],
+      ['poddisruptionbudgets.policy', 'acis-api'],
+      ['secrets', 'acis-secrets'],
+      ['secrets', 'acis-database'],
+      ['sandboxwarmpools', 'vendor-agent-sdk'],
+    ] as const) {
+      expect(server.store.find(resource, NAMESPACE, name), `${resource}/${name}`).toBeDefined();
+    }
+
+    // The controller's pod, as the kubelet would start it from the Deployment: its env resolved.
+    const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-controller') as KubeObject & {
+      spec: { template: { spec: { containers: Array<{ args: string[]; env: EnvEntry[] }> } } };
+    };
+    const container = deployment.spec.template.spec.containers[0]!;
+    const env = Object.fromEntries(container.env.map((entry) => [entry.name, resolveEnv(server, entry)]));
+    expect(env.ACIS_RUNNER_IMAGE).toBe(RUNNER_IMAGE);
+    controller = runAcis(container.args, {
+      ...cleanEnv(env),
+      KUBECONFIG: server.kubeconfigPath,
+      // Not the pod's fixed 9090: test files share this machine's loopback.
+      ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
+      ACIS_CONTROLLER_METRICS_PORT: '0',
+      LOG_LEVEL: env.LOG_LEVEL ?? 'info',
+    });
+
+    const lease = await server.store.waitFor('leases.coordination.k8s.io', NAMESPACE, 'acis-controller', (object) => Boolean(object), 30_000);
+    expect((lease as KubeObject & { spec: { holderIdentity: string } }).spec.holderIdentity).toBe(POD_NAME);
+
+    const pool = await server.store.waitFor(
+      'sandboxwarmpools',
+      NAMESPACE,
+      'vendor-agent-sdk',
+      (object) => (object as (KubeObject & { status?: { readyReplicas?: number } }) | undefined)?.status?.readyReplicas === 2,
+      60_000,
+    );
+    expect(pool, controller.output()).toBeDefined();
+
+    const pods = server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as Array<
+      KubeObject & { spec: { containers: Array<{ image: string; env: EnvEntry[] }> } }
+    >;
+    expect(pods).toHaveLength(2);
+    const policy = server.store.get('networkpolicies.networking.k8s.io', NAMESPACE, 'acis-sandbox') as KubeObject & { spec: { podSelector: LabelSelector } };
+    for (const pod of pods) {
+      expect(selects(policy.spec.podSelector, pod.metadata.labels ?? {}), pod.metadata.name).toBe(true);
+      const podEnv = new Map(pod.spec.containers[0]!.env.map((entry) => [entry.name, entry.value]));
+      expect(podEnv.get('HTTPS_PROXY')).toBe(`http://acis-egress-proxy:${PROXY_PORT}`);
+      expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
+    }
+
+    const listed = await kubectl(['get', 'sbxpool', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath });
+    expect(listed.stdout).toContain('vendor-agent-sdk');
+  });
+
+  it('upgrades in place and keeps the generated master key', async () => {
+    const before = server.store.get('secrets', NAMESPACE, 'acis-secrets') as KubeObject & { data: Record<string, string> };
+    const upgraded = await helm(
+      ['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values', '--set', 'warmPool.replicas=1'],
+      { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
+    );
+    expect(upgraded.code, upgraded.stderr).toBe(0);
+    const after = server.store.get('secrets', NAMESPACE, 'acis-secrets') as KubeObject & { data: Record<string, string> };
+    expect(after.data.ACIS_MASTER_KEY).toBe(before.data.ACIS_MASTER_KEY);
+    expect(after.data.ACIS_ADMIN_TOKEN).toBe(before.data.ACIS_ADMIN_TOKEN);
+    await server.store.waitUntil(() => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1, 30_000, 'the pool shrunk to one pod');
+  });
+  it('runs the egress proxy from its Deployment\'s pod template: the chart\'s env, volumes and CA, Ready', async () => {
+    const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
+      spec: { template: { metadata: { labels: Record<string, string> }; spec: Record<string, unknown> } };
+    };
+    const template = deployment.spec.template;
+    server.store.create('pods', NAMESPACE, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'acis-egress-proxy-5c7d9-qk2vd', namespace: NAMESPACE, labels: template.metadata.labels },
+      spec: template.spec,
+    } as unknown as KubeObject);
+    const ready = await server.store.waitFor(
+      'pods',
+      NAMESPACE,
+      'acis-egress-proxy-5c7d9-qk2vd',
+      (pod) => Boolean((pod as (KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }) | undefined)?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')),
+      60_000,
+    );
+    // Ready means it loaded the CA from the mounted Secret: the mount is read-only and the root
+    // filesystem too, so it could not have generated one.
+    expect(ready).toBeDefined();
+    const podIp = (ready as KubeObject & { status: { podIP: string } }).status.podIP;
+    const metrics = await fetch(`http://${podIp}:${PROXY_METRICS_PORT}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('acis_egress_');
+    // A request without run credentials is refused: the proxy knows no run yet (its runs file is empty).
+    expect(await proxyStatusLine(podIp, PROXY_PORT, 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
+    const logged = await logLine(kubelet, 'acis-egress-proxy-5c7d9-qk2vd', '/var/lib/acis-egress/egress-ca/ca.crt');
+    expect(logged, kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toBe(true);
+  });
+});
+
+/** The status line a forward proxy answers `request` with (read to the end of its answer). */
+async function proxyStatusLine(host: string, port: number, request: string): Promise<string> {
+  const socket = connect(port, host);
+  socket.end(request);
+  let answer = '';
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+  await once(socket, 'close');
+  return answer.split('\r\n')[0]!;
+}
+
+/**
+ * Whether a pod's log gets `text` within a few seconds. The kubelet's logs have no change event, and
+ * a line is written a moment after the port it follows opens: look again every 50 ms.
+ */
+async function logLine(kubelet: Kubelet, pod: string, text: string): Promise<boolean> {
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    if (kubelet.logs(NAMESPACE, pod).includes(text)) return true;
+  }
+  return false;
+}
+
+/** A deployment CA as the Secret the docs have the operator make: base64 `ca.crt` and `ca.key`. */
+async function createDeploymentCaFiles(): Promise<Record<string, string>> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'acis-chart-ca-'));
+  try {
+    await run('sh', ['-c', 'openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out ca.key && openssl req -x509 -new -key ca.key -days 30 -subj "/CN=test CA" -addext basicConstraints=critical,CA:TRUE -out ca.crt'], { cwd: dir });
+    const [crt, key] = await Promise.all([readFile(path.join(dir, 'ca.crt')), readFile(path.join(dir, 'ca.key'))]);
+    return { 'ca.crt': crt.toString('base64'), 'ca.key': key.toString('base64') };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** An env entry's value as the kubelet would compute it for the pod POD_NAME. */
+function resolveEnv(server: KubeTestServer, entry: EnvEntry): string {
+  if (entry.value !== undefined) return entry.value;
+  const fieldPath = entry.valueFrom?.fieldRef?.fieldPath;
+  if (fieldPath === 'metadata.namespace') return NAMESPACE;
+  if (fieldPath === 'metadata.name') return POD_NAME;
+  const secretRef = entry.valueFrom?.secretKeyRef;
+  if (secretRef) {
+    const secret = server.store.get('secrets', NAMESPACE, secretRef.name) as KubeObject & { data?: Record<string, string> };
+    return Buffer.from(secret.data?.[secretRef.key] ?? '', 'base64').toString();
+  }
+  throw new Error(`cannot resolve env ${entry.name}`);
+}

@@ -1,0 +1,523 @@
+/**
+ * charts/acis rendered by the real helm: lint, every object valid against the Kubernetes schemas (or
+ * its CRD), and the properties that matter: restricted pods, NetworkPolicies that let through only
+ * the flows the design names, least RBAC, values refused by the schema, CRDs identical to crds/.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments } from 'yaml';
+import { loadConfig } from '../../api-server/config.js';
+import { loadControllerConfig } from '../../controller/config.js';
+import { loadEgressConfig } from '../../egress-proxy/egress-config.js';
+import { ROOT } from '../helpers/acis-process.js';
+import { pruneAndDefault, validateAgainstSchema, type JsonSchema } from '../k8s/schema-validation.js';
+import { CHART, EGRESS_IN_API_VALUES, find, KIND_VALUES, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
+import { schemaProblems } from './kube-schema.js';
+import { connectionAllowed, type NetworkPolicy, type PodEndpoint, selects } from './network-policy-eval.js';
+
+interface Container {
+  name: string;
+  image: string;
+  args?: string[];
+  env?: Array<{ name: string; value?: string; valueFrom?: Record<string, unknown> }>;
+  securityContext?: Record<string, unknown>;
+}
+interface PodSpec {
+  securityContext?: Record<string, unknown>;
+  containers: Container[];
+  initContainers?: Container[];
+  automountServiceAccountToken?: boolean;
+  hostNetwork?: boolean;
+  hostPID?: boolean;
+  hostIPC?: boolean;
+  volumes?: Array<Record<string, unknown>>;
+}
+interface RbacRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+const podSpecOf = (object: RenderedObject) => (object.spec as { template: { spec: PodSpec } }).template.spec;
+const podLabelsOf = (object: RenderedObject) => (object.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+const envOf = (container: Container) => new Map((container.env ?? []).map((entry) => [entry.name, entry]));
+const WORKLOADS = ['Deployment', 'StatefulSet', 'DaemonSet', 'Job'];
+
+async function crdSchemas(): Promise<Map<string, JsonSchema>> {
+  const schemas = new Map<string, JsonSchema>();
+  for (const file of await readdir(path.join(CHART, 'crds'))) {
+    const crd = parse(await readFile(path.join(CHART, 'crds', file), 'utf8')) as {
+      spec: { group: string; names: { kind: string }; versions: Array<{ name: string; schema: { openAPIV3Schema: JsonSchema } }> };
+    };
+    for (const version of crd.spec.versions) schemas.set(`${crd.spec.group}/${version.name} ${crd.spec.names.kind}`, version.schema.openAPIV3Schema);
+  }
+  return schemas;
+}
+
+/** Problems of every rendered object: built-ins against the Kubernetes schema, ours against the CRDs. */
+async function validationProblems(objects: RenderedObject[]): Promise<string[]> {
+  const crds = await crdSchemas();
+  return objects.flatMap((object) => {
+    const where = `${object.kind}/${object.metadata.name}`;
+    const crd = crds.get(`${object.apiVersion} ${object.kind}`);
+    if (crd) {
+      const copy = structuredClone(object) as unknown as Parameters<typeof pruneAndDefault>[0];
+      const unknown = pruneAndDefault(copy, crd).map((field) => `unknown field ${field}`);
+      const invalid = validateAgainstSchema(copy, crd).map((cause) => `${cause.field}: ${cause.message}`);
+      return [...unknown, ...invalid].map((problem) => `${where}: ${problem}`);
+    }
+    if (object.apiVersion === 'monitoring.coreos.com/v1') return []; // the Prometheus operator's kind: checked below
+    return schemaProblems(object).map((problem) => `${where}: ${problem}`);
+  });
+}
+
+describe('charts/acis: helm lint --strict', () => {
+  it.each([
+    ['default values', []],
+    ['the production-like values', [PRODUCTION_VALUES]],
+    ['the trial values', [TRIAL_VALUES]],
+    ['the kind walk-through values', [KIND_VALUES]],
+    ['the egress proxy in the API server', [EGRESS_IN_API_VALUES]],
+  ])('passes with %s', async (_name, valuesFiles) => {
+    const result = await lintChart({ valuesFiles });
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toContain('0 chart(s) failed');
+  });
+});
+
+describe.each([
+  ['default values', [] as string[]],
+  ['production-like values', [PRODUCTION_VALUES]],
+  ['trial values', [TRIAL_VALUES]],
+  ['kind walk-through values', [KIND_VALUES]],
+  ['the egress proxy in the API server', [EGRESS_IN_API_VALUES]],
+])('charts/acis: helm template with %s', (_name, valuesFiles) => {
+  let objects: RenderedObject[];
+  beforeAll(async () => {
+    objects = await renderChart({ valuesFiles });
+  });
+
+  it('renders objects that are valid against the Kubernetes schemas and the CRDs', async () => {
+    expect(objects.length).toBeGreaterThan(15);
+    expect(await validationProblems(objects)).toEqual([]);
+  });
+
+  it('renders the processes, their Services and ServiceAccounts, and a default warm pool', () => {
+    const ownProxy = objects.some((object) => object.kind === 'Deployment' && object.metadata.name === 'acis-egress-proxy');
+    const processes = ownProxy ? ['acis-api', 'acis-controller', 'acis-egress-proxy'] : ['acis-api', 'acis-controller'];
+    for (const name of processes) find(objects, 'Deployment', name);
+    for (const name of ['acis-api', 'acis-controller-metrics', 'acis-egress-proxy']) find(objects, 'Service', name);
+    for (const name of processes) find(objects, 'ServiceAccount', name);
+    expect(find(objects, 'SandboxWarmPool', 'vendor-agent-sdk').spec).toMatchObject({ agentType: 'vendor-agent-sdk' });
+  });
+
+  it('runs every pod under Pod Security "restricted", non-root, with a read-only root filesystem', () => {
+    const workloads = objects.filter((object) => WORKLOADS.includes(object.kind));
+    expect(workloads.length).toBeGreaterThanOrEqual(2);
+    for (const workload of workloads) {
+      const pod = podSpecOf(workload);
+      const where = `${workload.kind}/${workload.metadata.name}`;
+      expect(pod.securityContext, where).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+      expect(pod.securityContext!.runAsUser, where).toBeGreaterThan(0);
+      expect([pod.hostNetwork, pod.hostPID, pod.hostIPC].every((flag) => !flag), where).toBe(true);
+      expect(pod.volumes?.every((volume) => !('hostPath' in volume)) ?? true, where).toBe(true);
+      for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
+        expect(container.securityContext, `${where} ${container.name}`).toEqual({
+          runAsNonRoot: true,
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          privileged: false,
+          capabilities: { drop: ['ALL'] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        });
+      }
+    }
+  });
+
+  it('mounts a service-account token only where the Kubernetes API is used', () => {
+    const tokenHolders = objects
+      .filter((object) => WORKLOADS.includes(object.kind) && podSpecOf(object).automountServiceAccountToken !== false)
+      .map((object) => object.metadata.name)
+      .sort();
+    expect(tokenHolders).toEqual(['acis-api', 'acis-controller']);
+    for (const account of ofKind(objects, 'ServiceAccount')) expect(account.automountServiceAccountToken, account.metadata.name).toBe(false);
+  });
+
+  it('gives the API server readiness on /readyz, liveness on /healthz and the kubernetes provider', () => {
+    const api = find(objects, 'Deployment', 'acis-api');
+    const container = podSpecOf(api).containers[0]! as Container & { readinessProbe: { httpGet: { path: string } }; livenessProbe: { httpGet: { path: string } } };
+    expect(container.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(container.livenessProbe.httpGet.path).toBe('/healthz');
+    const env = envOf(container);
+    expect(env.get('ACIS_SANDBOX_PROVIDER')?.value).toBe('kubernetes');
+    const controllerEnv = envOf(podSpecOf(find(objects, 'Deployment', 'acis-controller')).containers[0]!);
+    expect(Number(env.get('ACIS_SANDBOX_READY_TIMEOUT_SECONDS')?.value)).toBeGreaterThan(Number(controllerEnv.get('ACIS_SANDBOX_START_TIMEOUT_SECONDS')?.value));
+    expect(env.get('ACIS_K8S_NAMESPACE')?.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
+    expect(env.get('ACIS_REPOSITORY_SYNC_RUNNER')?.value).toBe('kubernetes');
+    for (const name of ['DATABASE_URL', 'ACIS_MASTER_KEY', 'ACIS_ADMIN_TOKEN']) expect(env.get(name)?.valueFrom, name).toHaveProperty('secretKeyRef');
+    // A secret value is never written into a pod spec.
+    for (const entry of env.values()) if (/KEY|TOKEN|PASSWORD|DATABASE_URL/.test(entry.name)) expect(entry.value, entry.name).toBeUndefined();
+  });
+
+  it('points the controller at the chart\'s own Services, Secret, images and Lease', () => {
+    const controller = find(objects, 'Deployment', 'acis-controller');
+    expect(controller.spec).toMatchObject({ replicas: expect.any(Number) });
+    const env = envOf(podSpecOf(controller).containers[0]!);
+    const proxyHost = env.get('ACIS_EGRESS_PROXY_HOST')!.value!;
+    const proxy = find(objects, 'Service', 'acis-egress-proxy');
+    const proxyService = proxy.spec as { clusterIP?: string; ports: Array<{ name: string; port: number }> };
+    expect([proxy.metadata.name, proxyService.clusterIP]).toContain(proxyHost);
+    expect(env.get('ACIS_EGRESS_PROXY_PORT')!.value).toBe(String(proxyService.ports.find((p) => p.name === 'proxy')!.port));
+    const api = envOf(podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]!);
+    const databaseSecret = (api.get('DATABASE_URL')!.valueFrom as { secretKeyRef: { name: string } }).secretKeyRef.name;
+    expect(env.get('ACIS_DATABASE_SECRET')!.value).toBe(databaseSecret);
+    expect(env.get('ACIS_SYNC_IMAGE')!.value).toBe(podSpecOf(controller).containers[0]!.image);
+    const leaseRule = (find(objects, 'Role', 'acis-controller').rules as RbacRule[]).find((rule) => rule.resourceNames)!;
+    expect(leaseRule.resourceNames).toEqual([env.get('ACIS_CONTROLLER_LEASE_NAME')!.value]);
+  });
+});
+
+describe('charts/acis: NetworkPolicies', () => {
+  const ns = { namespace: NAMESPACE };
+  const runner: PodEndpoint = { ...ns, ip: '10.244.1.10', labels: { 'app.kubernetes.io/managed-by': 'acis-controller', 'app.kubernetes.io/component': 'runner', 'acis.dev/pool': 'vendor-agent-sdk' } };
+  const otherRunner: PodEndpoint = { ...runner, ip: '10.244.1.11' };
+  const sync: PodEndpoint = { ...ns, ip: '10.244.1.12', labels: { 'app.kubernetes.io/managed-by': 'acis-controller', 'app.kubernetes.io/component': 'repository-sync' } };
+  const stranger: PodEndpoint = { ...ns, ip: '10.244.1.13', labels: { app: 'something-else' } };
+  const strangerElsewhere: PodEndpoint = { namespace: 'other', ip: '10.244.2.13', labels: runner.labels };
+  const dns: PodEndpoint = { namespace: 'kube-system', ip: '10.244.0.2', labels: { 'k8s-app': 'kube-dns' } };
+  const internet = { ip: '140.82.112.3' };
+  const metadata = { ip: '169.254.169.254' };
+  const serviceIp = { ip: '10.96.0.1' };
+  const privateHost = { ip: '192.168.1.20' };
+
+  let policies: NetworkPolicy[];
+  let production: NetworkPolicy[];
+  let component: (name: string, ip: string, objects: RenderedObject[]) => PodEndpoint;
+  let api: PodEndpoint, proxy: PodEndpoint, controller: PodEndpoint;
+
+  beforeAll(async () => {
+    const objects = await renderChart();
+    const productionObjects = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
+    policies = ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    production = ofKind(productionObjects, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    component = (name, ip, from) => ({ ...ns, ip, labels: podLabelsOf(find(from, 'Deployment', name)) });
+    api = component('acis-api', '10.244.1.2', objects);
+    proxy = component('acis-egress-proxy', '10.244.1.3', objects);
+    controller = component('acis-controller', '10.244.1.4', objects);
+  });
+
+  it('select the pods they are about: runners, sync Jobs and each process', () => {
+    const selected = (pod: PodEndpoint) => policies.filter((policy) => selects(policy.spec.podSelector, pod.labels)).map((policy) => policy.metadata.name);
+    expect(selected(runner)).toEqual(['acis-sandbox']);
+    expect(selected(sync)).toEqual(['acis-repository-sync']);
+    expect(selected(api)).toEqual(['acis-api']);
+    expect(selected(proxy)).toEqual(['acis-egress-proxy']);
+    expect(selected(controller)).toEqual(['acis-controller']);
+    for (const policy of policies) expect(policy.spec.policyTypes, policy.metadata.name).toEqual(['Ingress', 'Egress']);
+  });
+
+  it('let a sandbox reach the egress proxy pods on the proxy port and DNS, and nothing else', () => {
+    expect(connectionAllowed(policies, runner, proxy, 3128)).toBe(true);
+    expect(connectionAllowed(policies, runner, dns, 53, 'UDP')).toBe(true);
+    expect(connectionAllowed(policies, runner, proxy, 9091)).toBe(false);
+    expect(connectionAllowed(policies, runner, api, 8080)).toBe(false);
+    expect(connectionAllowed(policies, runner, otherRunner, 7070)).toBe(false);
+    expect(connectionAllowed(policies, runner, controller, 9090)).toBe(false);
+    expect(connectionAllowed(policies, runner, dns, 80)).toBe(false);
+    // A runner ignoring its proxy variables gets nowhere.
+    for (const destination of [internet, metadata, serviceIp, privateHost]) {
+      for (const port of [80, 443, 53]) expect(connectionAllowed(policies, runner, destination, port), `${destination.ip}:${port}`).toBe(false);
+    }
+  });
+
+  it('let only the API server into a sandbox, on the runner port', () => {
+    expect(connectionAllowed(policies, api, runner, 7070)).toBe(true);
+    expect(connectionAllowed(policies, api, runner, 22)).toBe(false);
+    expect(connectionAllowed(policies, stranger, runner, 7070)).toBe(false);
+    expect(connectionAllowed(policies, strangerElsewhere, runner, 7070)).toBe(false);
+    expect(connectionAllowed(policies, proxy, runner, 7070)).toBe(false);
+    expect(connectionAllowed(policies, controller, runner, 7070)).toBe(false);
+  });
+
+  it('with a fixed proxy ClusterIP, leave sandboxes no DNS at all', () => {
+    expect(connectionAllowed(production, runner, dns, 53, 'UDP')).toBe(false);
+    expect(connectionAllowed(production, runner, { ...proxy, labels: proxy.labels }, 3128)).toBe(true);
+  });
+
+  it('let the egress proxy reach the internet but not the cluster, private or metadata ranges', () => {
+    expect(connectionAllowed(policies, proxy, internet, 443)).toBe(true);
+    expect(connectionAllowed(policies, proxy, internet, 80)).toBe(true);
+    expect(connectionAllowed(policies, proxy, dns, 53, 'UDP')).toBe(true);
+    for (const destination of [metadata, serviceIp, privateHost, { ip: '172.20.0.5' }, { ip: '100.64.0.1' }, api, runner]) {
+      expect(connectionAllowed(policies, proxy, destination, 443), destination.ip).toBe(false);
+    }
+    expect(connectionAllowed(policies, stranger, proxy, 3128)).toBe(false);
+  });
+
+  it('let the API server reach PostgreSQL, the Kubernetes API and HTTPS, where the production values narrow them', () => {
+    expect(connectionAllowed(policies, api, { ip: '10.20.0.15' }, 5432)).toBe(true);
+    expect(connectionAllowed(policies, api, { ip: '10.0.0.10' }, 6443)).toBe(true);
+    expect(connectionAllowed(policies, api, internet, 443)).toBe(true);
+    expect(connectionAllowed(policies, api, internet, 80)).toBe(false);
+    expect(connectionAllowed(policies, api, metadata, 80)).toBe(false);
+    expect(connectionAllowed(production, api, { ip: '10.20.0.15' }, 5432)).toBe(true);
+    expect(connectionAllowed(production, api, { ip: '10.20.0.16' }, 5432)).toBe(false);
+    expect(connectionAllowed(production, api, { ip: '10.0.0.10' }, 6443)).toBe(true);
+    expect(connectionAllowed(production, api, { ip: '10.0.0.11' }, 6443)).toBe(false);
+    const ingressController: PodEndpoint = { namespace: 'ingress-nginx', ip: '10.244.3.3', labels: {} };
+    expect(connectionAllowed(production, ingressController, { ...api }, 8080)).toBe(true);
+    expect(connectionAllowed(production, stranger, { ...api }, 8080)).toBe(false);
+  });
+
+  it('let the controller reach the Kubernetes API only, and sync Jobs PostgreSQL and git hosts', () => {
+    expect(connectionAllowed(production, controller, { ip: '10.0.0.10' }, 443)).toBe(true);
+    expect(connectionAllowed(production, controller, internet, 443)).toBe(false);
+    expect(connectionAllowed(production, controller, runner, 7070)).toBe(false);
+    expect(connectionAllowed(policies, sync, internet, 443)).toBe(true);
+    expect(connectionAllowed(policies, sync, internet, 22)).toBe(true);
+    expect(connectionAllowed(policies, sync, internet, 80)).toBe(false);
+    expect(connectionAllowed(policies, sync, metadata, 80)).toBe(false);
+    expect(connectionAllowed(production, sync, { ip: '10.20.0.15' }, 5432)).toBe(true);
+    expect(connectionAllowed(policies, stranger, sync, 8080)).toBe(false);
+  });
+
+  it('with the egress proxy in the API server, let sandboxes reach the API pods on the proxy port only', async () => {
+    const objects = await renderChart({ valuesFiles: [EGRESS_IN_API_VALUES] });
+    const inApi = ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    expect(inApi.map((policy) => policy.metadata.name)).not.toContain('acis-egress-proxy');
+    const service = find(objects, 'Service', 'acis-egress-proxy').spec as { selector: Record<string, string>; ports: Array<{ port: number }> };
+    expect(selects({ matchLabels: service.selector }, api.labels)).toBe(true);
+    expect(connectionAllowed(inApi, runner, api, 3128)).toBe(true);
+    expect(connectionAllowed(inApi, runner, api, 8080)).toBe(false);
+    expect(connectionAllowed(inApi, stranger, api, 3128)).toBe(false);
+    expect(connectionAllowed(inApi, api, internet, 80)).toBe(true);
+    for (const destination of [metadata, serviceIp, privateHost]) expect(connectionAllowed(inApi, api, destination, 80), destination.ip).toBe(false);
+    for (const destination of [internet, metadata, otherRunner, controller]) expect(connectionAllowed(inApi, runner, destination, 443)).toBe(false);
+    const container = podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]! as Container & { volumeMounts: Array<{ name: string; mountPath: string }> };
+    expect(envOf(container).get('ACIS_EGRESS_LISTEN')?.value).toBe('0.0.0.0:3128');
+    expect(container.volumeMounts).toContainEqual(expect.objectContaining({ name: 'egress-ca', mountPath: '/var/lib/acis/egress-ca' }));
+    const refused = await templateChart({ set: ['egressProxy.mode=api-server', 'apiServer.replicas=2'] });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('egressProxy.ca.existingSecret');
+  });
+
+  it('let only the API server and sync Jobs into the trial PostgreSQL', async () => {
+    const trial = await renderChart({ valuesFiles: [TRIAL_VALUES] });
+    const trialPolicies = ofKind(trial, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    const postgres: PodEndpoint = { ...ns, ip: '10.244.1.20', labels: podLabelsOf(find(trial, 'StatefulSet', 'acis-postgresql')) };
+    expect(connectionAllowed(trialPolicies, api, postgres, 5432)).toBe(true);
+    expect(connectionAllowed(trialPolicies, sync, postgres, 5432)).toBe(true);
+    expect(connectionAllowed(trialPolicies, runner, postgres, 5432)).toBe(false);
+    expect(connectionAllowed(trialPolicies, proxy, postgres, 5432)).toBe(false);
+    expect(connectionAllowed(trialPolicies, stranger, postgres, 5432)).toBe(false);
+    expect(connectionAllowed(trialPolicies, api, { ip: '10.20.0.15' }, 5432)).toBe(false);
+  });
+});
+
+describe('charts/acis: RBAC', () => {
+  let objects: RenderedObject[];
+  beforeAll(async () => {
+    objects = await renderChart();
+  });
+
+  it('gives the controller exactly controller/rbac.yaml, with the Lease named as the chart names it', async () => {
+    const reference = parseAllDocuments(await readFile(path.join(ROOT, 'controller', 'rbac.yaml'), 'utf8'))
+      .map((document) => document.toJS() as RenderedObject)
+      .find((object) => object.kind === 'Role')!;
+    const expected = (reference.rules as RbacRule[]).map((rule) => (rule.resourceNames ? { ...rule, resourceNames: ['acis-controller'] } : rule));
+    expect(find(objects, 'Role', 'acis-controller').rules).toEqual(expected);
+  });
+
+  it('gives the API server Sandboxes, RepositorySyncs and the sync credential Secrets, never pods, status or reads of Secrets', () => {
+    const rules = find(objects, 'Role', 'acis-api').rules as RbacRule[];
+    expect(rules).toEqual([
+      { apiGroups: ['acis.dev'], resources: ['sandboxes'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
+      { apiGroups: ['acis.dev'], resources: ['repositorysyncs'], verbs: ['get', 'create', 'update', 'delete'] },
+      { apiGroups: ['acis.dev'], resources: ['repositorysyncs/finalizers'], verbs: ['update'] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'update'] },
+    ]);
+  });
+
+  it('binds each Role to its own ServiceAccount, in the release namespace only (no ClusterRole)', () => {
+    expect(ofKind(objects, 'ClusterRole')).toEqual([]);
+    expect(ofKind(objects, 'ClusterRoleBinding')).toEqual([]);
+    for (const binding of ofKind(objects, 'RoleBinding')) {
+      const { roleRef, subjects } = binding as unknown as { roleRef: { kind: string; name: string }; subjects: Array<{ kind: string; name: string; namespace: string }> };
+      expect(roleRef).toMatchObject({ kind: 'Role', name: binding.metadata.name });
+      expect(subjects).toEqual([{ kind: 'ServiceAccount', name: binding.metadata.name, namespace: NAMESPACE }]);
+    }
+  });
+
+  it('drops the API server\'s sync rules when syncs run in process', async () => {
+    const inProcess = await renderChart({ set: ['repositorySync.jobs=false'] });
+    expect((find(inProcess, 'Role', 'acis-api').rules as RbacRule[]).map((rule) => rule.resources)).toEqual([['sandboxes']]);
+    expect(ofKind(inProcess, 'NetworkPolicy').map((policy) => policy.metadata.name)).not.toContain('acis-repository-sync');
+  });
+});
+
+describe('charts/acis: values.schema.json and the chart\'s own refusals', () => {
+  it.each([
+    ['apiServer.replicas=two', '/apiServer/replicas'],
+    ['networkPolicy.enabled=yes', '/networkPolicy/enabled'],
+    ['egressProxy.port=99999', '/egressProxy/port'],
+    ['logLevel=loud', '/logLevel'],
+    ['secrets.adminToken=short', '/secrets/adminToken'],
+    ['secrets.masterKey=not-base64', '/secrets/masterKey'],
+    ['database.url=mysql://x', '/database/url'],
+    ['networkPolicy.clusterCIDRs[0]=everything', '/networkPolicy/clusterCIDRs/0'],
+    ['apiServer.replica=3', "additional properties 'replica' not allowed"],
+  ])('refuses %s', async (pair, message) => {
+    const result = await templateChart({ set: [pair] });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain("values don't meet the specifications of the schema");
+    expect(result.stderr).toContain(message);
+  });
+
+  it('refuses a quoted number where an integer is expected', async () => {
+    const quoted = await offlineHelm(['template', 'acis', CHART, '--set-string', 'controller.replicas=2']);
+    expect(quoted.code).not.toBe(0);
+    expect(quoted.stderr).toContain('/controller/replicas');
+  });
+
+  it('refuses several egress proxies without a shared CA', async () => {
+    const result = await templateChart({ set: ['egressProxy.replicas=3'] });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('egressProxy.ca.existingSecret');
+  });
+});
+
+describe('charts/acis: Secrets', () => {
+  it('generates a master key and an admin token the server accepts, and keeps secret values out of everything else', async () => {
+    const objects = await renderChart({ valuesFiles: [TRIAL_VALUES] });
+    const secrets = find(objects, 'Secret', 'acis-secrets') as unknown as { data: Record<string, string>; metadata: { annotations: Record<string, string> } };
+    const masterKey = Buffer.from(Buffer.from(secrets.data.ACIS_MASTER_KEY!, 'base64').toString(), 'base64');
+    expect(masterKey.length).toBe(32);
+    expect(Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString().length).toBeGreaterThanOrEqual(16);
+    expect(secrets.metadata.annotations['helm.sh/resource-policy']).toBe('keep');
+    const database = Buffer.from((find(objects, 'Secret', 'acis-database') as unknown as { data: { DATABASE_URL: string } }).data.DATABASE_URL, 'base64').toString();
+    const password = Buffer.from((find(objects, 'Secret', 'acis-postgresql') as unknown as { data: { POSTGRES_PASSWORD: string } }).data.POSTGRES_PASSWORD, 'base64').toString();
+    expect(database).toBe(`postgres://acis:${password}@acis-postgresql:5432/acis`);
+    const elsewhere = JSON.stringify(objects.filter((object) => object.kind !== 'Secret'));
+    for (const value of [password, secrets.data.ACIS_MASTER_KEY!, Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString()]) expect(elsewhere).not.toContain(value);
+  });
+
+  it('rolls the pods when a secret value given to the chart changes, not on a plain re-render', async () => {
+    const checksum = async (set: string[]) => {
+      const api = find(await renderChart({ set }), 'Deployment', 'acis-api');
+      return (api.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations['checksum/secrets'];
+    };
+    const first = await checksum(['secrets.adminToken=admin-token-0123456789']);
+    expect(first).toMatch(/^[0-9a-f]{64}$/);
+    expect(await checksum(['secrets.adminToken=admin-token-0123456789'])).toBe(first);
+    expect(await checksum(['secrets.adminToken=admin-token-9876543210'])).not.toBe(first);
+  });
+
+  it('writes no Secret of its own when given existing ones', async () => {
+    const objects = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
+    expect(ofKind(objects, 'Secret')).toEqual([]);
+    const env = envOf(podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]!);
+    expect(env.get('ACIS_MASTER_KEY')!.valueFrom).toEqual({ secretKeyRef: { name: 'acis-keys', key: 'ACIS_MASTER_KEY' } });
+    expect(env.get('DATABASE_URL')!.valueFrom).toEqual({ secretKeyRef: { name: 'acis-database-url', key: 'DATABASE_URL' } });
+  });
+});
+
+describe('charts/acis: ServiceMonitors and scrape annotations', () => {
+  it('scrapes each process on a port its Service names', async () => {
+    const objects = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
+    const monitors = ofKind(objects, 'ServiceMonitor');
+    expect(monitors.map((monitor) => monitor.metadata.name).sort()).toEqual(['acis-api-server', 'acis-controller', 'acis-egress-proxy']);
+    for (const monitor of monitors) {
+      const spec = monitor.spec as { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string }> };
+      const services = ofKind(objects, 'Service').filter((service) => selects(spec.selector, service.metadata.labels ?? {}));
+      expect(services, monitor.metadata.name).toHaveLength(1);
+      const ports = (services[0]!.spec as { ports: Array<{ name: string }> }).ports.map((port) => port.name);
+      expect(ports).toContain(spec.endpoints[0]!.port);
+    }
+    const defaults = await renderChart();
+    for (const deployment of ofKind(defaults, 'Deployment')) {
+      const annotations = (deployment.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+      expect(annotations['prometheus.io/scrape'], deployment.metadata.name).toBe('true');
+    }
+  });
+});
+
+describe('charts/acis: CRDs', () => {
+  it('ships crds/ identical, file for file, to the top-level crds/', async () => {
+    const chartFiles = (await readdir(path.join(CHART, 'crds'))).sort();
+    const topFiles = (await readdir(path.join(ROOT, 'crds'), { withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => entry.name).sort();
+    expect(chartFiles).toEqual(topFiles);
+    for (const file of topFiles) {
+      expect(await readFile(path.join(CHART, 'crds', file), 'utf8'), file).toBe(await readFile(path.join(ROOT, 'crds', file), 'utf8'));
+    }
+  });
+});
+
+describe('charts/acis: values.yaml', () => {
+  it('comments every value (above it, above its group of keys, or above the section holding it)', async () => {
+    const lines = (await readFile(path.join(CHART, 'values.yaml'), 'utf8')).split('\n');
+    const uncommented: string[] = [];
+    lines.forEach((line, index) => {
+      const key = /^(\s*)([A-Za-z][\w./-]*):\s*(\S.*)?$/.exec(line);
+      if (!key || key[3] === undefined) return; // section headers: their values are checked
+      let indent = key[1]!.length;
+      for (let above = index - 1; above >= 0; above -= 1) {
+        const previous = lines[above]!;
+        if (previous.trim().startsWith('#')) return;
+        const other = /^(\s*)[A-Za-z][\w./-]*:\s*(\S.*)?$/.exec(previous);
+        if (!other) break;
+        const otherIndent = other[1]!.length;
+        if (otherIndent > indent) continue; // inside an earlier sibling
+        if (otherIndent === indent) continue; // a sibling of the same group
+        if (other[2] !== undefined) break; // a value, not the section holding this one
+        indent = otherIndent; // the section header: its comment covers what it holds
+      }
+      uncommented.push(`${index + 1}: ${line.trim()}`);
+    });
+    expect(uncommented).toEqual([]);
+  });
+});
+
+describe('charts/acis: the environment each Deployment gives its process', () => {
+  let objects: RenderedObject[];
+  beforeAll(async () => {
+    objects = await renderChart({ valuesFiles: [TRIAL_VALUES], set: ['secrets.metricsToken=metrics-token-0123456789'] });
+  });
+
+  /** A container's env as the kubelet would resolve it from the rendered Secrets and ConfigMaps. */
+  function resolvedEnv(deployment: string): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const entry of podSpecOf(find(objects, 'Deployment', deployment)).containers[0]!.env ?? []) {
+      const from = entry.valueFrom as { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string; optional?: boolean } } | undefined;
+      if (entry.value !== undefined) env[entry.name] = entry.value;
+      else if (from?.fieldRef) env[entry.name] = from.fieldRef.fieldPath === 'metadata.namespace' ? NAMESPACE : `${deployment}-pod`;
+      else if (from?.secretKeyRef) {
+        const secret = find(objects, 'Secret', from.secretKeyRef.name) as unknown as { data: Record<string, string> };
+        const value = secret.data[from.secretKeyRef.key];
+        if (value === undefined && !from.secretKeyRef.optional) throw new Error(`${entry.name}: ${from.secretKeyRef.name} has no ${from.secretKeyRef.key}`);
+        if (value !== undefined) env[entry.name] = Buffer.from(value, 'base64').toString();
+      }
+    }
+    return env;
+  }
+
+  it('acis serve accepts its environment', () => {
+    const config = loadConfig(resolvedEnv('acis-api'));
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, repositorySyncRunner: 'kubernetes', k8sNamespace: NAMESPACE, shutdownGraceSeconds: 25 });
+    expect(config.syncJobDeadlineSeconds).toBe(loadControllerConfig(resolvedEnv('acis-controller')).syncJobDeadlineSeconds);
+    expect(Buffer.from(config.masterKey!, 'base64')).toHaveLength(32);
+    expect(config.databaseUrl).toMatch(/^postgres:\/\/acis:[^@]+@acis-postgresql:5432\/acis$/);
+    expect(config.metricsToken).toBe('metrics-token-0123456789');
+  });
+
+  it('acis controller accepts its environment', () => {
+    const config = loadControllerConfig(resolvedEnv('acis-controller'));
+    expect(config).toMatchObject({ namespace: NAMESPACE, runnerPort: 7070, egressProxyHost: 'acis-egress-proxy', egressProxyPort: 3128, leaseName: 'acis-controller', databaseSecret: 'acis-database', identity: 'acis-controller-pod' });
+  });
+
+  it('the egress proxy accepts its environment', () => {
+    const config = loadEgressConfig(resolvedEnv('acis-egress-proxy'));
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 3128, metricsPort: 9091, caDir: '/var/lib/acis-egress/egress-ca', runsFile: '/etc/acis-egress/runs.json', metricsToken: 'metrics-token-0123456789' });
+  });
+});
