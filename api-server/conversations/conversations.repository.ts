@@ -85,3 +85,22 @@ export async function deleteConversation(db: Db, conversationId: string): Promis
 export async function deleteConversationIfEmpty(db: Db, conversationId: string): Promise<void> {
   await db.deleteFrom('conversations').where('id', '=', conversationId).where('message_count', '=', 0).execute();
 }
+
+/** A run ended on the conversation: its last activity and, when the runtime reported one, its session. */
+export async function recordRunOnConversation(db: Db, conversationId: string, run: { at: Date; sessionId?: string | undefined }): Promise<void> {
+  await db
+    .updateTable('conversations')
+    .set({ last_message_at: run.at, updated_at: run.at, ...(run.sessionId && { session_id: run.sessionId }) })
+    .where('id', '=', conversationId)
+    .execute();
+}
+
+/** What decides a run's runner after its turn, read at the turn's end (a PATCH may have changed the mode meanwhile). */
+export function conversationRunMode(db: Db, conversationId: string) {
+  return db
+    .selectFrom('conversations')
+    .innerJoin('tenants', 'tenants.id', 'conversations.tenant_id')
+    .select(['conversations.mode', 'conversations.idle_ttl_seconds', 'tenants.settings'])
+    .where('conversations.id', '=', conversationId)
+    .executeTakeFirst();
+}

@@ -6,7 +6,7 @@ import type { RateClass } from '../core/rate-limit.js';
 import { StreamLine } from '../messages/message-body.schemas.js';
 import type { SendBody } from '../messages/messages.service.js';
 import { sendAndRespond } from '../messages/send.js';
-import { platformLine } from '../runs/run-manager.js';
+import { platformLine } from '../runs/run-stream.js';
 import { deleteConversationIfEmpty, type ScopedConversationRow } from './conversations.repository.js';
 import { mapPage } from '../core/pagination.js';
 import {

@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { Db } from '../core/db/database.js';
+import { type Db, json } from '../core/db/database.js';
 import type { MessagesTable } from '../core/db/schema.js';
 
 export type MessageRow = Selectable<MessagesTable>;
@@ -25,4 +25,26 @@ export function findRunInFlight(db: Db, conversationId: string): Promise<{ id: s
 
 export function selectMessages(db: Db, conversationId: string) {
   return db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId);
+}
+
+/** A run's outcome on its assistant message (no longer in progress on any node); undefined when the message is gone. */
+export function storeRunOutcome(
+  db: Db,
+  messageId: string,
+  result: { status: 'completed' | 'failed'; content: string; parts: unknown[]; usage: unknown },
+  now: Date,
+): Promise<MessageRow | undefined> {
+  return db
+    .updateTable('messages')
+    .set({
+      status: result.status,
+      content: result.content,
+      parts: json(result.parts),
+      usage: result.usage ? json(result.usage) : null,
+      node_id: null,
+      updated_at: now,
+    })
+    .where('id', '=', messageId)
+    .returningAll()
+    .executeTakeFirst();
 }

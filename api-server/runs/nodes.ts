@@ -5,7 +5,7 @@ import { expireApprovalsOfMessage } from '../approvals/approvals.repository.js';
 import { type Db, json } from '../core/db/database.js';
 import { ProblemError, problemBody } from '../core/problems.js';
 import { presentMessage } from '../messages/messages.presenter.js';
-import { platformLine } from './run-manager.js';
+import { platformLine } from './run-stream.js';
 
 /** A node whose heartbeat is older than this is gone, and its runs are failed. */
 export const NODE_STALE_MS = 60_000;

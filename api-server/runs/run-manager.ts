@@ -1,16 +1,13 @@
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import type { ApprovalGate } from '../approvals/approval-gate.js';
-import { presentApproval } from '../approvals/approvals.presenter.js';
-import { type ApprovalRow, expireApprovalsOfMessage, insertApproval } from '../approvals/approvals.repository.js';
-import { RequestApprovalInput } from '../approvals/approvals.schemas.js';
+import { expireApprovalsOfMessage } from '../approvals/approvals.repository.js';
+import { parkOnApproval } from '../approvals/run-parking.js';
 import type { Vault } from '../core/crypto.js';
-import { type Db, json } from '../core/db/database.js';
-import type { TenantSettings } from '../core/db/schema.js';
+import type { Db } from '../core/db/database.js';
 import type { IdGenerator } from '../core/ids.js';
 import { type Metrics, secondsSince } from '../core/metrics.js';
 import { ProblemError, problemBody, problems } from '../core/problems.js';
-import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
+import { conversationRunMode, recordRunOnConversation, type ScopedConversationRow } from '../conversations/conversations.repository.js';
 import {
   type AcquireRequest,
   CapacityExhausted,
@@ -21,14 +18,13 @@ import {
 } from '../sandboxes/provider.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
-import type { ApprovalAnswer } from '../sandboxes/runner.js';
+import { storeRunOutcome } from '../messages/messages.repository.js';
 import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
 import { loadRunSkills } from '../skills/materialise.js';
-import { resolveRunSecrets } from '../secrets/secrets.service.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import { ReplyBuilder } from './reply.js';
-import { RunStream, type StreamLine } from './run-stream.js';
+import { platformLine, RunStream, type StreamLine } from './run-stream.js';
 
 export interface RunManagerDeps {
   db: Db;
@@ -71,10 +67,6 @@ export interface RunRequest {
 }
 
 export type RunOutcome = { status: 'completed' | 'failed'; problem?: ProblemError };
-
-export function platformLine(type: string, fields: Record<string, unknown> = {}): StreamLine {
-  return { object: 'platform.event', type, ...fields };
-}
 
 /**
  * Runs agent turns for messages on this node. A run outlives the request that started it: the
@@ -321,7 +313,19 @@ export class RunManager {
         env: request.env,
         resume: lease.continuing ? undefined : (conversation.session_id ?? undefined),
         runId: request.assistantMessageId,
-        onApprovalRequest: (input) => this.parkOnApproval(request, emit, input, turnOver.signal),
+        onApprovalRequest: (input) => {
+          const run = this.live.get(request.assistantMessageId);
+          if (!run) return Promise.resolve({ isError: true, text: 'The run is not active.' });
+          const parked = {
+            conversation: request.conversation,
+            messageId: request.assistantMessageId,
+            masker: run.masker,
+            secrets: run.secrets,
+            emit,
+            abort: (problem: ProblemError) => this.abortRun(request.assistantMessageId, problem),
+          };
+          return parkOnApproval(this.deps, parked, input, turnOver.signal);
+        },
       },
       (raw) => {
         if (!agentSpoke) {
@@ -363,7 +367,7 @@ export class RunManager {
         })
       : undefined;
     storing?.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
-    const mode = await this.currentMode(conversation.id);
+    const mode = await conversationRunMode(this.deps.db, conversation.id);
     const released = release({
       broken: outcome.kind === 'crashed',
       discard: mode === undefined,
@@ -385,70 +389,6 @@ export class RunManager {
     stream.append(platformLine('message_end', { message: stored }));
     stream.append(terminal);
     return { status };
-  }
-
-  /**
-   * The agent called `request_approval`: raise a pending Approval, announce it on the stream, and park
-   * the turn (its runner stays claimed) until the approval is decided. Approved or denied, the stream
-   * says `resumed` and the agent gets the decision as the tool's result; expired, the run is aborted.
-   */
-  private async parkOnApproval(
-    request: RunRequest,
-    emit: (line: StreamLine) => void,
-    input: unknown,
-    turnOver: AbortSignal,
-  ): Promise<ApprovalAnswer> {
-    const run = this.live.get(request.assistantMessageId);
-    const parsed = RequestApprovalInput.safeParse(input);
-    if (!run || !parsed.success) {
-      return { isError: true, text: parsed.success ? 'The run is not active.' : `Invalid request_approval input: ${z.prettifyError(parsed.error)}` };
-    }
-    // What the agent wrote is masked like its events: a value it came by must not reach an approver.
-    const asked = run.masker.maskValue(parsed.data);
-    const now = this.deps.now();
-    const lifeSeconds = Math.min(asked.expires_in_seconds ?? this.deps.approvalTtlSeconds, this.deps.approvalTtlSeconds);
-    const raised = await insertApproval(this.deps.db, {
-      id: this.deps.newId('approval'),
-      tenant_id: request.conversation.tenant_id,
-      conversation_id: request.conversation.id,
-      message_id: request.assistantMessageId,
-      status: 'pending',
-      reason: asked.reason,
-      requested_items: json(asked.requested_items),
-      expires_at: new Date(now.getTime() + lifeSeconds * 1000),
-      resolved_by: null,
-      resolved_at: null,
-      note: null,
-      created_at: now,
-      updated_at: now,
-    });
-    this.deps.metrics.approvalRequested();
-    emit(platformLine('approval', { approval: presentApproval(raised) }));
-    this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id }, 'run parked on an approval');
-    const outcome = await this.deps.approvals.wait(raised.id, turnOver);
-    if (outcome.kind === 'ended') return { isError: true, text: 'The run ended before the approval was decided.' };
-    if (outcome.kind === 'gone') {
-      // Deleted with its conversation: the run ends as any run whose conversation went away.
-      this.abortRun(request.assistantMessageId, problems.notFound('conversation'));
-      return { isError: true, text: 'The conversation was deleted.' };
-    }
-    const decided = outcome.approval;
-    if (decided.status === 'expired') {
-      this.abortRun(
-        request.assistantMessageId,
-        new ProblemError('approval-expired', 409, { detail: `Approval ${raised.id} expired before anyone resolved it, so the run ended.` }),
-      );
-      return { isError: true, text: 'The approval expired.' };
-    }
-    if (decided.status === 'approved') {
-      // Secrets given with the approval were vaulted at conversation scope: the run resolves them now.
-      const fresh = await resolveRunSecrets(this.deps, { runId: request.assistantMessageId, conversation: request.conversation });
-      for (const [alias, value] of fresh) run.secrets.set(alias, value);
-      run.masker.add(fresh);
-    }
-    emit(platformLine('resumed', { approval: presentApproval(decided) }));
-    this.deps.logger.info({ message_id: request.assistantMessageId, approval_id: raised.id, status: decided.status }, 'run resumed');
-    return decisionAnswer(decided);
   }
 
   /** A platform abort: the message fails and the stream ends with an `error` line carrying the problem. */
@@ -493,53 +433,17 @@ export class RunManager {
     // Independent statements, run side by side; all are done before anyone is told the run ended.
     const [, row] = await Promise.all([
       deleteRunSecrets(this.deps.db, messageId),
-      this.deps.db
-        .updateTable('messages')
-        .set({
-          status: result.status,
-          content: result.content,
-          parts: json(result.parts),
-          usage: result.usage ? json(result.usage) : null,
-          node_id: null,
-          updated_at: now,
-        })
-        .where('id', '=', messageId)
-        .returningAll()
-        .executeTakeFirst(),
-      this.deps.db
-        .updateTable('conversations')
-        .set({ last_message_at: now, updated_at: now, ...(result.sessionId && { session_id: result.sessionId }) })
-        .where('id', '=', conversationId)
-        .execute(),
+      storeRunOutcome(this.deps.db, messageId, result, now),
+      recordRunOnConversation(this.deps.db, conversationId, { at: now, sessionId: result.sessionId }),
     ]);
     if (!row) return undefined;
     return presentMessage(row);
-  }
-
-  private currentMode(conversationId: string): Promise<{ mode: 'pooled' | 'warm'; idle_ttl_seconds: number | null; settings: TenantSettings } | undefined> {
-    return this.deps.db
-      .selectFrom('conversations')
-      .innerJoin('tenants', 'tenants.id', 'conversations.tenant_id')
-      .select(['conversations.mode', 'conversations.idle_ttl_seconds', 'tenants.settings'])
-      .where('conversations.id', '=', conversationId)
-      .executeTakeFirst();
   }
 }
 
 /** What the sandbox provider needs of a conversation to place its run. */
 export function sandboxFor(conversation: ScopedConversationRow): AcquireRequest {
   return { agentType: conversation.agent_type, conversationId: conversation.id, tenantId: conversation.tenant_id };
-}
-
-/** The tool result the agent sees for a decided approval. */
-function decisionAnswer(approval: ApprovalRow): ApprovalAnswer {
-  const note = approval.note ? ` Note from the approver: ${approval.note}` : '';
-  if (approval.status !== 'approved') {
-    return { isError: true, text: `Denied by ${approval.resolved_by}: do not perform the requested items.${note}` };
-  }
-  const aliases = approval.requested_items.flatMap((item) => (item.kind === 'secret' && item.alias ? [item.alias] : []));
-  const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map((a) => `{{secret:${a}}}`).join(', ')}.` : '';
-  return { isError: false, text: `Approved by ${approval.resolved_by}.${secrets}${note}` };
 }
 
 /** This node cannot start runners; `reason` says what is missing and how to install it. */

@@ -4,6 +4,11 @@ import { type Db, json } from '../core/db/database.js';
 
 export type StreamLine = Record<string, unknown>;
 
+/** A line of the platform's own (`queued`, `approval`, `message_end`, `error`, ...), beside the agent's verbatim events. */
+export function platformLine(type: string, fields: Record<string, unknown> = {}): StreamLine {
+  return { object: 'platform.event', type, ...fields };
+}
+
 const FLUSH_INTERVAL_MS = 50;
 const FLUSH_BATCH = 200;
 const STORED_POLL_MS = 200;

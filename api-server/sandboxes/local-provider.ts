@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
-import { bwrapCommand, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from '../../sandbox/bwrap.js';
+import { localRunnerProcess } from '../../sandbox/runner-process.js';
 import type { Config } from '../config.js';
 import { randomToken } from '../core/crypto.js';
 import { LocalRunner } from './local-runner.js';
@@ -45,10 +45,6 @@ function packageRoot(from: string): string {
     if (path.dirname(dir) === dir) throw new Error(`no package.json above ${from}`);
   }
 }
-/** The loopback port inside a sandbox where the runner bridges to the egress proxy. */
-const SANDBOX_PROXY_PORT = 3128;
-/** The platform's key never enters a sandbox: the model gateway replaces this placeholder on the way out. */
-const MODEL_KEY_PLACEHOLDER = '{{secret:ANTHROPIC_API_KEY}}';
 /** Where the host's TLS roots are (Debian family), to bundle with the egress CA. */
 const SYSTEM_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 
@@ -333,7 +329,18 @@ export class LocalSandboxProvider implements SandboxProvider {
     mkdirSync(dirs.workspace, { recursive: true });
     mkdirSync(dirs.home, { recursive: true });
     const egressToken = randomToken(24);
-    const runner = new LocalRunner(id, this.runnerCommand(dirs, { id, token: egressToken }, { prewarm: options.pooled && this.config.poolPrewarm }), this.logger);
+    const command = localRunnerProcess({
+      appRoot: APP_ROOT,
+      compiled: COMPILED_RUNNER,
+      isolation: this.config.sandboxIsolation,
+      bwrapPath: this.runtime.ok ? this.runtime.bwrapPath : this.config.bwrapPath,
+      dirs,
+      runDir: path.join(this.root, 'run'),
+      egress: this.egress && { hostPort: this.egress.port, credential: { id, token: egressToken } },
+      // A pool runner serves a conversation not known yet; the agent runtime can start before it is.
+      prewarm: options.pooled && this.config.poolPrewarm,
+    });
+    const runner = new LocalRunner(id, command, this.logger);
     const entry: RunnerEntry = { runner, view: transition.newRunner(id, agentType, this.now()), dirs, egressToken, shownWarm: false };
     this.entries.set(id, entry);
     void runner.exit.then(() => {
@@ -353,80 +360,6 @@ export class LocalSandboxProvider implements SandboxProvider {
       );
     }
     return entry;
-  }
-
-  private runnerCommand(
-    dirs: RunnerEntry['dirs'],
-    credential: { id: string; token: string },
-    options: { prewarm: boolean },
-  ): { file: string; args: string[]; env: Record<string, string>; cwd: string } {
-    const runDir = path.join(this.root, 'run');
-    const isolated = this.config.sandboxIsolation !== 'none';
-    // Inside a sandbox the run dir is at /run/acis and the proxy is reached through a loopback bridge to
-    // egress.sock; an unisolated runner (debugging) uses the host paths and the proxy's port directly.
-    const runPath = isolated ? SANDBOX_RUN : runDir;
-    const shared = {
-      ANTHROPIC_API_KEY: MODEL_KEY_PLACEHOLDER,
-      // The runtime's host part is never resolved: it talks to the model gateway on model.sock.
-      ANTHROPIC_BASE_URL: 'http://model.invalid',
-      ANTHROPIC_UNIX_SOCKET: `${runPath}/model.sock`,
-      ...this.egressEnv(credential, runPath, isolated),
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      ACIS_SESSION_STORE: '1',
-      // A pool runner serves a conversation not known yet; the agent runtime can start before it is.
-      ...(options.prewarm && { ACIS_PREWARM: '1' }),
-      // The sandbox is the permission boundary (the runtime refuses to skip permissions as root otherwise).
-      IS_SANDBOX: '1',
-    };
-    const source = runnerCommand(APP_ROOT, COMPILED_RUNNER);
-    if (this.config.sandboxIsolation === 'none') {
-      return {
-        file: process.execPath,
-        args: COMPILED_RUNNER
-          ? [path.join(APP_ROOT, 'dist', 'sandbox', 'runner.js')]
-          : ['--import', 'tsx', path.join(APP_ROOT, 'sandbox', 'runner.ts')],
-        cwd: dirs.workspace,
-        env: {
-          ...shared,
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          HOME: dirs.home,
-          CLAUDE_CONFIG_DIR: path.join(dirs.home, '.claude'),
-        },
-      };
-    }
-    const { args, env } = bwrapCommand({
-      workspace: dirs.workspace,
-      home: dirs.home,
-      runtimeDirs: source.runtimeDirs,
-      runDir,
-      env: { ...shared, CLAUDE_CONFIG_DIR: `${SANDBOX_HOME}/.claude` },
-      command: source.command,
-    });
-    return { file: this.runtime.ok ? this.runtime.bwrapPath : this.config.bwrapPath, args, cwd: dirs.root, env };
-  }
-
-  /**
-   * The runner's route out: every HTTP(S) client is pointed at the egress proxy with the runner's own
-   * credential, and trusts the proxy's CA. No egress proxy: no proxy variables (a sandbox then has no route).
-   */
-  private egressEnv(credential: { id: string; token: string }, runPath: string, isolated: boolean): Record<string, string> {
-    if (!this.egress) return {};
-    const proxy = `http://${credential.id}:${credential.token}@127.0.0.1:${isolated ? SANDBOX_PROXY_PORT : this.egress.port}`;
-    const bundle = `${runPath}/ca-bundle.pem`;
-    return {
-      ...(isolated && { ACIS_FORWARD: `${SANDBOX_PROXY_PORT}=${runPath}/egress.sock` }),
-      HTTP_PROXY: proxy,
-      HTTPS_PROXY: proxy,
-      http_proxy: proxy,
-      https_proxy: proxy,
-      NO_PROXY: '',
-      no_proxy: '',
-      NODE_EXTRA_CA_CERTS: `${runPath}/egress-ca.pem`,
-      SSL_CERT_FILE: bundle,
-      CURL_CA_BUNDLE: bundle,
-      REQUESTS_CA_BUNDLE: bundle,
-      GIT_SSL_CAINFO: bundle,
-    };
   }
 
   /** Saves a runner's workspace back to its conversation (unless told not to), kills it and frees its capacity. */
