@@ -33,6 +33,8 @@ const EnvSchema = z.object({
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   ACIS_REPOSITORY_SYNC_RUNNER: z.enum(['local', 'kubernetes']).default('local'),
+  ACIS_SANDBOX_PROVIDER: z.enum(['local', 'kubernetes']).default('local'),
+  ACIS_SANDBOX_READY_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(180),
   KUBECONFIG: z.string().min(1).optional(),
   ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
@@ -80,6 +82,10 @@ export interface Config {
   githubApiUrl: string;
   /** Where repository syncs run: in this process, or as RepositorySync Jobs on the cluster. */
   repositorySyncRunner: 'local' | 'kubernetes';
+  /** Where runners run: bubblewrap children of this process, or pods the controller makes for Sandbox resources. */
+  sandboxProvider: 'local' | 'kubernetes';
+  /** Under the kubernetes provider: how long a turn waits for its Sandbox to be Ready (after admission) before it fails. */
+  sandboxReadyTimeoutSeconds: number;
   /** The namespace of the cluster's resources (unset: the pod's own, else `default`). */
   k8sNamespace: string | undefined;
   /** A kubeconfig file for the cluster; unset: the in-cluster service account. */
@@ -144,6 +150,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     syncTimeoutSeconds: e.ACIS_SYNC_TIMEOUT_SECONDS,
     githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
     repositorySyncRunner: e.ACIS_REPOSITORY_SYNC_RUNNER,
+    sandboxProvider: e.ACIS_SANDBOX_PROVIDER,
+    sandboxReadyTimeoutSeconds: e.ACIS_SANDBOX_READY_TIMEOUT_SECONDS,
     k8sNamespace: e.ACIS_K8S_NAMESPACE,
     kubeconfigPath: e.KUBECONFIG,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,

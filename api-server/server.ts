@@ -19,11 +19,14 @@ import { ProblemError } from './core/problems.js';
 import { RateLimiter } from './core/rate-limit.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
-import { kubernetesNamespace, kubernetesSyncDispatch } from './repositories/sync-dispatch.js';
+import { kubernetesNamespace, kubernetesSyncDispatch, loadKubeConfig } from './repositories/sync-dispatch.js';
 import { RepositorySyncWorker, vaultCredentials } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
+import { KubernetesSandboxProvider, type RunnerConnector } from './sandboxes/kubernetes-provider.js';
+import { SandboxClient } from './sandboxes/kubernetes-sandboxes.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
+import type { SandboxStateListener } from './sandboxes/provider.js';
 import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
 import { secretsForRun } from './secrets/secrets.service.js';
 
@@ -54,6 +57,8 @@ export interface StartOptions {
   logger?: Logger;
   now?: () => Date;
   validateResponses?: boolean;
+  /** Under the kubernetes provider: how this process connects to a runner in a pod. */
+  connectRunner?: RunnerConnector;
 }
 
 export function createLogger(config: Pick<Config, 'logLevel'>, destination?: DestinationStream): Logger {
@@ -91,19 +96,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const newId = createIdGenerator();
     const nodeId = await resolveNodeId(config.dataDir);
     const metrics = new Metrics();
-    const provider = new LocalSandboxProvider(
-      config,
-      logger,
-      async (conversationId, state) => {
-        await database.db
-          .updateTable('conversations')
-          .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
-          .where('id', '=', conversationId)
-          .execute();
-      },
-      // Hold expiry follows the same clock as the timestamps the API shows.
-      () => now().getTime(),
-    );
+    const showSandboxState: SandboxStateListener = async (conversationId, state) => {
+      await database.db
+        .updateTable('conversations')
+        .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
+        .where('id', '=', conversationId)
+        .execute();
+    };
+    // Hold expiry follows the same clock as the timestamps the API shows.
+    const clock = () => now().getTime();
+    const sandboxes = config.sandboxProvider === 'kubernetes' ? kubernetesProvider(config, logger, showSandboxState, clock, options.connectRunner) : undefined;
+    const local = sandboxes ? undefined : new LocalSandboxProvider(config, logger, showSandboxState, clock);
+    const provider = sandboxes ?? local!;
     metrics.watchRunners({
       runnerStates: () => provider.views().map((view) => view.state),
       queuedRuns: () => provider.queuedRuns(),
@@ -177,8 +181,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await coolLapsedHolds(deps.db, now());
     const resumed = await repositorySync.recoverOrphans(true);
     if (resumed > 0) logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
-    egress = await startEgressProxy(deps, provider, runs, logger);
-    await provider.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
+    if (local) {
+      egress = await startEgressProxy(deps, local, runs, logger);
+      await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
+    } else {
+      await sandboxes!.start();
+    }
     if (config.bootstrapServiceKey) {
       const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
       if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -256,6 +264,25 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await database.close();
     throw error;
   }
+}
+
+function kubernetesProvider(
+  config: Config,
+  logger: Logger,
+  onSandboxState: SandboxStateListener,
+  now: () => number,
+  connect: RunnerConnector | undefined,
+): KubernetesSandboxProvider {
+  if (!connect) throw new Error('ACIS_SANDBOX_PROVIDER=kubernetes needs a connector to runners served over the network');
+  return new KubernetesSandboxProvider({
+    client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), kubernetesNamespace(config.k8sNamespace), logger),
+    connect,
+    logger,
+    onSandboxState,
+    readyTimeoutMs: config.sandboxReadyTimeoutSeconds * 1000,
+    scratchDir: path.join(config.dataDir, 'sandbox-leases'),
+    now,
+  });
 }
 
 /**

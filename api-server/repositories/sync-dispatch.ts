@@ -97,7 +97,8 @@ export function kubernetesSyncDispatch(deps: {
   };
 }
 
-function loadKubeConfig(file: string | undefined): KubeConfig {
+/** The cluster's kubeconfig: a file (KUBECONFIG), else the in-cluster service account. */
+export function loadKubeConfig(file: string | undefined): KubeConfig {
   const kubeConfig = new KubeConfig();
   if (file) kubeConfig.loadFromFile(file);
   else kubeConfig.loadFromCluster();

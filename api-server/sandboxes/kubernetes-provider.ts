@@ -1,0 +1,368 @@
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Sandbox } from '../../controller/api/v1alpha1.js';
+import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
+import { holdSpec, newSandbox, queuePosition, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
+import type { SandboxClient } from './kubernetes-sandboxes.js';
+import {
+  type AcquireRequest,
+  CapacityExhausted,
+  type Lease,
+  type ReleaseOptions,
+  type SandboxProvider,
+  type SandboxStateListener,
+  SandboxUnavailable,
+  type WaitOptions,
+} from './provider.js';
+import type { Runner } from './runner.js';
+
+/** Where a ready Sandbox's runner listens, and the token it wants in the hello. */
+export interface RunnerEndpoint {
+  /** The runner's id on this side: the Sandbox's uid (unique even when a conversation's Sandbox is made again). */
+  id: string;
+  host: string;
+  port: number;
+  token: string;
+}
+
+/** Opens the control connection to a runner in a pod; resolves once the runner accepted it and is ready. */
+export type RunnerConnector = (endpoint: RunnerEndpoint) => Promise<Runner>;
+
+export interface KubernetesProviderOptions {
+  client: SandboxClient;
+  connect: RunnerConnector;
+  logger: Logger;
+  onSandboxState: SandboxStateListener;
+  /** How long a Sandbox may take from create to Ready before the turn fails (the controller's own start timeout normally answers first). */
+  readyTimeoutMs: number;
+  /** A per-lease scratch folder on this host, for what the run manager still writes into `Lease.workspace`. */
+  scratchDir: string;
+  now?: () => number;
+}
+
+/** A rough turn length for `retry_hint_seconds`, as the local provider uses. */
+const TYPICAL_TURN_SECONDS = 5;
+/** How many times an acquire replaces an ended Sandbox that another replica keeps putting back. */
+const MAX_CREATE_ATTEMPTS = 3;
+
+interface Entry {
+  sandbox: Sandbox;
+  runner: Runner;
+  view: RunnerView;
+  workspace: string;
+  /** Its conversation was last shown warm (so ending it must show the conversation cold). */
+  shownWarm: boolean;
+}
+
+/**
+ * The `kubernetes` sandbox provider: a turn's runner lives in a pod the controller makes for a
+ * `Sandbox` resource; this process writes the resource (create, the sliding `shutdownTime`, delete),
+ * watches it until it is Ready or refused, reads its token Secret and connects to the runner.
+ *
+ * Several API replicas share the cluster: a conversation's Sandbox has one name derived from its id
+ * and carries its id as a label, so any replica finds it and none makes a second. Capacity is the
+ * controller's: past the cluster's maximum a Sandbox is not admitted (`Admitted=False`,
+ * `CapacityExhausted`); that is a refusal (`wait: false`) or a place in the controller's line,
+ * announced as it moves (`wait: true`). A warm hold is the Sandbox kept with a moved `shutdownTime`;
+ * the controller expires it then, or earlier for the tenant's warm cap, and this process sees it
+ * through the watch. A Sandbox that ends while its runner is leased (pod killed, node lost) ends
+ * the runner's turn: the run becomes a failed message with an error line.
+ */
+export class KubernetesSandboxProvider implements SandboxProvider {
+  /** Leased and held runners of this process, by runner id. */
+  private readonly entries = new Map<string, Entry>();
+  /** Acquires waiting for a place in the cluster. */
+  private queued = 0;
+  private readonly now: () => number;
+  private expiryTimer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private readonly stopping = new AbortController();
+
+  constructor(private readonly options: KubernetesProviderOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  readonly unavailableReason: string | undefined = undefined;
+
+  async start(): Promise<void> {
+    await rm(this.options.scratchDir, { recursive: true, force: true });
+    this.unsubscribe = this.options.client.subscribe((event, sandbox) => {
+      const entry = [...this.entries.values()].find((e) => e.sandbox.metadata.uid === sandbox.metadata.uid);
+      if (!entry) return;
+      if (event !== 'delete') entry.sandbox = sandbox;
+      const standing: SandboxStanding = event === 'delete' ? { kind: 'ended', reason: 'Deleted', message: 'the Sandbox was deleted' } : standingOf(sandbox);
+      if (standing.kind === 'ended') void this.lost(entry, standing);
+    });
+    await this.options.client.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    clearTimeout(this.expiryTimer);
+    this.unsubscribe?.();
+    // Like the local provider: what this process held ends with it; the next message (on any replica) resumes cold.
+    await Promise.all([...this.entries.values()].map((entry) => this.end(entry)));
+    await this.options.client.stop();
+    await rm(this.options.scratchDir, { recursive: true, force: true });
+  }
+
+  views(): RunnerView[] {
+    return [...this.entries.values()].map((entry) => entry.view);
+  }
+
+  queuedRuns(): number {
+    return this.queued;
+  }
+
+  async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+    await this.expireLapsedHolds();
+    if (this.stopping.signal.aborted) throw new CapacityExhausted(retryHintSeconds(1, TYPICAL_TURN_SECONDS));
+    const held = [...this.entries.values()].find((e) => e.view.state === 'held' && e.view.conversationId === request.conversationId);
+    if (held) {
+      if (held.runner.alive && standingOf(held.sandbox).kind === 'ready') {
+        held.view = { ...held.view, state: 'busy', heldUntil: undefined };
+        return { runner: held.runner, continuing: true, workspace: held.workspace };
+      }
+      await this.end(held);
+    }
+    const sandbox = await this.sandboxFor(request);
+    const ready = await this.untilReady(sandbox, options);
+    let runner: Runner;
+    try {
+      const standing = standingOf(ready) as Extract<SandboxStanding, { kind: 'ready' }>;
+      const token = await this.options.client.readToken(standing.tokenSecretName);
+      runner = await this.options.connect({ id: ready.metadata.uid!, host: standing.host, port: standing.port, token });
+    } catch (error) {
+      // A runner we cannot reach is not used by anyone: the next turn gets a new one.
+      await this.options.client.delete(ready);
+      throw error;
+    }
+    const workspace = path.join(this.options.scratchDir, runner.id);
+    await mkdir(workspace, { recursive: true });
+    const entry: Entry = {
+      sandbox: ready,
+      runner,
+      workspace,
+      shownWarm: false,
+      view: { id: runner.id, agentType: request.agentType, state: 'busy', conversationId: request.conversationId, tenantId: request.tenantId, lastUsedAt: this.now() },
+    };
+    this.entries.set(runner.id, entry);
+    // Ended while we connected: the watch's event came before the entry existed.
+    const latest = this.options.client.cached(ready.metadata.name);
+    const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
+    if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
+    return { runner, continuing: false, workspace };
+  }
+
+  async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
+    const entry = this.entries.get(lease.runner.id);
+    if (!entry) return { heldUntil: null };
+    const hold = options.hold;
+    if (hold && hold.maxConcurrentWarm > 0 && !options.broken && !options.discard && lease.runner.alive && standingOf(entry.sandbox).kind === 'ready') {
+      const now = this.now();
+      const spec = holdSpec(now, hold.idleTtlSeconds, hold.maxConcurrentWarm);
+      try {
+        await this.options.client.patchSpec(entry.sandbox, spec);
+        const heldUntil = Date.parse(spec.shutdownTime);
+        entry.view = { ...entry.view, state: 'held', lastUsedAt: now, heldUntil };
+        await this.showState(entry, { warm: true, expiresAt: new Date(heldUntil) });
+        this.armExpiry();
+        return { heldUntil: new Date(heldUntil) };
+      } catch (error) {
+        this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'moving a Sandbox shutdownTime failed; it is released instead');
+      }
+    }
+    await this.end(entry);
+    return { heldUntil: null };
+  }
+
+  /** The conversation is gone: its Sandbox goes, whichever replica held it. */
+  async discardConversation(conversationId: string): Promise<void> {
+    for (const entry of [...this.entries.values()]) {
+      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) await this.end(entry);
+    }
+    const leftover = this.options.client.cachedForConversation(conversationId);
+    // A Sandbox busy with a turn on this process is ended with the turn.
+    if (leftover && ![...this.entries.values()].some((e) => e.sandbox.metadata.uid === leftover.metadata.uid)) {
+      await this.options.client.delete(leftover);
+    }
+  }
+
+  async expireLapsedHolds(): Promise<void> {
+    const now = this.now();
+    const lapsed = [...this.entries.values()].filter((e) => e.view.state === 'held' && (e.view.heldUntil ?? Infinity) <= now);
+    await Promise.all(lapsed.map((entry) => this.end(entry)));
+  }
+
+  /** The conversation's Sandbox: the one in the cluster unless it has ended, else a new one. */
+  private async sandboxFor(request: AcquireRequest): Promise<Sandbox> {
+    const { client } = this.options;
+    let found = client.cachedForConversation(request.conversationId);
+    for (let attempt = 0; attempt < MAX_CREATE_ATTEMPTS; attempt++) {
+      if (found && standingOf(found).kind === 'ended') {
+        await client.delete(found);
+        await this.gone(found);
+        found = undefined;
+      }
+      found ??= (await client.createOrGet(newSandbox(request, client.namespace, this.now()))).sandbox;
+      if (standingOf(found).kind !== 'ended') return found;
+    }
+    throw new Error(`Sandbox ${sandboxName(request.conversationId)} keeps ending before it is used`);
+  }
+
+  /** Resolves once `sandbox` is gone from the cluster (its name free for a new one). */
+  private async gone(sandbox: Sandbox): Promise<void> {
+    const { client } = this.options;
+    const stillThere = () => client.cached(sandbox.metadata.name)?.metadata.uid === sandbox.metadata.uid;
+    if (!stillThere()) return;
+    await new Promise<void>((resolve) => {
+      const unsubscribe = client.subscribe(() => {
+        if (stillThere()) return;
+        unsubscribe();
+        resolve();
+      });
+      if (!stillThere()) {
+        unsubscribe();
+        resolve();
+      }
+    });
+  }
+
+  /**
+   * Waits, by watching, until the Sandbox is Ready. Not admitted: refused at once (`wait: false`,
+   * the Sandbox deleted so it takes no place in the line), or queued with its place announced as it
+   * moves, until admitted or the hold limit (`signal`). Ended (a terminal failure the controller
+   * reports with its reason): the turn cannot run.
+   */
+  private untilReady(sandbox: Sandbox, options: WaitOptions): Promise<Sandbox> {
+    const { client } = this.options;
+    const { name, uid } = sandbox.metadata;
+    return new Promise<Sandbox>((resolve, reject) => {
+      let announced = 0;
+      let queued = false;
+      let settled = false;
+      const setQueued = (value: boolean) => {
+        if (queued !== value) this.queued += value ? 1 : -1;
+        queued = value;
+      };
+      const finish = (outcome: { sandbox: Sandbox } | { error: Error; discard: boolean }) => {
+        if (settled) return;
+        settled = true;
+        setQueued(false);
+        unsubscribe();
+        clearTimeout(timer);
+        options.signal?.removeEventListener('abort', onAbort);
+        this.stopping.signal.removeEventListener('abort', onStop);
+        if ('sandbox' in outcome) return resolve(outcome.sandbox);
+        if (!outcome.discard) return reject(outcome.error);
+        client.delete(sandbox).then(
+          () => reject(outcome.error),
+          (error: unknown) => {
+            this.options.logger.warn({ err: error, sandbox: name }, 'deleting a Sandbox not admitted failed');
+            reject(outcome.error);
+          },
+        );
+      };
+      const refusal = () => new CapacityExhausted(retryHintSeconds(queuePosition(client.cachedAll(), name), TYPICAL_TURN_SECONDS));
+      const evaluate = (current: Sandbox | undefined) => {
+        if (!current || current.metadata.uid !== uid) return;
+        const standing = standingOf(current);
+        switch (standing.kind) {
+          case 'ready':
+            return finish({ sandbox: current });
+          case 'ended':
+            return finish({ error: new SandboxUnavailable(`the sandbox could not start (${standing.reason}): ${standing.message}`), discard: false });
+          case 'queued': {
+            if (!options.wait) return finish({ error: refusal(), discard: true });
+            setQueued(true);
+            const position = queuePosition(client.cachedAll(), name);
+            if (position !== announced) {
+              announced = position;
+              options.onQueued?.(position, retryHintSeconds(position, TYPICAL_TURN_SECONDS));
+            }
+            return;
+          }
+          case 'starting':
+            setQueued(false);
+        }
+      };
+      const unsubscribe = client.subscribe((event, changed) => {
+        if (changed.metadata.name === name && event === 'delete') {
+          return finish({ error: new SandboxUnavailable('the sandbox was deleted before its runner was ready'), discard: false });
+        }
+        // Any Sandbox leaving the line moves this one up in it.
+        evaluate(client.cached(name));
+      });
+      const onAbort = () => finish({ error: refusal(), discard: true });
+      const onStop = () => finish({ error: new CapacityExhausted(1), discard: false });
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      this.stopping.signal.addEventListener('abort', onStop, { once: true });
+      const timer = setTimeout(
+        () =>
+          finish({
+            error: new SandboxUnavailable(`the sandbox was not ready within ${Math.round(this.options.readyTimeoutMs / 1000)} s; is the controller running?`),
+            discard: true,
+          }),
+        this.options.readyTimeoutMs,
+      );
+      timer.unref();
+      if (options.signal?.aborted) return onAbort();
+      // The cache may be behind the create's answer, or ahead of it.
+      const cached = client.cached(name);
+      evaluate(cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(sandbox.metadata.resourceVersion) ? cached : sandbox);
+    });
+  }
+
+  /** A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. */
+  private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>): Promise<void> {
+    if (this.entries.get(entry.runner.id) !== entry) return;
+    this.options.logger.warn(
+      { sandbox: entry.sandbox.metadata.name, runner_id: entry.runner.id, reason: standing.reason, message: standing.message, state: entry.view.state },
+      'a sandbox in use ended',
+    );
+    if (entry.view.state === 'busy') {
+      // The run manager releases it (broken) when the turn has ended.
+      await entry.runner.kill();
+      return;
+    }
+    await this.end(entry);
+  }
+
+  /** Ends this process's use of a runner: connection closed, Sandbox deleted, conversation shown cold. */
+  private async end(entry: Entry): Promise<void> {
+    if (this.entries.get(entry.runner.id) !== entry) return;
+    this.entries.delete(entry.runner.id);
+    await entry.runner.kill();
+    try {
+      await this.options.client.delete(entry.sandbox);
+    } catch (error) {
+      // The controller still expires it at its shutdownTime.
+      this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'deleting a Sandbox failed');
+    }
+    await rm(entry.workspace, { recursive: true, force: true });
+    if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
+  }
+
+  private async showState(entry: Entry, state: { warm: boolean; expiresAt: Date | null }): Promise<void> {
+    const { conversationId } = entry.view;
+    if (!conversationId) return;
+    entry.shownWarm = state.warm;
+    try {
+      await this.options.onSandboxState(conversationId, state);
+    } catch (error) {
+      this.options.logger.error({ err: error, conversation_id: conversationId }, 'recording sandbox state failed');
+    }
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    if (this.stopping.signal.aborted) return;
+    const deadlines = this.views().flatMap((view) => (view.state === 'held' && view.heldUntil !== undefined ? [view.heldUntil] : []));
+    if (deadlines.length === 0) return;
+    this.expiryTimer = setTimeout(() => {
+      void this.expireLapsedHolds().then(() => this.armExpiry());
+    }, Math.max(0, Math.min(...deadlines) - this.now()));
+    this.expiryTimer.unref();
+  }
+}
