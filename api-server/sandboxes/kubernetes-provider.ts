@@ -163,7 +163,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       const now = this.now();
       const spec = holdSpec(now, hold.idleTtlSeconds, hold.maxConcurrentWarm);
       try {
-        await this.options.client.patchSpec(entry.sandbox, spec);
+        if (!(await this.options.client.patchSpec(entry.sandbox, spec))) throw new Error('the Sandbox is gone');
         const heldUntil = Date.parse(spec.shutdownTime);
         entry.view = { ...entry.view, state: 'held', lastUsedAt: now, heldUntil };
         await this.showState(entry, { warm: true, expiresAt: new Date(heldUntil) });
@@ -202,31 +202,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     for (let attempt = 0; attempt < MAX_CREATE_ATTEMPTS; attempt++) {
       if (found && standingOf(found).kind === 'ended') {
         await client.delete(found);
-        await this.gone(found);
+        await client.whenGone(found);
         found = undefined;
       }
       found ??= (await client.createOrGet(newSandbox(request, client.namespace, this.now()))).sandbox;
       if (standingOf(found).kind !== 'ended') return found;
     }
     throw new Error(`Sandbox ${sandboxName(request.conversationId)} keeps ending before it is used`);
-  }
-
-  /** Resolves once `sandbox` is gone from the cluster (its name free for a new one). */
-  private async gone(sandbox: Sandbox): Promise<void> {
-    const { client } = this.options;
-    const stillThere = () => client.cached(sandbox.metadata.name)?.metadata.uid === sandbox.metadata.uid;
-    if (!stillThere()) return;
-    await new Promise<void>((resolve) => {
-      const unsubscribe = client.subscribe(() => {
-        if (stillThere()) return;
-        unsubscribe();
-        resolve();
-      });
-      if (!stillThere()) {
-        unsubscribe();
-        resolve();
-      }
-    });
   }
 
   /**

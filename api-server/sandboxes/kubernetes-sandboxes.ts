@@ -14,6 +14,8 @@ import { httpStatus, statusMessage } from '../../controller/kube-errors.js';
 /** A missed event costs at most this long (the watch itself delivers changes at once). */
 const RESYNC_MS = 60_000;
 const FIELD_MANAGER = 'acis-api-server';
+/** Status writes by the controller can race a spec patch; a few rounds settle it. */
+const PATCH_ATTEMPTS = 5;
 
 export type SandboxListener = (event: InformerEvent, sandbox: Sandbox) => void;
 
@@ -23,6 +25,8 @@ export class SandboxClient {
   private readonly objects: KubernetesObjectApi;
   private readonly informer: Informer<Sandbox>;
   private readonly listeners = new Set<SandboxListener>();
+  /** Sandboxes this process deleted that the watch has not shown gone yet: the cache hides them (read your own writes). */
+  private readonly deleting = new Set<string>();
 
   constructor(
     kubeConfig: KubeConfig,
@@ -38,6 +42,7 @@ export class SandboxClient {
       list: () => this.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: SANDBOX.plural }),
       resyncMs: RESYNC_MS,
       onEvent: (event, sandbox) => {
+        if (event === 'delete') this.deleting.delete(sandbox.metadata.uid!);
         for (const listener of this.listeners) listener(event, sandbox);
       },
       onError: (error, retryInMs) =>
@@ -62,11 +67,12 @@ export class SandboxClient {
   }
 
   cached(name: string): Sandbox | undefined {
-    return this.informer.get(name, this.namespace);
+    const sandbox = this.informer.get(name, this.namespace);
+    return sandbox && !this.deleting.has(sandbox.metadata.uid!) ? sandbox : undefined;
   }
 
-  cachedAll(): readonly Sandbox[] {
-    return this.informer.list(this.namespace);
+  cachedAll(): Sandbox[] {
+    return this.informer.list(this.namespace).filter((s) => !this.deleting.has(s.metadata.uid!));
   }
 
   /** The conversation's Sandbox in the cache, by its label (any replica's). */
@@ -96,22 +102,28 @@ export class SandboxClient {
     }
   }
 
-  /** A merge patch of the spec, only on the Sandbox with this uid (a newer one of the same name is left alone). */
-  async patchSpec(sandbox: Sandbox, spec: Partial<SandboxSpec>): Promise<void> {
-    const current = await this.read(sandbox.metadata.name);
-    if (!current || current.metadata.uid !== sandbox.metadata.uid) return;
-    await this.objects.patch(
-      { apiVersion: sandbox.apiVersion, kind: sandbox.kind, metadata: { name: sandbox.metadata.name, namespace: this.namespace, resourceVersion: current.metadata.resourceVersion }, spec } as never,
-      undefined,
-      undefined,
-      FIELD_MANAGER,
-      undefined,
-      PatchStrategy.MergePatch,
-    );
+  /**
+   * A merge patch of the spec, only on the Sandbox with this uid (a newer one of the same name is left
+   * alone): read, then patch at that resourceVersion, again when the controller wrote in between (409).
+   * Answers whether it was written.
+   */
+  async patchSpec(sandbox: Sandbox, spec: Partial<SandboxSpec>): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.read(sandbox.metadata.name);
+      if (!current || current.metadata.uid !== sandbox.metadata.uid) return false;
+      const metadata = { name: sandbox.metadata.name, namespace: this.namespace, resourceVersion: current.metadata.resourceVersion };
+      try {
+        await this.objects.patch({ apiVersion: sandbox.apiVersion, kind: sandbox.kind, metadata, spec } as never, undefined, undefined, FIELD_MANAGER, undefined, PatchStrategy.MergePatch);
+        return true;
+      } catch (error) {
+        if (httpStatus(error) !== 409 || attempt >= PATCH_ATTEMPTS) throw error;
+      }
+    }
   }
 
   /** Deletes this very Sandbox (by uid); its pod and token Secret go with it (owner references). Gone already is fine. */
   async delete(sandbox: Sandbox): Promise<void> {
+    this.deleting.add(sandbox.metadata.uid!);
     try {
       await this.custom.deleteNamespacedCustomObject({
         ...this.collection(),
@@ -121,8 +133,23 @@ export class SandboxClient {
       });
     } catch (error) {
       // 404: gone; 409: the name holds a newer Sandbox (the precondition failed), which is not ours to delete.
-      if (httpStatus(error) !== 404 && httpStatus(error) !== 409) throw error;
+      if (httpStatus(error) === 404 || httpStatus(error) === 409) return;
+      this.deleting.delete(sandbox.metadata.uid!);
+      throw error;
     }
+  }
+
+  /** Resolves once the watch shows `sandbox` gone from the cluster (its name free for a new one). */
+  whenGone(sandbox: Sandbox): Promise<void> {
+    const present = () => this.informer.get(sandbox.metadata.name, this.namespace)?.metadata.uid === sandbox.metadata.uid;
+    return new Promise((resolve) => {
+      if (!present()) return resolve();
+      const unsubscribe = this.subscribe(() => {
+        if (present()) return;
+        unsubscribe();
+        resolve();
+      });
+    });
   }
 
   /** The runner's connection token, from the Secret the controller made with its pod. */
