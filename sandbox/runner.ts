@@ -2,28 +2,44 @@
  * The in-sandbox runner: hosts one Agent SDK session for one conversation, in streaming-input mode
  * so the session (and its CLI process) stays live between user turns of a warm conversation.
  *
- * It speaks the protocol of protocol.ts over stdio: turns arrive on stdin; every SDK message goes
- * out on stdout verbatim, beside the runner's own `runner_*` lines. With ACIS_SESSION_STORE=1 the
- * session transcript is mirrored to (and resumed from) the API server's store through the same
- * pipe, so a runner on any node can resume it; without it, transcripts stay in HOME.
+ * It speaks the protocol of protocol.ts over a channel: stdio when the local provider started it, or
+ * TCP when ACIS_RUNNER_LISTEN is set (a pod), through the resumable, token-authenticated link of
+ * link-server.ts. Turns arrive on the channel; every SDK message goes out verbatim, beside the
+ * runner's own `runner_*` lines. With ACIS_SESSION_STORE=1 the session transcript is mirrored to (and
+ * resumed from) the API server's store through the same channel, so a runner on any node can resume
+ * it; without it, transcripts stay in HOME. Skills and the workspace archive cross it too.
  *
- * Environment (set by the provider): ANTHROPIC_* (model endpoint, reached through a bound Unix
- * socket), CLAUDE_CONFIG_DIR, ACIS_FORWARD (`port=/socket,...`: loopback listeners bridged to bound
- * sockets, for tools that only speak TCP).
+ * Environment (runner-config.ts): ANTHROPIC_* (model endpoint), CLAUDE_CONFIG_DIR, ACIS_FORWARD
+ * (`port=/socket,...`: loopback listeners bridged to bound sockets, for tools that only speak TCP),
+ * ACIS_RUNNER_LISTEN, ACIS_RUNNER_TOKEN or ACIS_RUNNER_TOKEN_FILE, ACIS_RUNNER_RECONNECT_SECONDS.
  */
-import { createInterface } from 'node:readline';
+import { readFileSync } from 'node:fs';
 import { createSdkMcpServer, query, type SDKUserMessage, type SessionStore, tool } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
 import { serveTcpToUnix } from './bridge.js';
+import type { Channel } from './channel.js';
+import { type LinkEndpoint, PEER_CLOSED } from './link.js';
+import { serveLink } from './link-server.js';
 import type { RunnerLine, ServerCommand, SessionKeyLike } from './protocol.js';
+import { type ListenConfig, readRunnerConfig } from './runner-config.js';
+import { stdioChannel } from './stdio-channel.js';
+import { exportWorkspace, importWorkspace, writeSkills } from './workspace-ops.js';
 
 type Turn = Extract<ServerCommand, { type: 'turn' }>;
 
 const pending = new Map<number, (reply: ServerCommand) => void>();
 let nextRequestId = 1;
+/** Set once the channel is open (before any line can be emitted). */
+let channel: Channel;
+/** The TCP link, when serving one: exiting waits for the API side to have every line. */
+let link: LinkEndpoint | undefined;
+/** Turns sent and not yet ended by their `result`: while any is, a lost connection must come back. */
+let turnsInProgress = 0;
+/** Workspace archives being unpacked, by op_id. */
+const imports = new Map<number, ReturnType<typeof importWorkspace>>();
 
 function emit(line: RunnerLine | object): void {
-  process.stdout.write(`${JSON.stringify(line)}\n`);
+  channel.send(JSON.stringify(line));
 }
 
 /** Asks the server and waits for its answer with the same request id. */
@@ -151,7 +167,10 @@ function startSession(first: Turn): Promise<void> {
     },
   });
   return (async () => {
-    for await (const message of messages) emit(message);
+    for await (const message of messages) {
+      if (message.type === 'result') turnsInProgress = Math.max(0, turnsInProgress - 1);
+      emit(message);
+    }
   })();
 }
 
@@ -159,11 +178,36 @@ function handle(command: ServerCommand): void {
   switch (command.type) {
     case 'turn':
       session ??= startSession(command).then(
-        () => process.exit(0),
+        () => exit(0),
         (error: unknown) => fail(error),
       );
+      turnsInProgress += 1;
       turns.push(command.content, command.env);
       return;
+    case 'skills':
+      answerOp(command.op_id, writeSkills(process.cwd(), command.skills));
+      return;
+    case 'workspace_export':
+      answerOp(
+        command.op_id,
+        exportWorkspace(process.cwd(), { maxBytes: command.max_bytes, exclude: command.exclude }, (piece) =>
+          emit({ type: 'runner_workspace_chunk', op_id: command.op_id, data: piece.toString('base64') }),
+        ),
+      );
+      return;
+    case 'workspace_import': {
+      let unpacking = imports.get(command.op_id);
+      if (!unpacking) {
+        unpacking = importWorkspace(process.cwd());
+        imports.set(command.op_id, unpacking);
+      }
+      if (command.data) unpacking.write(Buffer.from(command.data, 'base64'));
+      if (command.last) {
+        imports.delete(command.op_id);
+        answerOp(command.op_id, unpacking.end());
+      }
+      return;
+    }
     case 'session_entries':
     case 'session_ack':
     case 'approval_result': {
@@ -175,32 +219,88 @@ function handle(command: ServerCommand): void {
   }
 }
 
-function fail(error: unknown): never {
+/** Ends a server call with `runner_op_done`, carrying the failure if there is one. */
+function answerOp(opId: number, work: Promise<unknown>): void {
+  work.then(
+    () => emit({ type: 'runner_op_done', op_id: opId }),
+    (error: unknown) => emit({ type: 'runner_op_done', op_id: opId, error: error instanceof Error ? error.message : String(error) }),
+  );
+}
+
+function fail(error: unknown): void {
   emit({ type: 'runner_error', error: error instanceof Error ? error.message : String(error) });
-  process.exit(1);
+  exit(1);
+}
+
+let exiting = false;
+/** How long an exiting runner waits for the API side to acknowledge its last lines. */
+const EXIT_GRACE_MS = 5000;
+
+/** Exits once the API side has every line sent (over TCP; a pipe is written synchronously), or after a grace period. */
+function exit(code: number): void {
+  if (exiting) return;
+  exiting = true;
+  if (!link) process.exit(code);
+  const grace = setTimeout(() => process.exit(code), EXIT_GRACE_MS);
+  void link.drained().then(() => {
+    clearTimeout(grace);
+    process.exit(code);
+  });
+}
+
+function log(message: string): void {
+  process.stderr.write(`acis-runner: ${message}\n`);
+}
+
+async function openChannel(listen: ListenConfig | undefined): Promise<Channel> {
+  if (!listen) {
+    const stdio = stdioChannel(process.stdin, process.stdout);
+    // End of stdin ends the session once its last turn is done (or at once, before any turn).
+    stdio.onClosed(() => {
+      turns.end();
+      if (!session) exit(0);
+    });
+    return stdio;
+  }
+  const server = await serveLink({
+    ...listen,
+    busy: () => turnsInProgress > 0,
+    // A new API connection learns first that the runner is up.
+    onNewClient: () => emit({ type: 'runner_ready' }),
+    log,
+  });
+  link = server.channel;
+  server.channel.onClosed((reason) => {
+    log(`link closed: ${reason}`);
+    // The API side said goodbye (the sandbox is done), or never came back within the window.
+    process.exit(reason === PEER_CLOSED ? 0 : 1);
+  });
+  log(`listening on ${server.address.address}:${server.address.port}`);
+  return server.channel;
 }
 
 async function main(): Promise<void> {
-  for (const entry of (process.env.ACIS_FORWARD ?? '').split(',').filter(Boolean)) {
-    const [port, socket] = entry.split('=');
-    if (!port || !socket) throw new Error(`ACIS_FORWARD entry "${entry}" is not port=/socket/path`);
-    await serveTcpToUnix(Number(port), socket);
+  const { config, problems } = readRunnerConfig(process.env, (file) => readFileSync(file, 'utf8'));
+  if (!config) {
+    for (const problem of problems) log(problem);
+    process.exit(2);
   }
-  const input = createInterface({ input: process.stdin, crlfDelay: Infinity });
-  input.on('line', (line) => {
-    if (line.trim() === '') return;
+  for (const forward of config.forwards) await serveTcpToUnix(forward.port, forward.socket);
+  channel = await openChannel(config.listen);
+  channel.onLine((line) => {
     try {
       handle(JSON.parse(line) as ServerCommand);
     } catch (error) {
       fail(error);
     }
   });
-  // End of stdin ends the session once its last turn is done (or at once, before any turn).
-  input.on('close', () => {
-    turns.end();
-    if (!session) process.exit(0);
-  });
-  emit({ type: 'runner_ready' });
+  if (!config.listen) emit({ type: 'runner_ready' });
 }
 
-main().catch(fail);
+main().catch((error: unknown) => {
+  if (channel) fail(error);
+  else {
+    log(`could not start: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  }
+});

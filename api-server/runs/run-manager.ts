@@ -24,7 +24,7 @@ import { presentMessage } from '../messages/messages.presenter.js';
 import type { ApprovalAnswer } from '../sandboxes/runner.js';
 import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
-import { materialiseSkills } from '../skills/materialise.js';
+import { loadRunSkills } from '../skills/materialise.js';
 import { resolveRunSecrets } from '../secrets/secrets.service.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import { ReplyBuilder } from './reply.js';
@@ -230,14 +230,15 @@ export class RunManager {
   }
 
   /**
-   * Puts the run's skills into the runner's workspace and has the runner offer exactly those. A live
-   * session keeps offering the set it started with, so a held runner whose set differs is recycled and
-   * a fresh one resumes the transcript with this run's set.
+   * Delivers the run's skills to the runner (it writes them into its workspace) and has it offer
+   * exactly those. A live session keeps offering the set it started with, so a held runner whose set
+   * differs is recycled and a fresh one resumes the transcript with this run's set.
    */
   private async withSkills(request: RunRequest, lease: Lease): Promise<Lease> {
     let current = lease;
     try {
-      let names = await materialiseSkills(this.deps, current.workspace, request.skillIds);
+      const skills = await loadRunSkills(this.deps, request.skillIds);
+      const names = skills.map((skill) => skill.name);
       const offered = current.runner.sessionSkills;
       if (current.continuing && (offered?.length !== names.length || offered.some((name, i) => name !== names[i]))) {
         await this.deps.provider.release(current, { broken: true });
@@ -245,8 +246,8 @@ export class RunManager {
           wait: true,
           signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
         });
-        names = await materialiseSkills(this.deps, current.workspace, request.skillIds);
       }
+      await current.runner.deliverSkills(skills);
       current.runner.offerSkills(names);
       return current;
     } catch (error) {

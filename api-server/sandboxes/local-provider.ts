@@ -274,7 +274,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       case 'use-held': {
         const entry = this.entries.get(decision.runnerId)!;
         entry.view = transition.resume(entry.view);
-        return Promise.resolve({ runner: entry.runner, continuing: true, workspace: entry.dirs.workspace });
+        return Promise.resolve({ runner: entry.runner, continuing: true });
       }
       case 'claim-pooled': {
         const entry = this.entries.get(decision.runnerId)!;
@@ -309,7 +309,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       await mkdir(saved, { recursive: true });
       await cp(saved, entry.dirs.workspace, { recursive: true, force: true });
       await entry.runner.ready;
-      return { runner: entry.runner, continuing: false, workspace: entry.dirs.workspace };
+      return { runner: entry.runner, continuing: false };
     } catch (error) {
       await this.recycle(entry.runner.id);
       this.pump();

@@ -23,8 +23,6 @@ export interface Lease {
   runner: Runner;
   /** True when this runner served the conversation's previous turn (a live session): no resume needed. */
   continuing: boolean;
-  /** The runner's workspace on this host (the agent's cwd), where a run's skills are put (local only: a runner on another node will get them over its connection). */
-  workspace: string;
 }
 
 export interface ReleaseOptions {

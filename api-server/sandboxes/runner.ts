@@ -1,8 +1,11 @@
 /**
- * A runner as the run manager drives it, whatever hosts it: a turn in, the agent's events out, the
- * conversation's transcript store and approvals answered on the way. `LocalRunner` (a child process
- * in bubblewrap on this node) implements it; a runner reached over the network will too.
+ * A runner as the run manager and the providers drive it, whatever hosts it: a turn in, the agent's
+ * events out, the conversation's transcript store and approvals answered on the way, and the skills
+ * and workspace state it needs handed over the same connection (a runner shares no disk with the API
+ * server). `ChannelRunner` implements it over any channel; `LocalRunner` (a child process in
+ * bubblewrap on this node, over stdio) and `connectRemoteRunner` (a runner in a pod, over TCP) build one.
  */
+import type { RunSkill } from '../skills/materialise.js';
 import type { ConversationSessionStore } from './session-store.js';
 
 export type AgentEvent = Record<string, unknown>;
@@ -25,6 +28,16 @@ export interface ApprovalAnswer {
 
 export type TurnOutcome = { kind: 'result' } | { kind: 'crashed'; error: string };
 
+export interface WorkspaceExportOptions {
+  /** The archive may not be larger (default DEFAULT_WORKSPACE_MAX_BYTES): the export fails beyond it. */
+  maxBytes?: number;
+  /** Paths relative to the workspace to leave out (e.g. a HOME kept inside it). */
+  exclude?: string[];
+}
+
+/** What a workspace archive may weigh unless told otherwise. */
+export const DEFAULT_WORKSPACE_MAX_BYTES = 100 * 1024 * 1024;
+
 export interface Runner {
   /** This runner's id (also the user of its egress credential). */
   readonly id: string;
@@ -40,5 +53,11 @@ export interface Runner {
   readonly sessionSkills: string[] | undefined;
   /** Runs one user turn; `onEvent` sees every agent event up to and including the `result`. */
   runTurn(turn: TurnRequest, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome>;
+  /** Replaces the skills folder of the runner's workspace (`.claude/skills/`) with these, before a turn. */
+  deliverSkills(skills: RunSkill[]): Promise<void>;
+  /** The workspace (the agent's cwd) as a gzipped tar, to keep for the conversation when the runner goes. */
+  exportWorkspace(options?: WorkspaceExportOptions): Promise<Buffer>;
+  /** Unpacks an archive from `exportWorkspace` into the workspace (before the first turn of a new runner). */
+  importWorkspace(archive: Buffer): Promise<void>;
   kill(): Promise<void>;
 }

@@ -1,19 +1,20 @@
 /**
  * A run's skills, delivered to its agent: the effective set (the conversation's snapshot, narrowed by
  * `selected_skill_ids`, then by the message's `skill_ids`) is read from the skill content every node
- * shares (repositories/skill-content.ts) and written into the runner workspace as
- * `.claude/skills/<name>/`, where the Agent SDK loads project skills. The folder is replaced on every
- * run, so nothing outside this run's set is on disk, and the runner offers exactly these names (the
- * SDK hides every other skill, its bundled ones included).
+ * shares (repositories/skill-content.ts) and handed to the runner over its connection
+ * (`Runner.deliverSkills`), which writes it into its workspace as `.claude/skills/<name>/`, where the
+ * Agent SDK loads project skills. The folder is replaced on every run, so nothing outside this run's
+ * set is on disk, and the runner offers exactly these names (the SDK hides every other skill, its
+ * bundled ones included).
  *
  * A skill is delivered when its manifest is in its repository's synced commit: the directory holding
  * its SKILL.md. A skill without content there (a manual skill without a `path`, or whose path names no
  * manifest of that commit) is not offered. Each repository's files are read in one statement, so a
  * run sees one commit even while a re-sync lands.
  */
-import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import type { WireSkill } from '../../sandbox/protocol.js';
 import type { Db } from '../core/db/database.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import { MANIFEST } from '../repositories/catalog.js';
@@ -75,27 +76,12 @@ export async function loadRunSkills(deps: MaterialiseDeps, skillIds: string[]): 
   return delivered.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** Replaces `<workspace>/.claude/skills` with the given skills; answers their names, sorted. */
-export async function writeSkills(workspace: string, skills: RunSkill[]): Promise<string[]> {
-  const target = path.join(workspace, '.claude', 'skills');
-  await rm(target, { recursive: true, force: true });
-  for (const skill of skills) {
-    const dir = path.join(target, skill.name);
-    for (const file of skill.files) {
-      const destination = path.resolve(dir, file.path);
-      // Paths come from our own scan of a checkout; the check keeps every write inside the skill's folder regardless.
-      if (path.relative(dir, destination).startsWith('..') || path.isAbsolute(path.relative(dir, destination))) continue;
-      await mkdir(path.dirname(destination), { recursive: true });
-      await writeFile(destination, file.data);
-      if (file.executable) await chmod(destination, 0o755);
-    }
-  }
-  return skills.map((skill) => skill.name);
-}
-
-/** Loads and writes a run's skills into its workspace; answers the names delivered, sorted. */
-export async function materialiseSkills(deps: MaterialiseDeps, workspace: string, skillIds: string[]): Promise<string[]> {
-  return writeSkills(workspace, await loadRunSkills(deps, skillIds));
+/** The skills as they cross the runner's channel (file contents base64). */
+export function wireSkills(skills: RunSkill[]): WireSkill[] {
+  return skills.map((skill) => ({
+    name: skill.name,
+    files: skill.files.map((file) => ({ path: file.path, data: file.data.toString('base64'), executable: file.executable })),
+  }));
 }
 
 /**

@@ -2,8 +2,8 @@
  * The skills plane of `npm run bench`: what skill content stored in the database costs a run, and how
  * soon a push reaches the next run.
  *
- * - Materialising a run's skills from the database (`materialiseSkills`: one statement per repository,
- *   then the files written into the workspace) beside copying the same directories from a checkout on
+ * - Materialising a run's skills from the database (`loadRunSkills`: one statement per repository,
+ *   then the files written into the workspace as a runner does) beside copying the same directories from a checkout on
  *   local disk (what runs did before content moved to the database), interleaved rounds, for many small
  *   skills (per skill) and one large skill (per MB).
  * - From a signed GitHub push webhook to the pushed skill being in the content the next run reads,
@@ -20,7 +20,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { loadConfig } from '../../api-server/config.js';
 import { createLogger, type RunningServer, startServer } from '../../api-server/server.js';
-import { loadRunSkills, materialiseSkills } from '../../api-server/skills/materialise.js';
+import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.js';
+import { writeSkills } from '../../sandbox/workspace-ops.js';
 import { createGitRepository, manifest, serveGitOverHttp } from '../../test/helpers/git-server.js';
 import type { PlaneContext, PlaneResult } from './conversations.js';
 
@@ -107,8 +108,9 @@ export async function runSkillsPlane(ctx: PlaneContext): Promise<PlaneResult> {
     for (let s = 0; s < set.skills; s++) await cp(path.join(checkout, `${set.label}-${s}`), path.join(target, `${set.label}-${s}`), { recursive: true });
   };
   const fromDatabase = async (set: SkillSet) => {
-    const names = await materialiseSkills(server.deps, workspace, idsOf(set.label));
-    if (names.length !== set.skills) throw new Error(`materialised ${names.length} of ${set.skills} ${set.label} skills`);
+    const skills = await loadRunSkills(server.deps, idsOf(set.label));
+    if (skills.length !== set.skills) throw new Error(`materialised ${skills.length} of ${set.skills} ${set.label} skills`);
+    await writeSkills(workspace, wireSkills(skills));
   };
 
   const rows: string[] = [];

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { materialiseSkills } from '../../api-server/skills/materialise.js';
+import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.js';
+import { writeSkills } from '../../sandbox/workspace-ops.js';
 import { commandLines } from '../helpers/acis-process.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
 import { syncEnded, unique } from '../helpers/provision.js';
@@ -312,8 +313,9 @@ describe('synced content on another API node', () => {
     const workspace = await mkdtemp(path.join(tmpdir(), 'acis-test-workspace-'));
     try {
       const ids = (await skills(res.body.id)).map((s) => s.id);
-      const names = await materialiseSkills(other.server.deps, workspace, ids);
-      expect(names).toEqual(['csv', 'pdf']);
+      const delivered = await loadRunSkills(other.server.deps, ids);
+      expect(delivered.map((skill) => skill.name)).toEqual(['csv', 'pdf']);
+      await writeSkills(workspace, wireSkills(delivered));
       expect(await readFile(path.join(workspace, '.claude/skills/pdf/reference.md'), 'utf8')).toBe('How to read PDFs.\n');
       expect(await readdir(path.join(workspace, '.claude/skills/pdf'))).toEqual(['SKILL.md', 'reference.md']);
       expect(await readdir(other.server.deps.config.dataDir)).not.toContain('repositories');

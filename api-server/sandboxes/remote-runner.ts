@@ -1,0 +1,48 @@
+/**
+ * A runner in a pod, reached over TCP through the resumable link (sandbox/link-client.ts): the
+ * per-sandbox token authenticates the connection, a dropped connection is restored within
+ * `reconnectSeconds` without losing or repeating a line, and a runner that cannot be reached again
+ * ends (a turn in progress ends `crashed`). Killing it tells the runner to exit; deleting its pod is
+ * the provider's business.
+ */
+import type { Logger } from 'pino';
+import { DEFAULT_RECONNECT_SECONDS } from '../../sandbox/runner-config.js';
+import { LinkRefused, openLinkClient } from '../../sandbox/link-client.js';
+import { ChannelRunner } from './channel-runner.js';
+import type { Runner } from './runner.js';
+
+export { LinkRefused as RunnerRefused };
+
+export interface RemoteRunnerOptions {
+  /** The runner's id in this API server (logs, egress): the Sandbox's name, say. */
+  id: string;
+  host: string;
+  port: number;
+  /** The per-sandbox token (never logged). */
+  token: string;
+  logger: Logger;
+  /** How long a dropped connection may take to come back (default 30, as ACIS_RUNNER_RECONNECT_SECONDS). */
+  reconnectSeconds?: number;
+}
+
+/**
+ * Connects, authenticates and waits until the runner says it is up. Rejects with `RunnerRefused` when
+ * the runner refuses (wrong token, another API connection live, ...), or with the connection error.
+ */
+export async function connectRemoteRunner(options: RemoteRunnerOptions): Promise<Runner> {
+  const { id, logger } = options;
+  const channel = await openLinkClient({
+    host: options.host,
+    port: options.port,
+    token: options.token,
+    reconnectSeconds: options.reconnectSeconds ?? DEFAULT_RECONNECT_SECONDS,
+    onEvent: (event) => {
+      if (event.kind === 'lost') logger.warn({ runner_id: id, reason: event.reason }, 'connection to the runner lost; reconnecting');
+      else logger.info({ runner_id: id }, 'connection to the runner restored');
+    },
+  });
+  const runner = new ChannelRunner(id, channel, logger, () => channel.close('the runner was stopped'));
+  channel.onClosed((reason) => runner.end(reason));
+  await runner.ready;
+  return runner;
+}

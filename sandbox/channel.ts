@@ -1,0 +1,16 @@
+/**
+ * A transport-neutral line channel: what the runner's control protocol (protocol.ts) runs over, on
+ * both sides. The protocol handlers know no stdio or socket, only this. Implementations: a process's
+ * stdio (stdio-channel.ts), one TCP socket (socket-channel.ts), and a resumable link over TCP that
+ * outlives dropped connections (link-server.ts on the runner, link-client.ts on the API server).
+ */
+export interface Channel {
+  /** Sends one line (it must not contain a newline); after the channel closed, nothing happens. */
+  send(line: string): void;
+  /** Every line received, in order, without its newline. */
+  onLine(listener: (line: string) => void): void;
+  /** Called once when the channel is closed for good, from either side, with why. */
+  onClosed(listener: (reason: string) => void): void;
+  /** Closes the channel from this side. */
+  close(reason?: string): void;
+}

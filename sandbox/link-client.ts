@@ -1,0 +1,110 @@
+/**
+ * The API server's side of the resumable link (link.ts) to a runner in a pod. The first connection
+ * either succeeds (the runner welcomed the token) or fails with the reason; after that, a dropped
+ * connection is restored in the background, retrying with backoff for up to the reconnect window,
+ * and the protocol above never notices beyond the delay. If the window lapses, or the runner refuses
+ * the reconnection, the link ends: the protocol sees its channel close (a turn in progress ends
+ * `crashed`), so nothing waits forever.
+ */
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import type { Channel } from './channel.js';
+import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, LinkEndpoint } from './link.js';
+import { socketChannel } from './socket-channel.js';
+
+export interface LinkClientOptions {
+  host: string;
+  port: number;
+  token: string;
+  reconnectSeconds: number;
+  /** A connection that has not been welcomed or refused by then fails. */
+  handshakeTimeoutMs?: number;
+  /** Told about drops and restorations (for the operator's log). */
+  onEvent?: (event: { kind: 'lost' | 'restored'; reason?: string }) => void;
+}
+
+/** The runner answered the hello with a refusal (wrong token, another connection live, ...). */
+export class LinkRefused extends Error {
+  constructor(readonly reason: string) {
+    super(`the runner refused the connection: ${reason}`);
+  }
+}
+
+const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+const FIRST_RETRY_MS = 50;
+const MAX_RETRY_MS = 2000;
+
+/** Connects and authenticates; the channel stays usable across dropped connections (see above). */
+export async function openLinkClient(options: LinkClientOptions): Promise<Channel> {
+  const endpoint = new LinkEndpoint();
+  const link = randomUUID();
+  await handshake(endpoint, link, options, options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
+  endpoint.onDetached((reason) => {
+    options.onEvent?.({ kind: 'lost', reason });
+    void restore(endpoint, link, options);
+  });
+  return endpoint;
+}
+
+async function restore(endpoint: LinkEndpoint, link: string, options: LinkClientOptions): Promise<void> {
+  const deadline = Date.now() + options.reconnectSeconds * 1000;
+  let delay = FIRST_RETRY_MS;
+  let lastError = 'no attempt';
+  while (!endpoint.isEnded) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      endpoint.end(`the connection to the runner was lost and not restored within ${options.reconnectSeconds} s (${lastError})`);
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(delay, remaining)));
+    delay = Math.min(delay * 2, MAX_RETRY_MS);
+    if (endpoint.isEnded) return;
+    try {
+      await handshake(endpoint, link, options, Math.max(1, Math.min(options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS, deadline - Date.now())));
+      options.onEvent?.({ kind: 'restored' });
+      return;
+    } catch (error) {
+      if (error instanceof LinkRefused) {
+        endpoint.end(error.message);
+        return;
+      }
+      lastError = (error as Error).message;
+    }
+  }
+}
+
+/** One connection attempt: hello with what this side has received, then welcome (attach) or refusal. */
+function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOptions, timeoutMs: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const socket = net.connect({ host: options.host, port: options.port });
+    const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_LENGTH);
+    let settled = false;
+    const settle = (error?: Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (error) {
+        wire.close(error.message);
+        reject(error);
+      } else resolve();
+    };
+    const timer = setTimeout(() => settle(new Error(`no answer from the runner within ${timeoutMs} ms`)), timeoutMs);
+    socket.once('connect', () => wire.send(encodeControl({ type: 'hello', token: options.token, link, after: endpoint.lastReceived })));
+    wire.onLine((line) => {
+      if (settled) return;
+      const frame = decodeFrame(line);
+      if (frame.kind === 'control' && frame.control.type === 'refused') return settle(new LinkRefused(frame.control.error));
+      if (frame.kind !== 'control' || frame.control.type !== 'welcome') return settle(new Error('the runner answered the hello with something else'));
+      if (!endpoint.canReplayFrom(frame.control.after)) {
+        return settle(new LinkRefused(`the runner has line ${frame.control.after} of ours, which this side cannot continue from`));
+      }
+      if (endpoint.isEnded) return settle(new Error('the link was closed'));
+      settled = true;
+      clearTimeout(timer);
+      wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
+      endpoint.attach(wire, frame.control.after);
+      resolve();
+    });
+    wire.onClosed((reason) => settle(new Error(`could not reach the runner at ${options.host}:${options.port}: ${reason}`)));
+  });
+}

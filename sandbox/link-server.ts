@@ -1,0 +1,144 @@
+/**
+ * The runner's side of the resumable link (link.ts), when it runs in a pod: it listens on TCP and
+ * serves one API connection at a time.
+ *
+ * Invariants, fail-closed:
+ * - a connection is authenticated by its first line, a hello carrying the per-sandbox token
+ *   (compared in constant time); anything else gets a `refused` line and is closed, and is logged
+ *   here without the token or the line;
+ * - a connection that says nothing (a TCP readiness probe) changes nothing and is closed after a
+ *   while, unlogged;
+ * - while one API connection is live, another client's hello is refused; the same client (same link
+ *   id) reconnecting replaces its own connection, which it may have lost without this side noticing;
+ * - a new client is refused while a turn is in progress (the turn's lines belong to its client);
+ * - when the connection drops while the runner is busy, the runner keeps working and buffering; if no
+ *   connection comes back within the reconnect window, the link ends (and the runner exits), so
+ *   nothing waits forever.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import net from 'node:net';
+import { encodeControl, decodeFrame, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, LinkEndpoint } from './link.js';
+import { socketChannel } from './socket-channel.js';
+
+export interface LinkServerOptions {
+  host: string;
+  /** 0 picks a free port (see `address`). */
+  port: number;
+  token: string;
+  /** How long a dropped connection may take to come back while the runner is busy. */
+  reconnectSeconds: number;
+  /** True while a turn is in progress: a drop then starts the reconnect window, and new clients are refused. */
+  busy: () => boolean;
+  /** A new client was accepted: what it must see first goes out here (nothing of a previous client's is replayed). */
+  onNewClient: () => void;
+  /** Operator messages (stderr); never given the token. */
+  log: (message: string) => void;
+  /** How long a connection may stay silent before its hello. */
+  helloTimeoutMs?: number;
+}
+
+export interface LinkServer {
+  /** The protocol's channel: ends when the window lapses or the client says goodbye. */
+  channel: LinkEndpoint;
+  address: net.AddressInfo;
+  close(): Promise<void>;
+}
+
+const DEFAULT_HELLO_TIMEOUT_MS = 10_000;
+
+export async function serveLink(options: LinkServerOptions): Promise<LinkServer> {
+  const endpoint = new LinkEndpoint();
+  const expectedDigest = digest(options.token);
+  let clientLink: string | undefined;
+  let windowTimer: NodeJS.Timeout | undefined;
+  const sockets = new Set<net.Socket>();
+
+  endpoint.onDetached((reason) => {
+    options.log(`API connection lost (${reason})`);
+    if (!options.busy()) return;
+    clearTimeout(windowTimer);
+    windowTimer = setTimeout(() => {
+      if (!endpoint.attached) endpoint.end(`no API connection came back within ${options.reconnectSeconds} s`);
+    }, options.reconnectSeconds * 1000);
+  });
+  endpoint.onClosed(() => {
+    clearTimeout(windowTimer);
+    if (server.listening) server.close();
+  });
+
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+    const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_LENGTH);
+    let greeted = false;
+    const helloTimer = setTimeout(() => wire.close('no hello'), options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS);
+    wire.onClosed((reason) => {
+      clearTimeout(helloTimer);
+      if (!greeted && reason === 'a line exceeded the length limit') options.log(`refused a connection from ${peer}: its first line was too long`);
+    });
+    wire.onLine((line) => {
+      if (greeted) return;
+      greeted = true;
+      clearTimeout(helloTimer);
+      const refusal = admit(line);
+      if (refusal) {
+        options.log(`refused a connection from ${peer}: ${refusal}`);
+        wire.send(encodeControl({ type: 'refused', error: refusal }));
+        wire.close('refused');
+        return;
+      }
+      const hello = decodeFrame(line);
+      if (hello.kind !== 'control' || hello.control.type !== 'hello') return;
+      const isNew = hello.control.link !== clientLink;
+      if (isNew) {
+        clientLink = hello.control.link;
+        endpoint.reset();
+        options.onNewClient();
+      }
+      wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived }));
+      wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
+      clearTimeout(windowTimer);
+      endpoint.attach(wire, hello.control.after);
+      options.log(`API connection from ${peer} ${isNew ? 'accepted' : 'resumed'}`);
+    });
+  });
+
+  /** Why a first line is not let in, or undefined when it is. */
+  function admit(line: string): string | undefined {
+    const frame = decodeFrame(line);
+    if (frame.kind !== 'control' || frame.control.type !== 'hello') return 'the first line was not a hello';
+    const hello = frame.control;
+    if (!timingSafeEqual(digest(hello.token), expectedDigest)) return 'wrong token';
+    if (endpoint.isEnded) return 'the runner is shutting down';
+    if (hello.link === clientLink) {
+      return endpoint.canReplayFrom(hello.after) ? undefined : `cannot resume after line ${hello.after}: it was never sent or is gone`;
+    }
+    if (endpoint.attached) return 'another API connection is live';
+    if (options.busy()) return 'a turn of another connection is in progress';
+    if (hello.after !== 0) return 'a new connection must start after line 0';
+    return undefined;
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return {
+    channel: endpoint,
+    address: server.address() as net.AddressInfo,
+    close: async () => {
+      endpoint.end('the runner is stopping');
+      for (const socket of sockets) socket.destroy();
+      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Fixed-length digests, so the comparison takes the same time whatever the given token's length. */
+function digest(token: string): Buffer {
+  return createHash('sha256').update(token).digest();
+}

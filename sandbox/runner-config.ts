@@ -1,0 +1,68 @@
+/**
+ * The runner's environment, read once at start; every problem is reported together. Without
+ * ACIS_RUNNER_LISTEN the runner speaks its protocol on stdio (the local provider starts it); with
+ * it, it serves the protocol on TCP (in a pod), authenticated by the per-sandbox token.
+ */
+export interface ListenConfig {
+  host: string;
+  port: number;
+  token: string;
+  reconnectSeconds: number;
+}
+
+export interface RunnerConfig {
+  /** Loopback listeners bridged to bound sockets (ACIS_FORWARD `port=/socket,...`). */
+  forwards: Array<{ port: number; socket: string }>;
+  listen: ListenConfig | undefined;
+}
+
+export const DEFAULT_RECONNECT_SECONDS = 30;
+/** A token shorter than this is a configuration mistake, not a secret. */
+const MIN_TOKEN_LENGTH = 16;
+
+export function readRunnerConfig(
+  env: Record<string, string | undefined>,
+  readFile: (path: string) => string,
+): { config: RunnerConfig; problems: [] } | { config?: undefined; problems: string[] } {
+  const problems: string[] = [];
+  const forwards: RunnerConfig['forwards'] = [];
+  for (const entry of (env.ACIS_FORWARD ?? '').split(',').filter(Boolean)) {
+    const [port, socket] = entry.split('=');
+    if (!port || !socket || !isPort(Number(port))) problems.push(`ACIS_FORWARD entry "${entry}" is not port=/socket/path`);
+    else forwards.push({ port: Number(port), socket });
+  }
+  let listen: ListenConfig | undefined;
+  if (env.ACIS_RUNNER_LISTEN) {
+    const address = parseHostPort(env.ACIS_RUNNER_LISTEN);
+    if (!address) problems.push(`ACIS_RUNNER_LISTEN "${env.ACIS_RUNNER_LISTEN}" is not host:port`);
+    let token = env.ACIS_RUNNER_TOKEN ?? '';
+    if (!token && env.ACIS_RUNNER_TOKEN_FILE) {
+      try {
+        token = readFile(env.ACIS_RUNNER_TOKEN_FILE).trim();
+      } catch (error) {
+        problems.push(`ACIS_RUNNER_TOKEN_FILE cannot be read: ${(error as Error).message}`);
+      }
+    }
+    if (token.length < MIN_TOKEN_LENGTH) problems.push(`ACIS_RUNNER_TOKEN (or ACIS_RUNNER_TOKEN_FILE) must hold a token of at least ${MIN_TOKEN_LENGTH} characters`);
+    const reconnect = env.ACIS_RUNNER_RECONNECT_SECONDS === undefined ? DEFAULT_RECONNECT_SECONDS : Number(env.ACIS_RUNNER_RECONNECT_SECONDS);
+    if (!(reconnect > 0) || !Number.isFinite(reconnect)) problems.push('ACIS_RUNNER_RECONNECT_SECONDS must be a positive number of seconds');
+    if (address) listen = { ...address, token, reconnectSeconds: reconnect };
+  } else if (env.ACIS_RUNNER_TOKEN || env.ACIS_RUNNER_TOKEN_FILE) {
+    problems.push('ACIS_RUNNER_TOKEN is set but ACIS_RUNNER_LISTEN is not: the runner would speak on stdio without authentication');
+  }
+  if (problems.length > 0) return { problems };
+  return { config: { forwards, listen }, problems: [] };
+}
+
+/** `host:port`, `[v6]:port` or `:port` (all interfaces). */
+function parseHostPort(value: string): { host: string; port: number } | undefined {
+  const colon = value.lastIndexOf(':');
+  if (colon === -1) return undefined;
+  const port = Number(value.slice(colon + 1));
+  const host = value.slice(0, colon).replace(/^\[(.*)\]$/, '$1') || '0.0.0.0';
+  return isPort(port) && value.slice(colon + 1) !== '' ? { host, port } : undefined;
+}
+
+function isPort(port: number): boolean {
+  return Number.isInteger(port) && port >= 0 && port <= 65535;
+}

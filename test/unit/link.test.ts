@@ -1,0 +1,318 @@
+/**
+ * The resumable link's parts: line splitting, frames, the outbox, an endpoint's replay and dedupe over
+ * connections that drop, and the runner's listener (authentication, one connection at a time, probes,
+ * the reconnect window) against the API side's client, over real loopback TCP.
+ */
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Channel } from '../../sandbox/channel.js';
+import { LineSplitter } from '../../sandbox/lines.js';
+import { LinkRefused, openLinkClient } from '../../sandbox/link-client.js';
+import { type LinkServer, type LinkServerOptions, serveLink } from '../../sandbox/link-server.js';
+import { decodeFrame, encodeControl, encodeData, LinkEndpoint, Outbox, PEER_CLOSED } from '../../sandbox/link.js';
+
+describe('LineSplitter', () => {
+  it('splits at newlines across chunk boundaries, drops CR and empty lines, and reports an over-long line', () => {
+    const lines: string[] = [];
+    let overflows = 0;
+    const splitter = new LineSplitter(10, (line) => lines.push(line), () => overflows++);
+    const input = Buffer.from('one\r\ntwo\n\nthr€e\nfour');
+    // Every split point, including inside the multi-byte €.
+    for (let at = 0; at < input.length; at++) splitter.push(input.subarray(at, at + 1));
+    splitter.push(Buffer.from('\n'));
+    expect(lines).toEqual(['one', 'two', 'thr€e', 'four']);
+    expect(overflows).toBe(0);
+    splitter.push(Buffer.from('0123456789ab'));
+    expect(overflows).toBe(1);
+  });
+});
+
+describe('decodeFrame', () => {
+  it('reads data frames and the five controls, and rejects anything else', () => {
+    expect(decodeFrame(encodeData(7, '{"type":"x"} y'))).toEqual({ kind: 'data', seq: 7, payload: '{"type":"x"} y' });
+    expect(decodeFrame(encodeControl({ type: 'hello', token: 't', link: 'l', after: 0 }))).toEqual({
+      kind: 'control',
+      control: { type: 'hello', token: 't', link: 'l', after: 0 },
+    });
+    expect(decodeFrame('{"type":"ack","seq":3}')).toEqual({ kind: 'control', control: { type: 'ack', seq: 3 } });
+    for (const bad of ['0 x', '-1 x', '1x y', 'x 1', '{"type":"ack","seq":-1}', '{"type":"hello","token":"t","link":"","after":0}', '{nope', '{"type":"other"}', '12345678901234567 x']) {
+      expect(decodeFrame(bad), bad).toEqual({ kind: 'invalid' });
+    }
+  });
+});
+
+describe('Outbox', () => {
+  it('numbers lines, replays after a given number, forgets acknowledged ones and refuses gaps', () => {
+    const outbox = new Outbox();
+    expect([outbox.push('a'), outbox.push('b'), outbox.push('c')]).toEqual([1, 2, 3]);
+    expect(outbox.since(1)).toEqual([
+      [2, 'b'],
+      [3, 'c'],
+    ]);
+    outbox.acknowledge(2);
+    expect(outbox.unacknowledged).toBe(1);
+    expect(outbox.since(2)).toEqual([[3, 'c']]);
+    expect(outbox.since(3)).toEqual([]);
+    expect(outbox.since(1)).toBeUndefined(); // line 2 is gone
+    expect(outbox.since(4)).toBeUndefined(); // never sent
+    outbox.acknowledge(1); // stale acknowledgement: nothing changes
+    expect(outbox.since(2)).toEqual([[3, 'c']]);
+  });
+});
+
+/** Two connected in-memory channels; `cut` closes both ends like a dropped connection. */
+function wirePair() {
+  const listeners = { a: [] as Array<(l: string) => void>, b: [] as Array<(l: string) => void> };
+  const closed = { a: [] as Array<(r: string) => void>, b: [] as Array<(r: string) => void> };
+  let open = true;
+  const end = (side: 'a' | 'b'): Channel => {
+    const other = side === 'a' ? 'b' : 'a';
+    return {
+      send: (line) => {
+        if (open) for (const l of [...listeners[other]]) l(line);
+      },
+      onLine: (l) => listeners[side].push(l),
+      onClosed: (l) => closed[side].push(l),
+      close: (reason = 'closed') => cut(reason),
+    };
+  };
+  const cut = (reason: string) => {
+    if (!open) return;
+    open = false;
+    for (const l of [...closed.a, ...closed.b]) l(reason);
+  };
+  return { a: end('a'), b: end('b'), cut };
+}
+
+describe('LinkEndpoint', () => {
+  it('delivers each line once, in order, across a dropped connection: lines sent while detached and unacknowledged ones are replayed', () => {
+    const api = new LinkEndpoint();
+    const runner = new LinkEndpoint();
+    const got: string[] = [];
+    api.onLine((line) => got.push(line));
+    const first = wirePair();
+    api.attach(first.a, runner.lastReceived);
+    runner.attach(first.b, api.lastReceived);
+    runner.send('one');
+    runner.send('two');
+    first.cut('dropped');
+    expect(api.attached).toBe(false);
+    runner.send('three');
+    // Reconnection: each side says what it has; nothing was acknowledged, so all but what arrived is replayed.
+    const second = wirePair();
+    const apiHas = api.lastReceived;
+    const runnerHas = runner.lastReceived;
+    // (In memory, a line sent before the other end listens is lost; a socket would hold it.)
+    api.attach(second.a, runnerHas);
+    runner.attach(second.b, apiHas);
+    runner.send('four');
+    expect(got).toEqual(['one', 'two', 'three', 'four']);
+  });
+
+  it('drops a replayed line it already has, closes the connection on a gap, ends on goodbye', () => {
+    const endpoint = new LinkEndpoint();
+    const got: string[] = [];
+    endpoint.onLine((line) => got.push(line));
+    const closedWith: string[] = [];
+    endpoint.onClosed((reason) => closedWith.push(reason));
+    const pair = wirePair();
+    endpoint.attach(pair.a, 0);
+    pair.b.send(encodeData(1, 'x'));
+    pair.b.send(encodeData(1, 'x'));
+    expect(got).toEqual(['x']);
+    pair.b.send(encodeData(3, 'z'));
+    expect(endpoint.attached).toBe(false);
+    expect(got).toEqual(['x']);
+    const again = wirePair();
+    endpoint.attach(again.a, 0);
+    again.b.send(encodeControl({ type: 'bye' }));
+    expect(closedWith).toEqual([PEER_CLOSED]);
+  });
+
+  it('keeps lines that arrive before anyone listens until the first listener', () => {
+    const endpoint = new LinkEndpoint();
+    const pair = wirePair();
+    endpoint.attach(pair.a, 0);
+    pair.b.send(encodeData(1, 'early'));
+    const got: string[] = [];
+    endpoint.onLine((line) => got.push(line));
+    pair.b.send(encodeData(2, 'late'));
+    expect(got).toEqual(['early', 'late']);
+  });
+});
+
+const TOKEN = 'tok_0123456789abcdef0123';
+
+describe('serveLink and openLinkClient over TCP', () => {
+  const servers: LinkServer[] = [];
+  const logs: string[] = [];
+  let busy = false;
+  afterEach(async () => {
+    for (const server of servers.splice(0)) await server.close();
+    logs.length = 0;
+    busy = false;
+  });
+
+  async function start(overrides: Partial<LinkServerOptions> = {}) {
+    let server: LinkServer;
+    server = await serveLink({
+      host: '127.0.0.1',
+      port: 0,
+      token: TOKEN,
+      reconnectSeconds: 1,
+      busy: () => busy,
+      // A new client's first line, as the runner's `runner_ready`.
+      onNewClient: () => server.channel.send('hello-line'),
+      log: (message) => logs.push(message),
+      ...overrides,
+    });
+    servers.push(server);
+    return server;
+  }
+
+  const connect = (server: LinkServer, options: { token?: string; reconnectSeconds?: number } = {}) =>
+    openLinkClient({ host: '127.0.0.1', port: server.address.port, token: options.token ?? TOKEN, reconnectSeconds: options.reconnectSeconds ?? 1 });
+
+  /** A raw connection's first answer line to `first` (or nothing, closing at once). */
+  function rawExchange(port: number, first: string): Promise<string[]> {
+    return new Promise((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(`${first}\n`));
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString()));
+      socket.on('close', () => resolve(text.split('\n').filter(Boolean)));
+      socket.on('error', () => undefined);
+    });
+  }
+
+  it('welcomes the token, carries lines both ways, and the new client sees its first line first', async () => {
+    const server = await start();
+    const fromApi = collect(server.channel);
+    const client = await connect(server);
+    const fromRunner = collect(client);
+    client.send('turn');
+    server.channel.send('event');
+    expect(await fromApi.first(1)).toEqual(['turn']);
+    expect(await fromRunner.first(2)).toEqual(['hello-line', 'event']);
+    client.close();
+  });
+
+  it('refuses a wrong token, a first line that is not a hello, and a second client while one is live, logging none of the tokens', async () => {
+    const server = await start();
+    await expect(connect(server, { token: 'tok_wrong_wrong_wrong_wrong' })).rejects.toThrow(new LinkRefused('wrong token'));
+    expect(await rawExchange(server.address.port, '{"type":"turn","content":"hi"}')).toEqual([encodeControl({ type: 'refused', error: 'the first line was not a hello' })]);
+    const first = await connect(server);
+    await expect(connect(server)).rejects.toThrow('the runner refused the connection: another API connection is live');
+    expect(logs.filter((line) => line.startsWith('refused'))).toHaveLength(3);
+    expect(logs.join('\n')).not.toContain('tok_');
+    first.close();
+  });
+
+  it('is not disturbed by a connection that says nothing (a TCP readiness probe)', async () => {
+    const server = await start({ helloTimeoutMs: 200 });
+    const probe = net.connect(server.address.port, '127.0.0.1');
+    await new Promise((resolve) => probe.once('connect', resolve));
+    const client = await connect(server); // while the probe is still open
+    const silent = net.connect(server.address.port, '127.0.0.1');
+    const closedByServer = new Promise((resolve) => silent.once('close', resolve));
+    probe.destroy();
+    await closedByServer; // the hello timeout closes a silent connection
+    expect(await collect(client).first(1)).toEqual(['hello-line']);
+    expect(logs.filter((line) => line.startsWith('refused'))).toEqual([]);
+    client.close();
+  });
+
+  it('restores a dropped connection and replays what the other side missed, both ways, with nothing twice', async () => {
+    const proxy = await cuttableProxy();
+    const server = await start();
+    proxy.target = server.address.port;
+    const fromApi = collect(server.channel);
+    const client = await openLinkClient({ host: '127.0.0.1', port: proxy.port, token: TOKEN, reconnectSeconds: 5 });
+    const fromRunner = collect(client);
+    busy = true;
+    for (let i = 0; i < 100; i++) server.channel.send(`event ${i}`);
+    proxy.cut();
+    for (let i = 100; i < 200; i++) server.channel.send(`event ${i}`);
+    client.send('answer');
+    expect(await fromRunner.first(201)).toEqual(['hello-line', ...Array.from({ length: 200 }, (_, i) => `event ${i}`)]);
+    expect(await fromApi.first(1)).toEqual(['answer']);
+    // Nothing more arrives once the runner's next line does: no line came twice.
+    server.channel.send('after');
+    expect(await fromRunner.first(202)).toEqual(['hello-line', ...Array.from({ length: 200 }, (_, i) => `event ${i}`), 'after']);
+    expect(logs.some((line) => line.includes('resumed'))).toBe(true);
+    client.close();
+    await proxy.close();
+  });
+
+  it('ends both sides when no connection comes back within the window while busy', async () => {
+    const proxy = await cuttableProxy();
+    const server = await start({ reconnectSeconds: 0.5 });
+    proxy.target = server.address.port;
+    const client = await openLinkClient({ host: '127.0.0.1', port: proxy.port, token: TOKEN, reconnectSeconds: 0.5 });
+    const runnerEnded = new Promise<string>((resolve) => server.channel.onClosed(resolve));
+    const clientEnded = new Promise<string>((resolve) => client.onClosed(resolve));
+    busy = true;
+    proxy.refuse = true;
+    proxy.cut();
+    expect(await runnerEnded).toBe('no API connection came back within 0.5 s');
+    expect(await clientEnded).toMatch(/^the connection to the runner was lost and not restored within 0.5 s/);
+    await proxy.close();
+  });
+
+  it('ends the runner side when the client says goodbye', async () => {
+    const server = await start();
+    const ended = new Promise<string>((resolve) => server.channel.onClosed(resolve));
+    const first = await connect(server);
+    first.close();
+    // The runner's link ends on goodbye (a runner exits then).
+    expect(await ended).toBe(PEER_CLOSED);
+    await expect(connect(server)).rejects.toThrow(/could not reach the runner/);
+  });
+});
+
+/** A TCP proxy the test can cut (both sides of every connection) or make refuse new connections. */
+async function cuttableProxy() {
+  const open = new Set<net.Socket>();
+  const state = { target: 0, refuse: false };
+  const server = net.createServer((client) => {
+    if (state.refuse) return client.destroy();
+    const upstream = net.connect(state.target, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      open.add(socket);
+      socket.on('close', () => open.delete(socket));
+      socket.on('error', () => undefined);
+    }
+    client.pipe(upstream).pipe(client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    set target(port: number) {
+      state.target = port;
+    },
+    set refuse(value: boolean) {
+      state.refuse = value;
+    },
+    cut() {
+      for (const socket of open) socket.destroy();
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** Records a channel's lines; `first(n)` resolves with the lines once there are n, and fails if there are more. */
+function collect(channel: Channel) {
+  const lines: string[] = [];
+  const waiters: Array<{ count: number; resolve: () => void }> = [];
+  channel.onLine((line) => {
+    lines.push(line);
+    for (const waiter of waiters.filter((w) => lines.length >= w.count)) waiter.resolve();
+  });
+  return {
+    async first(count: number): Promise<string[]> {
+      if (lines.length < count) await new Promise<void>((resolve) => waiters.push({ count, resolve }));
+      return [...lines];
+    },
+  };
+}

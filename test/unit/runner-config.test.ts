@@ -1,0 +1,59 @@
+/** The runner's environment: stdio by default, TCP with a token when ACIS_RUNNER_LISTEN is set, every problem at once. */
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_RECONNECT_SECONDS, readRunnerConfig } from '../../sandbox/runner-config.js';
+
+const TOKEN = 'abcdefghijklmnopqrstuvwxyz';
+const noFile = (file: string): string => {
+  throw new Error(`ENOENT: ${file}`);
+};
+
+describe('readRunnerConfig(env, readFile)', () => {
+  it('speaks on stdio without ACIS_RUNNER_LISTEN, with its forwards', () => {
+    expect(readRunnerConfig({ ACIS_FORWARD: '3128=/run/acis/egress.sock' }, noFile)).toEqual({
+      config: { forwards: [{ port: 3128, socket: '/run/acis/egress.sock' }], listen: undefined },
+      problems: [],
+    });
+  });
+
+  it.each([
+    ['0.0.0.0:7777', { host: '0.0.0.0', port: 7777 }],
+    [':7777', { host: '0.0.0.0', port: 7777 }],
+    ['[::]:7777', { host: '::', port: 7777 }],
+    ['127.0.0.1:0', { host: '127.0.0.1', port: 0 }],
+  ])('listens on %s with the token and the default reconnect window', (listen, address) => {
+    expect(readRunnerConfig({ ACIS_RUNNER_LISTEN: listen, ACIS_RUNNER_TOKEN: TOKEN }, noFile).config?.listen).toEqual({
+      ...address,
+      token: TOKEN,
+      reconnectSeconds: DEFAULT_RECONNECT_SECONDS,
+    });
+  });
+
+  it('reads the token from ACIS_RUNNER_TOKEN_FILE, trimmed, and takes the reconnect window', () => {
+    const config = readRunnerConfig(
+      { ACIS_RUNNER_LISTEN: '0.0.0.0:7777', ACIS_RUNNER_TOKEN_FILE: '/var/run/token', ACIS_RUNNER_RECONNECT_SECONDS: '2.5' },
+      (file) => (file === '/var/run/token' ? `${TOKEN}\n` : noFile(file)),
+    ).config;
+    expect(config?.listen).toMatchObject({ token: TOKEN, reconnectSeconds: 2.5 });
+  });
+
+  it('reports every problem together, never quoting the token', () => {
+    const { problems } = readRunnerConfig(
+      { ACIS_RUNNER_LISTEN: 'nowhere', ACIS_RUNNER_TOKEN: 'short-secret', ACIS_RUNNER_RECONNECT_SECONDS: '0', ACIS_FORWARD: 'x' },
+      noFile,
+    );
+    expect(problems).toEqual([
+      'ACIS_FORWARD entry "x" is not port=/socket/path',
+      'ACIS_RUNNER_LISTEN "nowhere" is not host:port',
+      'ACIS_RUNNER_TOKEN (or ACIS_RUNNER_TOKEN_FILE) must hold a token of at least 16 characters',
+      'ACIS_RUNNER_RECONNECT_SECONDS must be a positive number of seconds',
+    ]);
+    expect(problems.join('\n')).not.toContain('short-secret');
+    expect(readRunnerConfig({ ACIS_RUNNER_LISTEN: ':1', ACIS_RUNNER_TOKEN_FILE: '/missing' }, noFile).problems[0]).toBe(
+      'ACIS_RUNNER_TOKEN_FILE cannot be read: ENOENT: /missing',
+    );
+  });
+
+  it('refuses a token without a listener (the protocol would go unauthenticated on stdio)', () => {
+    expect(readRunnerConfig({ ACIS_RUNNER_TOKEN: TOKEN }, noFile).problems).toHaveLength(1);
+  });
+});
