@@ -23,9 +23,10 @@ import { kubernetesNamespace, kubernetesSyncDispatch, loadKubeConfig } from './r
 import { RepositorySyncWorker, vaultCredentials } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
-import { KubernetesSandboxProvider, type RunnerConnector } from './sandboxes/kubernetes-provider.js';
+import { KubernetesSandboxProvider } from './sandboxes/kubernetes-provider.js';
 import { SandboxClient } from './sandboxes/kubernetes-sandboxes.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
+import { connectRemoteRunner } from './sandboxes/remote-runner.js';
 import type { SandboxStateListener } from './sandboxes/provider.js';
 import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
 import { secretsForRun } from './secrets/secrets.service.js';
@@ -57,8 +58,6 @@ export interface StartOptions {
   logger?: Logger;
   now?: () => Date;
   validateResponses?: boolean;
-  /** Under the kubernetes provider: how this process connects to a runner in a pod. */
-  connectRunner?: RunnerConnector;
 }
 
 export function createLogger(config: Pick<Config, 'logLevel'>, destination?: DestinationStream): Logger {
@@ -105,7 +104,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     // Hold expiry follows the same clock as the timestamps the API shows.
     const clock = () => now().getTime();
-    const sandboxes = config.sandboxProvider === 'kubernetes' ? kubernetesProvider(config, logger, showSandboxState, clock, options.connectRunner) : undefined;
+    const sandboxes = config.sandboxProvider === 'kubernetes' ? kubernetesProvider(config, logger, showSandboxState, clock) : undefined;
     const local = sandboxes ? undefined : new LocalSandboxProvider(config, logger, showSandboxState, clock);
     const provider = sandboxes ?? local!;
     metrics.watchRunners({
@@ -271,16 +270,13 @@ function kubernetesProvider(
   logger: Logger,
   onSandboxState: SandboxStateListener,
   now: () => number,
-  connect: RunnerConnector | undefined,
 ): KubernetesSandboxProvider {
-  if (!connect) throw new Error('ACIS_SANDBOX_PROVIDER=kubernetes needs a connector to runners served over the network');
   return new KubernetesSandboxProvider({
     client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), kubernetesNamespace(config.k8sNamespace), logger),
-    connect,
+    connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger }),
     logger,
     onSandboxState,
     readyTimeoutMs: config.sandboxReadyTimeoutSeconds * 1000,
-    scratchDir: path.join(config.dataDir, 'sandbox-leases'),
     now,
   });
 }

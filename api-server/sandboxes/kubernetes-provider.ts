@@ -1,5 +1,3 @@
-import { mkdir, rm } from 'node:fs/promises';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
@@ -36,13 +34,13 @@ export interface KubernetesProviderOptions {
   onSandboxState: SandboxStateListener;
   /** How long a Sandbox may take from create to Ready before the turn fails (the controller's own start timeout normally answers first). */
   readyTimeoutMs: number;
-  /** A per-lease scratch folder on this host, for what the run manager still writes into `Lease.workspace`. */
-  scratchDir: string;
   now?: () => number;
 }
 
 /** A rough turn length for `retry_hint_seconds`, as the local provider uses. */
 const TYPICAL_TURN_SECONDS = 5;
+/** Connecting to a Sandbox's runner: the found one, then a new one. */
+const CONNECT_ATTEMPTS = 2;
 /** How many times an acquire replaces an ended Sandbox that another replica keeps putting back. */
 const MAX_CREATE_ATTEMPTS = 3;
 
@@ -50,7 +48,6 @@ interface Entry {
   sandbox: Sandbox;
   runner: Runner;
   view: RunnerView;
-  workspace: string;
   /** Its conversation was last shown warm (so ending it must show the conversation cold). */
   shownWarm: boolean;
 }
@@ -86,7 +83,6 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   readonly unavailableReason: string | undefined = undefined;
 
   async start(): Promise<void> {
-    await rm(this.options.scratchDir, { recursive: true, force: true });
     this.unsubscribe = this.options.client.subscribe((event, sandbox) => {
       const entry = [...this.entries.values()].find((e) => e.sandbox.metadata.uid === sandbox.metadata.uid);
       if (!entry) return;
@@ -104,7 +100,6 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     // Like the local provider: what this process held ends with it; the next message (on any replica) resumes cold.
     await Promise.all([...this.entries.values()].map((entry) => this.end(entry)));
     await this.options.client.stop();
-    await rm(this.options.scratchDir, { recursive: true, force: true });
   }
 
   views(): RunnerView[] {
@@ -122,28 +117,30 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     if (held) {
       if (held.runner.alive && standingOf(held.sandbox).kind === 'ready') {
         held.view = { ...held.view, state: 'busy', heldUntil: undefined };
-        return { runner: held.runner, continuing: true, workspace: held.workspace };
+        return { runner: held.runner, continuing: true };
       }
       await this.end(held);
     }
-    const sandbox = await this.sandboxFor(request);
-    const ready = await this.untilReady(sandbox, options);
+    let ready: Sandbox;
     let runner: Runner;
-    try {
-      const standing = standingOf(ready) as Extract<SandboxStanding, { kind: 'ready' }>;
-      const token = await this.options.client.readToken(standing.tokenSecretName);
-      runner = await this.options.connect({ id: ready.metadata.uid!, host: standing.host, port: standing.port, token });
-    } catch (error) {
-      // A runner we cannot reach is not used by anyone: the next turn gets a new one.
-      await this.options.client.delete(ready);
-      throw error;
+    for (let attempt = 1; ; attempt++) {
+      ready = await this.untilReady(await this.sandboxFor(request), options);
+      try {
+        runner = await this.connectTo(ready);
+        break;
+      } catch (error) {
+        // A runner we cannot use is no one's: deleted, so the next attempt (or turn) gets a new one. The
+        // usual cause is another replica's live connection to a warm runner (a runner takes one API
+        // connection at a time): the conversation then moves here and resumes from its transcript.
+        await this.options.client.delete(ready);
+        if (attempt >= CONNECT_ATTEMPTS) throw error;
+        this.options.logger.warn({ err: error, sandbox: ready.metadata.name }, 'connecting to a runner failed; starting a new sandbox for the conversation');
+        await this.options.client.whenGone(ready);
+      }
     }
-    const workspace = path.join(this.options.scratchDir, runner.id);
-    await mkdir(workspace, { recursive: true });
     const entry: Entry = {
       sandbox: ready,
       runner,
-      workspace,
       shownWarm: false,
       view: { id: runner.id, agentType: request.agentType, state: 'busy', conversationId: request.conversationId, tenantId: request.tenantId, lastUsedAt: this.now() },
     };
@@ -152,7 +149,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const latest = this.options.client.cached(ready.metadata.name);
     const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
     if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
-    return { runner, continuing: false, workspace };
+    return { runner, continuing: false };
   }
 
   async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
@@ -193,6 +190,12 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const now = this.now();
     const lapsed = [...this.entries.values()].filter((e) => e.view.state === 'held' && (e.view.heldUntil ?? Infinity) <= now);
     await Promise.all(lapsed.map((entry) => this.end(entry)));
+  }
+
+  private async connectTo(sandbox: Sandbox): Promise<Runner> {
+    const standing = standingOf(sandbox) as Extract<SandboxStanding, { kind: 'ready' }>;
+    const token = await this.options.client.readToken(standing.tokenSecretName);
+    return this.options.connect({ id: sandbox.metadata.uid!, host: standing.host, port: standing.port, token });
   }
 
   /** The conversation's Sandbox: the one in the cluster unless it has ended, else a new one. */
@@ -322,7 +325,6 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       // The controller still expires it at its shutdownTime.
       this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'deleting a Sandbox failed');
     }
-    await rm(entry.workspace, { recursive: true, force: true });
     if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
   }
 

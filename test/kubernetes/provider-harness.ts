@@ -88,6 +88,14 @@ class GreetingRunner implements Runner {
 
   offerSkills(): void {}
 
+  async deliverSkills(): Promise<void> {}
+
+  async exportWorkspace(): Promise<Buffer> {
+    return Buffer.alloc(0);
+  }
+
+  async importWorkspace(): Promise<void> {}
+
   runTurn(): Promise<TurnOutcome> {
     if (this.killed) return Promise.resolve({ kind: 'crashed', error: 'runner is not running' });
     return new Promise((resolve) => this.turns.add(resolve));

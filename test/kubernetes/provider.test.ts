@@ -39,7 +39,6 @@ async function replica(now?: () => number): Promise<{ provider: KubernetesSandbo
       states.record({ conversation, ...state });
     },
     readyTimeoutMs: 20_000,
-    scratchDir: `/tmp/acis-k8s-provider-${process.pid}-${providers.length}`,
     ...(now && { now }),
   });
   await provider.start();
