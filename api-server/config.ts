@@ -50,6 +50,10 @@ const EnvSchema = z.object({
   ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
   ACIS_EGRESS_ALLOW: z.string().optional(),
+  ACIS_EGRESS_LISTEN: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
+    .default('127.0.0.1:0'),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   ACIS_RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   ACIS_RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
@@ -113,6 +117,8 @@ export interface Config {
   shutdownGraceSeconds: number;
   /** `host` or `host:port` entries the egress proxy may reach although loopback or private. */
   egressAllow: string | undefined;
+  /** Where the in-process egress proxy listens: loopback for local runners; an address pods reach under the kubernetes provider. */
+  egressListen: { host: string; port: number };
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
   egressExtraCaPath: string | undefined;
   /** Requests per principal and class per window, shared by every API node through the database. */
@@ -167,6 +173,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bwrapPath: e.ACIS_BWRAP_PATH,
     shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,
     egressAllow: e.ACIS_EGRESS_ALLOW,
+    egressListen: hostPort(e.ACIS_EGRESS_LISTEN),
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',
@@ -180,4 +187,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsToken: e.ACIS_METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
   };
+}
+
+function hostPort(value: string): { host: string; port: number } {
+  const colon = value.lastIndexOf(':');
+  return { host: value.slice(0, colon).replace(/^\[(.*)\]$/, '$1'), port: Number(value.slice(colon + 1)) };
 }

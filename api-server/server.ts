@@ -180,12 +180,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await coolLapsedHolds(deps.db, now());
     const resumed = await repositorySync.recoverOrphans(true);
     if (resumed > 0) logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
-    if (local) {
-      egress = await startEgressProxy(deps, local, runs, logger);
-      await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
-    } else {
-      await sandboxes!.start();
-    }
+    egress = await startEgressProxy(deps, provider, runs, logger);
+    if (local) await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
+    else await sandboxes!.start();
     if (config.bootstrapServiceKey) {
       const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
       if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -286,8 +283,15 @@ function kubernetesProvider(
  * spawn) and stands for the run whose turn is in progress on it, so exactly that run's values are
  * substituted; at any other time it gets 407.
  */
-function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: RunManager, logger: Logger): Promise<EgressProxy> {
+function startEgressProxy(
+  deps: AppDeps,
+  provider: Pick<LocalSandboxProvider, 'egressRun' | 'currentRun'>,
+  runs: RunManager,
+  logger: Logger,
+): Promise<EgressProxy> {
   return createEgressProxy({
+    host: deps.config.egressListen.host,
+    port: deps.config.egressListen.port,
     caDir: path.join(deps.config.dataDir, 'egress-ca'),
     allow: deps.config.egressAllow,
     extraCaPath: deps.config.egressExtraCaPath,

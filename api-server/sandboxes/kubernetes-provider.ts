@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
@@ -17,7 +18,7 @@ import type { Runner } from './runner.js';
 
 /** Where a ready Sandbox's runner listens, and the token it wants in the hello. */
 export interface RunnerEndpoint {
-  /** The runner's id on this side: the Sandbox's uid (unique even when a conversation's Sandbox is made again). */
+  /** The runner's id on this side: its pod's name, which is also the user of its egress credential. */
   id: string;
   host: string;
   port: number;
@@ -47,6 +48,8 @@ const MAX_CREATE_ATTEMPTS = 3;
 interface Entry {
   sandbox: Sandbox;
   runner: Runner;
+  /** The password of the pod's egress credential (user: the runner id), from its token Secret. */
+  egressToken: string;
   view: RunnerView;
   /** Its conversation was last shown warm (so ending it must show the conversation cold). */
   shownWarm: boolean;
@@ -102,6 +105,23 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     await this.options.client.stop();
   }
 
+  /**
+   * The run an egress credential stands for now: the run whose turn is in progress on that runner (a
+   * runner of this process). A held runner's credential stands for nothing (the proxy answers 407).
+   */
+  egressRun(runnerId: string, token: string): string | undefined {
+    const entry = this.entries.get(runnerId);
+    if (!entry || entry.view.state !== 'busy') return undefined;
+    const [expected, given] = [Buffer.from(entry.egressToken), Buffer.from(token)];
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
+    return entry.runner.currentRunId;
+  }
+
+  /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */
+  currentRun(runnerId: string): string | undefined {
+    return this.entries.get(runnerId)?.runner.currentRunId;
+  }
+
   views(): RunnerView[] {
     return [...this.entries.values()].map((entry) => entry.view);
   }
@@ -122,11 +142,11 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       await this.end(held);
     }
     let ready: Sandbox;
-    let runner: Runner;
+    let connected: { runner: Runner; egressToken: string };
     for (let attempt = 1; ; attempt++) {
       ready = await this.untilReady(await this.sandboxFor(request), options);
       try {
-        runner = await this.connectTo(ready);
+        connected = await this.connectTo(ready);
         break;
       } catch (error) {
         // A runner we cannot use is no one's: deleted, so the next attempt (or turn) gets a new one. The
@@ -138,9 +158,11 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         await this.options.client.whenGone(ready);
       }
     }
+    const { runner, egressToken } = connected;
     const entry: Entry = {
       sandbox: ready,
       runner,
+      egressToken,
       shownWarm: false,
       view: { id: runner.id, agentType: request.agentType, state: 'busy', conversationId: request.conversationId, tenantId: request.tenantId, lastUsedAt: this.now() },
     };
@@ -192,10 +214,11 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     await Promise.all(lapsed.map((entry) => this.end(entry)));
   }
 
-  private async connectTo(sandbox: Sandbox): Promise<Runner> {
+  private async connectTo(sandbox: Sandbox): Promise<{ runner: Runner; egressToken: string }> {
     const standing = standingOf(sandbox) as Extract<SandboxStanding, { kind: 'ready' }>;
-    const token = await this.options.client.readToken(standing.tokenSecretName);
-    return this.options.connect({ id: sandbox.metadata.uid!, host: standing.host, port: standing.port, token });
+    const { token, egressToken } = await this.options.client.readTokens(standing.tokenSecretName);
+    const runner = await this.options.connect({ id: sandbox.status!.podName!, host: standing.host, port: standing.port, token });
+    return { runner, egressToken };
   }
 
   /** The conversation's Sandbox: the one in the cluster unless it has ended, else a new one. */

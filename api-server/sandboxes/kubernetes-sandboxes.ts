@@ -152,12 +152,12 @@ export class SandboxClient {
     });
   }
 
-  /** The runner's connection token, from the Secret the controller made with its pod. */
-  async readToken(secretName: string): Promise<string> {
+  /** The runner's credentials, from the Secret the controller made with its pod: the connection token and the egress password. */
+  async readTokens(secretName: string): Promise<{ token: string; egressToken: string }> {
     const secret = await this.core.readNamespacedSecret({ name: secretName, namespace: this.namespace });
-    const encoded = secret.data?.token;
-    if (!encoded) throw new Error(`Secret ${secretName} holds no token`);
-    return Buffer.from(encoded, 'base64').toString('utf8');
+    const [token, egressToken] = [secret.data?.token, secret.data?.['egress-token']];
+    if (!token || !egressToken) throw new Error(`Secret ${secretName} lacks the runner's token or egress token`);
+    return { token: Buffer.from(token, 'base64').toString('utf8'), egressToken: Buffer.from(egressToken, 'base64').toString('utf8') };
   }
 
   private collection() {

@@ -67,7 +67,7 @@ describe('KubernetesSandboxProvider.acquire / release', () => {
     expect(sandbox!.spec).toMatchObject({ conversationId: conversation, tenantId: TENANT, agentType: 'vendor-agent-sdk', mode: 'pooled' });
     expect(sandbox!.status?.phase).toBe('Ready');
     expect(lease.continuing).toBe(false);
-    expect(lease.runner.id).toBe(sandbox!.metadata.uid);
+    expect(lease.runner.id).toBe(sandbox!.status?.podName);
     // The fixture runner says whether it was started with a token; the connector checked it sent the Secret's.
     expect((lease.runner as unknown as { greeting: string }).greeting).toBe('runner has a token');
     expect(provider.views()).toEqual([expect.objectContaining({ id: lease.runner.id, state: 'busy', conversationId: conversation })]);
@@ -205,7 +205,8 @@ describe('KubernetesSandboxProvider when a pod dies', () => {
     await sandboxGone(conversation);
 
     const next = await provider.acquire(request(conversation), { wait: false });
-    expect(next.runner.id).not.toBe(lease.runner.id);
+    expect(sandboxesOf(conversation)[0]!.metadata.uid).not.toBe(sandbox!.metadata.uid);
+    expect(next.runner).not.toBe(lease.runner);
     await provider.release(next, {});
     await sandboxGone(conversation);
   });
