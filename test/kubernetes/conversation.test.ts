@@ -1,0 +1,157 @@
+/**
+ * A conversation through the REST API with ACIS_SANDBOX_PROVIDER=kubernetes: the API server writes
+ * Sandbox resources, the controller (in process) makes runner pods, the simulated kubelet runs the
+ * real runner (sandbox/runner.ts, serving its protocol on TCP) in bubblewrap, and the real Agent SDK
+ * in it talks to the model stub through the API server's egress proxy with its pod's credential.
+ */
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningController } from '../../controller/controller.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { runnerCommand } from '../../sandbox/bwrap.js';
+import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
+import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
+import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
+import { startTestServer, type TestServer } from '../helpers/test-server.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const RUNNER_IMAGE = 'acis-runner:e2e';
+
+let stub: ModelStub;
+let cluster: Cluster;
+let controller: RunningController;
+let t: TestServer;
+let key: string;
+let user: ProvisionedUser;
+
+beforeAll(async () => {
+  stub = await startModelStub();
+  const egressPort = await freePort();
+  // The runner image: the runner from source, as the local provider starts it, with what an image's
+  // ENV would say (where the model is; the pod sets the rest).
+  const { runtimeDirs, command } = runnerCommand(ROOT, false);
+  cluster = await startCluster({
+    images: {
+      [RUNNER_IMAGE]: {
+        command: process.execPath,
+        args: command.slice(1),
+        binds: runtimeDirs,
+        env: {
+          ANTHROPIC_BASE_URL: stub.url,
+          ANTHROPIC_API_KEY: 'stub-key',
+          CLAUDE_CONFIG_DIR: '/workspace/.home/.claude',
+          ACIS_SESSION_STORE: '1',
+        },
+      },
+    },
+  });
+  t = await startTestServer({
+    ANTHROPIC_BASE_URL: stub.url,
+    ACIS_SANDBOX_PROVIDER: 'kubernetes',
+    KUBECONFIG: cluster.server.kubeconfigPath,
+    ACIS_K8S_NAMESPACE: NAMESPACE,
+    ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
+    ACIS_EGRESS_ALLOW: new URL(stub.url).host,
+    ACIS_PING_INTERVAL_MS: '200',
+  });
+  controller = await startTestController(cluster, {
+    runnerImage: RUNNER_IMAGE,
+    egressProxyHost: '127.0.0.1',
+    egressProxyPort: egressPort,
+    runnerResources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+    startTimeoutMs: 60_000,
+  });
+  ({ serviceKey: key } = await t.createIntegration('kubernetes provider e2e'));
+  user = await provisionUser(t, key, { settings: { filler_enabled: false } });
+}, 120_000);
+afterAll(async () => {
+  await t?.stop();
+  await controller?.stop();
+  await cluster?.close();
+  await stub?.stop();
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const sandboxOf = (conversationId: string) => cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as SandboxObject | undefined;
+
+describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
+  it('streams a turn from a runner pod, holds it warm with a sliding shutdownTime, continues on it, and answers stream=false', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+    expect(created.status).toBe(201);
+    const conversationId: string = created.body.id;
+
+    const first = await t.request('POST', `/conversations/${conversationId}/messages`, { token: key, body: { content: 'Hello [[reply: from a pod]]' } });
+    expect(first.status).toBe(200);
+    const lines = withoutPings(parseNdjson(first.text));
+    expect(lines[0]).toMatchObject({ type: 'system', subtype: 'init' });
+    expect(deltaText(lines)).toBe('from a pod');
+    expect(lines.filter(isTerminal)).toHaveLength(1);
+    expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    expect(lines.at(-2)).toMatchObject({ object: 'platform.event', type: 'message_end', message: { status: 'completed', content: 'from a pod' } });
+
+    const held = sandboxOf(conversationId)!;
+    expect(held.metadata.labels).toMatchObject({ 'acis.dev/conversation': conversationId, 'acis.dev/tenant': created.body.tenant_id });
+    expect(held.spec).toMatchObject({ mode: 'warm', conversationId });
+    const conversation = await t.request('GET', `/conversations/${conversationId}`, { token: key });
+    expect(conversation.body.runtime).toMatchObject({ sandbox_state: 'warm', expires_at: held.spec.shutdownTime });
+    // The model call went out through the egress proxy, which took the pod's credential.
+    const metrics = await t.request('GET', '/metrics', { token: null });
+    const forwarded = /^acis_egress_requests_total\{outcome="forwarded"\} (\d+)$/m.exec(metrics.text);
+    expect(Number(forwarded?.[1])).toBeGreaterThan(0);
+    expect(metrics.text).not.toMatch(/^acis_egress_denials_total\{reason="auth-required"\} [1-9]/m);
+
+    const second = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'Again [[reply: same pod]]' } });
+    expect(second.status).toBe(201);
+    expect(second.body).toMatchObject({ role: 'assistant', status: 'completed', content: 'same pod' });
+    const after = sandboxOf(conversationId)!;
+    expect(after.metadata.uid).toBe(held.metadata.uid);
+    expect(Date.parse(after.spec.shutdownTime!)).toBeGreaterThanOrEqual(Date.parse(held.spec.shutdownTime!));
+
+    const deleted = await t.request('DELETE', `/conversations/${conversationId}`, { token: key });
+    expect(deleted.status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(conversationId));
+  });
+
+  it('a pooled conversation’s Sandbox goes after its turn; a pod killed mid-turn fails the message with an error line', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    const conversationId: string = created.body.id;
+    const done = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: pooled]]' } });
+    expect(done.body).toMatchObject({ status: 'completed', content: 'pooled' });
+    await eventually(cluster, () => !sandboxOf(conversationId));
+
+    // A slow turn; its pod is killed once the agent has started (its init line is out).
+    const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: '[[slow: 400]][[reply: one two three four five six seven eight nine ten]]' }),
+    });
+    let killed: Promise<void> | undefined;
+    const lines = withoutPings(
+      await readLines(response, (line) => {
+        if (line.type === 'system' && !killed) killed = cluster.kubelet.kill(NAMESPACE, sandboxOf(conversationId)!.status!.podName!, { signal: 'SIGKILL' });
+      }),
+    );
+    await killed;
+    expect(lines.filter(isTerminal)).toHaveLength(1);
+    // As under the local provider when a runner dies mid-turn.
+    expect(lines.at(-1)).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 500, detail: 'The agent run failed on the platform side.' } });
+    expect(lines.at(-2)).toMatchObject({ object: 'platform.event', type: 'message_end', message: { status: 'failed' } });
+    await eventually(cluster, () => !sandboxOf(conversationId));
+
+    const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: works again]]' } });
+    expect(next.body).toMatchObject({ status: 'completed', content: 'works again' });
+  });
+});
