@@ -8,7 +8,7 @@ import { createApp } from './app.js';
 import { ApprovalGate } from './approvals/approval-gate.js';
 import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
-import { migrateToLatest, openDatabase } from './core/db/database.js';
+import { type Db, migrateToLatest, openDatabase } from './core/db/database.js';
 import type { AppDeps } from './deps.js';
 import { followRun } from './runs/follow.js';
 import { answerClientErrors } from './core/http/client-error.js';
@@ -24,6 +24,7 @@ import { RepositorySyncWorker, vaultCredentials } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { KubernetesSandboxProvider } from './sandboxes/kubernetes-provider.js';
+import { databaseRunnerRecords, egressRunOf, type RunnerRecords } from './sandboxes/kubernetes-records.js';
 import { SandboxClient } from './sandboxes/kubernetes-sandboxes.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
 import { connectRemoteRunner } from './sandboxes/remote-runner.js';
@@ -104,7 +105,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     // Hold expiry follows the same clock as the timestamps the API shows.
     const clock = () => now().getTime();
-    const sandboxes = config.sandboxProvider === 'kubernetes' ? kubernetesProvider(config, logger, showSandboxState, clock) : undefined;
+    const sandboxes =
+      config.sandboxProvider === 'kubernetes'
+        ? kubernetesProvider(config, logger, showSandboxState, clock, databaseRunnerRecords(database.db, nodeId, now))
+        : undefined;
     const local = sandboxes ? undefined : new LocalSandboxProvider(config, logger, showSandboxState, clock);
     const provider = sandboxes ?? local!;
     metrics.watchRunners({
@@ -180,7 +184,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await coolLapsedHolds(deps.db, now());
     const resumed = await repositorySync.recoverOrphans(true);
     if (resumed > 0) logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
-    egress = await startEgressProxy(deps, provider, runs, logger);
+    egress = await startEgressProxy(deps, egressRunners(deps.db, local ?? sandboxes!), runs, logger);
     if (local) await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
     else await sandboxes!.start();
     if (config.bootstrapServiceKey) {
@@ -267,8 +271,10 @@ function kubernetesProvider(
   logger: Logger,
   onSandboxState: SandboxStateListener,
   now: () => number,
+  records: RunnerRecords,
 ): KubernetesSandboxProvider {
   return new KubernetesSandboxProvider({
+    records,
     client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), kubernetesNamespace(config.k8sNamespace), logger),
     connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger }),
     logger,
@@ -283,12 +289,27 @@ function kubernetesProvider(
  * spawn) and stands for the run whose turn is in progress on it, so exactly that run's values are
  * substituted; at any other time it gets 407.
  */
-function startEgressProxy(
-  deps: AppDeps,
-  provider: Pick<LocalSandboxProvider, 'egressRun' | 'currentRun'>,
-  runs: RunManager,
-  logger: Logger,
-): Promise<EgressProxy> {
+interface EgressRunners {
+  /** The run a runner's egress credential stands for now, if any. */
+  egressRun(runnerId: string, token: string): string | undefined | Promise<string | undefined>;
+  /** The run in progress on a runner of this process. */
+  currentRun(runnerId: string): string | undefined;
+}
+
+/**
+ * Whose runs the egress proxy serves: the local provider's runners are this process's alone; a runner
+ * pod's request may reach the proxy of any replica, so beyond this process's own runners its
+ * credential is looked up in the records every replica writes.
+ */
+function egressRunners(db: Db, provider: LocalSandboxProvider | KubernetesSandboxProvider): EgressRunners {
+  if (provider instanceof LocalSandboxProvider) return provider;
+  return {
+    egressRun: async (runnerId, token) => provider.egressRun(runnerId, token) ?? egressRunOf(db, runnerId, token),
+    currentRun: (runnerId) => provider.currentRun(runnerId),
+  };
+}
+
+function startEgressProxy(deps: AppDeps, provider: EgressRunners, runs: RunManager, logger: Logger): Promise<EgressProxy> {
   return createEgressProxy({
     host: deps.config.egressListen.host,
     port: deps.config.egressListen.port,
@@ -299,7 +320,7 @@ function startEgressProxy(
     // In-process, the proxy's metrics are served on the API server's /metrics.
     metrics: createEgressMetrics(deps.metrics.registry),
     resolveRun: async ({ runId: runnerId, token }) => {
-      const runId = provider.egressRun(runnerId, token);
+      const runId = await provider.egressRun(runnerId, token);
       return runId ? secretsForRun(deps, runId) : undefined;
     },
     onMissing: (runnerId, alias) => {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
 import { holdSpec, newSandbox, queuePosition, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
+import { EgressRecordingRunner, type RunnerRecords } from './kubernetes-records.js';
 import type { SandboxClient } from './kubernetes-sandboxes.js';
 import {
   type AcquireRequest,
@@ -33,6 +34,8 @@ export interface KubernetesProviderOptions {
   connect: RunnerConnector;
   logger: Logger;
   onSandboxState: SandboxStateListener;
+  /** Shared with the other replicas: egress credentials' runs, workspaces between sandboxes. Absent: neither is kept. */
+  records?: RunnerRecords;
   /** How long a Sandbox may take from create to Ready before the turn fails (the controller's own start timeout normally answers first). */
   readyTimeoutMs: number;
   now?: () => number;
@@ -40,6 +43,10 @@ export interface KubernetesProviderOptions {
 
 /** A rough turn length for `retry_hint_seconds`, as the local provider uses. */
 const TYPICAL_TURN_SECONDS = 5;
+/** A workspace archive larger than this is not kept (the export fails and the next sandbox starts empty). */
+const WORKSPACE_MAX_BYTES = 64 * 1024 * 1024;
+/** The pod's HOME lives in its workspace; its files (config, transcripts) are the runner's, not the conversation's. */
+const WORKSPACE_EXCLUDE = ['.home'];
 /** Connecting to a Sandbox's runner: the found one, then a new one. */
 const CONNECT_ATTEMPTS = 2;
 /** How many times an acquire replaces an ended Sandbox that another replica keeps putting back. */
@@ -101,7 +108,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     clearTimeout(this.expiryTimer);
     this.unsubscribe?.();
     // Like the local provider: what this process held ends with it; the next message (on any replica) resumes cold.
-    await Promise.all([...this.entries.values()].map((entry) => this.end(entry)));
+    await Promise.all([...this.entries.values()].map((entry) => this.end(entry, { save: entry.view.state === 'held' })));
     await this.options.client.stop();
   }
 
@@ -139,7 +146,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         held.view = { ...held.view, state: 'busy', heldUntil: undefined };
         return { runner: held.runner, continuing: true };
       }
-      await this.end(held);
+      await this.end(held, { save: false });
     }
     let ready: Sandbox;
     let connected: { runner: Runner; egressToken: string };
@@ -158,7 +165,8 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         await this.options.client.whenGone(ready);
       }
     }
-    const { runner, egressToken } = connected;
+    const { egressToken } = connected;
+    const runner = this.options.records ? new EgressRecordingRunner(connected.runner, this.options.records, egressToken) : connected.runner;
     const entry: Entry = {
       sandbox: ready,
       runner,
@@ -171,6 +179,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const latest = this.options.client.cached(ready.metadata.name);
     const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
     if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
+    try {
+      const saved = await this.options.records?.loadWorkspace(request.conversationId);
+      if (saved) await runner.importWorkspace(saved);
+    } catch (error) {
+      await this.end(entry, { save: false });
+      throw error;
+    }
     return { runner, continuing: false };
   }
 
@@ -192,14 +207,14 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'moving a Sandbox shutdownTime failed; it is released instead');
       }
     }
-    await this.end(entry);
+    await this.end(entry, { save: !options.broken && !options.discard });
     return { heldUntil: null };
   }
 
   /** The conversation is gone: its Sandbox goes, whichever replica held it. */
   async discardConversation(conversationId: string): Promise<void> {
     for (const entry of [...this.entries.values()]) {
-      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) await this.end(entry);
+      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) await this.end(entry, { save: false });
     }
     const leftover = this.options.client.cachedForConversation(conversationId);
     // A Sandbox busy with a turn on this process is ended with the turn.
@@ -211,7 +226,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   async expireLapsedHolds(): Promise<void> {
     const now = this.now();
     const lapsed = [...this.entries.values()].filter((e) => e.view.state === 'held' && (e.view.heldUntil ?? Infinity) <= now);
-    await Promise.all(lapsed.map((entry) => this.end(entry)));
+    await Promise.all(lapsed.map((entry) => this.end(entry, { save: true })));
   }
 
   private async connectTo(sandbox: Sandbox): Promise<{ runner: Runner; egressToken: string }> {
@@ -334,13 +349,25 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       await entry.runner.kill();
       return;
     }
-    await this.end(entry);
+    await this.end(entry, { save: false });
   }
 
-  /** Ends this process's use of a runner: connection closed, Sandbox deleted, conversation shown cold. */
-  private async end(entry: Entry): Promise<void> {
+  /**
+   * Ends this process's use of a runner: its workspace kept for the conversation (`save`, when the
+   * runner still answers), connection closed, Sandbox deleted, conversation shown cold.
+   */
+  private async end(entry: Entry, options: { save: boolean }): Promise<void> {
     if (this.entries.get(entry.runner.id) !== entry) return;
     this.entries.delete(entry.runner.id);
+    const { records } = this.options;
+    const { conversationId } = entry.view;
+    if (options.save && records && conversationId && entry.runner.alive) {
+      try {
+        await records.saveWorkspace(conversationId, await entry.runner.exportWorkspace({ maxBytes: WORKSPACE_MAX_BYTES, exclude: WORKSPACE_EXCLUDE }));
+      } catch (error) {
+        this.options.logger.warn({ err: error, conversation_id: conversationId }, 'keeping a workspace failed; the next sandbox starts without it');
+      }
+    }
     await entry.runner.kill();
     try {
       await this.options.client.delete(entry.sandbox);

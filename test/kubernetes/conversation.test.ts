@@ -4,6 +4,7 @@
  * real runner (sandbox/runner.ts, serving its protocol on TCP) in bubblewrap, and the real Agent SDK
  * in it talks to the model stub through the API server's egress proxy with its pod's credential.
  */
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,15 +16,18 @@ import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub
 import { NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
 import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
-import { startTestServer, type TestServer } from '../helpers/test-server.js';
+import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNER_IMAGE = 'acis-runner:e2e';
+const MASTER_KEY = randomBytes(32).toString('base64');
 
 let stub: ModelStub;
 let cluster: Cluster;
 let controller: RunningController;
 let t: TestServer;
+let databaseUrl: string;
+let serverEnv: Record<string, string>;
 let key: string;
 let user: ProvisionedUser;
 
@@ -48,15 +52,20 @@ beforeAll(async () => {
       },
     },
   });
-  t = await startTestServer({
+  databaseUrl = await createTestDatabase();
+  // What every API replica of the test shares: database, master key, cluster.
+  serverEnv = {
+    DATABASE_URL: databaseUrl,
+    ACIS_MASTER_KEY: MASTER_KEY,
     ANTHROPIC_BASE_URL: stub.url,
     ACIS_SANDBOX_PROVIDER: 'kubernetes',
     KUBECONFIG: cluster.server.kubeconfigPath,
     ACIS_K8S_NAMESPACE: NAMESPACE,
-    ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
     ACIS_EGRESS_ALLOW: new URL(stub.url).host,
     ACIS_PING_INTERVAL_MS: '200',
-  });
+  };
+  // Runner pods reach this replica's egress proxy (the controller's ACIS_EGRESS_PROXY_HOST/PORT).
+  t = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}` });
   controller = await startTestController(cluster, {
     runnerImage: RUNNER_IMAGE,
     egressProxyHost: '127.0.0.1',
@@ -72,6 +81,7 @@ afterAll(async () => {
   await controller?.stop();
   await cluster?.close();
   await stub?.stop();
+  if (databaseUrl) await dropTestDatabase(databaseUrl);
 });
 
 function freePort(): Promise<number> {
@@ -153,5 +163,49 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
 
     const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: works again]]' } });
     expect(next.body).toMatchObject({ status: 'completed', content: 'works again' });
+  });
+
+  it('a pooled conversation’s workspace follows it from one Sandbox to the next', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    const conversationId: string = created.body.id;
+    const write = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command: 'echo kept-between-pods > notes.txt' })}]]` },
+    });
+    expect(write.body.status).toBe('completed');
+    await eventually(cluster, () => !sandboxOf(conversationId));
+    const read = await t.request('POST', `/conversations/${conversationId}/messages`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command: 'cat notes.txt' })}]]` },
+    });
+    const results = withoutPings(parseNdjson(read.text)).filter((line) => line.type === 'user');
+    expect(JSON.stringify(results)).toContain('kept-between-pods');
+  });
+
+  it('another replica serves the next message (its runner pod is replaced, the session resumes), also once the first replica stopped', async () => {
+    const other = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${await freePort()}` });
+    try {
+      const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+      const conversationId: string = created.body.id;
+      const first = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'first [[reply: one]]' } });
+      expect(first.body).toMatchObject({ status: 'completed', content: 'one' });
+      const firstSandbox = sandboxOf(conversationId)!;
+
+      // On the other replica; the runner's egress goes through the first replica's proxy, which finds the run in the shared records.
+      const second = await other.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'second [[echo-history]]' } });
+      expect(second.body.status).toBe('completed');
+      expect(second.body.content).toContain('History: 1 earlier user turn');
+      expect(cluster.server.store.list('sandboxes', NAMESPACE, { labelSelector: `acis.dev/conversation=${conversationId}` }).items).toHaveLength(1);
+      expect(sandboxOf(conversationId)!.metadata.uid).not.toBe(firstSandbox.metadata.uid);
+
+      // The replica holding it stops; the first serves the next message.
+      await other.stop();
+      await eventually(cluster, () => !sandboxOf(conversationId));
+      const third = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'third [[echo-history]]' } });
+      expect(third.body.status).toBe('completed');
+      expect(third.body.content).toContain('History: 2 earlier user turns');
+    } finally {
+      await other.stop();
+    }
   });
 });
