@@ -9,6 +9,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ControllerConfig } from '../../controller/config.js';
 import type { RunningController } from '../../controller/controller.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
 import { runnerCommand } from '../../sandbox/bwrap.js';
@@ -25,6 +26,7 @@ const MASTER_KEY = randomBytes(32).toString('base64');
 let stub: ModelStub;
 let cluster: Cluster;
 let controller: RunningController;
+let controllerConfig: Partial<ControllerConfig>;
 let t: TestServer;
 let databaseUrl: string;
 let serverEnv: Record<string, string>;
@@ -66,13 +68,14 @@ beforeAll(async () => {
   };
   // Runner pods reach this replica's egress proxy (the controller's ACIS_EGRESS_PROXY_HOST/PORT).
   t = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}` });
-  controller = await startTestController(cluster, {
+  controllerConfig = {
     runnerImage: RUNNER_IMAGE,
     egressProxyHost: '127.0.0.1',
     egressProxyPort: egressPort,
     runnerResources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '2', memory: '2Gi' } },
     startTimeoutMs: 60_000,
-  });
+  };
+  controller = await startTestController(cluster, controllerConfig);
   ({ serviceKey: key } = await t.createIntegration('kubernetes provider e2e'));
   user = await provisionUser(t, key, { settings: { filler_enabled: false } });
 }, 120_000);
@@ -204,8 +207,50 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
       const third = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'third [[echo-history]]' } });
       expect(third.body.status).toBe('completed');
       expect(third.body.content).toContain('History: 2 earlier user turns');
+      expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
+      await eventually(cluster, () => !sandboxOf(conversationId));
     } finally {
       await other.stop();
+    }
+  });
+
+  it('at the cluster’s capacity: 429 capacity-exhausted before any stream with on_capacity=reject, queued lines then the turn with hold', async () => {
+    await eventually(cluster, () => cluster.server.store.list('sandboxes', NAMESPACE).items.length === 0);
+    await controller.stop();
+    controller = await startTestController(cluster, { ...controllerConfig, maxSandboxes: 1 });
+    try {
+      const holder = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+      const held = await t.request('POST', `/conversations/${holder.body.id}/messages?stream=false`, { token: key, body: { content: '[[reply: holding]]' } });
+      expect(held.body.status).toBe('completed');
+
+      const waiting = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+      const conversationId: string = waiting.body.id;
+      const refused = await t.request('POST', `/conversations/${conversationId}/messages`, { token: key, body: { content: '[[reply: no]]' } });
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(refused.body).toMatchObject({ status: 429, type: expect.stringMatching(/\/problems\/capacity-exhausted$/) });
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      await eventually(cluster, () => !sandboxOf(conversationId));
+
+      const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ content: '[[reply: served]]', on_capacity: 'hold' }),
+      });
+      let freed: Promise<unknown> | undefined;
+      const lines = withoutPings(
+        await readLines(response, (line) => {
+          // Queued behind the warm hold: ending that conversation frees the place.
+          if (line.type === 'queued' && !freed) freed = t.request('DELETE', `/conversations/${holder.body.id}`, { token: key });
+        }),
+      );
+      await freed;
+      expect(lines[0]).toEqual({ object: 'platform.event', type: 'queued', position: 1, retry_hint_seconds: 5 });
+      expect(deltaText(lines)).toBe('served');
+      expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    } finally {
+      await controller.stop();
+      controller = await startTestController(cluster, controllerConfig);
     }
   });
 });
