@@ -17,7 +17,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { encodeControl, decodeFrame, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, LinkEndpoint } from './link.js';
+import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, type LinkControl, LinkEndpoint } from './link.js';
 import { socketChannel } from './socket-channel.js';
 
 export interface LinkServerOptions {
@@ -45,6 +45,8 @@ export interface LinkServer {
 }
 
 const DEFAULT_HELLO_TIMEOUT_MS = 10_000;
+
+type Hello = Extract<LinkControl, { type: 'hello' }>;
 
 export async function serveLink(options: LinkServerOptions): Promise<LinkServer> {
   const endpoint = new LinkEndpoint();
@@ -81,34 +83,37 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
       if (greeted) return;
       greeted = true;
       clearTimeout(helloTimer);
-      const refusal = admit(line);
-      if (refusal) {
-        options.log(`refused a connection from ${peer}: ${refusal}`);
-        wire.send(encodeControl({ type: 'refused', error: refusal }));
+      const admission = admit(line);
+      if ('refusal' in admission) {
+        options.log(`refused a connection from ${peer}: ${admission.refusal}`);
+        wire.send(encodeControl({ type: 'refused', error: admission.refusal }));
         wire.close('refused');
         return;
       }
-      const hello = decodeFrame(line);
-      if (hello.kind !== 'control' || hello.control.type !== 'hello') return;
-      const isNew = hello.control.link !== clientLink;
+      const { hello } = admission;
+      const isNew = hello.link !== clientLink;
       if (isNew) {
-        clientLink = hello.control.link;
+        clientLink = hello.link;
         endpoint.reset();
         options.onNewClient();
       }
       wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived }));
       wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
       clearTimeout(windowTimer);
-      endpoint.attach(wire, hello.control.after);
+      endpoint.attach(wire, hello.after);
       options.log(`API connection from ${peer} ${isNew ? 'accepted' : 'resumed'}`);
     });
   });
 
-  /** Why a first line is not let in, or undefined when it is. */
-  function admit(line: string): string | undefined {
+  /** The hello a first line carries, if it is let in; else why not. */
+  function admit(line: string): { hello: Hello } | { refusal: string } {
     const frame = decodeFrame(line);
-    if (frame.kind !== 'control' || frame.control.type !== 'hello') return 'the first line was not a hello';
-    const hello = frame.control;
+    if (frame.kind !== 'control' || frame.control.type !== 'hello') return { refusal: 'the first line was not a hello' };
+    const refusal = refusalOf(frame.control);
+    return refusal === undefined ? { hello: frame.control } : { refusal };
+  }
+
+  function refusalOf(hello: Hello): string | undefined {
     if (!timingSafeEqual(digest(hello.token), expectedDigest)) return 'wrong token';
     if (endpoint.isEnded) return 'the runner is shutting down';
     if (hello.link === clientLink) {

@@ -32,6 +32,13 @@ export const LINK_MAX_LINE_LENGTH = 64 * 1024 * 1024;
 /** The receiver acknowledges after this many lines, or this long after the first unacknowledged one. */
 const ACK_EVERY_LINES = 64;
 const ACK_AFTER_MS = 100;
+/**
+ * While connected, each side sends an `ack` at least this often, and drops a connection it has heard
+ * nothing on for SILENCE_MS: a peer that vanished without closing (a node gone, a half-open
+ * connection) is noticed in seconds, not after the kernel's keepalive minutes.
+ */
+const HEARTBEAT_MS = 5000;
+const SILENCE_MS = 15_000;
 /** The reason a link ends with when the other side said goodbye. */
 export const PEER_CLOSED = 'the other side closed the link';
 
@@ -143,6 +150,8 @@ export class LinkEndpoint implements Channel {
   private readonly detachedListeners: Array<(reason: string) => void> = [];
   private drainWaiters: Array<() => void> = [];
 
+  constructor(private readonly timing: { heartbeatMs: number; silenceMs: number } = { heartbeatMs: HEARTBEAT_MS, silenceMs: SILENCE_MS }) {}
+
   /** The last line number received (what a handshake tells the other side). */
   get lastReceived(): number {
     return this.received;
@@ -179,10 +188,18 @@ export class LinkEndpoint implements Channel {
     this.wire = wire;
     previous?.close('replaced by a newer connection');
     this.outbox.acknowledge(peerReceived);
+    let lastHeard = Date.now();
+    const heartbeat = setInterval(() => {
+      if (Date.now() - lastHeard > this.timing.silenceMs) wire.close(`nothing heard for ${this.timing.silenceMs} ms`);
+      else wire.send(encodeControl({ type: 'ack', seq: this.received }));
+    }, this.timing.heartbeatMs);
+    heartbeat.unref();
     wire.onLine((line) => {
+      lastHeard = Date.now();
       if (this.wire === wire) this.receive(wire, line);
     });
     wire.onClosed((reason) => {
+      clearInterval(heartbeat);
       if (this.wire !== wire) return;
       this.wire = undefined;
       clearTimeout(this.ackTimer);

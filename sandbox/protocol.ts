@@ -42,6 +42,7 @@ export type ServerCommand =
 
 /** Runner → server, besides the verbatim agent events. */
 export type RunnerLine =
+  /** The runner is up: its first line on stdio, and the first line each new API connection gets over TCP. */
   | { type: 'runner_ready' }
   | { type: 'runner_error'; error: string }
   | { type: 'runner_session_load'; request_id: number; key: SessionKeyLike }

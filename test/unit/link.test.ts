@@ -129,6 +129,30 @@ describe('LinkEndpoint', () => {
     expect(closedWith).toEqual([PEER_CLOSED]);
   });
 
+  it('sends heartbeats while connected and drops a connection on which the other side went silent', async () => {
+    const endpoint = new LinkEndpoint({ heartbeatMs: 20, silenceMs: 70 });
+    const pair = wirePair();
+    const heard: string[] = [];
+    let answered = 0;
+    const threeHeartbeats = new Promise<void>((resolve) =>
+      pair.b.onLine((line) => {
+        heard.push(line);
+        // The peer answers the first two, then goes silent.
+        if (answered < 2) {
+          answered += 1;
+          pair.b.send(encodeControl({ type: 'ack', seq: 0 }));
+        }
+        if (heard.length === 3) resolve();
+      }),
+    );
+    const dropped = new Promise<string>((resolve) => endpoint.onDetached(resolve));
+    endpoint.attach(pair.a, 0);
+    await threeHeartbeats;
+    expect(heard.slice(0, 3)).toEqual(Array(3).fill(encodeControl({ type: 'ack', seq: 0 })));
+    expect(await dropped).toBe('nothing heard for 70 ms');
+    expect(endpoint.isEnded).toBe(false);
+  });
+
   it('keeps lines that arrive before anyone listens until the first listener', () => {
     const endpoint = new LinkEndpoint();
     const pair = wirePair();
