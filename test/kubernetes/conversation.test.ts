@@ -16,8 +16,9 @@ import { runnerCommand } from '../../sandbox/bwrap.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
 import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
+import { hmacAssertion } from '../helpers/approver.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
-import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNER_IMAGE = 'acis-runner:e2e';
@@ -166,6 +167,31 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
 
     const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: works again]]' } });
     expect(next.body).toMatchObject({ status: 'completed', content: 'works again' });
+  });
+
+  it('an approval raised in a pod parks the run; a signed approve resumes it there', async () => {
+    const approverKey = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, { token: ADMIN_TOKEN, body: { algorithm: 'hmac-sha256' } });
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    const input = { reason: 'Deploy to production', requested_items: [{ kind: 'action', description: 'deploy v2' }] };
+    const response = await fetch(`${t.url}/conversations/${created.body.id}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: `[[tool:mcp__platform__request_approval ${JSON.stringify(input)}]]` }),
+    });
+    let approving: Promise<{ status: number }> | undefined;
+    const lines = withoutPings(
+      await readLines(response, (line) => {
+        if (line.object === 'platform.event' && line.type === 'approval' && !approving) {
+          const signature = hmacAssertion(line.approval.id, 'approve', { id: approverKey.body.id, secret: approverKey.body.secret });
+          approving = t.request('POST', `/approvals/${line.approval.id}/approve`, { token: key, body: { signature } });
+        }
+      }),
+    );
+    expect((await approving)?.status).toBe(200);
+    const types = lines.map((l) => (l.object === 'platform.event' ? `platform:${l.type}` : l.type));
+    expect(types.indexOf('platform:resumed')).toBeGreaterThan(types.indexOf('platform:approval'));
+    expect(JSON.stringify(lines.filter((l) => l.type === 'user'))).toContain('Approved by approver_key:');
+    expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
   });
 
   it('a pooled conversation’s workspace follows it from one Sandbox to the next', async () => {
