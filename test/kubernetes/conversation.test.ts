@@ -43,8 +43,10 @@ beforeAll(async () => {
   cluster = await startCluster({
     images: {
       [RUNNER_IMAGE]: {
-        command: process.execPath,
-        args: command.slice(1),
+        // In a cluster 0.0.0.0 is the pod's own network namespace; the simulated kubelet's pods share the
+        // host's, each on its own loopback IP, so the runner listens on that IP as a pod's 0.0.0.0 would.
+        command: '/bin/sh',
+        args: ['-c', `ACIS_RUNNER_LISTEN="$POD_IP:$ACIS_RUNNER_PORT" exec "$0" "$@"`, process.execPath, ...command.slice(1)],
         binds: runtimeDirs,
         env: {
           ANTHROPIC_BASE_URL: stub.url,
@@ -192,6 +194,20 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     expect(types.indexOf('platform:resumed')).toBeGreaterThan(types.indexOf('platform:approval'));
     expect(JSON.stringify(lines.filter((l) => l.type === 'user'))).toContain('Approved by approver_key:');
     expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+  });
+
+  it('two conversations at once run in pods of their own', async () => {
+    const ids = await Promise.all(
+      [0, 1].map(async () => (await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } })).body.id as string),
+    );
+    const replies = await Promise.all(
+      ids.map((id, i) => t.request('POST', `/conversations/${id}/messages?stream=false`, { token: key, body: { content: `[[reply: conversation ${i}]]` } })),
+    );
+    expect(replies.map((r) => r.body.content)).toEqual(['conversation 0', 'conversation 1']);
+    const pods = ids.map((id) => sandboxOf(id)!.status!.podName);
+    expect(new Set(pods).size).toBe(2);
+    for (const id of ids) expect((await t.request('DELETE', `/conversations/${id}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => ids.every((id) => !sandboxOf(id)));
   });
 
   it('a pooled conversation’s workspace follows it from one Sandbox to the next', async () => {
