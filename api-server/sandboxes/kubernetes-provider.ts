@@ -2,7 +2,9 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
-import { holdSpec, newSandbox, queuePosition, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
+import { TYPICAL_TURN_SECONDS } from './kubernetes-readiness.js';
+import { holdSpec, newSandbox, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
+import { untilReady } from './kubernetes-readiness.js';
 import { EgressRecordingRunner, type RunnerRecords } from './kubernetes-records.js';
 import type { SandboxClient } from './kubernetes-sandboxes.js';
 import {
@@ -12,7 +14,6 @@ import {
   type ReleaseOptions,
   type SandboxProvider,
   type SandboxStateListener,
-  SandboxUnavailable,
   type WaitOptions,
 } from './provider.js';
 import type { Runner } from './runner.js';
@@ -41,8 +42,6 @@ export interface KubernetesProviderOptions {
   now?: () => number;
 }
 
-/** A rough turn length for `retry_hint_seconds`, as the local provider uses. */
-const TYPICAL_TURN_SECONDS = 5;
 /** A workspace archive larger than this is not kept (the export fails and the next sandbox starts empty). */
 const WORKSPACE_MAX_BYTES = 64 * 1024 * 1024;
 /** The pod's HOME lives in its workspace; its files (config, transcripts) are the runner's, not the conversation's. */
@@ -151,7 +150,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     let ready: Sandbox;
     let connected: { runner: Runner; egressToken: string };
     for (let attempt = 1; ; attempt++) {
-      ready = await this.untilReady(await this.sandboxFor(request), options);
+      ready = await untilReady(await this.sandboxFor(request), options, {
+        client: this.options.client,
+        logger: this.options.logger,
+        readyTimeoutMs: this.options.readyTimeoutMs,
+        stopping: this.stopping.signal,
+        onQueuedChange: (delta) => (this.queued += delta),
+      });
       try {
         connected = await this.connectTo(ready);
         break;
@@ -250,91 +255,6 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       if (standingOf(found).kind !== 'ended') return found;
     }
     throw new Error(`Sandbox ${sandboxName(request.conversationId)} keeps ending before it is used`);
-  }
-
-  /**
-   * Waits, by watching, until the Sandbox is Ready. Not admitted: refused at once (`wait: false`,
-   * the Sandbox deleted so it takes no place in the line), or queued with its place announced as it
-   * moves, until admitted or the hold limit (`signal`). Ended (a terminal failure the controller
-   * reports with its reason): the turn cannot run.
-   */
-  private untilReady(sandbox: Sandbox, options: WaitOptions): Promise<Sandbox> {
-    const { client } = this.options;
-    const { name, uid } = sandbox.metadata;
-    return new Promise<Sandbox>((resolve, reject) => {
-      let announced = 0;
-      let queued = false;
-      let settled = false;
-      const setQueued = (value: boolean) => {
-        if (queued !== value) this.queued += value ? 1 : -1;
-        queued = value;
-      };
-      const finish = (outcome: { sandbox: Sandbox } | { error: Error; discard: boolean }) => {
-        if (settled) return;
-        settled = true;
-        setQueued(false);
-        unsubscribe();
-        clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
-        this.stopping.signal.removeEventListener('abort', onStop);
-        if ('sandbox' in outcome) return resolve(outcome.sandbox);
-        if (!outcome.discard) return reject(outcome.error);
-        client.delete(sandbox).then(
-          () => reject(outcome.error),
-          (error: unknown) => {
-            this.options.logger.warn({ err: error, sandbox: name }, 'deleting a Sandbox not admitted failed');
-            reject(outcome.error);
-          },
-        );
-      };
-      const refusal = () => new CapacityExhausted(retryHintSeconds(queuePosition(client.cachedAll(), name), TYPICAL_TURN_SECONDS));
-      const evaluate = (current: Sandbox | undefined) => {
-        if (!current || current.metadata.uid !== uid) return;
-        const standing = standingOf(current);
-        switch (standing.kind) {
-          case 'ready':
-            return finish({ sandbox: current });
-          case 'ended':
-            return finish({ error: new SandboxUnavailable(`the sandbox could not start (${standing.reason}): ${standing.message}`), discard: false });
-          case 'queued': {
-            if (!options.wait) return finish({ error: refusal(), discard: true });
-            setQueued(true);
-            const position = queuePosition(client.cachedAll(), name);
-            if (position !== announced) {
-              announced = position;
-              options.onQueued?.(position, retryHintSeconds(position, TYPICAL_TURN_SECONDS));
-            }
-            return;
-          }
-          case 'starting':
-            setQueued(false);
-        }
-      };
-      const unsubscribe = client.subscribe((event, changed) => {
-        if (changed.metadata.name === name && event === 'delete') {
-          return finish({ error: new SandboxUnavailable('the sandbox was deleted before its runner was ready'), discard: false });
-        }
-        // Any Sandbox leaving the line moves this one up in it.
-        evaluate(client.cached(name));
-      });
-      const onAbort = () => finish({ error: refusal(), discard: true });
-      const onStop = () => finish({ error: new CapacityExhausted(1), discard: false });
-      options.signal?.addEventListener('abort', onAbort, { once: true });
-      this.stopping.signal.addEventListener('abort', onStop, { once: true });
-      const timer = setTimeout(
-        () =>
-          finish({
-            error: new SandboxUnavailable(`the sandbox was not ready within ${Math.round(this.options.readyTimeoutMs / 1000)} s; is the controller running?`),
-            discard: true,
-          }),
-        this.options.readyTimeoutMs,
-      );
-      timer.unref();
-      if (options.signal?.aborted) return onAbort();
-      // The cache may be behind the create's answer, or ahead of it.
-      const cached = client.cached(name);
-      evaluate(cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(sandbox.metadata.resourceVersion) ? cached : sandbox);
-    });
   }
 
   /** A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. */
