@@ -24,7 +24,8 @@ import { RepositorySyncWorker, vaultCredentials } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { KubernetesSandboxProvider } from './sandboxes/kubernetes-provider.js';
-import { databaseRunnerRecords, egressRunOf, type RunnerRecords } from './sandboxes/kubernetes-records.js';
+import { databaseRunnerRecords, egressRunOf, type RunnerRecords, runOfRunner } from './sandboxes/kubernetes-records.js';
+import { RunAbortSignals } from './sandboxes/kubernetes-run-aborts.js';
 import { SandboxClient } from './sandboxes/kubernetes-sandboxes.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
 import { connectRemoteRunner } from './sandboxes/remote-runner.js';
@@ -89,6 +90,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   });
   let egress: EgressProxy | undefined;
   let approvals: ApprovalGate | undefined;
+  let aborts: RunAbortSignals | undefined;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
@@ -184,7 +186,16 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await coolLapsedHolds(deps.db, now());
     const resumed = await repositorySync.recoverOrphans(true);
     if (resumed > 0) logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
-    egress = await startEgressProxy(deps, egressRunners(deps.db, local ?? sandboxes!), runs, logger);
+    if (sandboxes && config.databaseUrl) {
+      aborts = new RunAbortSignals({
+        db: database.db,
+        databaseUrl: config.databaseUrl,
+        logger,
+        onAbort: ({ runId, alias }) => runs.abortRun(runId, missingSecretAtEgress(alias)),
+      });
+      await aborts.start();
+    }
+    egress = await startEgressProxy(deps, egressRunners(deps.db, local ?? sandboxes!, runs, aborts), logger);
     if (local) await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
     else await sandboxes!.start();
     if (config.bootstrapServiceKey) {
@@ -247,6 +258,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         clearInterval(beat);
         await repositorySync.stop();
         await gate.stop();
+        await aborts?.stop();
         await egress?.close();
         await closeServer(CLOSE_LINGER_MS);
         await database.close();
@@ -260,6 +272,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
   } catch (error) {
     await egress?.close();
+    await aborts?.stop();
     await approvals?.stop();
     await database.close();
     throw error;
@@ -292,24 +305,50 @@ function kubernetesProvider(
 interface EgressRunners {
   /** The run a runner's egress credential stands for now, if any. */
   egressRun(runnerId: string, token: string): string | undefined | Promise<string | undefined>;
-  /** The run in progress on a runner of this process. */
-  currentRun(runnerId: string): string | undefined;
+  /** Ends the run in progress on the runner (already authenticated) for a secret it lacks, wherever that run is hosted. */
+  abortMissing(runnerId: string, alias: string): Promise<void>;
 }
 
 /**
  * Whose runs the egress proxy serves: the local provider's runners are this process's alone; a runner
  * pod's request may reach the proxy of any replica, so beyond this process's own runners its
- * credential is looked up in the records every replica writes.
+ * credential is looked up in the records every replica writes, and its run is ended on the replica
+ * hosting it through a NOTIFY (`aborts`, absent on the embedded database: one node only).
  */
-function egressRunners(db: Db, provider: LocalSandboxProvider | KubernetesSandboxProvider): EgressRunners {
-  if (provider instanceof LocalSandboxProvider) return provider;
+function egressRunners(
+  db: Db,
+  provider: LocalSandboxProvider | KubernetesSandboxProvider,
+  runs: RunManager,
+  aborts: RunAbortSignals | undefined,
+): EgressRunners {
+  const abortHere = (runId: string, alias: string) => runs.abortRun(runId, missingSecretAtEgress(alias));
+  if (provider instanceof LocalSandboxProvider) {
+    return {
+      egressRun: (runnerId, token) => provider.egressRun(runnerId, token),
+      abortMissing: async (runnerId, alias) => {
+        const runId = provider.currentRun(runnerId);
+        if (runId) abortHere(runId, alias);
+      },
+    };
+  }
   return {
     egressRun: async (runnerId, token) => provider.egressRun(runnerId, token) ?? egressRunOf(db, runnerId, token),
-    currentRun: (runnerId) => provider.currentRun(runnerId),
+    abortMissing: async (runnerId, alias) => {
+      const here = provider.currentRun(runnerId);
+      if (here) return void abortHere(here, alias);
+      const runId = await runOfRunner(db, runnerId);
+      if (runId) await aborts?.send({ runId, alias });
+    },
   };
 }
 
-function startEgressProxy(deps: AppDeps, provider: EgressRunners, runs: RunManager, logger: Logger): Promise<EgressProxy> {
+function missingSecretAtEgress(alias: string): ProblemError {
+  return new ProblemError('missing-secret', 422, {
+    detail: `The run sent {{secret:${alias}}} to the network, but no secret is vaulted under ${alias} at any scope; re-send the message with the secret attached.`,
+  });
+}
+
+function startEgressProxy(deps: AppDeps, runners: EgressRunners, logger: Logger): Promise<EgressProxy> {
   return createEgressProxy({
     host: deps.config.egressListen.host,
     port: deps.config.egressListen.port,
@@ -320,18 +359,11 @@ function startEgressProxy(deps: AppDeps, provider: EgressRunners, runs: RunManag
     // In-process, the proxy's metrics are served on the API server's /metrics.
     metrics: createEgressMetrics(deps.metrics.registry),
     resolveRun: async ({ runId: runnerId, token }) => {
-      const runId = await provider.egressRun(runnerId, token);
+      const runId = await runners.egressRun(runnerId, token);
       return runId ? secretsForRun(deps, runId) : undefined;
     },
     onMissing: (runnerId, alias) => {
-      const runId = provider.currentRun(runnerId);
-      if (!runId) return;
-      runs.abortRun(
-        runId,
-        new ProblemError('missing-secret', 422, {
-          detail: `The run sent {{secret:${alias}}} to the network, but no secret is vaulted under ${alias} at any scope; re-send the message with the secret attached.`,
-        }),
-      );
+      runners.abortMissing(runnerId, alias).catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
     },
   });
 }

@@ -63,6 +63,12 @@ export async function egressRunOf(db: Db, runnerId: string, token: string): Prom
   return row.token_digest.length === given.length && timingSafeEqual(row.token_digest, given) ? row.run_id : undefined;
 }
 
+/** The run a runner pod's credential stands for now, once the egress proxy has authenticated it. */
+export async function runOfRunner(db: Db, runnerId: string): Promise<string | undefined> {
+  const row = await db.selectFrom('runner_egress').select('run_id').where('runner_id', '=', runnerId).executeTakeFirst();
+  return row?.run_id;
+}
+
 /** A runner whose turns record, for their duration, the run its egress credential stands for. */
 export class EgressRecordingRunner implements Runner {
   constructor(

@@ -256,6 +256,22 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     }
   });
 
+  it('a secret missing at egress ends the run on the replica hosting it, though another replica’s proxy saw it', async () => {
+    const other = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${await freePort()}` });
+    try {
+      const created = await other.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+      // Assembled by the shell, so the send-time scan cannot see it; the pod's proxy is the first replica's.
+      const command = `curl -s -H "X-Token: {{secret:NO""PE}}" ${stub.url}/nope; sleep 20`;
+      const res = await other.request('POST', `/conversations/${created.body.id}/messages`, { token: key, body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` } });
+      const lines = withoutPings(parseNdjson(res.text));
+      expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
+      expect(lines.at(-1)).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 422, type: expect.stringMatching(/\/problems\/missing-secret$/) } });
+      expect(lines.at(-1)!.problem.detail).toContain('NOPE');
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('at the cluster’s capacity: 429 capacity-exhausted before any stream with on_capacity=reject, queued lines then the turn with hold', async () => {
     await eventually(cluster, () => cluster.server.store.list('sandboxes', NAMESPACE).items.length === 0);
     await controller.stop();
