@@ -14,7 +14,7 @@ import type { RunningController } from '../../controller/controller.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
 import { runnerCommand } from '../../sandbox/bwrap.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
+import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
 import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { hmacAssertion } from '../helpers/approver.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
@@ -208,6 +208,23 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     expect(new Set(pods).size).toBe(2);
     for (const id of ids) expect((await t.request('DELETE', `/conversations/${id}`, { token: key })).status).toBe(204);
     await eventually(cluster, () => ids.every((id) => !sandboxOf(id)));
+  });
+
+  it('a first message is served by a runner adopted from the warm pool, and the pool refills', async () => {
+    createPool(cluster, 'runners', 1);
+    const readyPoolPods = () =>
+      cluster.server.store
+        .list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=runners' })
+        .items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods(), 60_000);
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+    const reply = await t.request('POST', `/conversations/${created.body.id}/messages?stream=false`, { token: key, body: { content: '[[reply: from the pool]]' } });
+    expect(reply.body).toMatchObject({ status: 'completed', content: 'from the pool' });
+    expect(sandboxOf(created.body.id)!.status).toMatchObject({ launch: 'pool', podName: poolPod!.metadata.name });
+    await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods()[0]!.metadata.name !== poolPod!.metadata.name, 60_000);
+    cluster.server.store.delete('sandboxwarmpools', NAMESPACE, 'runners');
+    expect((await t.request('DELETE', `/conversations/${created.body.id}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(created.body.id) && cluster.server.store.list('pods', NAMESPACE).items.length === 0);
   });
 
   it('a pooled conversation’s workspace follows it from one Sandbox to the next', async () => {
