@@ -227,6 +227,26 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     await eventually(cluster, () => !sandboxOf(created.body.id) && cluster.server.store.list('pods', NAMESPACE).items.length === 0);
   });
 
+  it('a canary secret reaches its destination through the egress proxy and nothing else', async () => {
+    const canary = `canary-${randomBytes(12).toString('hex')}`;
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    expect((await t.request('PUT', `/conversations/${created.body.id}/secrets`, { token: key, body: { secrets: { CANARY: canary } } })).status).toBe(200);
+    const command = `curl -s -o /dev/null -w "status=%{http_code}" -H "X-Canary: {{secret:CANARY}}" ${stub.url}/canary; env; echo {{secret:CANARY}}`;
+    const res = await t.request('POST', `/conversations/${created.body.id}/messages`, { token: key, body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` } });
+    const lines = withoutPings(parseNdjson(res.text));
+    expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    expect(stub.requests.some((r) => r.path === '/canary' && r.headers['x-canary'] === canary)).toBe(true);
+    const everything = [
+      res.text,
+      ...t.logs,
+      ...cluster.kubelet.processes().map((p) => cluster.kubelet.logs(p.namespace, p.pod)),
+      JSON.stringify(cluster.server.store.list('sandboxes', NAMESPACE).items),
+      JSON.stringify(cluster.server.store.list('secrets', NAMESPACE).items),
+      JSON.stringify(cluster.server.store.list('pods', NAMESPACE).items),
+    ].join('\n');
+    expect(everything).not.toContain(canary);
+  });
+
   it('a pooled conversation’s workspace follows it from one Sandbox to the next', async () => {
     const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
     const conversationId: string = created.body.id;
