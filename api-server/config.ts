@@ -34,6 +34,8 @@ const EnvSchema = z.object({
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   ACIS_REPOSITORY_SYNC_RUNNER: z.enum(['local', 'kubernetes']).default('local'),
   ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
+  ACIS_SANDBOX_PROVIDER: z.enum(['local', 'kubernetes']).default('local'),
+  ACIS_SANDBOX_READY_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(180),
   KUBECONFIG: z.string().min(1).optional(),
   ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
@@ -50,6 +52,10 @@ const EnvSchema = z.object({
   ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
   ACIS_EGRESS_ALLOW: z.string().optional(),
+  ACIS_EGRESS_LISTEN: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
+    .default('127.0.0.1:0'),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   ACIS_RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   ACIS_RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
@@ -84,6 +90,10 @@ export interface Config {
   repositorySyncRunner: 'local' | 'kubernetes';
   /** The controller's deadline for a sync Job (the same variable it reads): past it plus syncTimeoutSeconds, a handed-off attempt is orphaned. */
   syncJobDeadlineSeconds: number;
+  /** Where runners run: bubblewrap children of this process, or pods the controller makes for Sandbox resources. */
+  sandboxProvider: 'local' | 'kubernetes';
+  /** Under the kubernetes provider: how long a turn waits for its Sandbox to be Ready (after admission) before it fails. */
+  sandboxReadyTimeoutSeconds: number;
   /** The namespace of the cluster's resources (unset: the pod's own, else `default`). */
   k8sNamespace: string | undefined;
   /** A kubeconfig file for the cluster; unset: the in-cluster service account. */
@@ -113,6 +123,8 @@ export interface Config {
   shutdownGraceSeconds: number;
   /** `host` or `host:port` entries the egress proxy may reach although loopback or private. */
   egressAllow: string | undefined;
+  /** Where the in-process egress proxy listens: loopback for local runners; an address pods reach under the kubernetes provider. */
+  egressListen: { host: string; port: number };
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
   egressExtraCaPath: string | undefined;
   /** Requests per principal and class per window, shared by every API node through the database. */
@@ -151,6 +163,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
     repositorySyncRunner: e.ACIS_REPOSITORY_SYNC_RUNNER,
     syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
+    sandboxProvider: e.ACIS_SANDBOX_PROVIDER,
+    sandboxReadyTimeoutSeconds: e.ACIS_SANDBOX_READY_TIMEOUT_SECONDS,
     k8sNamespace: e.ACIS_K8S_NAMESPACE,
     kubeconfigPath: e.KUBECONFIG,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
@@ -167,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bwrapPath: e.ACIS_BWRAP_PATH,
     shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,
     egressAllow: e.ACIS_EGRESS_ALLOW,
+    egressListen: hostPort(e.ACIS_EGRESS_LISTEN),
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',
@@ -180,4 +195,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsToken: e.ACIS_METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
   };
+}
+
+function hostPort(value: string): { host: string; port: number } {
+  const colon = value.lastIndexOf(':');
+  return { host: value.slice(0, colon).replace(/^\[(.*)\]$/, '$1'), port: Number(value.slice(colon + 1)) };
 }

@@ -8,7 +8,7 @@ import { createApp } from './app.js';
 import { ApprovalGate } from './approvals/approval-gate.js';
 import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
-import { migrateToLatest, openDatabase } from './core/db/database.js';
+import { type Db, migrateToLatest, openDatabase } from './core/db/database.js';
 import type { AppDeps } from './deps.js';
 import { followRun } from './runs/follow.js';
 import { answerClientErrors } from './core/http/client-error.js';
@@ -19,13 +19,19 @@ import { ProblemError } from './core/problems.js';
 import { RateLimiter } from './core/rate-limit.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
-import { clusterNamespace } from '../controller/cluster-access.js';
+import { clusterNamespace, loadKubeConfig } from '../controller/cluster-access.js';
 import { vaultGitCredentials } from './repositories/git-credentials.js';
 import { kubernetesSyncDispatch } from './repositories/kubernetes-sync-dispatch.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
+import { KubernetesSandboxProvider } from './sandboxes/kubernetes-provider.js';
+import { databaseRunnerRecords, egressRunOf, type RunnerRecords, runOfRunner } from './sandboxes/kubernetes-records.js';
+import { RunAbortSignals } from './sandboxes/kubernetes-run-aborts.js';
+import { SandboxClient } from './sandboxes/kubernetes-sandboxes.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
+import { connectRemoteRunner } from './sandboxes/remote-runner.js';
+import type { SandboxStateListener } from './sandboxes/provider.js';
 import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
 import { secretsForRun } from './secrets/secrets.service.js';
 
@@ -86,6 +92,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   });
   let egress: EgressProxy | undefined;
   let approvals: ApprovalGate | undefined;
+  let aborts: RunAbortSignals | undefined;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
@@ -93,19 +100,21 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const newId = createIdGenerator();
     const nodeId = await resolveNodeId(config.dataDir);
     const metrics = new Metrics();
-    const provider = new LocalSandboxProvider(
-      config,
-      logger,
-      async (conversationId, state) => {
-        await database.db
-          .updateTable('conversations')
-          .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
-          .where('id', '=', conversationId)
-          .execute();
-      },
-      // Hold expiry follows the same clock as the timestamps the API shows.
-      () => now().getTime(),
-    );
+    const showSandboxState: SandboxStateListener = async (conversationId, state) => {
+      await database.db
+        .updateTable('conversations')
+        .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
+        .where('id', '=', conversationId)
+        .execute();
+    };
+    // Hold expiry follows the same clock as the timestamps the API shows.
+    const clock = () => now().getTime();
+    const sandboxes =
+      config.sandboxProvider === 'kubernetes'
+        ? kubernetesProvider(config, logger, showSandboxState, clock, databaseRunnerRecords(database.db, nodeId, now))
+        : undefined;
+    const local = sandboxes ? undefined : new LocalSandboxProvider(config, logger, showSandboxState, clock);
+    const provider = sandboxes ?? local!;
     metrics.watchRunners({
       runnerStates: () => provider.views().map((view) => view.state),
       queuedRuns: () => provider.queuedRuns(),
@@ -179,8 +188,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await coolLapsedHolds(deps.db, now());
     const resumed = await repositorySync.recoverOrphans(true);
     if (resumed > 0) logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
-    egress = await startEgressProxy(deps, provider, runs, logger);
-    await provider.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
+    if (sandboxes && config.databaseUrl) {
+      aborts = new RunAbortSignals({
+        db: database.db,
+        databaseUrl: config.databaseUrl,
+        logger,
+        onAbort: ({ runId, alias }) => runs.abortRun(runId, missingSecretAtEgress(alias)),
+      });
+      await aborts.start();
+    }
+    egress = await startEgressProxy(deps, egressRunners(deps.db, local ?? sandboxes!, runs, aborts), logger);
+    if (local) await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
+    else await sandboxes!.start();
     if (config.bootstrapServiceKey) {
       const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
       if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -241,6 +260,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         clearInterval(beat);
         await repositorySync.stop();
         await gate.stop();
+        await aborts?.stop();
         await egress?.close();
         await closeServer(CLOSE_LINGER_MS);
         await database.close();
@@ -254,10 +274,29 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
   } catch (error) {
     await egress?.close();
+    await aborts?.stop();
     await approvals?.stop();
     await database.close();
     throw error;
   }
+}
+
+function kubernetesProvider(
+  config: Config,
+  logger: Logger,
+  onSandboxState: SandboxStateListener,
+  now: () => number,
+  records: RunnerRecords,
+): KubernetesSandboxProvider {
+  return new KubernetesSandboxProvider({
+    records,
+    client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), clusterNamespace(config.k8sNamespace), logger),
+    connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger }),
+    logger,
+    onSandboxState,
+    readyTimeoutMs: config.sandboxReadyTimeoutSeconds * 1000,
+    now,
+  });
 }
 
 /**
@@ -265,8 +304,56 @@ export async function startServer(config: Config, options: StartOptions = {}): P
  * spawn) and stands for the run whose turn is in progress on it, so exactly that run's values are
  * substituted; at any other time it gets 407.
  */
-function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: RunManager, logger: Logger): Promise<EgressProxy> {
+interface EgressRunners {
+  /** The run a runner's egress credential stands for now, if any. */
+  egressRun(runnerId: string, token: string): string | undefined | Promise<string | undefined>;
+  /** Ends the run in progress on the runner (already authenticated) for a secret it lacks, wherever that run is hosted. */
+  abortMissing(runnerId: string, alias: string): Promise<void>;
+}
+
+/**
+ * Whose runs the egress proxy serves: the local provider's runners are this process's alone; a runner
+ * pod's request may reach the proxy of any replica, so beyond this process's own runners its
+ * credential is looked up in the records every replica writes, and its run is ended on the replica
+ * hosting it through a NOTIFY (`aborts`, absent on the embedded database: one node only).
+ */
+function egressRunners(
+  db: Db,
+  provider: LocalSandboxProvider | KubernetesSandboxProvider,
+  runs: RunManager,
+  aborts: RunAbortSignals | undefined,
+): EgressRunners {
+  const abortHere = (runId: string, alias: string) => runs.abortRun(runId, missingSecretAtEgress(alias));
+  if (provider instanceof LocalSandboxProvider) {
+    return {
+      egressRun: (runnerId, token) => provider.egressRun(runnerId, token),
+      abortMissing: async (runnerId, alias) => {
+        const runId = provider.currentRun(runnerId);
+        if (runId) abortHere(runId, alias);
+      },
+    };
+  }
+  return {
+    egressRun: async (runnerId, token) => provider.egressRun(runnerId, token) ?? egressRunOf(db, runnerId, token),
+    abortMissing: async (runnerId, alias) => {
+      const here = provider.currentRun(runnerId);
+      if (here) return void abortHere(here, alias);
+      const runId = await runOfRunner(db, runnerId);
+      if (runId) await aborts?.send({ runId, alias });
+    },
+  };
+}
+
+function missingSecretAtEgress(alias: string): ProblemError {
+  return new ProblemError('missing-secret', 422, {
+    detail: `The run sent {{secret:${alias}}} to the network, but no secret is vaulted under ${alias} at any scope; re-send the message with the secret attached.`,
+  });
+}
+
+function startEgressProxy(deps: AppDeps, runners: EgressRunners, logger: Logger): Promise<EgressProxy> {
   return createEgressProxy({
+    host: deps.config.egressListen.host,
+    port: deps.config.egressListen.port,
     caDir: path.join(deps.config.dataDir, 'egress-ca'),
     allow: deps.config.egressAllow,
     extraCaPath: deps.config.egressExtraCaPath,
@@ -274,18 +361,11 @@ function startEgressProxy(deps: AppDeps, provider: LocalSandboxProvider, runs: R
     // In-process, the proxy's metrics are served on the API server's /metrics.
     metrics: createEgressMetrics(deps.metrics.registry),
     resolveRun: async ({ runId: runnerId, token }) => {
-      const runId = provider.egressRun(runnerId, token);
+      const runId = await runners.egressRun(runnerId, token);
       return runId ? secretsForRun(deps, runId) : undefined;
     },
     onMissing: (runnerId, alias) => {
-      const runId = provider.currentRun(runnerId);
-      if (!runId) return;
-      runs.abortRun(
-        runId,
-        new ProblemError('missing-secret', 422, {
-          detail: `The run sent {{secret:${alias}}} to the network, but no secret is vaulted under ${alias} at any scope; re-send the message with the secret attached.`,
-        }),
-      );
+      runners.abortMissing(runnerId, alias).catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
     },
   });
 }

@@ -41,7 +41,12 @@ function poolPodLabels(pool: SandboxWarmPool): Record<string, string> {
   };
 }
 
-export function tokenSecret(owner: RunnerOwner, podName: string, token: string): V1Secret {
+/**
+ * The runner's two credentials: `token` authenticates the API server's connection to the runner;
+ * `egress-token` is the runner's password at the egress proxy (user: the pod's name), which stands for
+ * the run in progress on it only while the API server says so.
+ */
+export function tokenSecret(owner: RunnerOwner, podName: string, tokens: { token: string; egressToken: string }): V1Secret {
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -52,14 +57,15 @@ export function tokenSecret(owner: RunnerOwner, podName: string, token: string):
       ownerReferences: [controllerRef(owner)],
     },
     type: 'Opaque',
-    stringData: { token },
+    stringData: { token: tokens.token, 'egress-token': tokens.egressToken },
   };
 }
 
 export function runnerPod(owner: RunnerOwner, podName: string, config: ControllerConfig): V1Pod {
   const labels = owner.kind === 'Sandbox' ? sandboxPodLabels(owner) : poolPodLabels(owner);
   const resources = mergeResources(config.runnerResources, owner.spec.resources);
-  const proxy = `http://${config.egressProxyHost}:${config.egressProxyPort}`;
+  // Expanded by the kubelet from the variables defined before it (POD_NAME, ACIS_EGRESS_TOKEN).
+  const proxy = `http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@${config.egressProxyHost}:${config.egressProxyPort}`;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -90,6 +96,8 @@ export function runnerPod(owner: RunnerOwner, podName: string, config: Controlle
             { name: 'ACIS_RUNNER_PORT', value: String(config.runnerPort) },
             { name: 'ACIS_RUNNER_TOKEN', valueFrom: { secretKeyRef: { name: tokenSecretName(podName), key: 'token' } } },
             { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+            { name: 'ACIS_EGRESS_TOKEN', valueFrom: { secretKeyRef: { name: tokenSecretName(podName), key: 'egress-token' } } },
             { name: 'HOME', value: '/workspace/.home' },
             { name: 'HTTP_PROXY', value: proxy },
             { name: 'HTTPS_PROXY', value: proxy },

@@ -36,7 +36,7 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   const results = await Promise.allSettled([
     ...creates.map(async (podName) => {
       try {
-        await client.createIfAbsent(tokenSecret(pool, podName, randomBytes(32).toString('base64url')));
+        await client.createIfAbsent(tokenSecret(pool, podName, { token: randomBytes(32).toString('base64url'), egressToken: randomBytes(32).toString('base64url') }));
         await client.createIfAbsent(runnerPod(pool, podName, config));
       } catch (error) {
         view.expectations = lowerCreate(view.expectations, key, podName);

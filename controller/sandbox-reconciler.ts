@@ -85,7 +85,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
       const podName = sandbox.metadata.name;
       view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
       try {
-        await client.createIfAbsent(tokenSecret(sandbox, podName, randomBytes(32).toString('base64url')));
+        await client.createIfAbsent(tokenSecret(sandbox, podName, { token: randomBytes(32).toString('base64url'), egressToken: randomBytes(32).toString('base64url') }));
         await client.createIfAbsent(runnerPod(sandbox, podName, config));
       } catch (error) {
         view.expectations = lowerCreate(view.expectations, key, podName);

@@ -51,11 +51,17 @@ describe('Sandbox → Pod', () => {
       capabilities: { drop: ['ALL'] },
     });
     const env = Object.fromEntries(pod.spec.containers[0].env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
-    expect(env.HTTPS_PROXY).toBe('http://acis-egress-proxy:3128');
+    // The egress credential: the pod's name and its own egress token, expanded by the kubelet.
+    expect(env.HTTPS_PROXY).toBe('http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@acis-egress-proxy:3128');
     expect(env.ACIS_RUNNER_TOKEN).toEqual({ secretKeyRef: { name: 'sbx-basic-token', key: 'token' } });
+    expect(env.ACIS_EGRESS_TOKEN).toEqual({ secretKeyRef: { name: 'sbx-basic-token', key: 'egress-token' } });
 
     const secret = file.cluster.server.store.get('secrets', NAMESPACE, 'sbx-basic-token') as any;
     expect(secret.metadata.ownerReferences[0]).toMatchObject({ kind: 'Sandbox', uid: sandbox.metadata.uid });
+    const [token, egressToken] = [secret.data.token, secret.data['egress-token']].map((value) => Buffer.from(value, 'base64').toString());
+    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(egressToken).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(egressToken).not.toBe(token);
     expect(await readLine(ready!.status!.endpoint!)).toBe('runner has a token');
   });
 

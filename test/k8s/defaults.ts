@@ -61,9 +61,18 @@ export function applyKindDefaults(type: ResourceType, object: KubeObject): void 
       object.status = { phase: 'Pending', qosClass: hasResources ? 'Burstable' : 'BestEffort' };
       return;
     }
-    case '/secrets':
+    case '/secrets': {
       object.type ??= 'Opaque';
+      // As the real API server does: stringData is write-only, merged into data (base64) and never stored.
+      const plain = object.stringData as Record<string, string> | undefined;
+      if (plain) {
+        const data = { ...((object.data as Record<string, string> | undefined) ?? {}) };
+        for (const [key, value] of Object.entries(plain)) data[key] = Buffer.from(value).toString('base64');
+        object.data = data;
+        delete object.stringData;
+      }
       return;
+    }
     case '/services':
       object.spec = spec;
       spec.type ??= 'ClusterIP';

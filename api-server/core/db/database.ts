@@ -20,6 +20,7 @@ import * as approvals from './migrations/0005-approvals.js';
 import * as rateLimits from './migrations/0006-rate-limits.js';
 import * as skillContent from './migrations/0007-skill-content.js';
 import * as githubWebhooks from './migrations/0008-github-webhooks.js';
+import * as kubernetesRunners from './migrations/0009-kubernetes-runners.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -34,6 +35,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0006-rate-limits': rateLimits,
   '0007-skill-content': skillContent,
   '0008-github-webhooks': githubWebhooks,
+  '0009-kubernetes-runners': kubernetesRunners,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

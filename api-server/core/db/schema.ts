@@ -121,6 +121,22 @@ export interface WebhookDeliveriesTable {
   received_at: Timestamp;
 }
 
+/** The run a runner pod's egress credential stands for while a turn runs on it (migration 0009). */
+export interface RunnerEgressTable {
+  runner_id: string;
+  token_digest: Buffer;
+  run_id: string;
+  node_id: string;
+  updated_at: Timestamp;
+}
+
+/** A conversation's workspace archive, kept between its sandboxes under the kubernetes provider (migration 0009). */
+export interface ConversationWorkspacesTable {
+  conversation_id: string;
+  archive: Buffer;
+  updated_at: Timestamp;
+}
+
 /** A file's content, addressed by the hex SHA-256 of its bytes (migration 0007). */
 export interface ContentBlobsTable {
   digest: string;
@@ -339,4 +355,6 @@ export interface Database {
   skill_files: SkillFilesTable;
   webhook_deliveries: WebhookDeliveriesTable;
   rate_limit_windows: RateLimitWindowsTable;
+  runner_egress: RunnerEgressTable;
+  conversation_workspaces: ConversationWorkspacesTable;
 }

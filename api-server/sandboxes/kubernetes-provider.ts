@@ -1,0 +1,322 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Sandbox } from '../../controller/api/v1alpha1.js';
+import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
+import { TYPICAL_TURN_SECONDS } from './kubernetes-readiness.js';
+import { holdSpec, newSandbox, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
+import { untilReady } from './kubernetes-readiness.js';
+import { EgressRecordingRunner, type RunnerRecords } from './kubernetes-records.js';
+import type { SandboxClient } from './kubernetes-sandboxes.js';
+import {
+  type AcquireRequest,
+  CapacityExhausted,
+  type Lease,
+  type ReleaseOptions,
+  type SandboxProvider,
+  type SandboxStateListener,
+  type WaitOptions,
+} from './provider.js';
+import type { Runner } from './runner.js';
+
+/** Where a ready Sandbox's runner listens, and the token it wants in the hello. */
+export interface RunnerEndpoint {
+  /** The runner's id on this side: its pod's name, which is also the user of its egress credential. */
+  id: string;
+  host: string;
+  port: number;
+  token: string;
+}
+
+/** Opens the control connection to a runner in a pod; resolves once the runner accepted it and is ready. */
+export type RunnerConnector = (endpoint: RunnerEndpoint) => Promise<Runner>;
+
+export interface KubernetesProviderOptions {
+  client: SandboxClient;
+  connect: RunnerConnector;
+  logger: Logger;
+  onSandboxState: SandboxStateListener;
+  /** Shared with the other replicas: egress credentials' runs, workspaces between sandboxes. Absent: neither is kept. */
+  records?: RunnerRecords;
+  /** How long a Sandbox may take from create to Ready before the turn fails (the controller's own start timeout normally answers first). */
+  readyTimeoutMs: number;
+  now?: () => number;
+}
+
+/** A workspace archive larger than this is not kept (the export fails and the next sandbox starts empty). */
+const WORKSPACE_MAX_BYTES = 64 * 1024 * 1024;
+/** The pod's HOME lives in its workspace; its files (config, transcripts) are the runner's, not the conversation's. */
+const WORKSPACE_EXCLUDE = ['.home'];
+/** Connecting to a Sandbox's runner: the found one, then a new one. */
+const CONNECT_ATTEMPTS = 2;
+/** How many times an acquire replaces an ended Sandbox that another replica keeps putting back. */
+const MAX_CREATE_ATTEMPTS = 3;
+
+interface Entry {
+  sandbox: Sandbox;
+  runner: Runner;
+  /** The password of the pod's egress credential (user: the runner id), from its token Secret. */
+  egressToken: string;
+  view: RunnerView;
+  /** Its conversation was last shown warm (so ending it must show the conversation cold). */
+  shownWarm: boolean;
+}
+
+/**
+ * The `kubernetes` sandbox provider: a turn's runner lives in a pod the controller makes for a
+ * `Sandbox` resource; this process writes the resource (create, the sliding `shutdownTime`, delete),
+ * watches it until it is Ready or refused, reads its token Secret and connects to the runner.
+ *
+ * Several API replicas share the cluster: a conversation's Sandbox has one name derived from its id
+ * and carries its id as a label, so any replica finds it and none makes a second. Capacity is the
+ * controller's: past the cluster's maximum a Sandbox is not admitted (`Admitted=False`,
+ * `CapacityExhausted`); that is a refusal (`wait: false`) or a place in the controller's line,
+ * announced as it moves (`wait: true`). A warm hold is the Sandbox kept with a moved `shutdownTime`;
+ * the controller expires it then, or earlier for the tenant's warm cap, and this process sees it
+ * through the watch. A Sandbox that ends while its runner is leased (pod killed, node lost) ends
+ * the runner's turn: the run becomes a failed message with an error line.
+ */
+export class KubernetesSandboxProvider implements SandboxProvider {
+  /** Leased and held runners of this process, by runner id. */
+  private readonly entries = new Map<string, Entry>();
+  /** Acquires waiting for a place in the cluster. */
+  private queued = 0;
+  private readonly now: () => number;
+  private expiryTimer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private readonly stopping = new AbortController();
+
+  constructor(private readonly options: KubernetesProviderOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  readonly unavailableReason: string | undefined = undefined;
+
+  async start(): Promise<void> {
+    this.unsubscribe = this.options.client.subscribe((event, sandbox) => {
+      const entry = [...this.entries.values()].find((e) => e.sandbox.metadata.uid === sandbox.metadata.uid);
+      if (!entry) return;
+      if (event !== 'delete') entry.sandbox = sandbox;
+      const standing: SandboxStanding = event === 'delete' ? { kind: 'ended', reason: 'Deleted', message: 'the Sandbox was deleted' } : standingOf(sandbox);
+      if (standing.kind === 'ended') void this.lost(entry, standing);
+    });
+    await this.options.client.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    clearTimeout(this.expiryTimer);
+    this.unsubscribe?.();
+    // Like the local provider: what this process held ends with it; the next message (on any replica) resumes cold.
+    await Promise.all([...this.entries.values()].map((entry) => this.end(entry, { save: entry.view.state === 'held' })));
+    await this.options.client.stop();
+  }
+
+  /**
+   * The run an egress credential stands for now: the run whose turn is in progress on that runner (a
+   * runner of this process). A held runner's credential stands for nothing (the proxy answers 407).
+   */
+  egressRun(runnerId: string, token: string): string | undefined {
+    const entry = this.entries.get(runnerId);
+    if (!entry || entry.view.state !== 'busy') return undefined;
+    const [expected, given] = [Buffer.from(entry.egressToken), Buffer.from(token)];
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
+    return entry.runner.currentRunId;
+  }
+
+  /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */
+  currentRun(runnerId: string): string | undefined {
+    return this.entries.get(runnerId)?.runner.currentRunId;
+  }
+
+  views(): RunnerView[] {
+    return [...this.entries.values()].map((entry) => entry.view);
+  }
+
+  queuedRuns(): number {
+    return this.queued;
+  }
+
+  async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+    await this.expireLapsedHolds();
+    if (this.stopping.signal.aborted) throw new CapacityExhausted(retryHintSeconds(1, TYPICAL_TURN_SECONDS));
+    const held = [...this.entries.values()].find((e) => e.view.state === 'held' && e.view.conversationId === request.conversationId);
+    if (held) {
+      if (held.runner.alive && standingOf(held.sandbox).kind === 'ready') {
+        held.view = { ...held.view, state: 'busy', heldUntil: undefined };
+        return { runner: held.runner, continuing: true };
+      }
+      await this.end(held, { save: false });
+    }
+    let ready: Sandbox;
+    let connected: { runner: Runner; egressToken: string };
+    for (let attempt = 1; ; attempt++) {
+      ready = await untilReady(await this.sandboxFor(request), options, {
+        client: this.options.client,
+        logger: this.options.logger,
+        readyTimeoutMs: this.options.readyTimeoutMs,
+        stopping: this.stopping.signal,
+        onQueuedChange: (delta) => (this.queued += delta),
+      });
+      try {
+        connected = await this.connectTo(ready);
+        break;
+      } catch (error) {
+        // A runner we cannot use is no one's: deleted, so the next attempt (or turn) gets a new one. The
+        // usual cause is another replica's live connection to a warm runner (a runner takes one API
+        // connection at a time): the conversation then moves here and resumes from its transcript.
+        await this.options.client.delete(ready);
+        if (attempt >= CONNECT_ATTEMPTS) throw error;
+        this.options.logger.warn({ err: error, sandbox: ready.metadata.name }, 'connecting to a runner failed; starting a new sandbox for the conversation');
+        await this.options.client.whenGone(ready);
+      }
+    }
+    const { egressToken } = connected;
+    const runner = this.options.records ? new EgressRecordingRunner(connected.runner, this.options.records, egressToken) : connected.runner;
+    const entry: Entry = {
+      sandbox: ready,
+      runner,
+      egressToken,
+      shownWarm: false,
+      view: { id: runner.id, agentType: request.agentType, state: 'busy', conversationId: request.conversationId, tenantId: request.tenantId, lastUsedAt: this.now() },
+    };
+    this.entries.set(runner.id, entry);
+    // Ended while we connected: the watch's event came before the entry existed.
+    const latest = this.options.client.cached(ready.metadata.name);
+    const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
+    if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
+    try {
+      const saved = await this.options.records?.loadWorkspace(request.conversationId);
+      if (saved) await runner.importWorkspace(saved);
+    } catch (error) {
+      await this.end(entry, { save: false });
+      throw error;
+    }
+    return { runner, continuing: false };
+  }
+
+  async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
+    const entry = this.entries.get(lease.runner.id);
+    if (!entry) return { heldUntil: null };
+    const hold = options.hold;
+    if (hold && hold.maxConcurrentWarm > 0 && !options.broken && !options.discard && lease.runner.alive && standingOf(entry.sandbox).kind === 'ready') {
+      const now = this.now();
+      const spec = holdSpec(now, hold.idleTtlSeconds, hold.maxConcurrentWarm);
+      try {
+        if (!(await this.options.client.patchSpec(entry.sandbox, spec))) throw new Error('the Sandbox is gone');
+        const heldUntil = Date.parse(spec.shutdownTime);
+        entry.view = { ...entry.view, state: 'held', lastUsedAt: now, heldUntil };
+        await this.showState(entry, { warm: true, expiresAt: new Date(heldUntil) });
+        this.armExpiry();
+        return { heldUntil: new Date(heldUntil) };
+      } catch (error) {
+        this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'moving a Sandbox shutdownTime failed; it is released instead');
+      }
+    }
+    await this.end(entry, { save: !options.broken && !options.discard });
+    return { heldUntil: null };
+  }
+
+  /** The conversation is gone: its Sandbox goes, whichever replica held it. */
+  async discardConversation(conversationId: string): Promise<void> {
+    for (const entry of [...this.entries.values()]) {
+      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) await this.end(entry, { save: false });
+    }
+    const leftover = this.options.client.cachedForConversation(conversationId);
+    // A Sandbox busy with a turn on this process is ended with the turn.
+    if (leftover && ![...this.entries.values()].some((e) => e.sandbox.metadata.uid === leftover.metadata.uid)) {
+      await this.options.client.delete(leftover);
+    }
+  }
+
+  async expireLapsedHolds(): Promise<void> {
+    const now = this.now();
+    const lapsed = [...this.entries.values()].filter((e) => e.view.state === 'held' && (e.view.heldUntil ?? Infinity) <= now);
+    await Promise.all(lapsed.map((entry) => this.end(entry, { save: true })));
+  }
+
+  private async connectTo(sandbox: Sandbox): Promise<{ runner: Runner; egressToken: string }> {
+    const standing = standingOf(sandbox) as Extract<SandboxStanding, { kind: 'ready' }>;
+    const { token, egressToken } = await this.options.client.readTokens(standing.tokenSecretName);
+    const runner = await this.options.connect({ id: sandbox.status!.podName!, host: standing.host, port: standing.port, token });
+    return { runner, egressToken };
+  }
+
+  /** The conversation's Sandbox: the one in the cluster unless it has ended, else a new one. */
+  private async sandboxFor(request: AcquireRequest): Promise<Sandbox> {
+    const { client } = this.options;
+    let found = client.cachedForConversation(request.conversationId);
+    for (let attempt = 0; attempt < MAX_CREATE_ATTEMPTS; attempt++) {
+      if (found && standingOf(found).kind === 'ended') {
+        await client.delete(found);
+        await client.whenGone(found);
+        found = undefined;
+      }
+      found ??= (await client.createOrGet(newSandbox(request, client.namespace, this.now()))).sandbox;
+      if (standingOf(found).kind !== 'ended') return found;
+    }
+    throw new Error(`Sandbox ${sandboxName(request.conversationId)} keeps ending before it is used`);
+  }
+
+  /** A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. */
+  private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>): Promise<void> {
+    if (this.entries.get(entry.runner.id) !== entry) return;
+    this.options.logger.warn(
+      { sandbox: entry.sandbox.metadata.name, runner_id: entry.runner.id, reason: standing.reason, message: standing.message, state: entry.view.state },
+      'a sandbox in use ended',
+    );
+    if (entry.view.state === 'busy') {
+      // The run manager releases it (broken) when the turn has ended.
+      await entry.runner.kill();
+      return;
+    }
+    await this.end(entry, { save: false });
+  }
+
+  /**
+   * Ends this process's use of a runner: its workspace kept for the conversation (`save`, when the
+   * runner still answers), connection closed, Sandbox deleted, conversation shown cold.
+   */
+  private async end(entry: Entry, options: { save: boolean }): Promise<void> {
+    if (this.entries.get(entry.runner.id) !== entry) return;
+    this.entries.delete(entry.runner.id);
+    const { records } = this.options;
+    const { conversationId } = entry.view;
+    if (options.save && records && conversationId && entry.runner.alive) {
+      try {
+        await records.saveWorkspace(conversationId, await entry.runner.exportWorkspace({ maxBytes: WORKSPACE_MAX_BYTES, exclude: WORKSPACE_EXCLUDE }));
+      } catch (error) {
+        this.options.logger.warn({ err: error, conversation_id: conversationId }, 'keeping a workspace failed; the next sandbox starts without it');
+      }
+    }
+    await entry.runner.kill();
+    try {
+      await this.options.client.delete(entry.sandbox);
+    } catch (error) {
+      // The controller still expires it at its shutdownTime.
+      this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'deleting a Sandbox failed');
+    }
+    if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
+  }
+
+  private async showState(entry: Entry, state: { warm: boolean; expiresAt: Date | null }): Promise<void> {
+    const { conversationId } = entry.view;
+    if (!conversationId) return;
+    entry.shownWarm = state.warm;
+    try {
+      await this.options.onSandboxState(conversationId, state);
+    } catch (error) {
+      this.options.logger.error({ err: error, conversation_id: conversationId }, 'recording sandbox state failed');
+    }
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    if (this.stopping.signal.aborted) return;
+    const deadlines = this.views().flatMap((view) => (view.state === 'held' && view.heldUntil !== undefined ? [view.heldUntil] : []));
+    if (deadlines.length === 0) return;
+    this.expiryTimer = setTimeout(() => {
+      void this.expireLapsedHolds().then(() => this.armExpiry());
+    }, Math.max(0, Math.min(...deadlines) - this.now()));
+    this.expiryTimer.unref();
+  }
+}

@@ -1,0 +1,351 @@
+/**
+ * A conversation through the REST API with ACIS_SANDBOX_PROVIDER=kubernetes: the API server writes
+ * Sandbox resources, the controller (in process) makes runner pods, the simulated kubelet runs the
+ * real runner (sandbox/runner.ts, serving its protocol on TCP) in bubblewrap, and the real Agent SDK
+ * in it talks to the model stub through the API server's egress proxy with its pod's credential.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ControllerConfig } from '../../controller/config.js';
+import type { RunningController } from '../../controller/controller.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { runnerCommand } from '../../sandbox/bwrap.js';
+import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
+import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
+import { hmacAssertion } from '../helpers/approver.js';
+import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
+import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const RUNNER_IMAGE = 'acis-runner:e2e';
+const MASTER_KEY = randomBytes(32).toString('base64');
+
+let stub: ModelStub;
+let cluster: Cluster;
+let controller: RunningController;
+let controllerConfig: Partial<ControllerConfig>;
+let t: TestServer;
+let databaseUrl: string;
+let serverEnv: Record<string, string>;
+let key: string;
+let user: ProvisionedUser;
+
+beforeAll(async () => {
+  stub = await startModelStub();
+  const egressPort = await freePort();
+  // The runner image: the runner from source, as the local provider starts it, with what an image's
+  // ENV would say (where the model is; the pod sets the rest).
+  const { runtimeDirs, command } = runnerCommand(ROOT, false);
+  cluster = await startCluster({
+    images: {
+      [RUNNER_IMAGE]: {
+        // In a cluster 0.0.0.0 is the pod's own network namespace; the simulated kubelet's pods share the
+        // host's, each on its own loopback IP, so the runner listens on that IP as a pod's 0.0.0.0 would.
+        command: '/bin/sh',
+        args: ['-c', `ACIS_RUNNER_LISTEN="$POD_IP:$ACIS_RUNNER_PORT" exec "$0" "$@"`, process.execPath, ...command.slice(1)],
+        binds: runtimeDirs,
+        env: {
+          ANTHROPIC_BASE_URL: stub.url,
+          ANTHROPIC_API_KEY: 'stub-key',
+          CLAUDE_CONFIG_DIR: '/workspace/.home/.claude',
+          ACIS_SESSION_STORE: '1',
+        },
+      },
+    },
+  });
+  databaseUrl = await createTestDatabase();
+  // What every API replica of the test shares: database, master key, cluster.
+  serverEnv = {
+    DATABASE_URL: databaseUrl,
+    ACIS_MASTER_KEY: MASTER_KEY,
+    ANTHROPIC_BASE_URL: stub.url,
+    ACIS_SANDBOX_PROVIDER: 'kubernetes',
+    KUBECONFIG: cluster.server.kubeconfigPath,
+    ACIS_K8S_NAMESPACE: NAMESPACE,
+    ACIS_EGRESS_ALLOW: new URL(stub.url).host,
+    ACIS_PING_INTERVAL_MS: '200',
+  };
+  // Runner pods reach this replica's egress proxy (the controller's ACIS_EGRESS_PROXY_HOST/PORT).
+  t = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}` });
+  controllerConfig = {
+    runnerImage: RUNNER_IMAGE,
+    egressProxyHost: '127.0.0.1',
+    egressProxyPort: egressPort,
+    runnerResources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+    startTimeoutMs: 60_000,
+  };
+  controller = await startTestController(cluster, controllerConfig);
+  ({ serviceKey: key } = await t.createIntegration('kubernetes provider e2e'));
+  user = await provisionUser(t, key, { settings: { filler_enabled: false } });
+}, 120_000);
+afterAll(async () => {
+  await t?.stop();
+  await controller?.stop();
+  await cluster?.close();
+  await stub?.stop();
+  if (databaseUrl) await dropTestDatabase(databaseUrl);
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const sandboxOf = (conversationId: string) => cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as SandboxObject | undefined;
+
+describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
+  it('streams a turn from a runner pod, holds it warm with a sliding shutdownTime, continues on it, and answers stream=false', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+    expect(created.status).toBe(201);
+    const conversationId: string = created.body.id;
+
+    const first = await t.request('POST', `/conversations/${conversationId}/messages`, { token: key, body: { content: 'Hello [[reply: from a pod]]' } });
+    expect(first.status).toBe(200);
+    const lines = withoutPings(parseNdjson(first.text));
+    expect(lines[0]).toMatchObject({ type: 'system', subtype: 'init' });
+    expect(deltaText(lines)).toBe('from a pod');
+    expect(lines.filter(isTerminal)).toHaveLength(1);
+    expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    expect(lines.at(-2)).toMatchObject({ object: 'platform.event', type: 'message_end', message: { status: 'completed', content: 'from a pod' } });
+
+    const held = sandboxOf(conversationId)!;
+    expect(held.metadata.labels).toMatchObject({ 'acis.dev/conversation': conversationId, 'acis.dev/tenant': created.body.tenant_id });
+    expect(held.spec).toMatchObject({ mode: 'warm', conversationId });
+    const conversation = await t.request('GET', `/conversations/${conversationId}`, { token: key });
+    expect(conversation.body.runtime).toMatchObject({ sandbox_state: 'warm', expires_at: held.spec.shutdownTime });
+    // The model call went out through the egress proxy, which took the pod's credential.
+    const metrics = await t.request('GET', '/metrics', { token: null });
+    const forwarded = /^acis_egress_requests_total\{outcome="forwarded"\} (\d+)$/m.exec(metrics.text);
+    expect(Number(forwarded?.[1])).toBeGreaterThan(0);
+    expect(metrics.text).not.toMatch(/^acis_egress_denials_total\{reason="auth-required"\} [1-9]/m);
+
+    const second = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'Again [[reply: same pod]]' } });
+    expect(second.status).toBe(201);
+    expect(second.body).toMatchObject({ role: 'assistant', status: 'completed', content: 'same pod' });
+    const after = sandboxOf(conversationId)!;
+    expect(after.metadata.uid).toBe(held.metadata.uid);
+    expect(Date.parse(after.spec.shutdownTime!)).toBeGreaterThanOrEqual(Date.parse(held.spec.shutdownTime!));
+
+    const deleted = await t.request('DELETE', `/conversations/${conversationId}`, { token: key });
+    expect(deleted.status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(conversationId));
+  });
+
+  it('a pooled conversation’s Sandbox goes after its turn; a pod killed mid-turn fails the message with an error line', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    const conversationId: string = created.body.id;
+    const done = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: pooled]]' } });
+    expect(done.body).toMatchObject({ status: 'completed', content: 'pooled' });
+    await eventually(cluster, () => !sandboxOf(conversationId));
+
+    // A slow turn; its pod is killed once the agent has started (its init line is out).
+    const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: '[[slow: 400]][[reply: one two three four five six seven eight nine ten]]' }),
+    });
+    let killed: Promise<void> | undefined;
+    const lines = withoutPings(
+      await readLines(response, (line) => {
+        if (line.type === 'system' && !killed) killed = cluster.kubelet.kill(NAMESPACE, sandboxOf(conversationId)!.status!.podName!, { signal: 'SIGKILL' });
+      }),
+    );
+    await killed;
+    expect(lines.filter(isTerminal)).toHaveLength(1);
+    // As under the local provider when a runner dies mid-turn.
+    expect(lines.at(-1)).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 500, detail: 'The agent run failed on the platform side.' } });
+    expect(lines.at(-2)).toMatchObject({ object: 'platform.event', type: 'message_end', message: { status: 'failed' } });
+    await eventually(cluster, () => !sandboxOf(conversationId));
+
+    const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: works again]]' } });
+    expect(next.body).toMatchObject({ status: 'completed', content: 'works again' });
+  });
+
+  it('an approval raised in a pod parks the run; a signed approve resumes it there', async () => {
+    const approverKey = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, { token: ADMIN_TOKEN, body: { algorithm: 'hmac-sha256' } });
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    const input = { reason: 'Deploy to production', requested_items: [{ kind: 'action', description: 'deploy v2' }] };
+    const response = await fetch(`${t.url}/conversations/${created.body.id}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: `[[tool:mcp__platform__request_approval ${JSON.stringify(input)}]]` }),
+    });
+    let approving: Promise<{ status: number }> | undefined;
+    const lines = withoutPings(
+      await readLines(response, (line) => {
+        if (line.object === 'platform.event' && line.type === 'approval' && !approving) {
+          const signature = hmacAssertion(line.approval.id, 'approve', { id: approverKey.body.id, secret: approverKey.body.secret });
+          approving = t.request('POST', `/approvals/${line.approval.id}/approve`, { token: key, body: { signature } });
+        }
+      }),
+    );
+    expect((await approving)?.status).toBe(200);
+    const types = lines.map((l) => (l.object === 'platform.event' ? `platform:${l.type}` : l.type));
+    expect(types.indexOf('platform:resumed')).toBeGreaterThan(types.indexOf('platform:approval'));
+    expect(JSON.stringify(lines.filter((l) => l.type === 'user'))).toContain('Approved by approver_key:');
+    expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+  });
+
+  it('two conversations at once run in pods of their own', async () => {
+    const ids = await Promise.all(
+      [0, 1].map(async () => (await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } })).body.id as string),
+    );
+    const replies = await Promise.all(
+      ids.map((id, i) => t.request('POST', `/conversations/${id}/messages?stream=false`, { token: key, body: { content: `[[reply: conversation ${i}]]` } })),
+    );
+    expect(replies.map((r) => r.body.content)).toEqual(['conversation 0', 'conversation 1']);
+    const pods = ids.map((id) => sandboxOf(id)!.status!.podName);
+    expect(new Set(pods).size).toBe(2);
+    for (const id of ids) expect((await t.request('DELETE', `/conversations/${id}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => ids.every((id) => !sandboxOf(id)));
+  });
+
+  it('a first message is served by a runner adopted from the warm pool, and the pool refills', async () => {
+    createPool(cluster, 'runners', 1);
+    const readyPoolPods = () =>
+      cluster.server.store
+        .list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=runners' })
+        .items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods(), 60_000);
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+    const reply = await t.request('POST', `/conversations/${created.body.id}/messages?stream=false`, { token: key, body: { content: '[[reply: from the pool]]' } });
+    expect(reply.body).toMatchObject({ status: 'completed', content: 'from the pool' });
+    expect(sandboxOf(created.body.id)!.status).toMatchObject({ launch: 'pool', podName: poolPod!.metadata.name });
+    await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods()[0]!.metadata.name !== poolPod!.metadata.name, 60_000);
+    cluster.server.store.delete('sandboxwarmpools', NAMESPACE, 'runners');
+    expect((await t.request('DELETE', `/conversations/${created.body.id}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(created.body.id) && cluster.server.store.list('pods', NAMESPACE).items.length === 0);
+  });
+
+  it('a canary secret reaches its destination through the egress proxy and nothing else', async () => {
+    const canary = `canary-${randomBytes(12).toString('hex')}`;
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    expect((await t.request('PUT', `/conversations/${created.body.id}/secrets`, { token: key, body: { secrets: { CANARY: canary } } })).status).toBe(200);
+    const command = `curl -s -o /dev/null -w "status=%{http_code}" -H "X-Canary: {{secret:CANARY}}" ${stub.url}/canary; env; echo {{secret:CANARY}}`;
+    const res = await t.request('POST', `/conversations/${created.body.id}/messages`, { token: key, body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` } });
+    const lines = withoutPings(parseNdjson(res.text));
+    expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    expect(stub.requests.some((r) => r.path === '/canary' && r.headers['x-canary'] === canary)).toBe(true);
+    const everything = [
+      res.text,
+      ...t.logs,
+      ...cluster.kubelet.processes().map((p) => cluster.kubelet.logs(p.namespace, p.pod)),
+      JSON.stringify(cluster.server.store.list('sandboxes', NAMESPACE).items),
+      JSON.stringify(cluster.server.store.list('secrets', NAMESPACE).items),
+      JSON.stringify(cluster.server.store.list('pods', NAMESPACE).items),
+    ].join('\n');
+    expect(everything).not.toContain(canary);
+  });
+
+  it('a pooled conversation’s workspace follows it from one Sandbox to the next', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    const conversationId: string = created.body.id;
+    const write = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command: 'echo kept-between-pods > notes.txt' })}]]` },
+    });
+    expect(write.body.status).toBe('completed');
+    await eventually(cluster, () => !sandboxOf(conversationId));
+    const read = await t.request('POST', `/conversations/${conversationId}/messages`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command: 'cat notes.txt' })}]]` },
+    });
+    const results = withoutPings(parseNdjson(read.text)).filter((line) => line.type === 'user');
+    expect(JSON.stringify(results)).toContain('kept-between-pods');
+  });
+
+  it('another replica serves the next message (its runner pod is replaced, the session resumes), also once the first replica stopped', async () => {
+    const other = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${await freePort()}` });
+    try {
+      const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+      const conversationId: string = created.body.id;
+      const first = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'first [[reply: one]]' } });
+      expect(first.body).toMatchObject({ status: 'completed', content: 'one' });
+      const firstSandbox = sandboxOf(conversationId)!;
+
+      // On the other replica; the runner's egress goes through the first replica's proxy, which finds the run in the shared records.
+      const second = await other.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'second [[echo-history]]' } });
+      expect(second.body.status).toBe('completed');
+      expect(second.body.content).toContain('History: 1 earlier user turn');
+      expect(cluster.server.store.list('sandboxes', NAMESPACE, { labelSelector: `acis.dev/conversation=${conversationId}` }).items).toHaveLength(1);
+      expect(sandboxOf(conversationId)!.metadata.uid).not.toBe(firstSandbox.metadata.uid);
+
+      // The replica holding it stops; the first serves the next message.
+      await other.stop();
+      await eventually(cluster, () => !sandboxOf(conversationId));
+      const third = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'third [[echo-history]]' } });
+      expect(third.body.status).toBe('completed');
+      expect(third.body.content).toContain('History: 2 earlier user turns');
+      expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
+      await eventually(cluster, () => !sandboxOf(conversationId));
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('a secret missing at egress ends the run on the replica hosting it, though another replica’s proxy saw it', async () => {
+    const other = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${await freePort()}` });
+    try {
+      const created = await other.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+      // Assembled by the shell, so the send-time scan cannot see it; the pod's proxy is the first replica's.
+      const command = `curl -s -H "X-Token: {{secret:NO""PE}}" ${stub.url}/nope; sleep 20`;
+      const res = await other.request('POST', `/conversations/${created.body.id}/messages`, { token: key, body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` } });
+      const lines = withoutPings(parseNdjson(res.text));
+      expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
+      expect(lines.at(-1)).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 422, type: expect.stringMatching(/\/problems\/missing-secret$/) } });
+      expect(lines.at(-1)!.problem.detail).toContain('NOPE');
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('at the cluster’s capacity: 429 capacity-exhausted before any stream with on_capacity=reject, queued lines then the turn with hold', async () => {
+    await eventually(cluster, () => cluster.server.store.list('sandboxes', NAMESPACE).items.length === 0);
+    await controller.stop();
+    controller = await startTestController(cluster, { ...controllerConfig, maxSandboxes: 1 });
+    try {
+      const holder = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+      const held = await t.request('POST', `/conversations/${holder.body.id}/messages?stream=false`, { token: key, body: { content: '[[reply: holding]]' } });
+      expect(held.body.status).toBe('completed');
+
+      const waiting = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+      const conversationId: string = waiting.body.id;
+      const refused = await t.request('POST', `/conversations/${conversationId}/messages`, { token: key, body: { content: '[[reply: no]]' } });
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(refused.body).toMatchObject({ status: 429, type: expect.stringMatching(/\/problems\/capacity-exhausted$/) });
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      await eventually(cluster, () => !sandboxOf(conversationId));
+
+      const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ content: '[[reply: served]]', on_capacity: 'hold' }),
+      });
+      let freed: Promise<unknown> | undefined;
+      const lines = withoutPings(
+        await readLines(response, (line) => {
+          // Queued behind the warm hold: ending that conversation frees the place.
+          if (line.type === 'queued' && !freed) freed = t.request('DELETE', `/conversations/${holder.body.id}`, { token: key });
+        }),
+      );
+      await freed;
+      expect(lines[0]).toEqual({ object: 'platform.event', type: 'queued', position: 1, retry_hint_seconds: 5 });
+      expect(deltaText(lines)).toBe('served');
+      expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    } finally {
+      await controller.stop();
+      controller = await startTestController(cluster, controllerConfig);
+    }
+  });
+});

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import type { Condition, Sandbox, SandboxStatus } from '../../controller/api/v1alpha1.js';
+import { holdSpec, newSandbox, parseEndpoint, queuePosition, sandboxName, standingOf } from '../../api-server/sandboxes/kubernetes-decisions.js';
+
+const AT = '2026-01-01T00:00:00Z';
+
+function sandbox(name: string, status: SandboxStatus = {}, meta: Partial<Sandbox['metadata']> = {}): Sandbox {
+  return {
+    apiVersion: 'acis.dev/v1alpha1',
+    kind: 'Sandbox',
+    metadata: { name, uid: `uid-${name}`, creationTimestamp: AT, ...meta },
+    spec: { conversationId: 'con_X', tenantId: 'tnt_X', agentType: 'vendor-agent-sdk', mode: 'pooled' },
+    status,
+  };
+}
+
+const condition = (type: Condition['type'], status: Condition['status'], reason: string): Condition => ({ type, status, reason, lastTransitionTime: AT });
+const queued: SandboxStatus = { phase: 'Pending', conditions: [condition('Admitted', 'False', 'CapacityExhausted')] };
+
+describe('sandboxName(conversationId)', () => {
+  it.each([
+    ['con_01JABCDEFGHJKMNPQRSTVWXYZ0', 'con-01jabcdefghjkmnpqrstvwxyz0'],
+    ['con_TEST1', 'con-test1'],
+  ])('%s → %s (readable, a DNS label)', (id, name) => {
+    expect(sandboxName(id)).toBe(name);
+  });
+
+  it('hashes ids that lower-casing would merge, or too long for a label', () => {
+    const [upper, mixed] = [sandboxName('con_ABC'), sandboxName('con_AbC')];
+    expect(upper).toBe('con-abc');
+    expect(mixed).toMatch(/^con-h-[0-9a-f]{40}$/);
+    expect(sandboxName('con_abc')).not.toBe(mixed);
+    expect(sandboxName(`con_${'A'.repeat(58)}`)).toMatch(/^con-h-[0-9a-f]{40}$/);
+    for (const name of [upper, mixed]) expect(name.length).toBeLessThanOrEqual(63);
+  });
+});
+
+describe('newSandbox(request, namespace, now)', () => {
+  it('names, labels and specs the conversation’s Sandbox, pooled until a turn ends held', () => {
+    const made = newSandbox({ conversationId: 'con_ABC', tenantId: 'tnt_T', agentType: 'vendor-agent-sdk' }, 'acis', Date.parse(AT));
+    expect(made.metadata).toEqual({
+      name: 'con-abc',
+      namespace: 'acis',
+      labels: { 'acis.dev/tenant': 'tnt_T', 'acis.dev/conversation': 'con_ABC', 'acis.dev/agent-type': 'vendor-agent-sdk' },
+    });
+    expect(made.spec).toEqual({ conversationId: 'con_ABC', tenantId: 'tnt_T', agentType: 'vendor-agent-sdk', mode: 'pooled', lastActivityTime: '2026-01-01T00:00:00.000Z' });
+  });
+});
+
+describe('holdSpec(now, idleTtlSeconds, maxConcurrentWarm)', () => {
+  it('slides shutdownTime to now + TTL and records the activity and the tenant’s cap', () => {
+    expect(holdSpec(Date.parse(AT), 300, 4)).toEqual({
+      mode: 'warm',
+      shutdownTime: '2026-01-01T00:05:00.000Z',
+      lastActivityTime: '2026-01-01T00:00:00.000Z',
+      maxConcurrentWarm: 4,
+    });
+  });
+});
+
+describe('standingOf(sandbox)', () => {
+  const ready: SandboxStatus = { phase: 'Ready', endpoint: '10.0.0.7:7070', tokenSecretName: 'p-token', conditions: [condition('Ready', 'True', 'RunnerReady')] };
+  it.each<[string, Sandbox, ReturnType<typeof standingOf>]>([
+    ['no status yet', sandbox('a', {}), { kind: 'starting' }],
+    ['starting', sandbox('a', { phase: 'Starting', conditions: [condition('Admitted', 'True', 'Admitted')] }), { kind: 'starting' }],
+    ['not admitted', sandbox('a', queued), { kind: 'queued' }],
+    ['ready', sandbox('a', ready), { kind: 'ready', host: '10.0.0.7', port: 7070, tokenSecretName: 'p-token' }],
+    ['ready without an endpoint yet', sandbox('a', { ...ready, endpoint: undefined }), { kind: 'starting' }],
+    [
+      'failed',
+      sandbox('a', { phase: 'Failed', conditions: [{ ...condition('Ready', 'False', 'ImagePullFailed'), message: 'no such image' }] }),
+      { kind: 'ended', reason: 'ImagePullFailed', message: 'no such image' },
+    ],
+    ['expired', sandbox('a', { phase: 'Expired' }), { kind: 'ended', reason: 'Expired', message: 'the Sandbox is Expired' }],
+    ['being deleted', sandbox('a', ready, { deletionTimestamp: AT }), { kind: 'ended', reason: 'Deleted', message: 'the Sandbox is being deleted' }],
+  ])('%s', (_, input, expected) => {
+    expect(standingOf(input)).toEqual(expected);
+  });
+});
+
+describe('parseEndpoint(endpoint)', () => {
+  it.each([
+    ['10.1.2.3:7070', { host: '10.1.2.3', port: 7070 }],
+    ['[fd00::1]:7070', { host: 'fd00::1', port: 7070 }],
+    ['10.1.2.3', undefined],
+    ['10.1.2.3:0', undefined],
+    ['10.1.2.3:70000', undefined],
+  ])('%s', (endpoint, expected) => {
+    expect(parseEndpoint(endpoint)).toEqual(expected);
+  });
+});
+
+describe('queuePosition(sandboxes, name)', () => {
+  const later = '2026-01-01T00:00:05Z';
+  it('counts the waiting Sandboxes created before it, ties broken by name, admitted ones not at all', () => {
+    const all = [
+      sandbox('b', queued),
+      sandbox('a', queued),
+      sandbox('c', queued, { creationTimestamp: later }),
+      sandbox('admitted', { phase: 'Ready' }),
+      sandbox('d', queued, { creationTimestamp: later }),
+    ];
+    expect(['a', 'b', 'c', 'd'].map((name) => queuePosition(all, name))).toEqual([1, 2, 3, 4]);
+  });
+});

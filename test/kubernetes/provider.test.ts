@@ -1,0 +1,225 @@
+/**
+ * KubernetesSandboxProvider against the Kubernetes API test server, the simulated kubelet and the
+ * controller in process: what it writes to the cluster, what two API replicas see, capacity, holds,
+ * and a pod dying under a turn. The runner in these pods is the controller suites' fixture (it
+ * answers a connection with whether it got its token), reached by `greetingConnector`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningController } from '../../controller/controller.js';
+import { KubernetesSandboxProvider } from '../../api-server/sandboxes/kubernetes-provider.js';
+import { SandboxClient } from '../../api-server/sandboxes/kubernetes-sandboxes.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { CapacityExhausted, type Lease, type SandboxProvider } from '../../api-server/sandboxes/provider.js';
+import { conversationId, eventually, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster } from '../controller/harness.js';
+import { greetingConnector, quietLogger, StateLog } from './provider-harness.js';
+
+let cluster: Cluster;
+let controller: RunningController;
+const providers: KubernetesSandboxProvider[] = [];
+const TENANT = 'tnt_K8SPROVIDER';
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  controller = await startTestController(cluster, { maxSandboxes: 2 });
+});
+afterAll(async () => {
+  for (const provider of providers) await provider.stop();
+  await controller?.stop();
+  await cluster?.close();
+});
+
+/** A provider as one API replica builds it; `states` records what the conversation rows would show. */
+async function replica(now?: () => number): Promise<{ provider: KubernetesSandboxProvider; states: StateLog }> {
+  const states = new StateLog();
+  const provider = new KubernetesSandboxProvider({
+    client: new SandboxClient(cluster.kubeConfig, NAMESPACE, quietLogger),
+    connect: greetingConnector,
+    logger: quietLogger,
+    onSandboxState: async (conversation, state) => {
+      states.record({ conversation, ...state });
+    },
+    readyTimeoutMs: 20_000,
+    ...(now && { now }),
+  });
+  await provider.start();
+  providers.push(provider);
+  return { provider, states };
+}
+
+const request = (conversation: string) => ({ agentType: 'vendor-agent-sdk', conversationId: conversation, tenantId: TENANT });
+const sandboxesOf = (conversation: string) =>
+  cluster.server.store.list('sandboxes', NAMESPACE, { labelSelector: `acis.dev/conversation=${conversation}` }).items as SandboxObject[];
+const sandboxGone = (conversation: string) => eventually(cluster, () => sandboxesOf(conversation).length === 0);
+
+async function release(provider: SandboxProvider, lease: Lease, options: Parameters<SandboxProvider['release']>[1] = {}) {
+  return provider.release(lease, options);
+}
+
+describe('KubernetesSandboxProvider.acquire / release', () => {
+  it('creates the conversation’s Sandbox with its labels and spec, connects with the pod’s token, and deletes it on release', async () => {
+    const { provider } = await replica();
+    const conversation = conversationId();
+    const lease = await provider.acquire(request(conversation), { wait: false });
+
+    const [sandbox] = sandboxesOf(conversation);
+    expect(sandbox!.metadata.name).toBe(sandboxName(conversation));
+    expect(sandbox!.metadata.labels).toMatchObject({ 'acis.dev/tenant': TENANT, 'acis.dev/conversation': conversation, 'acis.dev/agent-type': 'vendor-agent-sdk' });
+    expect(sandbox!.spec).toMatchObject({ conversationId: conversation, tenantId: TENANT, agentType: 'vendor-agent-sdk', mode: 'pooled' });
+    expect(sandbox!.status?.phase).toBe('Ready');
+    expect(lease.continuing).toBe(false);
+    expect(lease.runner.id).toBe(sandbox!.status?.podName);
+    // The fixture runner says whether it was started with a token; the connector checked it sent the Secret's.
+    expect((lease.runner as unknown as { greeting: string }).greeting).toBe('runner has a token');
+    expect(provider.views()).toEqual([expect.objectContaining({ id: lease.runner.id, state: 'busy', conversationId: conversation })]);
+
+    expect(await release(provider, lease)).toEqual({ heldUntil: null });
+    await sandboxGone(conversation);
+    expect(provider.views()).toEqual([]);
+    expect(lease.runner.alive).toBe(false);
+  });
+
+  it('two replicas acquiring for one conversation at once get one Sandbox', async () => {
+    const [a, b] = [await replica(), await replica()];
+    const conversation = conversationId();
+    const creates = () => cluster.server.countRequests({ method: 'POST', resource: 'sandboxes' });
+    const before = creates();
+    const [leaseA, leaseB] = await Promise.all([a.provider.acquire(request(conversation), { wait: false }), b.provider.acquire(request(conversation), { wait: false })]);
+    expect(creates() - before).toBe(2);
+    expect(sandboxesOf(conversation)).toHaveLength(1);
+    expect(leaseA.runner.id).toBe(leaseB.runner.id);
+    await release(a.provider, leaseA, { broken: true });
+    await release(b.provider, leaseB, { broken: true });
+    await sandboxGone(conversation);
+  });
+
+  it('a release with a hold moves shutdownTime and keeps the Sandbox for the conversation on any replica', async () => {
+    const [a, b] = [await replica(), await replica()];
+    const conversation = conversationId();
+    const first = await a.provider.acquire(request(conversation), { wait: false });
+    const started = Date.now();
+    const { heldUntil } = await a.provider.release(first, { hold: { idleTtlSeconds: 120, maxConcurrentWarm: 5 } });
+    expect(heldUntil!.getTime()).toBeGreaterThanOrEqual(started + 119_000);
+    const [held] = sandboxesOf(conversation);
+    expect(held!.spec).toMatchObject({ mode: 'warm', shutdownTime: heldUntil!.toISOString(), maxConcurrentWarm: 5 });
+    expect(a.states.changes).toEqual([{ conversation, warm: true, expiresAt: heldUntil }]);
+    expect(a.provider.views()).toEqual([expect.objectContaining({ state: 'held', heldUntil: heldUntil!.getTime() })]);
+
+    // The same replica continues the live connection.
+    const again = await a.provider.acquire(request(conversation), { wait: false });
+    expect(again.continuing).toBe(true);
+    expect(again.runner).toBe(first.runner);
+    const slid = await a.provider.release(again, { hold: { idleTtlSeconds: 300, maxConcurrentWarm: 5 } });
+    await eventually(cluster, () => sandboxesOf(conversation)[0]?.spec.shutdownTime === slid.heldUntil!.toISOString());
+
+    // Another replica finds the same Sandbox (no second one) and resumes there.
+    const elsewhere = await b.provider.acquire(request(conversation), { wait: false });
+    expect(elsewhere.continuing).toBe(false);
+    expect(elsewhere.runner.id).toBe(first.runner.id);
+    expect(sandboxesOf(conversation)).toHaveLength(1);
+    await b.provider.release(elsewhere, {});
+    await sandboxGone(conversation);
+    // The holding replica sees its Sandbox go and shows the conversation cold.
+    await a.states.until((s) => !s.warm);
+    expect(a.provider.views()).toEqual([]);
+  });
+
+  it('a hold whose deadline lapses ends: the Sandbox is deleted and the conversation shown cold', async () => {
+    let now = Date.now();
+    const { provider, states } = await replica(() => now);
+    const conversation = conversationId();
+    const lease = await provider.acquire(request(conversation), { wait: false });
+    await provider.release(lease, { hold: { idleTtlSeconds: 60, maxConcurrentWarm: 5 } });
+    now += 61_000;
+    await provider.expireLapsedHolds();
+    await sandboxGone(conversation);
+    await states.until((s) => !s.warm);
+    expect(states.changes.map((s) => s.warm)).toEqual([true, false]);
+  });
+
+  it('a hold ends when the controller releases the Sandbox for the tenant’s warm cap', async () => {
+    const { provider, states } = await replica();
+    const tenant = 'tnt_K8SWARMCAP';
+    const [older, newer] = [conversationId(), conversationId()];
+    const olderLease = await provider.acquire({ ...request(older), tenantId: tenant }, { wait: false });
+    await provider.release(olderLease, { hold: { idleTtlSeconds: 600, maxConcurrentWarm: 1 } });
+    const newerLease = await provider.acquire({ ...request(newer), tenantId: tenant }, { wait: false });
+    await provider.release(newerLease, { hold: { idleTtlSeconds: 600, maxConcurrentWarm: 1 } });
+    await sandboxGone(older);
+    await states.until((s) => s.conversation === older && !s.warm);
+    expect(sandboxesOf(newer)[0]?.status?.phase).toBe('Ready');
+    await provider.discardConversation(newer);
+    await sandboxGone(newer);
+  });
+});
+
+describe('KubernetesSandboxProvider at the cluster’s capacity', () => {
+  it('refuses at once with wait=false (the Sandbox not admitted is deleted), queues with wait=true until a place frees', async () => {
+    const { provider } = await replica();
+    const [one, two, three] = [conversationId(), conversationId(), conversationId()];
+    const first = await provider.acquire(request(one), { wait: false });
+    const second = await provider.acquire(request(two), { wait: false });
+
+    const refused = await provider.acquire(request(three), { wait: false }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(CapacityExhausted);
+    expect((refused as CapacityExhausted).retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    await sandboxGone(three);
+
+    const announced: Array<[number, number]> = [];
+    const waiting = provider.acquire(request(three), { wait: true, onQueued: (position, hint) => announced.push([position, hint]) });
+    await eventually(cluster, () => announced.length > 0);
+    expect(announced).toEqual([[1, 5]]);
+    expect(provider.queuedRuns()).toBe(1);
+    await provider.release(first, {});
+    const served = await waiting;
+    expect(provider.queuedRuns()).toBe(0);
+    expect(sandboxesOf(three)[0]?.status?.phase).toBe('Ready');
+    await provider.release(second, {});
+    await provider.release(served, {});
+    await Promise.all([sandboxGone(one), sandboxGone(two), sandboxGone(three)]);
+  });
+
+  it('a held turn past the hold limit is refused and its Sandbox leaves the line', async () => {
+    const { provider } = await replica();
+    const [one, two, three] = [conversationId(), conversationId(), conversationId()];
+    const leases = [await provider.acquire(request(one), { wait: false }), await provider.acquire(request(two), { wait: false })];
+    const limit = new AbortController();
+    const waiting = provider.acquire(request(three), { wait: true, signal: limit.signal, onQueued: () => limit.abort() });
+    await expect(waiting).rejects.toBeInstanceOf(CapacityExhausted);
+    await sandboxGone(three);
+    expect(provider.queuedRuns()).toBe(0);
+    for (const lease of leases) await provider.release(lease, {});
+    await Promise.all([sandboxGone(one), sandboxGone(two)]);
+  });
+});
+
+describe('KubernetesSandboxProvider when a pod dies', () => {
+  it('a pod killed mid-turn ends the turn crashed; the next acquire gets a new Sandbox', async () => {
+    const { provider } = await replica();
+    const conversation = conversationId();
+    const lease = await provider.acquire(request(conversation), { wait: false });
+    const turn = lease.runner.runTurn({ content: 'hello' }, () => {});
+    const [sandbox] = sandboxesOf(conversation);
+    await cluster.kubelet.kill(NAMESPACE, sandbox!.status!.podName!, { signal: 'SIGKILL' });
+    expect(await turn).toMatchObject({ kind: 'crashed' });
+    await provider.release(lease, { broken: true });
+    await sandboxGone(conversation);
+
+    const next = await provider.acquire(request(conversation), { wait: false });
+    expect(sandboxesOf(conversation)[0]!.metadata.uid).not.toBe(sandbox!.metadata.uid);
+    expect(next.runner).not.toBe(lease.runner);
+    await provider.release(next, {});
+    await sandboxGone(conversation);
+  });
+
+  it('a held runner whose pod dies is dropped and its conversation shown cold', async () => {
+    const { provider, states } = await replica();
+    const conversation = conversationId();
+    const lease = await provider.acquire(request(conversation), { wait: false });
+    await provider.release(lease, { hold: { idleTtlSeconds: 600, maxConcurrentWarm: 5 } });
+    const [sandbox] = sandboxesOf(conversation);
+    await cluster.kubelet.kill(NAMESPACE, sandbox!.status!.podName!, { signal: 'SIGKILL' });
+    await sandboxGone(conversation);
+    await states.until((s) => !s.warm);
+    expect(provider.views()).toEqual([]);
+  });
+});
