@@ -330,10 +330,11 @@ describe('charts/acis: RBAC', () => {
     expect(find(objects, 'Role', 'acis-controller').rules).toEqual(expected);
   });
 
-  it('gives the API server Sandboxes, RepositorySyncs and the sync credential Secrets, never pods, status or reads of Secrets', () => {
+  it('gives the API server Sandboxes, the runner token Secrets by name, RepositorySyncs and the sync credential Secrets, never pods, status or lists of Secrets', () => {
     const rules = find(objects, 'Role', 'acis-api').rules as RbacRule[];
     expect(rules).toEqual([
       { apiGroups: ['acis.dev'], resources: ['sandboxes'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
       { apiGroups: ['acis.dev'], resources: ['repositorysyncs'], verbs: ['get', 'create', 'update', 'delete'] },
       { apiGroups: ['acis.dev'], resources: ['repositorysyncs/finalizers'], verbs: ['update'] },
       { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'update'] },
