@@ -69,3 +69,12 @@ function parseHostPort(value: string): { host: string; port: number } | undefine
 function isPort(port: number): boolean {
   return Number.isInteger(port) && port >= 0 && port <= 65535;
 }
+
+/**
+ * The environment the agent runtime (and every tool it runs) sees: the runner's own, minus what
+ * authenticates the API server's connection, which the agent has no business holding.
+ */
+export function agentEnvironment(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const { ACIS_RUNNER_TOKEN: _token, ACIS_RUNNER_TOKEN_FILE: _tokenFile, ...rest } = env;
+  return rest;
+}

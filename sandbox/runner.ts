@@ -22,7 +22,7 @@ import type { Channel } from './channel.js';
 import { type LinkEndpoint, PEER_CLOSED } from './link.js';
 import { serveLink } from './link-server.js';
 import type { RunnerLine, ServerCommand, SessionKeyLike } from './protocol.js';
-import { type ListenConfig, readRunnerConfig } from './runner-config.js';
+import { agentEnvironment, type ListenConfig, readRunnerConfig } from './runner-config.js';
 import { stdioChannel } from './stdio-channel.js';
 import { exportWorkspace, importWorkspace, writeSkills } from './workspace-ops.js';
 
@@ -157,7 +157,7 @@ const sessions = new AgentSessions(
     includePartialMessages: true,
     settingSources: ['project'],
     // The SDK finds transcripts through CLAUDE_CONFIG_DIR (not HOME); without it nothing is mirrored.
-    env: { ...process.env },
+    env: agentEnvironment(process.env),
     mcpServers: { platform: platformTools() },
     ...(process.env.ACIS_SESSION_STORE === '1' && { sessionStore: serverSessionStore }),
     stderr: (data) => process.stderr.write(data),

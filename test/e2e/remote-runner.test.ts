@@ -167,6 +167,19 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
     expect(runner.alive).toBe(false);
   });
 
+  it('keeps its connection token from the agent: no tool the agent runs sees it', async () => {
+    const runnerProcess = await startRunner('token-hidden');
+    const runner = await connectRemoteRunner({ id: 'run_hidden', host: '127.0.0.1', port: runnerProcess.port, token: TOKEN, logger });
+    runner.bindSessionStore(memoryStore());
+    const command = 'env; echo "token file: ${ACIS_RUNNER_TOKEN_FILE:-none}"';
+    const done = await turn(runner, `[[tool:Bash ${JSON.stringify({ command })}]]`);
+    const output = JSON.stringify(done.events);
+    expect(output).toContain('token file: none');
+    expect(output).toContain('HOME=');
+    expect(output).not.toContain(TOKEN);
+    await runner.kill();
+  });
+
   it('refuses a wrong token and a second connection while one is live, and logs it without the token', async () => {
     const runnerProcess = await startRunner('refusals');
     const options = { id: 'run_refusals', host: '127.0.0.1', port: runnerProcess.port, logger };

@@ -1,6 +1,6 @@
 /** The runner's environment: stdio by default, TCP with a token when ACIS_RUNNER_LISTEN is set, every problem at once. */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RECONNECT_SECONDS, readRunnerConfig } from '../../sandbox/runner-config.js';
+import { agentEnvironment, DEFAULT_RECONNECT_SECONDS, readRunnerConfig } from '../../sandbox/runner-config.js';
 
 const TOKEN = 'abcdefghijklmnopqrstuvwxyz';
 const noFile = (file: string): string => {
@@ -61,5 +61,12 @@ describe('readRunnerConfig(env, readFile)', () => {
 
   it('refuses a token without a listener (the protocol would go unauthenticated on stdio)', () => {
     expect(readRunnerConfig({ ACIS_RUNNER_TOKEN: TOKEN }, noFile).problems).toHaveLength(1);
+  });
+
+  it('gives the agent the runner\'s environment without its connection token', () => {
+    expect(agentEnvironment({ ACIS_RUNNER_TOKEN: TOKEN, ACIS_RUNNER_TOKEN_FILE: '/var/run/token', HOME: '/workspace/.home', HTTPS_PROXY: 'http://p:3128' })).toEqual({
+      HOME: '/workspace/.home',
+      HTTPS_PROXY: 'http://p:3128',
+    });
   });
 });
