@@ -1,6 +1,6 @@
-import pg from 'pg';
 import type { Logger } from 'pino';
 import { sql } from 'kysely';
+import { ChannelListener } from '../core/db/channel-listener.js';
 import type { Db } from '../core/db/database.js';
 import type { Metrics } from '../core/metrics.js';
 import { type ApprovalRow, expireDueApprovals, findApproval } from './approvals.repository.js';
@@ -9,7 +9,6 @@ import { type ApprovalRow, expireDueApprovals, findApproval } from './approvals.
 export const APPROVAL_CHANNEL = 'acis_approvals';
 /** A parked run re-reads its approval this often even without a signal (a lost notification, a reconnect). */
 const RECHECK_MS = 10_000;
-const RECONNECT_MS = 1_000;
 
 /** How a wait ended: the approval was decided (or expired), it vanished with its conversation, or the waiter gave up. */
 export type ApprovalWait = { kind: 'decided'; approval: ApprovalRow } | { kind: 'gone' } | { kind: 'ended' };
@@ -31,22 +30,31 @@ export interface ApprovalGateDeps {
  */
 export class ApprovalGate {
   private readonly waiters = new Map<string, Set<(row: ApprovalRow | undefined) => void>>();
-  private listener: pg.Client | undefined;
-  private reconnect: NodeJS.Timeout | undefined;
-  private stopped = false;
+  private readonly listener: ChannelListener | undefined;
 
-  constructor(private readonly deps: ApprovalGateDeps) {}
+  constructor(private readonly deps: ApprovalGateDeps) {
+    this.listener =
+      deps.databaseUrl === undefined
+        ? undefined
+        : new ChannelListener({
+            databaseUrl: deps.databaseUrl,
+            channel: APPROVAL_CHANNEL,
+            logger: deps.logger,
+            name: 'approval signal',
+            onNotification: (approvalId) => void this.check(approvalId),
+            // Whatever was decided while no connection listened is picked up now.
+            onListening: () => {
+              for (const approvalId of this.waiters.keys()) void this.check(approvalId);
+            },
+          });
+  }
 
   async start(): Promise<void> {
-    if (this.deps.databaseUrl) await this.listen();
+    await this.listener?.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.reconnect);
-    const listener = this.listener;
-    this.listener = undefined;
-    await listener?.end().catch(() => undefined);
+    await this.listener?.stop();
   }
 
   /** Resolves once the approval is no longer pending or no longer exists, or with `ended` when `signal` aborts first. */
@@ -96,43 +104,5 @@ export class ApprovalGate {
     } catch (err) {
       this.deps.logger.warn({ err, approval_id: approvalId }, 'reading an approval failed');
     }
-  }
-
-  /** One LISTEN connection; when it drops, it is re-opened (a failure at start fails the start). */
-  private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.deps.databaseUrl });
-    client.on('notification', (message) => {
-      if (message.channel === APPROVAL_CHANNEL && message.payload) void this.check(message.payload);
-    });
-    client.on('error', (err) => {
-      if (this.listener !== client) return;
-      this.deps.logger.warn({ err }, 'approval signal connection lost; reconnecting');
-      this.listener = undefined;
-      client.end().catch(() => undefined);
-      this.scheduleReconnect();
-    });
-    try {
-      await client.connect();
-      await client.query(`listen ${APPROVAL_CHANNEL}`);
-    } catch (err) {
-      await client.end().catch(() => undefined);
-      throw err;
-    }
-    this.listener = client;
-    // Whatever was decided while no connection listened is picked up now.
-    for (const approvalId of this.waiters.keys()) void this.check(approvalId);
-  }
-
-  private scheduleReconnect(): void {
-    if (this.stopped || this.reconnect) return;
-    this.reconnect = setTimeout(() => {
-      this.reconnect = undefined;
-      if (this.stopped) return;
-      this.listen().catch((err: unknown) => {
-        this.deps.logger.warn({ err }, 'approval signal connection failed; retrying');
-        this.scheduleReconnect();
-      });
-    }, RECONNECT_MS);
-    this.reconnect.unref();
   }
 }

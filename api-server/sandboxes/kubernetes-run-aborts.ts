@@ -8,12 +8,11 @@
  * was refused all the same, so no value and no unresolved placeholder left the cluster.
  */
 import { sql } from 'kysely';
-import pg from 'pg';
 import type { Logger } from 'pino';
+import { ChannelListener } from '../core/db/channel-listener.js';
 import type { Db } from '../core/db/database.js';
 
 const CHANNEL = 'acis_run_abort';
-const RECONNECT_MS = 1_000;
 
 export interface RunAbort {
   runId: string;
@@ -21,9 +20,7 @@ export interface RunAbort {
 }
 
 export class RunAbortSignals {
-  private listener: pg.Client | undefined;
-  private reconnect: NodeJS.Timeout | undefined;
-  private stopped = false;
+  private readonly listener: ChannelListener;
 
   constructor(
     private readonly deps: {
@@ -34,60 +31,30 @@ export class RunAbortSignals {
       /** Ends the run if this replica hosts it. */
       onAbort: (abort: RunAbort) => void;
     },
-  ) {}
-
-  async start(): Promise<void> {
-    await this.listen();
+  ) {
+    this.listener = new ChannelListener({
+      databaseUrl: deps.databaseUrl,
+      channel: CHANNEL,
+      logger: deps.logger,
+      name: 'run abort signal',
+      onNotification: (payload) => {
+        const abort = parseAbort(payload);
+        if (abort) deps.onAbort(abort);
+      },
+    });
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.reconnect);
-    const listener = this.listener;
-    this.listener = undefined;
-    await listener?.end().catch(() => undefined);
+  start(): Promise<void> {
+    return this.listener.start();
+  }
+
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 
   /** Tells every replica (this one too) to end `runId` for the missing `alias`. */
   async send(abort: RunAbort): Promise<void> {
     await sql`select pg_notify(${CHANNEL}, ${JSON.stringify(abort)})`.execute(this.deps.db);
-  }
-
-  private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.deps.databaseUrl });
-    client.on('notification', (message) => {
-      if (message.channel !== CHANNEL || !message.payload) return;
-      const abort = parseAbort(message.payload);
-      if (abort) this.deps.onAbort(abort);
-    });
-    client.on('error', (err) => {
-      if (this.listener !== client) return;
-      this.deps.logger.warn({ err }, 'run abort signal connection lost; reconnecting');
-      this.listener = undefined;
-      client.end().catch(() => undefined);
-      this.scheduleReconnect();
-    });
-    try {
-      await client.connect();
-      await client.query(`listen ${CHANNEL}`);
-    } catch (err) {
-      await client.end().catch(() => undefined);
-      throw err;
-    }
-    this.listener = client;
-  }
-
-  private scheduleReconnect(): void {
-    if (this.stopped || this.reconnect) return;
-    this.reconnect = setTimeout(() => {
-      this.reconnect = undefined;
-      if (this.stopped) return;
-      this.listen().catch((err: unknown) => {
-        this.deps.logger.warn({ err }, 'run abort signal connection failed; retrying');
-        this.scheduleReconnect();
-      });
-    }, RECONNECT_MS);
-    this.reconnect.unref();
   }
 }
 
