@@ -8,7 +8,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -21,6 +20,7 @@ import type { ConversationSessionStore } from '../../api-server/sandboxes/sessio
 import type { RunSkill } from '../../api-server/skills/materialise.js';
 import { sessionStoreKey } from '../../sandbox/protocol.js';
 import { conversationDirs, sdkEnv } from '../helpers/agent-sdk.js';
+import { cuttableNetwork } from '../helpers/cuttable-network.js';
 
 const APP_ROOT = path.resolve(import.meta.dirname, '../..');
 const TOKEN = 'sbx-token-7d1e0c2b9a4f4e61b3c5';
@@ -75,35 +75,6 @@ async function startRunner(name: string, reconnectSeconds = 30): Promise<RunnerP
   const runner = { child, port, cwd: dirs.cwd, stderr, exited };
   started.push(runner);
   return runner;
-}
-
-/** A TCP proxy standing for the network between the API server and the pod: it can cut every connection, or refuse new ones. */
-async function network(targetPort: number) {
-  const open = new Set<net.Socket>();
-  let refusing = false;
-  const server = net.createServer((client) => {
-    if (refusing) return client.destroy();
-    const upstream = net.connect(targetPort, '127.0.0.1');
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.on('close', () => open.delete(socket));
-      socket.on('error', () => undefined);
-    }
-    client.pipe(upstream).pipe(client);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    cut() {
-      for (const socket of open) socket.destroy();
-    },
-    refuse() {
-      refusing = true;
-    },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
 }
 
 function memoryStore(): ConversationSessionStore & { entries: Map<string, unknown[]> } {
@@ -203,7 +174,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
     await uncut.kill();
 
     const runnerProcess = await startRunner('cut');
-    const net_ = await network(runnerProcess.port);
+    const net_ = await cuttableNetwork(runnerProcess.port);
     const runner = await connectRemoteRunner({ id: 'run_cut', host: '127.0.0.1', port: net_.port, token: TOKEN, logger, reconnectSeconds: 10 });
     let deltas = 0;
     const cutRun = await turn(runner, prompt, {
@@ -229,7 +200,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
 
   it('answers an approval call exactly once when the connection drops while the agent waits for it', async () => {
     const runnerProcess = await startRunner('approval');
-    const net_ = await network(runnerProcess.port);
+    const net_ = await cuttableNetwork(runnerProcess.port);
     const runner = await connectRemoteRunner({ id: 'run_approval', host: '127.0.0.1', port: net_.port, token: TOKEN, logger, reconnectSeconds: 10 });
     const asked: unknown[] = [];
     const results: AgentEvent[] = [];
@@ -257,12 +228,12 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
 
   it('exits when left alone past the reconnect window mid-turn, and the turn ends crashed', async () => {
     const runnerProcess = await startRunner('alone', 1);
-    const net_ = await network(runnerProcess.port);
+    const net_ = await cuttableNetwork(runnerProcess.port);
     const runner = await connectRemoteRunner({ id: 'run_alone', host: '127.0.0.1', port: net_.port, token: TOKEN, logger, reconnectSeconds: 1 });
     const { outcome } = await turn(runner, 'Long one [[slow: 200]] [[reply: a b c d e f g h i j k l m n o p]]', {
       onEvent: (event) => {
         if (event.type === 'stream_event') {
-          net_.refuse();
+          net_.refuse = true;
           net_.cut();
         }
       },

@@ -10,6 +10,7 @@ import { LineSplitter } from '../../sandbox/lines.js';
 import { LinkRefused, openLinkClient } from '../../sandbox/link-client.js';
 import { type LinkServer, type LinkServerOptions, serveLink } from '../../sandbox/link-server.js';
 import { decodeFrame, encodeControl, encodeData, LinkEndpoint, Outbox, PEER_CLOSED } from '../../sandbox/link.js';
+import { cuttableNetwork } from '../helpers/cuttable-network.js';
 
 describe('LineSplitter', () => {
   it('splits at newlines across chunk boundaries, drops CR and empty lines, and reports an over-long line', () => {
@@ -246,7 +247,7 @@ describe('serveLink and openLinkClient over TCP', () => {
   });
 
   it('restores a dropped connection and replays what the other side missed, both ways, with nothing twice', async () => {
-    const proxy = await cuttableProxy();
+    const proxy = await cuttableNetwork();
     const server = await start();
     proxy.target = server.address.port;
     const fromApi = collect(server.channel);
@@ -268,7 +269,7 @@ describe('serveLink and openLinkClient over TCP', () => {
   });
 
   it('ends both sides when no connection comes back within the window while busy', async () => {
-    const proxy = await cuttableProxy();
+    const proxy = await cuttableNetwork();
     const server = await start({ reconnectSeconds: 0.5 });
     proxy.target = server.address.port;
     const client = await openLinkClient({ host: '127.0.0.1', port: proxy.port, token: TOKEN, reconnectSeconds: 0.5 });
@@ -292,38 +293,6 @@ describe('serveLink and openLinkClient over TCP', () => {
     await expect(connect(server)).rejects.toThrow(/could not reach the runner/);
   });
 });
-
-/** A TCP proxy the test can cut (both sides of every connection) or make refuse new connections. */
-async function cuttableProxy() {
-  const open = new Set<net.Socket>();
-  const state = { target: 0, refuse: false };
-  const server = net.createServer((client) => {
-    if (state.refuse) return client.destroy();
-    const upstream = net.connect(state.target, '127.0.0.1');
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.on('close', () => open.delete(socket));
-      socket.on('error', () => undefined);
-    }
-    client.pipe(upstream).pipe(client);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    set target(port: number) {
-      state.target = port;
-    },
-    set refuse(value: boolean) {
-      state.refuse = value;
-    },
-    cut() {
-      for (const socket of open) socket.destroy();
-    },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 /** Records a channel's lines; `first(n)` resolves with the lines once there are n, and fails if there are more. */
 function collect(channel: Channel) {
