@@ -12,7 +12,7 @@
  * settings overlay, applied before the first message is read: the agent is offered the same set
  * either way.
  */
-import { type Options, prewarm, type Query, query, type SDKUserMessage, type SpareProcess } from '@anthropic-ai/claude-agent-sdk';
+import { type Options, prewarm, type Query, query, type SDKMessage, type SDKUserMessage, type SpareProcess } from '@anthropic-ai/claude-agent-sdk';
 
 export interface FirstTurn {
   cwd: string;
@@ -50,12 +50,12 @@ export class AgentSessions {
    * The session for the first turn; `prompt` yields the user turns (the first one already queued or
    * soon). `prewarmed`: it runs in the process started ahead.
    */
-  async start(first: FirstTurn, prompt: AsyncIterable<SDKUserMessage>): Promise<{ session: Query; prewarmed: boolean }> {
+  async start(first: FirstTurn, prompt: AsyncIterable<SDKUserMessage>): Promise<{ session: Query; messages: AsyncIterable<SDKMessage>; prewarmed: boolean }> {
     const spare = await this.spare;
     this.spare = undefined;
     if (spare && first.resume === undefined) {
       const claimed = await this.claim(spare, first, prompt);
-      if (claimed) return { session: claimed, prewarmed: true };
+      if (claimed) return { session: claimed, messages: withoutClaimEchoes(claimed), prewarmed: true };
     } else {
       spare?.close();
     }
@@ -63,7 +63,7 @@ export class AgentSessions {
       prompt,
       options: { ...this.options(), cwd: first.cwd, resume: first.resume, ...(first.skills && { skills: first.skills }) },
     });
-    return { session, prewarmed: false };
+    return { session, messages: session, prewarmed: false };
   }
 
   /** Discards a spare nobody claimed. */
@@ -97,6 +97,22 @@ export class AgentSessions {
       this.log(`the prewarmed agent runtime could not be claimed; starting it afresh: ${describe(error)}`);
       return undefined;
     }
+  }
+}
+
+/**
+ * The session's messages without the system notices the claim itself caused before the session's
+ * `init` (the skill overlay makes the runtime announce changed settings and commands): a claimed
+ * session's stream starts with `init`, as a fresh one's does.
+ */
+async function* withoutClaimEchoes(session: AsyncIterable<SDKMessage>): AsyncGenerator<SDKMessage> {
+  let started = false;
+  for await (const message of session) {
+    if (!started && message.type === 'system') {
+      if (message.subtype !== 'init') continue;
+      started = true;
+    }
+    yield message;
   }
 }
 

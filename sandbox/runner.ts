@@ -167,7 +167,7 @@ const sessions = new AgentSessions(
 
 /** The session starts with the first turn, which says whether to resume and which skills to offer. */
 async function startSession(first: Turn): Promise<void> {
-  const { session: messages, prewarmed } = await sessions.start({ cwd: process.cwd(), resume: first.resume, skills: first.skills }, turns);
+  const { messages, prewarmed } = await sessions.start({ cwd: process.cwd(), resume: first.resume, skills: first.skills }, turns);
   if (prewarmed) log('session started in the prewarmed agent runtime');
   for await (const message of messages) {
     if (message.type === 'result') turnsInProgress = Math.max(0, turnsInProgress - 1);

@@ -152,7 +152,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     for (const pod of pods) {
       expect(selects(policy.spec.podSelector, pod.metadata.labels ?? {}), pod.metadata.name).toBe(true);
       const podEnv = new Map(pod.spec.containers[0]!.env.map((entry) => [entry.name, entry.value]));
-      expect(podEnv.get('HTTPS_PROXY')).toBe(`http://acis-egress-proxy:${PROXY_PORT}`);
+      // Each runner pod's own egress credential (its name and the egress token of its token Secret), expanded by the kubelet.
+      expect(podEnv.get('HTTPS_PROXY')).toBe(`http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@acis-egress-proxy:${PROXY_PORT}`);
       expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
     }
 

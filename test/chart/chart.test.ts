@@ -353,7 +353,7 @@ describe('charts/acis: RBAC', () => {
 
   it('drops the API server\'s sync rules when syncs run in process', async () => {
     const inProcess = await renderChart({ set: ['repositorySync.jobs=false'] });
-    expect((find(inProcess, 'Role', 'acis-api').rules as RbacRule[]).map((rule) => rule.resources)).toEqual([['sandboxes']]);
+    expect((find(inProcess, 'Role', 'acis-api').rules as RbacRule[]).map((rule) => rule.resources)).toEqual([['sandboxes'], ['secrets']]);
     expect(ofKind(inProcess, 'NetworkPolicy').map((policy) => policy.metadata.name)).not.toContain('acis-repository-sync');
   });
 });

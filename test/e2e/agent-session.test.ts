@@ -51,15 +51,15 @@ async function firstTurn(sessions: AgentSessions, cwd: string, text: string, ext
       push = resolve;
     });
   }
-  const { session, prewarmed } = await sessions.start({ cwd, ...extra }, prompt());
+  const { session, messages: stream, prewarmed } = await sessions.start({ cwd, ...extra }, prompt());
   push(userMessage(text));
   const messages: SDKMessage[] = [];
-  for await (const message of session) {
+  for await (const message of stream) {
     messages.push(message);
     if (message.type === 'result') break;
   }
   session.close();
-  return { prewarmed, result: resultOf(messages) };
+  return { prewarmed, result: resultOf(messages), first: messages[0] };
 }
 
 describe('agent sessions', () => {
@@ -71,6 +71,8 @@ describe('agent sessions', () => {
     const turn = await firstTurn(sessions, cwd, 'hello [[echo-skills]]', { skills: ['pdf'] });
     expect(turn.prewarmed, logs.join('\n')).toBe(true);
     expect(turn.result).toMatchObject({ subtype: 'success', result: 'Skills: pdf' });
+    // The stream starts as a fresh session's does: nothing the claim caused comes before `init`.
+    expect(turn.first).toMatchObject({ type: 'system', subtype: 'init' });
   });
 
   it('a first turn that resumes a session leaves the spare and starts afresh, with the history and the skills filter', async () => {
