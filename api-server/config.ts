@@ -38,6 +38,7 @@ const EnvSchema = z.object({
   ACIS_SANDBOX_READY_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(180),
   KUBECONFIG: z.string().min(1).optional(),
   ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
+  ACIS_EGRESS_CA_CONFIGMAP: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'must be a ConfigMap name').optional(),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
@@ -96,6 +97,8 @@ export interface Config {
   sandboxReadyTimeoutSeconds: number;
   /** The namespace of the cluster's resources (unset: the pod's own, else `default`). */
   k8sNamespace: string | undefined;
+  /** Under the kubernetes provider: the ConfigMap the egress proxy's CA certificate is published in for runner pods. */
+  egressCaConfigMap: string | undefined;
   /** A kubeconfig file for the cluster; unset: the in-cluster service account. */
   kubeconfigPath: string | undefined;
   dbPoolSize: number;
@@ -166,6 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxProvider: e.ACIS_SANDBOX_PROVIDER,
     sandboxReadyTimeoutSeconds: e.ACIS_SANDBOX_READY_TIMEOUT_SECONDS,
     k8sNamespace: e.ACIS_K8S_NAMESPACE,
+    egressCaConfigMap: e.ACIS_EGRESS_CA_CONFIGMAP,
     kubeconfigPath: e.KUBECONFIG,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,
     anthropicBaseUrl: e.ANTHROPIC_BASE_URL.replace(/\/+$/, ''),

@@ -26,6 +26,7 @@ import { RepositorySyncWorker } from './repositories/sync.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunManager } from './runs/run-manager.js';
 import { KubernetesSandboxProvider } from './sandboxes/kubernetes-provider.js';
+import { publishEgressCa } from './sandboxes/kubernetes-egress-ca.js';
 import { databaseRunnerRecords, egressRunOf, type RunnerRecords, runOfRunner } from './sandboxes/kubernetes-records.js';
 import { RunAbortSignals } from './sandboxes/kubernetes-run-aborts.js';
 import { SandboxClient } from './sandboxes/kubernetes-sandboxes.js';
@@ -199,7 +200,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     egress = await startEgressProxy(deps, egressRunners(deps.db, local ?? sandboxes!, runs, aborts), logger);
     if (local) await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
-    else await sandboxes!.start();
+    else {
+      if (config.egressCaConfigMap) {
+        await publishEgressCa({
+          kubeConfig: loadKubeConfig(config.kubeconfigPath),
+          namespace: clusterNamespace(config.k8sNamespace),
+          name: config.egressCaConfigMap,
+          certificatePem: egress.caCertificatePem,
+          logger,
+        });
+      }
+      await sandboxes!.start();
+    }
     if (config.bootstrapServiceKey) {
       const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
       if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -360,6 +372,10 @@ function startEgressProxy(deps: AppDeps, runners: EgressRunners, logger: Logger)
     logger: logger.child({ component: 'egress' }),
     // In-process, the proxy's metrics are served on the API server's /metrics.
     metrics: createEgressMetrics(deps.metrics.registry),
+    // Runner pods share no socket with this process: their model calls come through the proxy, which
+    // adds the platform's key there. Local runners use the model gateway, and the proxy knows no model.
+    modelEndpoint:
+      deps.config.sandboxProvider === 'kubernetes' ? { baseUrl: deps.config.anthropicBaseUrl, apiKey: deps.config.anthropicApiKey } : undefined,
     resolveRun: async ({ runId: runnerId, token }) => {
       const runId = await runners.egressRun(runnerId, token);
       return runId ? secretsForRun(deps, runId) : undefined;

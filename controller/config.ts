@@ -21,6 +21,8 @@ const EnvSchema = z.object({
   ACIS_RUNNER_MEMORY_LIMIT: quantity.default('2Gi'),
   ACIS_EGRESS_PROXY_HOST: z.string().min(1).default('acis-egress-proxy'),
   ACIS_EGRESS_PROXY_PORT: port.default(3128),
+  ACIS_EGRESS_CA_CONFIGMAP: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/).optional(),
+  ACIS_MODEL_BASE_URL: z.string().url().refine((url) => /^https?:/.test(url), 'must be an http(s) URL').default('https://api.anthropic.com'),
   ACIS_CLUSTER_MAX_SANDBOXES: z.coerce.number().int().min(1).max(100_000).default(100),
   ACIS_SANDBOX_START_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(120),
   ACIS_CONTROLLER_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
@@ -46,6 +48,10 @@ export interface ControllerConfig {
   runnerResources: Resources;
   egressProxyHost: string;
   egressProxyPort: number;
+  /** The ConfigMap (key `ca.crt`) holding the egress proxy's CA certificate runner pods trust; absent: none mounted. */
+  egressCaConfigMap: string | undefined;
+  /** The platform's model endpoint runner pods are given as ANTHROPIC_BASE_URL (the egress proxy adds the key there). */
+  modelBaseUrl: string;
   /** Sandboxes (admitted ones and warm-pool pods) the whole cluster may run at once. */
   maxSandboxes: number;
   /** A Sandbox not ready this long after admission fails with the reason it was stuck on. */
@@ -89,6 +95,8 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     },
     egressProxyHost: e.ACIS_EGRESS_PROXY_HOST,
     egressProxyPort: e.ACIS_EGRESS_PROXY_PORT,
+    egressCaConfigMap: e.ACIS_EGRESS_CA_CONFIGMAP,
+    modelBaseUrl: e.ACIS_MODEL_BASE_URL.replace(/\/+$/, ''),
     maxSandboxes: e.ACIS_CLUSTER_MAX_SANDBOXES,
     startTimeoutMs: e.ACIS_SANDBOX_START_TIMEOUT_SECONDS * 1000,
     metricsHost: e.ACIS_CONTROLLER_METRICS_HOST,

@@ -15,6 +15,12 @@ export type RunnerOwner = Sandbox | SandboxWarmPool;
 export const RUNNER_PORT_NAME = 'control';
 /** The runner's uid and gid inside its image (not root). */
 const RUNNER_UID = 10001;
+/** Where the egress proxy's CA certificate is mounted (the runner image's ACIS_EGRESS_CA_FILE is its `ca.crt`). */
+export const EGRESS_CA_DIR = '/etc/acis/egress-ca';
+/** The trust bundle (system roots plus the proxy's CA) the runner image's entrypoint writes into the pod's /tmp. */
+export const CA_BUNDLE_PATH = '/tmp/acis-ca-bundle.pem';
+/** What a runner pod holds instead of the platform's model key; the egress proxy replaces it on model calls only. */
+export const MODEL_KEY_PLACEHOLDER = '{{secret:ANTHROPIC_API_KEY}}';
 
 export function controllerRef(owner: RunnerOwner): V1OwnerReference {
   return { apiVersion: API_VERSION, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };
@@ -104,6 +110,9 @@ export function runnerPod(owner: RunnerOwner, podName: string, config: Controlle
             { name: 'http_proxy', value: proxy },
             { name: 'https_proxy', value: proxy },
             { name: 'NO_PROXY', value: '' },
+            { name: 'ANTHROPIC_BASE_URL', value: config.modelBaseUrl },
+            { name: 'ANTHROPIC_API_KEY', value: MODEL_KEY_PLACEHOLDER },
+            ...caTrustEnv(config),
             { name: 'CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC', value: '1' },
             { name: 'IS_SANDBOX', value: '1' },
           ],
@@ -120,6 +129,7 @@ export function runnerPod(owner: RunnerOwner, podName: string, config: Controlle
           volumeMounts: [
             { name: 'workspace', mountPath: '/workspace' },
             { name: 'tmp', mountPath: '/tmp' },
+            ...(config.egressCaConfigMap ? [{ name: 'egress-ca', mountPath: EGRESS_CA_DIR, readOnly: true }] : []),
           ],
           workingDir: '/workspace',
         },
@@ -127,9 +137,28 @@ export function runnerPod(owner: RunnerOwner, podName: string, config: Controlle
       volumes: [
         { name: 'workspace', emptyDir: {} },
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
+        // Not optional: a pod started without the CA would fail every HTTPS request for its life.
+        ...(config.egressCaConfigMap ? [{ name: 'egress-ca', configMap: { name: config.egressCaConfigMap, items: [{ key: 'ca.crt', path: 'ca.crt' }] } }] : []),
       ],
     },
   };
+}
+
+/**
+ * Trust of the egress proxy's CA, as the local provider gives its sandboxes: Node takes the CA on top of
+ * its roots; curl, git, OpenSSL and Python take the bundle the image's entrypoint builds from it.
+ */
+function caTrustEnv(config: ControllerConfig): Array<{ name: string; value: string }> {
+  if (!config.egressCaConfigMap) return [];
+  const bundle = (name: string) => ({ name, value: CA_BUNDLE_PATH });
+  return [
+    { name: 'ACIS_EGRESS_CA_FILE', value: `${EGRESS_CA_DIR}/ca.crt` },
+    { name: 'NODE_EXTRA_CA_CERTS', value: `${EGRESS_CA_DIR}/ca.crt` },
+    bundle('SSL_CERT_FILE'),
+    bundle('CURL_CA_BUNDLE'),
+    bundle('GIT_SSL_CAINFO'),
+    bundle('REQUESTS_CA_BUNDLE'),
+  ];
 }
 
 function mergeResources(defaults: Resources, own: Resources | undefined): Resources {

@@ -3,7 +3,8 @@ import { z } from 'zod';
 
 /**
  * Environment of the standalone egress proxy (`egress-proxy/main.ts`). ACIS_DATA_DIR, ACIS_EGRESS_ALLOW and
- * ACIS_EGRESS_EXTRA_CA are the names the architecture fixes; the rest are this entry point's own.
+ * ACIS_EGRESS_EXTRA_CA are the names the architecture fixes, ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY the API
+ * server's; the rest are this entry point's own.
  */
 const EnvSchema = z.object({
   ACIS_EGRESS_HOST: z.string().min(1).default('127.0.0.1'),
@@ -12,6 +13,8 @@ const EnvSchema = z.object({
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   ACIS_EGRESS_RUNS_FILE: z.string().min(1, 'must name the JSON file of runs'),
+  ANTHROPIC_BASE_URL: z.string().url().refine((url) => /^https?:/.test(url), 'must be an http(s) URL').optional(),
+  ANTHROPIC_API_KEY: z.string().min(1).optional(),
   ACIS_EGRESS_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   ACIS_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -25,6 +28,8 @@ export interface EgressConfig {
   allow: string | undefined;
   extraCaPath: string | undefined;
   runsFile: string;
+  /** The platform's model endpoint and key, for runner pods' model calls; absent: no endpoint is special. */
+  modelEndpoint: { baseUrl: string; apiKey: string | undefined } | undefined;
   /** Where `/metrics` is served (on `host`); absent: not served. */
   metricsPort: number | undefined;
   /** Bearer token `/metrics` requires; absent: open. */
@@ -47,6 +52,7 @@ export function loadEgressConfig(env: NodeJS.ProcessEnv = process.env): EgressCo
     allow: e.ACIS_EGRESS_ALLOW,
     extraCaPath: e.ACIS_EGRESS_EXTRA_CA ? path.resolve(e.ACIS_EGRESS_EXTRA_CA) : undefined,
     runsFile: path.resolve(e.ACIS_EGRESS_RUNS_FILE),
+    modelEndpoint: e.ANTHROPIC_BASE_URL ? { baseUrl: e.ANTHROPIC_BASE_URL, apiKey: e.ANTHROPIC_API_KEY } : undefined,
     metricsPort: e.ACIS_EGRESS_METRICS_PORT,
     metricsToken: e.ACIS_METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,

@@ -17,6 +17,11 @@
  * - A placeholder whose alias the run lacks aborts the request: in the target, headers or a small body,
  *   before anything is sent; in a large streamed body, the upstream request is destroyed mid-body, so the
  *   upstream never receives a complete request. The client gets `missingSecretStatus` and `onMissing` is told.
+ * - The platform's model key goes to the model endpoint (`modelEndpoint`: scheme, host and port) and nowhere
+ *   else: there it replaces whatever key headers the runner sent, as the local provider's model gateway does,
+ *   and nothing of the run's is substituted (a model request's body is the conversation, which names
+ *   placeholders and must not receive their values). Elsewhere `{{secret:ANTHROPIC_API_KEY}}` is the run's
+ *   alias like any other. Responses from the model endpoint are masked of the key as well as the run's values.
  * - CONNECT carries TLS only: a tunnel whose client does not complete a TLS handshake with our leaf is closed
  *   (no opaque tunnels, so no traffic escapes inspection).
  *
@@ -49,9 +54,11 @@ import {
   systemResolver,
   vetDestination,
   vettedLookup,
+  type AllowList,
   type Destination,
   type ResolvedAddress,
 } from './destination-policy.js';
+import { MODEL_KEY_ALIAS, isModelEndpoint, parseModelEndpoint } from './model-endpoint.js';
 import {
   MissingSecretError,
   SecretPlacementError,
@@ -99,6 +106,13 @@ export interface EgressProxyOptions {
   missingSecretStatus?: number;
   /** Where requests, denials and substitutions are counted (egress-metrics.ts); default: nowhere. */
   metrics?: EgressMetrics;
+  /**
+   * The platform's model endpoint (ANTHROPIC_BASE_URL) and key (ANTHROPIC_API_KEY), for runners that reach
+   * the model through the proxy. The endpoint is allowed although private (cloud metadata never); requests
+   * to it carry `apiKey` (when set) in x-api-key in place of the key headers sent. Absent: no destination is
+   * special and the key is never used.
+   */
+  modelEndpoint?: { baseUrl: string; apiKey: string | undefined } | undefined;
 }
 
 export interface EgressProxy {
@@ -153,7 +167,10 @@ const silentLogger: EgressLogger = { debug() {}, info() {}, warn() {}, error() {
 
 export async function createEgressProxy(options: EgressProxyOptions): Promise<EgressProxy> {
   const logger = options.logger ?? silentLogger;
-  const allow = parseAllowList(options.allow);
+  const model = options.modelEndpoint ? parseModelEndpoint(options.modelEndpoint.baseUrl) : undefined;
+  const modelKey = options.modelEndpoint?.apiKey;
+  const listed = parseAllowList(options.allow);
+  const allow: AllowList = { has: (d) => listed.has(d) || (model !== undefined && model.destination.host === d.host && model.destination.port === d.port) };
   const missingStatus = options.missingSecretStatus ?? 422;
   const metrics = options.metrics ?? noEgressMetrics;
   /** Answers the proxy's own response (not an upstream one) and counts it. */
@@ -184,6 +201,17 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     if (masker === undefined) {
       masker = compileMasker(secrets) ?? null;
       maskers.set(secrets, masker);
+    }
+    return masker ?? undefined;
+  };
+  // The run's values and the model key, for what the model endpoint answers.
+  const modelMaskers = new WeakMap<RunSecrets, Masker | null>();
+  const modelMaskerFor = (secrets: RunSecrets): Masker | undefined => {
+    if (!modelKey) return maskerFor(secrets);
+    let masker = modelMaskers.get(secrets);
+    if (masker === undefined) {
+      masker = compileMasker(new Map([...secrets, [MODEL_KEY_ALIAS, modelKey]])) ?? null;
+      modelMaskers.set(secrets, masker);
     }
     return masker ?? undefined;
   };
@@ -302,6 +330,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   // ---- forwarding ---------------------------------------------------------------------------------------
 
   function forward(req: IncomingMessage, res: ServerResponse, runId: string, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
+    if (isModelEndpoint(model, to.scheme, to.destination)) return forwardToModel(req, res, runId, runSecrets, to, rawTarget);
     const started = performance.now();
     const masker = maskerFor(runSecrets);
     const secrets = countingLookups(runSecrets, metrics.substituted);
@@ -367,6 +396,24 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     });
     req.pipe(substitution);
     send(substitution);
+  }
+
+  /** A model call: the platform's key in place of the runner's key headers; target, other headers and body untouched. */
+  function forwardToModel(req: IncomingMessage, res: ServerResponse, runId: string, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
+    const started = performance.now();
+    const masker = modelMaskerFor(runSecrets);
+    const headers = requestHeaders(req, undefined, to, masker !== undefined);
+    delete headers['x-api-key'];
+    delete headers.authorization;
+    if (modelKey) headers['x-api-key'] = modelKey;
+    const declared = req.headers['content-length'];
+    if (declared !== undefined) headers['content-length'] = declared;
+    else if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+    const upstream = openUpstream(req, res, runId, to, rawTarget.startsWith('/') ? rawTarget : `/${rawTarget}`, headers, masker, started);
+    req.pipe(upstream);
+    res.once('close', () => {
+      if (!upstream.writableFinished || !res.writableFinished) upstream.destroy();
+    });
   }
 
   function openUpstream(
@@ -436,7 +483,8 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     return upstream;
   }
 
-  function requestHeaders(req: IncomingMessage, secrets: RunSecrets, to: Route, masking: boolean): OutgoingHttpHeaders {
+  /** The headers sent upstream; `secrets` undefined: values pass unsubstituted. */
+  function requestHeaders(req: IncomingMessage, secrets: RunSecrets | undefined, to: Route, masking: boolean): OutgoingHttpHeaders {
     const dropped = connectionTokens(req.headers.connection);
     const headers: OutgoingHttpHeaders = {};
     const raw = req.rawHeaders;
@@ -444,7 +492,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       const name = raw[i]!.toLowerCase();
       // Framing is recomputed; Expect is dropped because the body is sent without waiting for 100.
       if (HOP_BY_HOP.has(name) || dropped.has(name) || name === 'host' || name === 'content-length' || name === 'expect') continue;
-      let value = substituteHeaderValue(raw[i + 1]!, secrets);
+      let value = secrets ? substituteHeaderValue(raw[i + 1]!, secrets) : raw[i + 1]!;
       if (name === 'accept-encoding' && masking) value = decodableCodings(value);
       const existing = headers[name];
       headers[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [String(existing), value];

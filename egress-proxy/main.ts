@@ -28,6 +28,7 @@ async function main(): Promise<void> {
     resolveRun: createRunsFileResolver(config.runsFile),
     onMissing: (runId, alias) => logger.warn({ run_id: runId, alias }, 'missing secret'),
     metrics: createEgressMetrics(registry),
+    modelEndpoint: config.modelEndpoint,
   });
   const metricsServer =
     config.metricsPort === undefined

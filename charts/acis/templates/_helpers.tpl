@@ -76,6 +76,16 @@ app.kubernetes.io/component: repository-sync
 {{- default (printf "%s-egress-proxy" (include "acis.fullname" .)) .Values.egressProxy.clusterIP -}}
 {{- end -}}
 
+{{- /* The ConfigMap (key ca.crt) of the egress proxy CA runner pods trust: the API server publishes its
+proxy's there in mode api-server; in mode deployment the operator names one (empty: none). */ -}}
+{{- define "acis.egressCaConfigMap" -}}
+{{- if eq .Values.egressProxy.mode "api-server" -}}
+{{- printf "%s-egress-ca" (include "acis.fullname" .) -}}
+{{- else -}}
+{{- .Values.egressProxy.ca.configMap -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "acis.leaseName" -}}
 {{- printf "%s-controller" (include "acis.fullname" .) -}}
 {{- end -}}

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { API_VERSION, type Sandbox } from '../../controller/api/v1alpha1.js';
+import { loadControllerConfig } from '../../controller/config.js';
+import { runnerPod } from '../../controller/pod-template.js';
+
+const sandbox: Sandbox = {
+  apiVersion: API_VERSION,
+  kind: 'Sandbox',
+  metadata: { name: 'con-01jab', namespace: 'acis', uid: 'uid-1' },
+  spec: { conversationId: 'con_01JAB', tenantId: 'ten_1', agentType: 'vendor-agent-sdk', mode: 'pooled' },
+};
+
+const container = (pod: V1Pod): V1Container => pod.spec!.containers[0]!;
+const envOf = (pod: V1Pod) => Object.fromEntries((container(pod).env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
+
+describe('runnerPod: the model path and trust of the egress proxy', () => {
+  it('gives the pod the model endpoint and only the placeholder of the platform key', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' }));
+    expect(envOf(pod)).toMatchObject({ ANTHROPIC_BASE_URL: 'https://api.anthropic.com', ANTHROPIC_API_KEY: '{{secret:ANTHROPIC_API_KEY}}' });
+    const custom = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_MODEL_BASE_URL: 'http://models.internal:8080/' }));
+    expect(envOf(custom).ANTHROPIC_BASE_URL).toBe('http://models.internal:8080');
+  });
+
+  it('mounts the proxy CA from the named ConfigMap read-only and points every client at it', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_EGRESS_CA_CONFIGMAP: 'acis-egress-ca' }));
+    expect(pod.spec!.volumes).toContainEqual({ name: 'egress-ca', configMap: { name: 'acis-egress-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] } });
+    expect(container(pod).volumeMounts).toContainEqual({ name: 'egress-ca', mountPath: '/etc/acis/egress-ca', readOnly: true });
+    expect(envOf(pod)).toMatchObject({
+      ACIS_EGRESS_CA_FILE: '/etc/acis/egress-ca/ca.crt',
+      NODE_EXTRA_CA_CERTS: '/etc/acis/egress-ca/ca.crt',
+      SSL_CERT_FILE: '/tmp/acis-ca-bundle.pem',
+      CURL_CA_BUNDLE: '/tmp/acis-ca-bundle.pem',
+      GIT_SSL_CAINFO: '/tmp/acis-ca-bundle.pem',
+      REQUESTS_CA_BUNDLE: '/tmp/acis-ca-bundle.pem',
+    });
+    expect(container(pod).securityContext?.readOnlyRootFilesystem).toBe(true);
+  });
+
+  it('without a CA ConfigMap mounts nothing and sets no trust variables', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' }));
+    expect(pod.spec!.volumes!.map((v) => v.name)).toEqual(['workspace', 'tmp']);
+    expect(Object.keys(envOf(pod))).not.toContain('NODE_EXTRA_CA_CERTS');
+    expect(Object.keys(envOf(pod))).not.toContain('SSL_CERT_FILE');
+  });
+
+  it('refuses a model endpoint that is not an http(s) URL', () => {
+    expect(() => loadControllerConfig({ ACIS_MODEL_BASE_URL: 'ftp://models' })).toThrow(/ACIS_MODEL_BASE_URL/);
+  });
+});
