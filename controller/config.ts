@@ -15,6 +15,7 @@ const EnvSchema = z.object({
   ACIS_RUNNER_IMAGE: z.string().min(1).default('acis-runner:latest'),
   ACIS_RUNNER_COMMAND: z.string().optional(),
   ACIS_RUNNER_PORT: port.default(7070),
+  ACIS_POOL_PREWARM: z.enum(['0', '1']).default('1'),
   ACIS_RUNNER_CPU_REQUEST: quantity.default('250m'),
   ACIS_RUNNER_MEMORY_REQUEST: quantity.default('512Mi'),
   ACIS_RUNNER_CPU_LIMIT: quantity.default('2'),
@@ -45,6 +46,8 @@ export interface ControllerConfig {
   /** The runner container's command; empty: the image's entrypoint. */
   runnerCommand: string[];
   runnerPort: number;
+  /** Warm-pool pods start the agent runtime's process ahead too, for a new conversation's first turn to claim. */
+  poolPrewarm: boolean;
   runnerResources: Resources;
   egressProxyHost: string;
   egressProxyPort: number;
@@ -89,6 +92,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     runnerImage: e.ACIS_RUNNER_IMAGE,
     runnerCommand: e.ACIS_RUNNER_COMMAND ? e.ACIS_RUNNER_COMMAND.split(' ').filter(Boolean) : [],
     runnerPort: e.ACIS_RUNNER_PORT,
+    poolPrewarm: e.ACIS_POOL_PREWARM === '1',
     runnerResources: {
       requests: { cpu: e.ACIS_RUNNER_CPU_REQUEST, memory: e.ACIS_RUNNER_MEMORY_REQUEST },
       limits: { cpu: e.ACIS_RUNNER_CPU_LIMIT, memory: e.ACIS_RUNNER_MEMORY_LIMIT },

@@ -100,6 +100,8 @@ export function runnerPod(owner: RunnerOwner, podName: string, config: Controlle
           env: [
             { name: 'ACIS_RUNNER_LISTEN', value: `0.0.0.0:${config.runnerPort}` },
             { name: 'ACIS_RUNNER_PORT', value: String(config.runnerPort) },
+            // A pool pod serves a conversation not known yet: its agent runtime can start before it is.
+            ...(owner.kind === 'SandboxWarmPool' && config.poolPrewarm ? [{ name: 'ACIS_PREWARM', value: '1' }] : []),
             { name: 'ACIS_RUNNER_TOKEN', valueFrom: { secretKeyRef: { name: tokenSecretName(podName), key: 'token' } } },
             { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
             { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },

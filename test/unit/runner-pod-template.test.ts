@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
-import { API_VERSION, type Sandbox } from '../../controller/api/v1alpha1.js';
+import { API_VERSION, type Sandbox, type SandboxWarmPool } from '../../controller/api/v1alpha1.js';
 import { loadControllerConfig } from '../../controller/config.js';
 import { runnerPod } from '../../controller/pod-template.js';
 
@@ -46,5 +46,13 @@ describe('runnerPod: the model path and trust of the egress proxy', () => {
 
   it('refuses a model endpoint that is not an http(s) URL', () => {
     expect(() => loadControllerConfig({ ACIS_MODEL_BASE_URL: 'ftp://models' })).toThrow(/ACIS_MODEL_BASE_URL/);
+  });
+
+  it('prewarms the agent runtime in warm-pool pods only, unless ACIS_POOL_PREWARM=0', () => {
+    const pool = { apiVersion: API_VERSION, kind: 'SandboxWarmPool', metadata: { name: 'pool', namespace: 'acis', uid: 'uid-2' }, spec: { agentType: 'vendor-agent-sdk', replicas: 1 } } as SandboxWarmPool;
+    const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' });
+    expect(envOf(runnerPod(pool, 'pool-x1', config)).ACIS_PREWARM).toBe('1');
+    expect(envOf(runnerPod(sandbox, 'con-01jab-x1', config)).ACIS_PREWARM).toBeUndefined();
+    expect(envOf(runnerPod(pool, 'pool-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_POOL_PREWARM: '0' }))).ACIS_PREWARM).toBeUndefined();
   });
 });
