@@ -246,7 +246,9 @@ describe('POST /webhooks/github', () => {
       expect(res.status).toBe(202);
       expect(res.body).toMatchObject({ outcome: 'queued', syncs_queued: 1 });
       release();
-      for (let i = 0; i < 400; i++) {
+      // Two syncs in a row, each a git fetch: on a loaded machine that can take a while.
+      const deadline = Date.now() + 60_000;
+      while (Date.now() < deadline) {
         const details = (await request('GET', `/repositories/${id}/sync`)).body;
         if (details.state === 'ready' && details.commit === after) break;
         await new Promise((resolve) => setTimeout(resolve, 25));
@@ -256,7 +258,7 @@ describe('POST /webhooks/github', () => {
       release();
       await settled(id);
     }
-  });
+  }, 90_000);
 });
 
 describe('canaries', () => {
