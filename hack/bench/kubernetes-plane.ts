@@ -164,7 +164,7 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
       metadata: { name: POOL },
       spec: { agentType: AGENT_TYPE, replicas: 1 },
     } as KubeObject);
-    await until('a ready pool pod', () => readyPoolPods(cluster).length === 1);
+    await until('ready pool pods', () => readyPoolPods(cluster).length === 1);
     const launched = launchesOf(cluster);
     const pooledFirst = await measureFirstMessages('pooled-first', api, userId, counts);
     launched.close();
@@ -172,7 +172,7 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
     const coldLaunches = [...launched.byName.values()].filter((launch) => launch !== 'pool').length;
     record('kubernetes', coldLaunches > 0 && !pooledFirst.failure ? { ...pooledFirst, failure: `${coldLaunches} first messages were served by cold pods` } : pooledFirst);
     cluster.store.delete('sandboxwarmpools', NAMESPACE, POOL);
-    await until('no runner pods', () => cluster.store.list('pods', NAMESPACE).items.length === 0);
+    await until('pool pods left', () => cluster.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.length === 0, 'none');
 
     record('kubernetes', await measureCase('cold', api, userId, counts));
     await server.stop();
@@ -207,10 +207,10 @@ function readyPoolPods(cluster: KubeTestServer): KubeObject[] {
 }
 
 /** Polls the in-process store (no watch needed for a one-off wait in a bench). */
-async function until(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {
+async function until(what: string, check: () => boolean, expected = 'one', timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
-    if (Date.now() > deadline) throw new Error(`bench: kubernetes: no ${what} within ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`bench: kubernetes: ${what}: not ${expected} within ${timeoutMs} ms`);
     await sleep(50);
   }
 }
