@@ -99,7 +99,12 @@ async function controllerMetrics(port: number): Promise<{ reconciles: number }> 
   return { reconciles };
 }
 
-async function startControllerProcess(root: string, kubeconfig: string): Promise<{ child: ChildProcess; port: number; stop(): Promise<void> }> {
+/** `acis controller` as its own process, leading once its metrics say so; `env` overrides this plane's settings. */
+export async function startControllerProcess(
+  root: string,
+  kubeconfig: string,
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; port: number; stop(): Promise<void> }> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'api-server/main.ts'), 'controller'], {
     env: {
@@ -116,6 +121,7 @@ async function startControllerProcess(root: string, kubeconfig: string): Promise
       // Reconciles wait on API round trips, not CPU: more of them in flight for a burst.
       ACIS_CONTROLLER_WORKERS: '16',
       LOG_LEVEL: 'warn',
+      ...env,
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   });

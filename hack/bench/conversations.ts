@@ -46,7 +46,7 @@ export interface PlaneResult {
 
 const log = (line: string) => console.error(`bench: conversations: ${line}`);
 
-function envCount(name: string, fallback: number): number {
+export function envCount(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
@@ -55,10 +55,10 @@ function envCount(name: string, fallback: number): number {
 }
 
 /** Short replies in three-word deltas: the turn's cost is the platform's, not the model's. */
-const prompt = (n: number) => `[[reply: bench turn ${n + 1}, a short answer of about a dozen words in a few deltas]]`;
+export const prompt = (n: number) => `[[reply: bench turn ${n + 1}, a short answer of about a dozen words in a few deltas]]`;
 
 /** Idle again: every process of the bench (stub, ACIS, runners, SDK processes) spent ≤ 10 ms per 100 ms twice. */
-async function settle(): Promise<number | null> {
+export async function settle(): Promise<number | null> {
   const busyMs = await waitQuiet([process.pid]);
   if (busyMs === null) log('WARNING: the bench processes did not go idle within 15 s; the next turn shares the CPUs');
   return busyMs;
@@ -177,7 +177,7 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
   return { markdown: renderConversationsMarkdown(info, cases, floors, memory), failures, files };
 }
 
-function summary(timings: TurnTiming[]): string {
+export function summary(timings: TurnTiming[]): string {
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
   return `first line p50 ${median(timings.map((t) => t.firstLineMs)).toFixed(1)} ms, terminal p50 ${median(timings.map((t) => t.terminalMs)).toFixed(1)} ms`;
 }
@@ -192,7 +192,7 @@ function runnersOf(server: ServerProcess) {
  * turns, then a turn that asks the stub for the history it was sent, which proves the measured
  * turns ran with the whole conversation (a start that lost the session would be fast and wrong).
  */
-async function measureCase(
+export async function measureCase(
   id: CaseRun['id'],
   api: Api,
   userId: string,
@@ -239,7 +239,7 @@ async function measureCase(
  * A pooled conversation's first message, each turn on a new conversation, once the node is idle
  * again (its pool refilled, the runner's runtime prewarmed): what a host sees when a user starts a chat.
  */
-async function measureFirstMessages(
+export async function measureFirstMessages(
   id: 'pooled-first' | 'pooled-first-unprewarmed',
   api: Api,
   userId: string,
@@ -376,7 +376,7 @@ async function sampleRss(pid: number): Promise<number> {
   return samples.sort((a, b) => a - b)[4]!;
 }
 
-class Api {
+export class Api {
   constructor(
     readonly url: string,
     private readonly serviceKey: string,
@@ -404,21 +404,21 @@ class Api {
 }
 
 /** A tenant with the filler off (the measured turn is the agent's), a role and a user, through the API. */
-async function provision(api: Api): Promise<string> {
+export async function provision(api: Api): Promise<string> {
   const tenant = await api.call('PUT', '/tenants/by-external-id/bench:conversations', { name: 'Bench conversations', settings: { filler_enabled: false } }, 201);
   const role = await api.call('POST', `/tenants/${tenant.id}/roles`, { name: 'bench', skill_access: { mode: 'all' } }, 201);
   const user = await api.call('PUT', `/tenants/${tenant.id}/users/by-external-id/bench:user`, { role_id: role.id }, 201);
   return user.id as string;
 }
 
-interface Stub {
+export interface Stub {
   url: string;
   port: number;
   stop(): Promise<void>;
 }
 
 /** The model stub in its own process, so its CPU is not the measuring process's. */
-async function startStub(appRoot: string): Promise<Stub> {
+export async function startStub(appRoot: string): Promise<Stub> {
   const port = await freePort();
   const child: ChildProcess = spawn(
     process.execPath,

@@ -8,6 +8,7 @@ import { cpuSnapshot, cpuSpentMs, machineBusyShare, machineCpuMs } from './cpu.j
 import { measure, type RequestPlan, stopAllLoad, warmUp } from './load.js';
 import { runConversationsPlane } from './conversations.js';
 import { runControllerPlane } from './controller-plane.js';
+import { runKubernetesPlane } from './kubernetes-plane.js';
 import { runSkillsPlane } from './skills.js';
 import { acisServeArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
 import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
@@ -17,9 +18,10 @@ import { type Fixture, growTenants, seedBase } from './seed.js';
 /**
  * `npm run bench`: the provisioning plane against its floors, on a fresh PostgreSQL database, then
  * the conversation plane against the Agent SDK driven directly (conversations.ts), the controller
- * plane against the Kubernetes API test server (controller-plane.ts), then the skills plane
+ * plane against the Kubernetes API test server (controller-plane.ts), the conversation plane under the
+ * kubernetes provider beside the local one (kubernetes-plane.ts), then the skills plane
  * (skills.ts: skill content from the database, push to next run).
- * Environment: BENCH_PLANES (provisioning | conversations | controller | skills | all, the default), BENCH_DURATION_S
+ * Environment: BENCH_PLANES (provisioning | conversations | controller | kubernetes | skills | all, the default), BENCH_DURATION_S
  * (measured seconds per provisioning scenario, default 10), BENCH_WARMUP_S (default 3),
  * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles), BENCH_SCENARIOS
  * (comma-separated scenario ids or id prefixes such as `token-exchange` or `tenants-list-first@1M`:
@@ -66,7 +68,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-const PLANES = ['provisioning', 'conversations', 'controller', 'skills'] as const;
+const PLANES = ['provisioning', 'conversations', 'controller', 'kubernetes', 'skills'] as const;
 
 function planes(): Array<(typeof PLANES)[number]> {
   const raw = process.env.BENCH_PLANES ?? 'all';
@@ -99,6 +101,7 @@ async function main(): Promise<number> {
       provisioning: () => provisioningPlane(),
       conversations: () => runConversationsPlane(context),
       controller: () => runControllerPlane(context),
+      kubernetes: () => runKubernetesPlane(context),
       skills: () => runSkillsPlane(context),
     }[plane];
     outcomes.push(await run());

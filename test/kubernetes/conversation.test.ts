@@ -247,6 +247,49 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
   });
 
+  it('a stream dropped mid-turn and re-attached with `after` gets the rest of the lines from the pod’s run, none lost or repeated', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+    const conversationId: string = created.body.id;
+    const reply = Array.from({ length: 30 }, (_, i) => `word${i + 1}`).join(' ');
+    const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: `[[slow: 100]] [[reply: ${reply}]]` }),
+    });
+    expect(response.status).toBe(200);
+    const messageId = response.headers.get('x-service-message-id')!;
+    let deltas = 0;
+    // The client goes away after three deltas.
+    const read = withoutPings(await readLines(response, (line) => line.type === 'stream_event' && line.event?.delta?.type === 'text_delta' && ++deltas === 3));
+    const seenText = deltaText(read);
+    expect(seenText.length).toBeGreaterThan(0);
+    expect(reply.startsWith(seenText)).toBe(true);
+    expect(seenText).not.toBe(reply);
+    // The run goes on in its pod without a reader.
+    const midway = await t.request('GET', `/conversations/${conversationId}/messages?limit=1`, { token: key });
+    expect(midway.body.data[0]).toMatchObject({ id: messageId, role: 'assistant', status: 'in_progress' });
+    expect(sandboxOf(conversationId)!.status!.podName).toBeTruthy();
+
+    const live = await fetch(`${t.url}/conversations/${conversationId}/messages/${messageId}/stream?after=${read.length}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(live.status).toBe(200);
+    expect(live.headers.get('x-service-message-id')).toBe(messageId);
+    const rest = withoutPings(await readLines(live));
+    const whole = [...read, ...rest];
+    expect(whole[0]).toMatchObject({ type: 'system', subtype: 'init' });
+    expect(deltaText(whole)).toBe(reply);
+    expect(whole.filter(isTerminal)).toHaveLength(1);
+    expect(rest.at(-2)).toMatchObject({ object: 'platform.event', type: 'message_end', message: { id: messageId, status: 'completed', content: reply } });
+    expect(rest.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    // The stored stream is exactly what the two reads gave, in order.
+    const replay = await t.request('GET', `/conversations/${conversationId}/messages/${messageId}/stream?after=0`, { token: key });
+    expect(withoutPings(parseNdjson(replay.text))).toEqual(whole);
+
+    expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(conversationId));
+  });
+
   it('two conversations at once run in pods of their own', async () => {
     const ids = await Promise.all(
       [0, 1].map(async () => (await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } })).body.id as string),

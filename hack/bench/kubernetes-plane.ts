@@ -1,0 +1,287 @@
+/**
+ * The kubernetes plane of `npm run bench`: time from `POST /conversations/{id}/messages` to the
+ * first agent line and to the terminal line under ACIS_SANDBOX_PROVIDER=kubernetes, beside the same
+ * cases under the local provider in the same run, for
+ *  - warm: a later turn of a warm conversation (held Sandbox, live session);
+ *  - pooled-first: a pooled conversation's first message, served by a runner pod adopted from a
+ *    SandboxWarmPool of one (local: the node's pre-started runner), each turn a new conversation sent
+ *    once the pool has refilled and the machine is idle;
+ *  - cold: a later turn of a pooled conversation with no pool (a new pod or runner resumes the session).
+ * The cluster is the Kubernetes API test server and the simulated kubelet in this process, its runner
+ * pods the real runner in bubblewrap (as the kubernetes provider's tests run it); the controller, the
+ * API server and the model stub are processes of their own. Runner pods reach the model through the
+ * API server's egress proxy, as they do in a cluster. Aim (issue): the kubernetes provider adds at most
+ * 10 ms at the median over the local provider for warm turns and for claims from a warm pool.
+ * Environment: BENCH_TURNS, BENCH_WARMUP_TURNS (as the conversation plane), BENCH_KUBELET_PROBE_MS
+ * (the simulated kubelet's readiness probe period, default 100; a real kubelet's is 1 s at least).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { runnerCommand } from '../../sandbox/bwrap.js';
+import { startKubelet } from '../../test/k8s/kubelet.js';
+import { startKubeTestServer, type KubeTestServer } from '../../test/k8s/server.js';
+import type { KubeObject } from '../../test/k8s/store.js';
+import { startControllerProcess } from './controller-plane.js';
+import type { CaseId, CaseRun } from './conversations-report.js';
+import { Api, envCount, measureCase, measureFirstMessages, type PlaneContext, type PlaneResult, provision, settle, startStub } from './conversations.js';
+import { acisServeArgs, freePort, startServerProcess } from './processes.js';
+import type { TurnTiming } from './sdk-floors.js';
+
+const NAMESPACE = 'default';
+const RUNNER_IMAGE = 'acis-runner:bench';
+const CA_CONFIGMAP = 'acis-egress-ca';
+const POOL = 'runners';
+/** The agent type the API server's Sandboxes ask for, which the pool must offer. */
+const AGENT_TYPE = 'vendor-agent-sdk';
+/** The aim (issue text): added ms at the median over the local provider. */
+const AIM_ADDED_MS = 10;
+
+const log = (line: string) => console.error(`bench: kubernetes: ${line}`);
+
+type Provider = 'local' | 'kubernetes';
+type KubernetesCase = Extract<CaseId, 'warm' | 'pooled-first' | 'cold'>;
+
+const CASE_TITLES: Record<KubernetesCase, string> = {
+  warm: 'warm conversation, later turn (held runner / Sandbox, live session)',
+  'pooled-first': "pooled conversation's first message (local: pre-started runner; kubernetes: pod adopted from a SandboxWarmPool of 1)",
+  cold: 'cold start with resume (no pool: a new runner / runner pod resumes the session)',
+};
+
+/** The cases the aim applies to; cold start is reported without one. */
+const AIMED: ReadonlySet<KubernetesCase> = new Set(['warm', 'pooled-first']);
+
+export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult> {
+  const turns = envCount('BENCH_TURNS', 20);
+  const warmupTurns = Math.max(1, envCount('BENCH_WARMUP_TURNS', 3));
+  const probePeriodMs = Math.max(1, envCount('BENCH_KUBELET_PROBE_MS', 100));
+  const counts = { warmupTurns, turns };
+
+  const root = await mkdtemp(path.join(os.tmpdir(), 'acis-bench-k8s-'));
+  ctx.defer(() => rm(root, { recursive: true, force: true }));
+  const stub = await startStub(ctx.root);
+  ctx.defer(() => stub.stop());
+  const acisArgs = acisServeArgs(ctx.root);
+
+  const startAcis = async (label: string, env: Record<string, string>) => {
+    const dataDir = path.join(root, label);
+    await mkdir(dataDir);
+    const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
+    const server = await startServerProcess(`acis (${label})`, acisArgs, {
+      DATABASE_URL: await ctx.newDatabase(),
+      ACIS_DATA_DIR: dataDir,
+      ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
+      ACIS_BOOTSTRAP_SERVICE_KEY: serviceKey,
+      ACIS_ADMIN_TOKEN: randomBytes(24).toString('hex'),
+      LOG_LEVEL: process.env.BENCH_ACIS_LOG_LEVEL ?? 'warn',
+      ANTHROPIC_BASE_URL: stub.url,
+      ANTHROPIC_API_KEY: 'bench',
+      ACIS_RATE_LIMIT_MESSAGE_SENDS: '1000000000',
+      ...env,
+    });
+    ctx.defer(() => server.stop());
+    const api = new Api(server.url, serviceKey);
+    return { server, api, userId: await provision(api) };
+  };
+
+  const runs: Array<CaseRun & { provider: Provider }> = [];
+  let adoptReadyMs: number[] = [];
+  const record = (provider: Provider, run: CaseRun) => runs.push({ ...run, provider });
+
+  {
+    log('local provider, ACIS_POOL_SIZE=1: warm turns and pooled first messages');
+    const { server, api, userId } = await startAcis('local-pool-1', { ACIS_POOL_SIZE: '1' });
+    await settle();
+    record('local', await measureCase('warm', api, userId, counts));
+    record('local', await measureFirstMessages('pooled-first', api, userId, counts));
+    await server.stop();
+  }
+  {
+    log('local provider, ACIS_POOL_SIZE=0: cold starts with resume');
+    const { server, api, userId } = await startAcis('local-pool-0', { ACIS_POOL_SIZE: '0' });
+    record('local', await measureCase('cold', api, userId, counts));
+    await server.stop();
+  }
+
+  log('kubernetes provider: API test server, simulated kubelet, controller');
+  const cluster = await startKubeTestServer({ crdDirectories: [path.join(ctx.root, 'crds')], bookmarkIntervalMs: 200 });
+  ctx.defer(() => cluster.close());
+  const { runtimeDirs, command } = runnerCommand(ctx.root, false);
+  const kubelet = await startKubelet({
+    server: cluster,
+    images: {
+      [RUNNER_IMAGE]: {
+        // As the kubernetes provider's tests run the runner image: its entrypoint's trust bundle, and the
+        // pod's IP for 0.0.0.0 (the simulated pods share the host's network, each on a loopback IP).
+        command: '/bin/sh',
+        args: [
+          '-c',
+          '{ cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; cat "$ACIS_EGRESS_CA_FILE"; } > /tmp/acis-ca-bundle.pem && ' +
+            `ACIS_RUNNER_LISTEN="$POD_IP:$ACIS_RUNNER_PORT" exec "$0" "$@"`,
+          process.execPath,
+          ...command.slice(1),
+        ],
+        binds: runtimeDirs,
+        env: { CLAUDE_CONFIG_DIR: '/workspace/.home/.claude', ACIS_SESSION_STORE: '1' },
+      },
+    },
+    probePeriodMs,
+    allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
+  });
+  ctx.defer(() => kubelet.close());
+  const egressPort = await freePort();
+  const controller = await startControllerProcess(ctx.root, cluster.kubeconfigPath, {
+    ACIS_RUNNER_IMAGE: RUNNER_IMAGE,
+    ACIS_RUNNER_PORT: String(await freePort()),
+    ACIS_RUNNER_CPU_REQUEST: '10m',
+    ACIS_RUNNER_MEMORY_REQUEST: '16Mi',
+    ACIS_RUNNER_CPU_LIMIT: '2',
+    ACIS_RUNNER_MEMORY_LIMIT: '2Gi',
+    ACIS_EGRESS_PROXY_HOST: '127.0.0.1',
+    ACIS_EGRESS_PROXY_PORT: String(egressPort),
+    ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
+    ACIS_MODEL_BASE_URL: stub.url,
+    ACIS_CLUSTER_MAX_SANDBOXES: '20',
+    ACIS_CONTROLLER_WORKERS: '4',
+  });
+  ctx.defer(() => controller.stop());
+  {
+    const { server, api, userId } = await startAcis('kubernetes', {
+      ACIS_SANDBOX_PROVIDER: 'kubernetes',
+      KUBECONFIG: cluster.kubeconfigPath,
+      ACIS_K8S_NAMESPACE: NAMESPACE,
+      ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
+      ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
+    });
+    await settle();
+    record('kubernetes', await measureCase('warm', api, userId, counts));
+
+    log(`SandboxWarmPool ${POOL} of 1`);
+    cluster.store.create('sandboxwarmpools', NAMESPACE, {
+      apiVersion: 'acis.dev/v1alpha1',
+      kind: 'SandboxWarmPool',
+      metadata: { name: POOL },
+      spec: { agentType: AGENT_TYPE, replicas: 1 },
+    } as KubeObject);
+    await until('ready pool pods', () => readyPoolPods(cluster).length === 1);
+    const launched = launchesOf(cluster);
+    const pooledFirst = await measureFirstMessages('pooled-first', api, userId, counts);
+    launched.close();
+    // Every first message must have been served by an adopted pod, not a cold one.
+    const coldLaunches = [...launched.byName.values()].filter((launch) => launch === 'cold').length;
+    adoptReadyMs = launched.readyMs;
+    record('kubernetes', coldLaunches > 0 && !pooledFirst.failure ? { ...pooledFirst, failure: `${coldLaunches} first messages were served by cold pods` } : pooledFirst);
+    cluster.store.delete('sandboxwarmpools', NAMESPACE, POOL);
+    await until('pool pods left', () => cluster.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.length === 0, 'none');
+
+    record('kubernetes', await measureCase('cold', api, userId, counts));
+    await server.stop();
+  }
+  await controller.stop();
+
+  const markdown = renderMarkdown(runs, { turns, warmupTurns, probePeriodMs, adoptReadyMs });
+  await mkdir(ctx.outDir, { recursive: true });
+  const jsonFile = path.join(ctx.outDir, 'kubernetes.json');
+  const markdownFile = path.join(ctx.outDir, 'kubernetes.md');
+  await writeFile(jsonFile, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), turns, warmupTurns, probePeriodMs, adoptReadyMs, runs }, null, 2)}\n`);
+  await writeFile(markdownFile, markdown);
+  const failures = runs.filter((run) => run.failure).map((run) => `${run.provider} ${run.id}: ${run.failure}`);
+  return { markdown, failures, files: [jsonFile, markdownFile] };
+}
+
+/**
+ * From now on until closed: the launch (pool or cold) of each Sandbox, by name, and the ms from its
+ * creation being seen to its first Ready status (the controller's part of a claim, as the API test
+ * server sees it).
+ */
+function launchesOf(cluster: KubeTestServer): { byName: Map<string, string>; readyMs: number[]; close(): void } {
+  const byName = new Map<string, string>();
+  const seenAt = new Map<string, number>();
+  const readyMs: number[] = [];
+  const ready = new Set<string>();
+  const close = cluster.store.store.subscribe((change) => {
+    if (!change.storageKey.includes('sandboxes')) return;
+    const sandbox = change.object as KubeObject & { status?: { launch?: string; phase?: string } };
+    const name = sandbox.metadata.name;
+    if (!name) return;
+    if (!seenAt.has(name)) seenAt.set(name, performance.now());
+    if (sandbox.status?.launch) byName.set(name, sandbox.status.launch);
+    if (sandbox.status?.phase === 'Ready' && !ready.has(name)) {
+      ready.add(name);
+      readyMs.push(performance.now() - seenAt.get(name)!);
+    }
+  });
+  return { byName, readyMs, close };
+}
+
+function readyPoolPods(cluster: KubeTestServer): KubeObject[] {
+  return cluster.store
+    .list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` })
+    .items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+}
+
+/** Polls the in-process store (no watch needed for a one-off wait in a bench). */
+async function until(what: string, check: () => boolean, expected = 'one', timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`bench: kubernetes: ${what}: not ${expected} within ${timeoutMs} ms`);
+    await sleep(50);
+  }
+}
+
+/** Nearest-rank percentile. */
+function percentile(values: number[], q: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+const ms = (value: number | null) => (value === null ? '—' : value.toFixed(0));
+const signedMs = (value: number | null) => (value === null ? '—' : `${value >= 0 ? '+' : ''}${value.toFixed(0)}`);
+
+function renderMarkdown(runs: Array<CaseRun & { provider: Provider }>, info: { turns: number; warmupTurns: number; probePeriodMs: number; adoptReadyMs: number[] }): string {
+  const lines = [
+    '### Kubernetes provider beside the local provider',
+    '',
+    `${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}; ` +
+      `${info.warmupTurns} warm-up and ${info.turns} measured turns per case, one at a time once the machine is idle; ` +
+      `simulated kubelet probing readiness every ${info.probePeriodMs} ms. Milliseconds from sending the message to the first agent line / the terminal \`result\`.`,
+    '',
+    '| case | local first line p50 / p90 | kubernetes first line p50 / p90 | added at p50 (ratio) | local terminal p50 | kubernetes terminal p50 | added at p50 (ratio) | aim (≤ +10 ms at p50) |',
+    '|---|---|---|---|---|---|---|---|',
+  ];
+  for (const id of Object.keys(CASE_TITLES) as KubernetesCase[]) {
+    const local = runs.find((run) => run.provider === 'local' && run.id === id);
+    const kube = runs.find((run) => run.provider === 'kubernetes' && run.id === id);
+    const of = (run: CaseRun | undefined, pick: (t: TurnTiming) => number, q: number) => percentile(run?.timings.map(pick) ?? [], q);
+    const first = (t: TurnTiming) => t.firstLineMs;
+    const terminal = (t: TurnTiming) => t.terminalMs;
+    const added = (pick: (t: TurnTiming) => number) => {
+      const a = of(local, pick, 0.5);
+      const b = of(kube, pick, 0.5);
+      return a === null || b === null ? { ms: null, ratio: '—' } : { ms: b - a, ratio: `${(b / a).toFixed(2)}×` };
+    };
+    const addedFirst = added(first);
+    const addedTerminal = added(terminal);
+    const failed = [local, kube].filter((run) => run?.failure).map((run) => run!.failure).join('; ');
+    const aim = !AIMED.has(id)
+      ? 'none'
+      : failed || addedFirst.ms === null || addedTerminal.ms === null
+        ? 'not measured'
+        : addedFirst.ms <= AIM_ADDED_MS && addedTerminal.ms <= AIM_ADDED_MS
+          ? 'met'
+          : 'missed';
+    lines.push(
+      `| ${CASE_TITLES[id]} | ${ms(of(local, first, 0.5))} / ${ms(of(local, first, 0.9))} | ${ms(of(kube, first, 0.5))} / ${ms(of(kube, first, 0.9))} | ` +
+        `${signedMs(addedFirst.ms)} (${addedFirst.ratio}) | ${ms(of(local, terminal, 0.5))} | ${ms(of(kube, terminal, 0.5))} | ${signedMs(addedTerminal.ms)} (${addedTerminal.ratio}) | ${aim}${failed ? ` (failed: ${failed})` : ''} |`,
+    );
+  }
+  lines.push(
+    '',
+    `Pooled first messages under the kubernetes provider: Sandbox created → Ready (adopted from the pool) p50 ${ms(percentile(info.adoptReadyMs, 0.5))} ms, ` +
+      `p90 ${ms(percentile(info.adoptReadyMs, 0.9))} ms (${info.adoptReadyMs.length} claims, warm-up included).`,
+  );
+  return `${lines.join('\n')}\n`;
+}
