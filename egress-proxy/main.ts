@@ -18,6 +18,11 @@ async function main(): Promise<void> {
   const logger = pino({ level: config.logLevel, base: { service: 'acis-egress' } });
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'acis_egress_' });
+  // Metrics first: the proxy port answering (the readiness probe) then means everything is up.
+  const metricsServer =
+    config.metricsPort === undefined
+      ? undefined
+      : await serveMetrics(registry, { host: config.host, port: config.metricsPort, token: config.metricsToken });
   const proxy = await createEgressProxy({
     host: config.host,
     port: config.port,
@@ -30,10 +35,6 @@ async function main(): Promise<void> {
     metrics: createEgressMetrics(registry),
     modelEndpoint: config.modelEndpoint,
   });
-  const metricsServer =
-    config.metricsPort === undefined
-      ? undefined
-      : await serveMetrics(registry, { host: config.host, port: config.metricsPort, token: config.metricsToken });
   if (metricsServer) logger.info({ port: metricsServer.port }, 'metrics served on /metrics');
   logger.info({ ca_certificate: `${config.caDir}/ca.crt` }, 'runners must trust this CA');
   const shutdown = (signal: string) => {
