@@ -20,8 +20,8 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { runnerCommand } from '../../sandbox/bwrap.js';
 import { startKubelet } from '../../test/k8s/kubelet.js';
+import { runnerImage } from '../../test/k8s/runner-image.js';
 import { startKubeTestServer, type KubeTestServer } from '../../test/k8s/server.js';
 import type { KubeObject } from '../../test/k8s/store.js';
 import { startControllerProcess } from './controller-plane.js';
@@ -108,25 +108,9 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   log('kubernetes provider: API test server, simulated kubelet, controller');
   const cluster = await startKubeTestServer({ crdDirectories: [path.join(ctx.root, 'crds')], bookmarkIntervalMs: 200 });
   ctx.defer(() => cluster.close());
-  const { runtimeDirs, command } = runnerCommand(ctx.root, false);
   const kubelet = await startKubelet({
     server: cluster,
-    images: {
-      [RUNNER_IMAGE]: {
-        // As the kubernetes provider's tests run the runner image: its entrypoint's trust bundle, and the
-        // pod's IP for 0.0.0.0 (the simulated pods share the host's network, each on a loopback IP).
-        command: '/bin/sh',
-        args: [
-          '-c',
-          '{ cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; cat "$ACIS_EGRESS_CA_FILE"; } > /tmp/acis-ca-bundle.pem && ' +
-            `ACIS_RUNNER_LISTEN="$POD_IP:$ACIS_RUNNER_PORT" exec "$0" "$@"`,
-          process.execPath,
-          ...command.slice(1),
-        ],
-        binds: runtimeDirs,
-        env: { CLAUDE_CONFIG_DIR: '/workspace/.home/.claude', ACIS_SESSION_STORE: '1' },
-      },
-    },
+    images: { [RUNNER_IMAGE]: runnerImage(ctx.root) },
     probePeriodMs,
     allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
   });

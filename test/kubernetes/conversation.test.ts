@@ -18,7 +18,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ControllerConfig } from '../../controller/config.js';
 import type { RunningController } from '../../controller/controller.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
-import { runnerCommand } from '../../sandbox/bwrap.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
@@ -26,6 +25,7 @@ import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../
 import { hmacAssertion } from '../helpers/approver.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { runnerImage } from '../k8s/runner-image.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNER_IMAGE = 'acis-runner:e2e';
@@ -75,31 +75,8 @@ beforeAll(async () => {
   echoCaFile = path.join(tmpdir(), `acis-k8s-echo-ca-${randomBytes(4).toString('hex')}.pem`);
   await writeFile(echoCaFile, echoCa.certPem);
   const egressPort = await freePort();
-  // The runner image: the runner from source, as the local provider starts it, with what its ENV and
-  // entrypoint would do (images/runner: the trust bundle of the mounted proxy CA written into /tmp).
-  // Nothing about the model: the pod's environment says where it is, and holds no key.
-  const { runtimeDirs, command } = runnerCommand(ROOT, false);
-  cluster = await startCluster({
-    images: {
-      [RUNNER_IMAGE]: {
-        // In a cluster 0.0.0.0 is the pod's own network namespace; the simulated kubelet's pods share the
-        // host's, each on its own loopback IP, so the runner listens on that IP as a pod's 0.0.0.0 would.
-        command: '/bin/sh',
-        args: [
-          '-c',
-          '{ cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; cat "$ACIS_EGRESS_CA_FILE"; } > /tmp/acis-ca-bundle.pem && ' +
-            `ACIS_RUNNER_LISTEN="$POD_IP:$ACIS_RUNNER_PORT" exec "$0" "$@"`,
-          process.execPath,
-          ...command.slice(1),
-        ],
-        binds: runtimeDirs,
-        env: {
-          CLAUDE_CONFIG_DIR: '/workspace/.home/.claude',
-          ACIS_SESSION_STORE: '1',
-        },
-      },
-    },
-  });
+  // Nothing about the model in the image: the pod's environment says where it is, and holds no key.
+  cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
   databaseUrl = await createTestDatabase();
   // What every API replica of the test shares: database, master key, cluster.
   serverEnv = {
