@@ -25,6 +25,7 @@ import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 import type { KubeObject } from '../k8s/store.js';
 import { CHART, EGRESS_IN_API_VALUES, NAMESPACE } from './chart-render.js';
 import { containerEnv, createDeploymentCaFiles, podTemplate, type RenderedPodTemplate } from './deployment-pod.js';
+import { recordingKubeconfig, refused, rulesOf, type RecordingKubeconfig } from './rbac-recorder.js';
 import { connectionAllowed, selects, type NetworkPolicy, type PodEndpoint } from './network-policy-eval.js';
 
 const RUNNER_IMAGE = 'acis-runner:chart-conversation';
@@ -49,11 +50,17 @@ let stub: ModelStub;
 let server: KubeTestServer;
 let kubelet: Kubelet;
 let databaseUrl: string;
+/** The test's files: the API pod's data emptyDir, each process's kubeconfig. */
+let scratch: string;
 let dataDir: string;
 let api: AcisProcess | undefined;
 let controller: AcisProcess | undefined;
 let apiUrl: string;
 let apiTemplate: RenderedPodTemplate;
+let controllerTemplate: RenderedPodTemplate;
+/** Each process's requests to the Kubernetes API, to hold against its service account's Role. */
+let apiAccess: RecordingKubeconfig;
+let controllerAccess: RecordingKubeconfig;
 
 const ready = (pod: PodObject) => Boolean(pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
 const poolPods = () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as PodObject[];
@@ -61,8 +68,12 @@ const poolPods = () => server.store.list('pods', NAMESPACE, { labelSelector: 'ac
 beforeAll(async () => {
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
   databaseUrl = await createTestDatabase();
-  dataDir = await mkdtemp(path.join(tmpdir(), 'acis-chart-api-data-'));
+  scratch = await mkdtemp(path.join(tmpdir(), 'acis-chart-conversation-'));
+  dataDir = path.join(scratch, 'api-data');
+  await mkdir(dataDir);
   server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
+  apiAccess = await recordingKubeconfig(server, path.join(scratch, 'api.kubeconfig'));
+  controllerAccess = await recordingKubeconfig(server, path.join(scratch, 'controller.kubeconfig'));
   // The runner image as test/kubernetes runs it: the runner from source, with what the image's
   // entrypoint does (the trust bundle of the mounted proxy CA) and listening on the pod's own IP.
   const { runtimeDirs, command } = runnerCommand(ROOT, false);
@@ -92,10 +103,12 @@ afterAll(async () => {
   if (api) await stopAcis(api);
   killLeftovers();
   await kubelet?.close();
+  await apiAccess?.close();
+  await controllerAccess?.close();
   await server?.close();
   await stub?.stop();
   if (databaseUrl) await dropTestDatabase(databaseUrl);
-  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  if (scratch) await rm(scratch, { recursive: true, force: true });
 }, 120_000);
 
 describe('charts/acis installed with the egress proxy in the API server', () => {
@@ -127,11 +140,12 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     expect(apiEnv.ACIS_SANDBOX_PROVIDER).toBe('kubernetes');
     expect(apiEnv.ACIS_EGRESS_LISTEN).toBe(`0.0.0.0:${proxyPort}`);
     await mountSecretVolumes(apiTemplate, apiEnv.ACIS_DATA_DIR!);
-    api = runAcis(apiContainer.args, { ...cleanEnv(apiEnv), ACIS_DATA_DIR: dataDir, KUBECONFIG: server.kubeconfigPath });
+    api = runAcis(apiContainer.args, { ...cleanEnv(apiEnv), ACIS_DATA_DIR: dataDir, KUBECONFIG: apiAccess.kubeconfigPath });
     apiUrl = `http://127.0.0.1:${apiPort}`;
     await until(async () => (await fetch(`${apiUrl}/readyz`).catch(() => undefined))?.status === 200, 60_000, () => `the API server's /readyz:\n${api!.output()}`);
 
-    const controllerContainer = podTemplate(server, NAMESPACE, 'acis-controller').spec.containers[0]!;
+    controllerTemplate = podTemplate(server, NAMESPACE, 'acis-controller');
+    const controllerContainer = controllerTemplate.spec.containers[0]!;
     const controllerEnv = containerEnv(server, NAMESPACE, CONTROLLER_POD, controllerContainer);
     // Runner pods are told the proxy's Service name; the test server routes no Services, so the
     // address is that of the pod the Service selects (the API server's, on the host's network).
@@ -140,7 +154,7 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     expect(selects({ matchLabels: proxyService.spec.selector }, apiTemplate.metadata.labels)).toBe(true);
     controller = runAcis(controllerContainer.args, {
       ...cleanEnv(controllerEnv),
-      KUBECONFIG: server.kubeconfigPath,
+      KUBECONFIG: controllerAccess.kubeconfigPath,
       ACIS_EGRESS_PROXY_HOST: '127.0.0.1',
       // Not the pod's fixed 9090: test files share this machine's loopback.
       ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
@@ -200,6 +214,13 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     expect((await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status).toBe(204);
     await server.store.waitUntil(() => !server.store.find('sandboxes', NAMESPACE, sandboxName(conversation.id)), 30_000, 'the Sandbox gone');
   }, 180_000);
+
+  it('needed no Kubernetes API request its service account\'s Role does not allow', () => {
+    expect(apiAccess.requests.length).toBeGreaterThan(0);
+    expect(controllerAccess.requests.length).toBeGreaterThan(0);
+    expect(refused(rulesOf(server, NAMESPACE, apiTemplate.spec.serviceAccountName), apiAccess.requests)).toEqual([]);
+    expect(refused(rulesOf(server, NAMESPACE, controllerTemplate.spec.serviceAccountName), controllerAccess.requests)).toEqual([]);
+  });
 });
 
 /** A REST call to the API server; fails the test unless it answers `status`. */

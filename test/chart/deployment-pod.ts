@@ -29,6 +29,7 @@ export interface RenderedContainer {
 export interface RenderedPodTemplate {
   metadata: { labels: Record<string, string> };
   spec: {
+    serviceAccountName: string;
     containers: RenderedContainer[];
     volumes?: Array<{ name: string; secret?: { secretName: string; items?: Array<{ key: string; path: string }> } }>;
   };
