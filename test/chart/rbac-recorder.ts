@@ -116,8 +116,8 @@ export function allowedBy(rules: PolicyRule[], request: ResourceRequest): boolea
   );
 }
 
-/** The distinct requests no rule allows, as `verb group/resource[/name]` lines. */
+/** The distinct requests no rule allows, as `verb group/resource [name]` lines. */
 export function refused(rules: PolicyRule[], requests: ResourceRequest[]): string[] {
-  const lines = requests.filter((request) => !allowedBy(rules, request)).map((r) => `${r.verb} ${r.group || 'core'}/${r.resource}${r.name ? `/${r.name}` : ''}`);
+  const lines = requests.filter((request) => !allowedBy(rules, request)).map((r) => `${r.verb} ${r.group || 'core'}/${r.resource}${r.name ? ` ${r.name}` : ''}`);
   return [...new Set(lines)];
 }
