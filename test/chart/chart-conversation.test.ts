@@ -150,8 +150,12 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     // Runner pods are told the proxy's Service name; the test server routes no Services, so the
     // address is that of the pod the Service selects (the API server's, on the host's network).
     expect(controllerEnv.ACIS_EGRESS_PROXY_HOST).toBe('acis-egress-proxy');
-    const proxyService = server.store.get('services', NAMESPACE, 'acis-egress-proxy') as KubeObject & { spec: { selector: Record<string, string> } };
+    const proxyService = server.store.get('services', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
+      spec: { selector: Record<string, string>; ports: Array<{ port: number; targetPort: string }> };
+    };
     expect(selects({ matchLabels: proxyService.spec.selector }, apiTemplate.metadata.labels)).toBe(true);
+    expect(proxyService.spec.ports).toContainEqual(expect.objectContaining({ port: proxyPort, targetPort: 'proxy' }));
+    expect(apiContainer.ports).toContainEqual(expect.objectContaining({ name: 'proxy', containerPort: proxyPort }));
     controller = runAcis(controllerContainer.args, {
       ...cleanEnv(controllerEnv),
       KUBECONFIG: controllerAccess.kubeconfigPath,
@@ -203,6 +207,8 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     expect(connectionAllowed(policies, runnerPod, apiPod, proxyPort)).toBe(true);
     expect(connectionAllowed(policies, apiPod, runnerPod, RUNNER_PORT)).toBe(true);
     expect(connectionAllowed(policies, runnerPod, { ip: '203.0.113.10' }, 443)).toBe(false);
+    // The API pods' own policy lets their proxy forward the model call to the internet.
+    expect(connectionAllowed(policies, apiPod, { ip: '203.0.113.10' }, 443)).toBe(true);
     expect(connectionAllowed(policies, runnerPod, apiPod, apiTemplate.spec.containers[0]!.ports!.find((port) => port.name === 'http')!.containerPort)).toBe(false);
 
     // The model call went out through the API server's proxy with the pod's credential; the pod held a placeholder.
