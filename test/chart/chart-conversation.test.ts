@@ -37,7 +37,7 @@ const PLATFORM_KEY = `sk-platform-${randomBytes(12).toString('hex')}`;
 const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
 
 interface PodObject extends KubeObject {
-  spec: { containers: Array<{ image: string; env?: Array<{ name: string; value?: string }> }> };
+  spec: { containers: Array<{ image: string; env?: Array<{ name: string; value?: string }> }>; volumes?: Array<{ configMap?: { name: string } }> };
   status?: { podIP?: string; conditions?: Array<{ type: string; status: string }> };
 }
 
@@ -195,6 +195,11 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     expect(sandbox.status).toMatchObject({ launch: 'pool', podName: poolPodName });
     const pod = server.store.get('pods', NAMESPACE, poolPodName) as PodObject;
     expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
+    // It trusts the operator's CA: the API server loaded it from where the chart mounts the Secret
+    // and published its certificate in the ConfigMap the controller mounts into runner pods.
+    const published = server.store.get('configmaps', NAMESPACE, 'acis-egress-ca') as KubeObject & { data: Record<string, string> };
+    expect(published.data['ca.crt']!.trim()).toBe(secretValue('acis-egress-ca', 'ca.crt').trim());
+    expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: 'acis-egress-ca' }) }));
 
     // The chart's sandbox policy selects it, lets it reach the API pods' proxy port and nothing else,
     // and lets the API pods reach its runner port.
