@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { connect } from 'node:net';
-import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -21,6 +21,7 @@ import { startKubelet, type Kubelet } from '../k8s/kubelet.js';
 import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 import type { KubeObject } from '../k8s/store.js';
 import { CHART, NAMESPACE } from './chart-render.js';
+import { containerEnv, createDeploymentCaFiles, podTemplate } from './deployment-pod.js';
 import { selects, type LabelSelector } from './network-policy-eval.js';
 
 const run = promisify(execFile);
@@ -33,12 +34,6 @@ const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
 const PROXY_PORT = RUNNER_PORT + 1;
 const PROXY_METRICS_PORT = RUNNER_PORT + 2;
 const POD_NAME = 'acis-controller-7d9f8-x2x4q';
-
-interface EnvEntry {
-  name: string;
-  value?: string;
-  valueFrom?: { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string } };
-}
 
 describe('charts/acis: helm install against the Kubernetes API test server', () => {
   let server: KubeTestServer;
@@ -117,11 +112,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     }
 
     // The controller's pod, as the kubelet would start it from the Deployment: its env resolved.
-    const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-controller') as KubeObject & {
-      spec: { template: { spec: { containers: Array<{ args: string[]; env: EnvEntry[] }> } } };
-    };
-    const container = deployment.spec.template.spec.containers[0]!;
-    const env = Object.fromEntries(container.env.map((entry) => [entry.name, resolveEnv(server, entry)]));
+    const container = podTemplate(server, NAMESPACE, 'acis-controller').spec.containers[0]!;
+    const env = containerEnv(server, NAMESPACE, POD_NAME, container);
     expect(env.ACIS_RUNNER_IMAGE).toBe(RUNNER_IMAGE);
     controller = runAcis(container.args, {
       ...cleanEnv(env),
@@ -145,7 +137,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(pool, controller.output()).toBeDefined();
 
     const pods = server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as Array<
-      KubeObject & { spec: { containers: Array<{ image: string; env: EnvEntry[] }> } }
+      KubeObject & { spec: { containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }> } }
     >;
     expect(pods).toHaveLength(2);
     const policy = server.store.get('networkpolicies.networking.k8s.io', NAMESPACE, 'acis-sandbox') as KubeObject & { spec: { podSelector: LabelSelector } };
@@ -224,30 +216,4 @@ async function logLine(kubelet: Kubelet, pod: string, text: string): Promise<boo
     if (kubelet.logs(NAMESPACE, pod).includes(text)) return true;
   }
   return false;
-}
-
-/** A deployment CA as the Secret the docs have the operator make: base64 `ca.crt` and `ca.key`. */
-async function createDeploymentCaFiles(): Promise<Record<string, string>> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'acis-chart-ca-'));
-  try {
-    await run('sh', ['-c', 'openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out ca.key && openssl req -x509 -new -key ca.key -days 30 -subj "/CN=test CA" -addext basicConstraints=critical,CA:TRUE -out ca.crt'], { cwd: dir });
-    const [crt, key] = await Promise.all([readFile(path.join(dir, 'ca.crt')), readFile(path.join(dir, 'ca.key'))]);
-    return { 'ca.crt': crt.toString('base64'), 'ca.key': key.toString('base64') };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
-/** An env entry's value as the kubelet would compute it for the pod POD_NAME. */
-function resolveEnv(server: KubeTestServer, entry: EnvEntry): string {
-  if (entry.value !== undefined) return entry.value;
-  const fieldPath = entry.valueFrom?.fieldRef?.fieldPath;
-  if (fieldPath === 'metadata.namespace') return NAMESPACE;
-  if (fieldPath === 'metadata.name') return POD_NAME;
-  const secretRef = entry.valueFrom?.secretKeyRef;
-  if (secretRef) {
-    const secret = server.store.get('secrets', NAMESPACE, secretRef.name) as KubeObject & { data?: Record<string, string> };
-    return Buffer.from(secret.data?.[secretRef.key] ?? '', 'base64').toString();
-  }
-  throw new Error(`cannot resolve env ${entry.name}`);
 }
