@@ -151,7 +151,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
 
     const listed = await kubectl(['get', 'sbxpool', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath });
     expect(listed.stdout).toContain('vendor-agent-sdk');
-  });
+  }, 120_000);
 
   it('upgrades in place and keeps the generated master key', async () => {
     const before = server.store.get('secrets', NAMESPACE, 'acis-secrets') as KubeObject & { data: Record<string, string> };
@@ -164,7 +164,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(after.data.ACIS_MASTER_KEY).toBe(before.data.ACIS_MASTER_KEY);
     expect(after.data.ACIS_ADMIN_TOKEN).toBe(before.data.ACIS_ADMIN_TOKEN);
     await server.store.waitUntil(() => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1, 30_000, 'the pool shrunk to one pod');
-  });
+  }, 120_000);
   it('runs the egress proxy from its Deployment\'s pod template: the chart\'s env, volumes and CA, Ready', async () => {
     const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
       spec: { template: { metadata: { labels: Record<string, string> }; spec: Record<string, unknown> } };
@@ -194,7 +194,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(await proxyStatusLine(podIp, PROXY_PORT, 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
     const logged = await logLine(kubelet, 'acis-egress-proxy-5c7d9-qk2vd', '/var/lib/acis-egress/egress-ca/ca.crt');
     expect(logged, kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toBe(true);
-  });
+  }, 120_000);
 });
 
 /** The status line a forward proxy answers `request` with (read to the end of its answer). */
