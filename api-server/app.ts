@@ -1,9 +1,9 @@
-import { timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { sql } from 'kysely';
 import { authenticate } from './auth/authenticate.js';
 import type { AppDeps } from './deps.js';
+import { constantTimeEqual } from './core/crypto.js';
 import { jsonBody } from './core/http/json-body.js';
 import { requestContext, requireWellFormedUrl } from './core/http/middleware.js';
 import { buildOpenApi } from './core/http/openapi.js';
@@ -76,7 +76,7 @@ function requireMetricsToken(ctx: Koa.Context, token: string | undefined): void 
   if (token === undefined) return;
   const given = Buffer.from(/^Bearer (.+)$/i.exec(ctx.get('Authorization'))?.[1] ?? '');
   const expected = Buffer.from(token);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+  if (!constantTimeEqual(given, expected)) {
     throw problems.unauthorized('GET /metrics needs the metrics token (ACIS_METRICS_TOKEN) as a bearer token.');
   }
 }

@@ -133,16 +133,18 @@ export class RepositorySyncWorker {
     const staleBefore = new Date(this.deps.now().getTime() - NODE_STALE_MS);
     const orphans = await orphanedSyncs(this.deps.db, { nodeId: this.deps.nodeId, includeOwn, staleBefore });
     let taken = 0;
-    for (const orphan of orphans) {
-      const claim = newClaim();
-      if (await takeOverSync(this.deps.db, orphan.id, orphan.sync_claim, { claim, nodeId: this.deps.nodeId, now: this.deps.now() })) {
-        const repository = await findRepositoryById(this.deps.db, orphan.id);
-        if (!repository) continue;
-        taken += 1;
-        await this.hand(repository, claim);
-      }
-    }
+    for (const orphan of orphans) if (await this.takeOver(orphan.id, orphan.sync_claim)) taken += 1;
     return taken;
+  }
+
+  /** Moves a sync in flight to this node under a new claim and hands it on, unless someone else took it first. */
+  private async takeOver(repositoryId: string, previousClaim: string | null): Promise<boolean> {
+    const claim = newClaim();
+    if (!(await takeOverSync(this.deps.db, repositoryId, previousClaim, { claim, nodeId: this.deps.nodeId, now: this.deps.now() }))) return false;
+    const repository = await findRepositoryById(this.deps.db, repositoryId);
+    if (!repository) return false;
+    await this.hand(repository, claim);
+    return true;
   }
 
   /**
@@ -168,13 +170,9 @@ export class RepositorySyncWorker {
         continue;
       }
       if (row.sync_started_at && now - row.sync_started_at.getTime() < dispatch.attemptDeadlineMs) continue;
-      const claim = newClaim();
-      if (!(await takeOverSync(db, row.id, row.sync_claim, { claim, nodeId: this.deps.nodeId, now: this.deps.now() }))) continue;
-      const repository = await findRepositoryById(db, row.id);
-      if (!repository) continue;
+      if (!(await this.takeOver(row.id, row.sync_claim))) continue;
       taken += 1;
       logger.warn({ repository_id: row.id }, 'repository sync still in flight past the job deadline; handed over again');
-      await this.hand(repository, claim);
     }
     return taken;
   }

@@ -1,10 +1,9 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
+import { constantTimeEqual } from '../core/crypto.js';
 import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
-import { TYPICAL_TURN_SECONDS } from './kubernetes-readiness.js';
 import { holdSpec, newSandbox, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
-import { untilReady } from './kubernetes-readiness.js';
+import { TYPICAL_TURN_SECONDS, untilReady } from './kubernetes-readiness.js';
 import { EgressRecordingRunner, type RunnerRecords } from './kubernetes-records.js';
 import type { SandboxClient } from './kubernetes-sandboxes.js';
 import {
@@ -118,8 +117,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   egressRun(runnerId: string, token: string): string | undefined {
     const entry = this.entries.get(runnerId);
     if (!entry || entry.view.state !== 'busy') return undefined;
-    const [expected, given] = [Buffer.from(entry.egressToken), Buffer.from(token)];
-    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
+    if (!constantTimeEqual(Buffer.from(entry.egressToken), Buffer.from(token))) return undefined;
     return entry.runner.currentRunId;
   }
 

@@ -6,7 +6,8 @@
  * token's digest matches; a row left by a replica that died names a run its heartbeat sweep has
  * already failed, which resolves to no secrets.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { constantTimeEqual } from '../core/crypto.js';
 import type { Db } from '../core/db/database.js';
 import type { AgentEvent, Runner, TurnOutcome, TurnRequest } from './runner.js';
 
@@ -59,8 +60,7 @@ export function databaseRunnerRecords(db: Db, nodeId: string, now: () => Date): 
 export async function egressRunOf(db: Db, runnerId: string, token: string): Promise<string | undefined> {
   const row = await db.selectFrom('runner_egress').select(['token_digest', 'run_id']).where('runner_id', '=', runnerId).executeTakeFirst();
   if (!row) return undefined;
-  const given = digest(token);
-  return row.token_digest.length === given.length && timingSafeEqual(row.token_digest, given) ? row.run_id : undefined;
+  return constantTimeEqual(row.token_digest, digest(token)) ? row.run_id : undefined;
 }
 
 /** The run a runner pod's credential stands for now, once the egress proxy has authenticated it. */

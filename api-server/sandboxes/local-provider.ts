@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -7,7 +6,7 @@ import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
 import { localRunnerProcess } from '../../sandbox/runner-process.js';
 import type { Config } from '../config.js';
-import { randomToken } from '../core/crypto.js';
+import { constantTimeEqual, randomToken } from '../core/crypto.js';
 import { LocalRunner } from './local-runner.js';
 import { serveModelGateway } from './model-gateway.js';
 import {
@@ -142,9 +141,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   egressRun(runnerId: string, token: string): string | undefined {
     const entry = this.entries.get(runnerId);
     if (!entry || entry.view.state !== 'busy') return undefined;
-    const expected = Buffer.from(entry.egressToken);
-    const given = Buffer.from(token);
-    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
+    if (!constantTimeEqual(Buffer.from(entry.egressToken), Buffer.from(token))) return undefined;
     return entry.runner.currentRunId;
   }
 

@@ -64,6 +64,31 @@ export async function settle(): Promise<number | null> {
   return busyMs;
 }
 
+/**
+ * ACIS as `npm start` runs it, on a database of its own, against the model stub, with a bootstrap
+ * service key and one provisioned user: what every conversation case starts from.
+ */
+export async function startBenchAcis(ctx: PlaneContext, options: { dataDir: string; label: string; stubUrl: string; env: Record<string, string> }) {
+  await mkdir(options.dataDir);
+  const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
+  const server = await startServerProcess(`acis (${options.label})`, acisServeArgs(ctx.root), {
+    DATABASE_URL: await ctx.newDatabase(),
+    ACIS_DATA_DIR: options.dataDir,
+    ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
+    ACIS_BOOTSTRAP_SERVICE_KEY: serviceKey,
+    ACIS_ADMIN_TOKEN: randomBytes(24).toString('hex'),
+    LOG_LEVEL: process.env.BENCH_ACIS_LOG_LEVEL ?? 'warn',
+    ANTHROPIC_BASE_URL: options.stubUrl,
+    ANTHROPIC_API_KEY: 'bench',
+    // Every stream sends with one service key: this bench measures turns, not the message limit.
+    ACIS_RATE_LIMIT_MESSAGE_SENDS: '1000000000',
+    ...options.env,
+  });
+  ctx.defer(() => server.stop());
+  const api = new Api(server.url, serviceKey);
+  return { server, api, userId: await provision(api) };
+}
+
 export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneResult> {
   const turns = envCount('BENCH_TURNS', 20);
   // At least one: a live session's first turn starts its process and makes the session.
@@ -91,30 +116,13 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
 
   const cases: CaseRun[] = [];
   const memory: MemoryFigures = {};
-  const acisArgs = acisServeArgs(ctx.root);
-  const startAcis = async (poolSize: number, env: Record<string, string> = {}) => {
-    const dataDir = path.join(root, `acis-pool-${poolSize}-${Object.values(env).join('-') || 'default'}`);
-    await mkdir(dataDir);
-    const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
-    const server = await startServerProcess(`acis (pool ${poolSize})`, acisArgs, {
-      DATABASE_URL: await ctx.newDatabase(),
-      ACIS_DATA_DIR: dataDir,
-      ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
-      ACIS_BOOTSTRAP_SERVICE_KEY: serviceKey,
-      ACIS_ADMIN_TOKEN: randomBytes(24).toString('hex'),
-      LOG_LEVEL: process.env.BENCH_ACIS_LOG_LEVEL ?? 'warn',
-      ANTHROPIC_BASE_URL: stub.url,
-      ANTHROPIC_API_KEY: 'bench',
-      ACIS_POOL_SIZE: String(poolSize),
-      ACIS_SANDBOX_ISOLATION: isolation,
-      // Every stream sends with one service key: this bench measures turns, not the message limit.
-      ACIS_RATE_LIMIT_MESSAGE_SENDS: '1000000000',
-      ...env,
+  const startAcis = (poolSize: number, env: Record<string, string> = {}) =>
+    startBenchAcis(ctx, {
+      dataDir: path.join(root, `acis-pool-${poolSize}-${Object.values(env).join('-') || 'default'}`),
+      label: `pool ${poolSize}`,
+      stubUrl: stub.url,
+      env: { ACIS_POOL_SIZE: String(poolSize), ACIS_SANDBOX_ISOLATION: isolation, ...env },
     });
-    ctx.defer(() => server.stop());
-    const api = new Api(server.url, serviceKey);
-    return { server, api, userId: await provision(api) };
-  };
 
   {
     log('ACIS with ACIS_POOL_SIZE=1: warm and pooled conversations, memory');
@@ -165,7 +173,7 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
     turns,
     warmupTurns,
     isolation,
-    acisCommand: `node ${acisArgs.map((arg) => (path.isAbsolute(arg) ? path.relative(ctx.root, arg) : arg)).join(' ')}`,
+    acisCommand: `node ${acisServeArgs(ctx.root).map((arg) => (path.isAbsolute(arg) ? path.relative(ctx.root, arg) : arg)).join(' ')}`,
     streams,
   };
   const files = await writeConversationsReport(ctx.outDir, info, cases, floors, memory);
@@ -376,7 +384,7 @@ async function sampleRss(pid: number): Promise<number> {
   return samples.sort((a, b) => a - b)[4]!;
 }
 
-export class Api {
+class Api {
   constructor(
     readonly url: string,
     private readonly serviceKey: string,
@@ -404,7 +412,7 @@ export class Api {
 }
 
 /** A tenant with the filler off (the measured turn is the agent's), a role and a user, through the API. */
-export async function provision(api: Api): Promise<string> {
+async function provision(api: Api): Promise<string> {
   const tenant = await api.call('PUT', '/tenants/by-external-id/bench:conversations', { name: 'Bench conversations', settings: { filler_enabled: false } }, 201);
   const role = await api.call('POST', `/tenants/${tenant.id}/roles`, { name: 'bench', skill_access: { mode: 'all' } }, 201);
   const user = await api.call('PUT', `/tenants/${tenant.id}/users/by-external-id/bench:user`, { role_id: role.id }, 201);

@@ -15,7 +15,6 @@
  * Environment: BENCH_TURNS, BENCH_WARMUP_TURNS (as the conversation plane), BENCH_KUBELET_PROBE_MS
  * (the simulated kubelet's readiness probe period, default 100; a real kubelet's is 1 s at least).
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,8 +25,8 @@ import { startKubeTestServer, type KubeTestServer } from '../../test/k8s/server.
 import type { KubeObject } from '../../test/k8s/store.js';
 import { startControllerProcess } from './controller-plane.js';
 import type { CaseId, CaseRun } from './conversations-report.js';
-import { Api, envCount, measureCase, measureFirstMessages, type PlaneContext, type PlaneResult, provision, settle, startStub } from './conversations.js';
-import { acisServeArgs, freePort, startServerProcess } from './processes.js';
+import { envCount, measureCase, measureFirstMessages, type PlaneContext, type PlaneResult, settle, startBenchAcis, startStub } from './conversations.js';
+import { freePort } from './processes.js';
 import type { TurnTiming } from './sdk-floors.js';
 
 const NAMESPACE = 'default';
@@ -63,28 +62,9 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   ctx.defer(() => rm(root, { recursive: true, force: true }));
   const stub = await startStub(ctx.root);
   ctx.defer(() => stub.stop());
-  const acisArgs = acisServeArgs(ctx.root);
 
-  const startAcis = async (label: string, env: Record<string, string>) => {
-    const dataDir = path.join(root, label);
-    await mkdir(dataDir);
-    const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
-    const server = await startServerProcess(`acis (${label})`, acisArgs, {
-      DATABASE_URL: await ctx.newDatabase(),
-      ACIS_DATA_DIR: dataDir,
-      ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
-      ACIS_BOOTSTRAP_SERVICE_KEY: serviceKey,
-      ACIS_ADMIN_TOKEN: randomBytes(24).toString('hex'),
-      LOG_LEVEL: process.env.BENCH_ACIS_LOG_LEVEL ?? 'warn',
-      ANTHROPIC_BASE_URL: stub.url,
-      ANTHROPIC_API_KEY: 'bench',
-      ACIS_RATE_LIMIT_MESSAGE_SENDS: '1000000000',
-      ...env,
-    });
-    ctx.defer(() => server.stop());
-    const api = new Api(server.url, serviceKey);
-    return { server, api, userId: await provision(api) };
-  };
+  const startAcis = (label: string, env: Record<string, string>) =>
+    startBenchAcis(ctx, { dataDir: path.join(root, label), label, stubUrl: stub.url, env });
 
   const runs: Array<CaseRun & { provider: Provider }> = [];
   let adoptReadyMs: number[] = [];

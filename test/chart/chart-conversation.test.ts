@@ -15,12 +15,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
-import { runnerCommand } from '../../sandbox/bwrap.js';
 import { cleanEnv, freePort, killLeftovers, ROOT, runAcis, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
 import { helm } from '../helpers/kube-tools.js';
 import { deltaText, isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
 import { startKubelet, type Kubelet } from '../k8s/kubelet.js';
+import { runnerImage } from '../k8s/runner-image.js';
 import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 import type { KubeObject } from '../k8s/store.js';
 import { CHART, EGRESS_IN_API_VALUES, NAMESPACE } from './chart-render.js';
@@ -74,25 +74,9 @@ beforeAll(async () => {
   server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
   apiAccess = await recordingKubeconfig(server, path.join(scratch, 'api.kubeconfig'));
   controllerAccess = await recordingKubeconfig(server, path.join(scratch, 'controller.kubeconfig'));
-  // The runner image as test/kubernetes runs it: the runner from source, with what the image's
-  // entrypoint does (the trust bundle of the mounted proxy CA) and listening on the pod's own IP.
-  const { runtimeDirs, command } = runnerCommand(ROOT, false);
   kubelet = await startKubelet({
     server,
-    images: {
-      [RUNNER_IMAGE]: {
-        command: '/bin/sh',
-        args: [
-          '-c',
-          '{ cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; cat "$ACIS_EGRESS_CA_FILE"; } > /tmp/acis-ca-bundle.pem && ' +
-            `ACIS_RUNNER_LISTEN="$POD_IP:$ACIS_RUNNER_PORT" exec "$0" "$@"`,
-          process.execPath,
-          ...command.slice(1),
-        ],
-        binds: runtimeDirs,
-        env: { CLAUDE_CONFIG_DIR: '/workspace/.home/.claude', ACIS_SESSION_STORE: '1' },
-      },
-    },
+    images: { [RUNNER_IMAGE]: runnerImage(ROOT) },
     probePeriodMs: 25,
     allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
   });
