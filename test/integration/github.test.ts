@@ -253,7 +253,9 @@ describe('POST /webhooks/github', () => {
         if (details.state === 'ready' && details.commit === after) break;
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
-      expect((await request('GET', `/repositories/${id}/sync`)).body).toMatchObject({ state: 'ready', commit: after });
+      // On failure, the server's log lines about this repository say which sync was still running and why.
+      const syncLog = t.logs.filter((line) => line.includes(id)).join('');
+      expect((await request('GET', `/repositories/${id}/sync`)).body, syncLog).toMatchObject({ state: 'ready', commit: after });
     } finally {
       release();
       await settled(id);
