@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -57,8 +57,9 @@ beforeAll(async () => {
   proxy.stderr?.on('data', (chunk) => (output += chunk));
   for (const deadline = Date.now() + 30_000; ; ) {
     if (proxy.exitCode !== null) throw new Error(`the egress proxy exited:\n${output}`);
-    if (await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(() => true, () => false)) break;
-    if (Date.now() > deadline) throw new Error(`the egress proxy did not serve metrics:\n${output}`);
+    // Ready as its readiness probe sees it: the proxy port answers (the metrics port opens before it).
+    if (await portOpen(proxyPort)) break;
+    if (Date.now() > deadline) throw new Error(`the egress proxy did not start:\n${output}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }, 60_000);
@@ -72,6 +73,17 @@ afterAll(async () => {
   allowed?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
 
 /** An absolute-form GET through the proxy, with the run's credentials unless `credentials` is false. */
 function viaProxy(url: string, headers: Record<string, string> = {}, credentials = true): Promise<IncomingMessage> {
