@@ -119,18 +119,19 @@ async function rotateSecrets(): Promise<number> {
   }
 }
 
+const ADMIN_OPTIONS = ['name', 'integration', 'tenant', 'algorithm', 'public-key', 'id'] as const;
+
 async function admin(resource: string, action: string | undefined, args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      name: { type: 'string' },
-      integration: { type: 'string' },
-      tenant: { type: 'string' },
-      algorithm: { type: 'string' },
-      'public-key': { type: 'string' },
-      id: { type: 'string' },
-    },
-  });
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: withAttachedValues(args, ADMIN_OPTIONS),
+      options: Object.fromEntries(ADMIN_OPTIONS.map((name) => [name, { type: 'string' as const }])),
+    }));
+  } catch (err) {
+    console.error(`${err instanceof Error ? err.message : err}\n${USAGE}`);
+    return 2;
+  }
   const request = adminRequest(resource, action, values);
   if (!request) {
     console.error(USAGE);
@@ -148,6 +149,23 @@ async function admin(resource: string, action: string | undefined, args: string[
   const text = await response.text();
   if (text) console.log(text);
   return response.ok ? 0 : 1;
+}
+
+/**
+ * `--option value` as `--option=value` for options that always take a value: a base64url key or an id
+ * may begin with `-`, which parseArgs would otherwise refuse as a possible option.
+ */
+function withAttachedValues(args: string[], names: readonly string[]): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const next = args[i + 1];
+    if (names.some((name) => arg === `--${name}`) && next !== undefined) {
+      joined.push(`${arg}=${next}`);
+      i++;
+    } else joined.push(arg);
+  }
+  return joined;
 }
 
 function adminRequest(

@@ -383,7 +383,9 @@ describe('acis CLI (admin commands over HTTP)', () => {
     expect(integration).toMatchObject({ object: 'integration', name: 'from the cli' });
     expect((await t.request('GET', '/integration', { token: integration.service_key })).body.id).toBe(integration.id);
 
-    const publicKey = ed25519PublicKey();
+    // A base64url key may begin with '-'; the CLI must take it as the option's value, not as an option.
+    let publicKey = ed25519PublicKey();
+    while (!publicKey.startsWith('-')) publicKey = ed25519PublicKey();
     const apk = await cli(['approver-keys', 'create', '--tenant', integration.root_tenant_id, '--algorithm', 'ed25519', '--public-key', publicKey]);
     expect(apk.code, apk.stderr).toBe(0);
     const approverKey = JSON.parse(apk.stdout);
@@ -403,5 +405,8 @@ describe('acis CLI (admin commands over HTTP)', () => {
     const usage = await cli(['integrations', 'create']);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/usage: acis/);
+    const unknown = await cli(['integrations', 'create', '--name', 'y', '--colour', 'blue']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/Unknown option '--colour'[\s\S]*usage: acis/);
   }, 180_000);
 });
