@@ -43,6 +43,9 @@ export interface EgressResolveServer {
   close(): Promise<void>;
 }
 
+/** Answered before the body is read: the connection is closed, so what is left of the body is never parsed as a request. */
+const UNREAD_BODY = { connection: 'close' };
+
 const digest = (text: string) => createHash('sha256').update(text).digest();
 
 export async function startEgressResolveServer(options: EgressResolveServerOptions): Promise<EgressResolveServer> {
@@ -57,12 +60,12 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!authorized(req.headers.authorization)) {
       logger.warn({ remote: req.socket.remoteAddress, path: req.url, method: req.method }, 'egress resolve call refused: missing or wrong token');
-      return answer(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer' });
+      return answer(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer', ...UNREAD_BODY });
     }
-    if (req.url !== RESOLVE_PATH && req.url !== MISSING_PATH) return answer(res, 404, { error: 'not-found' });
-    if (req.method !== 'POST') return answer(res, 405, { error: 'method-not-allowed' }, { allow: 'POST' });
+    if (req.url !== RESOLVE_PATH && req.url !== MISSING_PATH) return answer(res, 404, { error: 'not-found' }, UNREAD_BODY);
+    if (req.method !== 'POST') return answer(res, 405, { error: 'method-not-allowed' }, { allow: 'POST', ...UNREAD_BODY });
     const raw = await readBody(req);
-    if (raw === undefined) return answer(res, 413, { error: 'body-too-large' });
+    if (raw === undefined) return answer(res, 413, { error: 'body-too-large' }, UNREAD_BODY);
     if (req.url === RESOLVE_PATH) {
       const body = parse(ResolveRequestSchema, raw);
       if (!body) return answer(res, 400, { error: 'bad-request' });
