@@ -60,7 +60,7 @@ async function runSource(
     };
   }
   const api = createApiRunResolver(config.runs.url, await readResolveToken(config.runs.token));
-  logger.info({ url: config.runs.url }, 'runs resolved by the API server');
+  logger.info({ resolve_url: config.runs.url }, 'runs resolved by the API server');
   return {
     resolveRun: api.resolveRun,
     onMissing: (runnerId, alias, token) => {
