@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { resolveTokenSetting, type ResolveTokenSetting } from '../egress-proxy/resolve-protocol.js';
 import type { RateLimitConfig } from './core/rate-limit.js';
 
 /**
@@ -58,6 +59,10 @@ const EnvSchema = z.object({
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .default('127.0.0.1:0'),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
+  ACIS_EGRESS_RESOLVE_LISTEN: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
+    .optional(),
   ACIS_RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   ACIS_RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
   ACIS_RATE_LIMIT_TOKEN_EXCHANGE: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(6000),
@@ -130,6 +135,11 @@ export interface Config {
   egressListen: { host: string; port: number };
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
   egressExtraCaPath: string | undefined;
+  /**
+   * The internal listener standalone egress proxies resolve runners' credentials on, and the bearer
+   * token they must send (ACIS_EGRESS_RESOLVE_TOKEN or _FILE, read at start); absent: not served.
+   */
+  egressResolve: { listen: { host: string; port: number }; token: ResolveTokenSetting } | undefined;
   /** Requests per principal and class per window, shared by every API node through the database. */
   rateLimits: RateLimitConfig;
   /** Bearer token `/metrics` requires; absent: `/metrics` is open. */
@@ -147,6 +157,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid environment:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  const egressResolve = egressResolveConfig(env, e.ACIS_EGRESS_RESOLVE_LISTEN);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -187,6 +198,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressListen: hostPort(e.ACIS_EGRESS_LISTEN),
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
+    egressResolve,
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',
       windowSeconds: e.ACIS_RATE_LIMIT_WINDOW_SECONDS,
@@ -199,6 +211,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsToken: e.ACIS_METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
   };
+}
+
+/** The resolve listener needs its token, and a token without the listener is a mistake worth naming. */
+function egressResolveConfig(env: NodeJS.ProcessEnv, listen: string | undefined): Config['egressResolve'] {
+  const token = resolveTokenSetting(env, 'ACIS_EGRESS_RESOLVE_TOKEN');
+  const problem =
+    typeof token === 'string'
+      ? token
+      : listen && !token
+        ? 'ACIS_EGRESS_RESOLVE_LISTEN needs ACIS_EGRESS_RESOLVE_TOKEN or ACIS_EGRESS_RESOLVE_TOKEN_FILE'
+        : !listen && token
+          ? 'ACIS_EGRESS_RESOLVE_TOKEN(_FILE) is set without ACIS_EGRESS_RESOLVE_LISTEN'
+          : undefined;
+  if (problem) throw new ConfigError(`invalid environment:\n  ${problem}`);
+  return listen && token && typeof token !== 'string' ? { listen: hostPort(listen), token } : undefined;
 }
 
 function hostPort(value: string): { host: string; port: number } {

@@ -2,14 +2,16 @@ import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
-import { createEgressMetrics } from '../egress-proxy/egress-metrics.js';
-import { createEgressProxy, type EgressProxy } from '../egress-proxy/egress-proxy.js';
+import type { EgressProxy } from '../egress-proxy/egress-proxy.js';
+import { readResolveToken } from '../egress-proxy/resolve-protocol.js';
 import { createApp } from './app.js';
 import { ApprovalGate } from './approvals/approval-gate.js';
 import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
-import { type Db, migrateToLatest, openDatabase } from './core/db/database.js';
+import { migrateToLatest, openDatabase } from './core/db/database.js';
 import type { AppDeps } from './deps.js';
+import { egressRunners, egressSecrets, missingSecretAtEgress, startEgressProxy } from './egress/egress-wiring.js';
+import { type EgressResolveServer, startEgressResolveServer } from './egress/resolve-server.js';
 import { followRun } from './runs/follow.js';
 import { answerClientErrors } from './core/http/client-error.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
@@ -27,14 +29,13 @@ import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNode
 import { RunManager } from './runs/run-manager.js';
 import { KubernetesSandboxProvider } from './sandboxes/kubernetes-provider.js';
 import { publishEgressCa } from './sandboxes/kubernetes-egress-ca.js';
-import { databaseRunnerRecords, egressRunOf, type RunnerRecords, runOfRunner } from './sandboxes/kubernetes-records.js';
+import { databaseRunnerRecords, type RunnerRecords } from './sandboxes/kubernetes-records.js';
 import { RunAbortSignals } from './sandboxes/kubernetes-run-aborts.js';
 import { SandboxClient } from './sandboxes/kubernetes-sandboxes.js';
 import { LocalSandboxProvider } from './sandboxes/local-provider.js';
 import { connectRemoteRunner } from './sandboxes/remote-runner.js';
 import type { SandboxStateListener } from './sandboxes/provider.js';
 import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
-import { secretsForRun } from './secrets/secrets.service.js';
 
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** How often a node looks for approvals past their deadline (those of any node: a dead one's too). */
@@ -92,6 +93,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     poolSize: config.dbPoolSize,
   });
   let egress: EgressProxy | undefined;
+  let egressResolve: EgressResolveServer | undefined;
   let approvals: ApprovalGate | undefined;
   let aborts: RunAbortSignals | undefined;
   try {
@@ -198,7 +200,18 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       });
       await aborts.start();
     }
-    egress = await startEgressProxy(deps, egressRunners(deps.db, local ?? sandboxes!, runs, aborts), logger);
+    const runners = egressRunners(deps.db, local ?? sandboxes!, runs, aborts);
+    egress = await startEgressProxy(deps, runners, logger);
+    if (config.egressResolve) {
+      egressResolve = await startEgressResolveServer({
+        ...config.egressResolve.listen,
+        token: await readResolveToken(config.egressResolve.token),
+        resolve: (runnerId, token) => egressSecrets(deps, runners, runnerId, token),
+        standsForRun: async (runnerId, token) => (await runners.egressRun(runnerId, token)) !== undefined,
+        abortMissing: (runnerId, alias) => runners.abortMissing(runnerId, alias),
+        logger: logger.child({ component: 'egress-resolve' }),
+      });
+    }
     if (local) await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
     else {
       if (config.egressCaConfigMap) {
@@ -273,6 +286,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         await repositorySync.stop();
         await gate.stop();
         await aborts?.stop();
+        await egressResolve?.close();
         await egress?.close();
         await closeServer(CLOSE_LINGER_MS);
         await database.close();
@@ -285,6 +299,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       stop: () => shutdown(0),
     };
   } catch (error) {
+    await egressResolve?.close();
     await egress?.close();
     await aborts?.stop();
     await approvals?.stop();
@@ -308,81 +323,6 @@ function kubernetesProvider(
     onSandboxState,
     readyTimeoutMs: config.sandboxReadyTimeoutSeconds * 1000,
     now,
-  });
-}
-
-/**
- * The runners' only route out. A credential is a runner's (user: runner id, password: a token given at
- * spawn) and stands for the run whose turn is in progress on it, so exactly that run's values are
- * substituted; at any other time it gets 407.
- */
-interface EgressRunners {
-  /** The run a runner's egress credential stands for now, if any. */
-  egressRun(runnerId: string, token: string): string | undefined | Promise<string | undefined>;
-  /** Ends the run in progress on the runner (already authenticated) for a secret it lacks, wherever that run is hosted. */
-  abortMissing(runnerId: string, alias: string): Promise<void>;
-}
-
-/**
- * Whose runs the egress proxy serves: the local provider's runners are this process's alone; a runner
- * pod's request may reach the proxy of any replica, so beyond this process's own runners its
- * credential is looked up in the records every replica writes, and its run is ended on the replica
- * hosting it through a NOTIFY (`aborts`, absent on the embedded database: one node only).
- */
-function egressRunners(
-  db: Db,
-  provider: LocalSandboxProvider | KubernetesSandboxProvider,
-  runs: RunManager,
-  aborts: RunAbortSignals | undefined,
-): EgressRunners {
-  const abortHere = (runId: string, alias: string) => runs.abortRun(runId, missingSecretAtEgress(alias));
-  if (provider instanceof LocalSandboxProvider) {
-    return {
-      egressRun: (runnerId, token) => provider.egressRun(runnerId, token),
-      abortMissing: async (runnerId, alias) => {
-        const runId = provider.currentRun(runnerId);
-        if (runId) abortHere(runId, alias);
-      },
-    };
-  }
-  return {
-    egressRun: async (runnerId, token) => provider.egressRun(runnerId, token) ?? egressRunOf(db, runnerId, token),
-    abortMissing: async (runnerId, alias) => {
-      const here = provider.currentRun(runnerId);
-      if (here) return void abortHere(here, alias);
-      const runId = await runOfRunner(db, runnerId);
-      if (runId) await aborts?.send({ runId, alias });
-    },
-  };
-}
-
-function missingSecretAtEgress(alias: string): ProblemError {
-  return new ProblemError('missing-secret', 422, {
-    detail: `The run sent {{secret:${alias}}} to the network, but no secret is vaulted under ${alias} at any scope; re-send the message with the secret attached.`,
-  });
-}
-
-function startEgressProxy(deps: AppDeps, runners: EgressRunners, logger: Logger): Promise<EgressProxy> {
-  return createEgressProxy({
-    host: deps.config.egressListen.host,
-    port: deps.config.egressListen.port,
-    caDir: path.join(deps.config.dataDir, 'egress-ca'),
-    allow: deps.config.egressAllow,
-    extraCaPath: deps.config.egressExtraCaPath,
-    logger: logger.child({ component: 'egress' }),
-    // In-process, the proxy's metrics are served on the API server's /metrics.
-    metrics: createEgressMetrics(deps.metrics.registry),
-    // Runner pods share no socket with this process: their model calls come through the proxy, which
-    // adds the platform's key there. Local runners use the model gateway, and the proxy knows no model.
-    modelEndpoint:
-      deps.config.sandboxProvider === 'kubernetes' ? { baseUrl: deps.config.anthropicBaseUrl, apiKey: deps.config.anthropicApiKey } : undefined,
-    resolveRun: async ({ runId: runnerId, token }) => {
-      const runId = await runners.egressRun(runnerId, token);
-      return runId ? secretsForRun(deps, runId) : undefined;
-    },
-    onMissing: (runnerId, alias) => {
-      runners.abortMissing(runnerId, alias).catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
-    },
   });
 }
 

@@ -16,6 +16,7 @@ export type EgressOutcome =
   | 'upgrade-refused'
   | 'upstream-error'
   | 'undecodable-response'
+  | 'lookup-failed'
   | 'internal';
 
 /** The outcomes that are the proxy saying no to a run (rather than a malformed request or a failure). */

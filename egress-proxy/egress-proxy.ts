@@ -5,8 +5,9 @@
  *
  * Invariants:
  * - Nothing is forwarded for a request without valid run credentials (`Proxy-Authorization: Basic
- *   base64(run_id:run_token)`, checked by `resolveRun`): it gets 407. Inside a tunnel the CONNECT's
- *   credentials are resolved again for every request, so a run that ended stops substituting at once.
+ *   base64(run_id:run_token)`, checked by `resolveRun`): it gets 407, or 503 when `resolveRun` cannot
+ *   answer. Inside a tunnel the CONNECT's credentials are resolved again for every request, so a run that
+ *   ended stops substituting at once.
  * - A run's credentials only ever reach that run's values: substitution and masking use exactly the map
  *   `resolveRun` returned for them.
  * - The destination is the absolute URL's authority or the CONNECT target, never the Host header: the policy
@@ -88,10 +89,13 @@ export interface EgressLogger {
 }
 
 export interface EgressProxyOptions {
-  /** The run a credential belongs to, as its secrets; undefined when the credential is not valid (now). */
+  /**
+   * The run a credential belongs to, as its secrets; undefined when the credential is not valid (now).
+   * A throw means the answer is unknown (its source is down): the request gets 503, nothing is forwarded.
+   */
   resolveRun(credential: RunCredential): RunSecrets | undefined | Promise<RunSecrets | undefined>;
-  /** A placeholder named an alias the run lacks; the run is to be aborted (missing-secret). */
-  onMissing(runId: string, alias: string): void;
+  /** A placeholder named an alias the run lacks; the run is to be aborted (missing-secret). `token` is the credential's. */
+  onMissing(runId: string, alias: string, token: string): void;
   /** Where the deployment CA lives (created on first start), e.g. `$ACIS_DATA_DIR/egress-ca`. */
   caDir: string;
   /** ACIS_EGRESS_ALLOW: comma-separated `host` or `host:port` that may be reached although private. */
@@ -134,6 +138,11 @@ interface Tunnel {
   credential: RunCredential;
   route: Route;
 }
+
+/** `resolveRun` threw: whether the credential stands for a run is unknown, so nothing is forwarded. */
+const LOOKUP_FAILED = Symbol('lookup failed');
+type LookupFailed = typeof LOOKUP_FAILED;
+const LOOKUP_FAILED_MESSAGE = 'the egress proxy cannot look the run up now; retry';
 
 /** Request bodies up to this size are substituted whole and sent with an exact Content-Length (some
  * upstreams refuse chunked uploads); larger ones stream with chunked framing. */
@@ -223,11 +232,21 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     socket.once('close', () => openSockets.delete(socket));
   };
 
-  async function authenticate(header: string | undefined): Promise<{ credential: RunCredential; secrets: RunSecrets } | undefined> {
+  async function authenticate(header: string | undefined): Promise<{ credential: RunCredential; secrets: RunSecrets } | undefined | LookupFailed> {
     const credential = parseProxyAuthorization(header);
     if (!credential) return undefined;
-    const secrets = await options.resolveRun(credential);
-    return secrets ? { credential, secrets } : undefined;
+    const secrets = await lookUp(credential);
+    return secrets === LOOKUP_FAILED ? secrets : secrets ? { credential, secrets } : undefined;
+  }
+
+  /** `resolveRun`, with a failure to answer told apart from "no run": neither forwards anything. */
+  async function lookUp(credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed> {
+    try {
+      return await options.resolveRun(credential);
+    } catch (err) {
+      logger.warn({ run_id: credential.runId, err: err instanceof Error ? err.message : String(err) }, 'run lookup failed: request refused');
+      return LOOKUP_FAILED;
+    }
   }
 
   async function route(scheme: Route['scheme'], destination: Destination): Promise<Route | string> {
@@ -242,12 +261,13 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     guard(req, res);
     void (async () => {
       const auth = await authenticate(req.headers['proxy-authorization']);
+      if (auth === LOOKUP_FAILED) return refuse(res, 503, 'lookup-failed', LOOKUP_FAILED_MESSAGE);
       if (!auth) return refuseAuth(res);
       const parsed = parseAbsoluteForm(req.url ?? '');
       if (!parsed) return refuse(res, 400, 'bad-request', 'the proxy takes absolute-form requests (http://host/path)');
       const routed = await route(parsed.scheme, parsed.destination);
       if (typeof routed === 'string') return refuseDestination(res, auth.credential, parsed.destination, routed);
-      forward(req, res, auth.credential.runId, auth.secrets, routed, parsed.target);
+      forward(req, res, auth.credential, auth.secrets, routed, parsed.target);
     })().catch((err: unknown) => failInternally(res, err));
   });
 
@@ -258,6 +278,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     socket.on('error', () => socket.destroy());
     void (async () => {
       const auth = await authenticate(req.headers['proxy-authorization']);
+      if (auth === LOOKUP_FAILED) return refuseRaw(socket, 'lookup-failed', 503, 'Service Unavailable', '', LOOKUP_FAILED_MESSAGE);
       if (!auth) {
         return refuseRaw(socket, 'auth-required', 407, 'Proxy Authentication Required', `Proxy-Authenticate: ${REALM}\r\n`, 'run credentials required');
       }
@@ -308,11 +329,12 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     const tunnel = tunnels.get(req.socket);
     if (!tunnel) return void res.destroy();
     void (async () => {
-      const secrets = await options.resolveRun(tunnel.credential);
+      const secrets = await lookUp(tunnel.credential);
+      if (secrets === LOOKUP_FAILED) return refuse(res, 503, 'lookup-failed', LOOKUP_FAILED_MESSAGE);
       if (!secrets) return refuseAuth(res);
       // The tunnel target is authoritative: an absolute-form target inside it keeps only its path.
       const target = parseAbsoluteForm(req.url ?? '')?.target ?? req.url ?? '/';
-      forward(req, res, tunnel.credential.runId, secrets, tunnel.route, target);
+      forward(req, res, tunnel.credential, secrets, tunnel.route, target);
     })().catch((err: unknown) => failInternally(res, err));
   });
 
@@ -329,7 +351,8 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
 
   // ---- forwarding ---------------------------------------------------------------------------------------
 
-  function forward(req: IncomingMessage, res: ServerResponse, runId: string, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
+  function forward(req: IncomingMessage, res: ServerResponse, credential: RunCredential, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
+    const runId = credential.runId;
     if (isModelEndpoint(model, to.scheme, to.destination)) return forwardToModel(req, res, runId, runSecrets, to, rawTarget);
     const started = performance.now();
     const masker = maskerFor(runSecrets);
@@ -340,7 +363,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       target = substituteTarget(rawTarget.startsWith('/') ? rawTarget : `/${rawTarget}`, secrets);
       headers = requestHeaders(req, secrets, to, masker !== undefined);
     } catch (err) {
-      return refuseSecret(res, runId, to.destination, err);
+      return refuseSecret(res, credential, to.destination, err);
     }
 
     const declared = req.headers['content-length'];
@@ -380,7 +403,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
           try {
             body = scanSubstitute(raw, secrets, true).out;
           } catch (err) {
-            return refuseSecret(res, runId, to.destination, err);
+            return refuseSecret(res, credential, to.destination, err);
           }
           headers['content-length'] = String(body.length);
           send(body);
@@ -392,7 +415,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     const substitution = createSubstitutionTransform(secrets);
     substitution.once('error', (err) => {
       req.unpipe(substitution);
-      refuseSecret(res, runId, to.destination, err); // destroys the upstream request through res 'close'
+      refuseSecret(res, credential, to.destination, err); // destroys the upstream request through res 'close'
     });
     req.pipe(substitution);
     send(substitution);
@@ -501,13 +524,13 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     return headers;
   }
 
-  function refuseSecret(res: ServerResponse, runId: string, destination: Destination, err: unknown): void {
+  function refuseSecret(res: ServerResponse, credential: RunCredential, destination: Destination, err: unknown): void {
     if (err instanceof MissingSecretError) {
-      logger.warn({ run_id: runId, alias: err.alias, destination: authority(destination) }, 'placeholder without a secret: run to be aborted');
+      logger.warn({ run_id: credential.runId, alias: err.alias, destination: authority(destination) }, 'placeholder without a secret: run to be aborted');
       try {
-        options.onMissing(runId, err.alias);
+        options.onMissing(credential.runId, err.alias, credential.token);
       } catch (hookErr) {
-        logger.error({ err: hookErr, run_id: runId }, 'onMissing hook failed');
+        logger.error({ err: hookErr, run_id: credential.runId }, 'onMissing hook failed');
       }
       return refuse(res, missingStatus, 'missing-secret', `missing secret: {{secret:${err.alias}}} is not vaulted for this run`);
     }

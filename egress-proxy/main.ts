@@ -1,21 +1,25 @@
 #!/usr/bin/env node
 /**
  * The egress proxy on its own: `tsx egress-proxy/main.ts`. Reads its environment once (egress-config.ts),
- * takes runs from ACIS_EGRESS_RUNS_FILE, serves until SIGINT/SIGTERM; with ACIS_EGRESS_METRICS_PORT, also
- * serves its metrics there. A missing secret is logged: a standalone proxy has no run to abort, the
- * request itself is already refused.
+ * takes runs from the API server's resolve listener (ACIS_EGRESS_RESOLVE_URL), or in development from
+ * ACIS_EGRESS_RUNS_FILE, serves until SIGINT/SIGTERM; with ACIS_EGRESS_METRICS_PORT, also serves its
+ * metrics there. A missing secret ends the run through the API server; from a runs file there is no run
+ * to end, and it is only logged (the request itself is already refused).
  */
-import { pino } from 'pino';
+import { type Logger, pino } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { loadEgressConfig } from './egress-config.js';
+import { type EgressConfig, loadEgressConfig } from './egress-config.js';
 import { createEgressMetrics } from './egress-metrics.js';
-import { createEgressProxy } from './egress-proxy.js';
+import { createEgressProxy, type EgressProxyOptions } from './egress-proxy.js';
 import { serveMetrics } from './metrics-server.js';
+import { createApiRunResolver } from './resolve-client.js';
+import { readResolveToken } from './resolve-protocol.js';
 import { createRunsFileResolver } from './runs-file.js';
 
 async function main(): Promise<void> {
   const config = loadEgressConfig();
   const logger = pino({ level: config.logLevel, base: { service: 'acis-egress' } });
+  const runs = await runSource(config, logger);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'acis_egress_' });
   // Metrics first: the proxy port answering (the readiness probe) then means everything is up.
@@ -30,8 +34,8 @@ async function main(): Promise<void> {
     allow: config.allow,
     extraCaPath: config.extraCaPath,
     logger,
-    resolveRun: createRunsFileResolver(config.runsFile),
-    onMissing: (runId, alias) => logger.warn({ run_id: runId, alias }, 'missing secret'),
+    resolveRun: runs.resolveRun,
+    onMissing: runs.onMissing,
     metrics: createEgressMetrics(registry),
     modelEndpoint: config.modelEndpoint,
   });
@@ -43,6 +47,28 @@ async function main(): Promise<void> {
   };
   process.once('SIGINT', () => shutdown('SIGINT'));
   process.once('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+async function runSource(
+  config: EgressConfig,
+  logger: Logger,
+): Promise<Pick<EgressProxyOptions, 'resolveRun' | 'onMissing'>> {
+  if (config.runs.source === 'file') {
+    return {
+      resolveRun: createRunsFileResolver(config.runs.file),
+      onMissing: (runId, alias) => logger.warn({ run_id: runId, alias }, 'missing secret'),
+    };
+  }
+  const api = createApiRunResolver(config.runs.url, await readResolveToken(config.runs.token));
+  logger.info({ resolve_url: config.runs.url }, 'runs resolved by the API server');
+  return {
+    resolveRun: api.resolveRun,
+    onMissing: (runnerId, alias, token) => {
+      api
+        .reportMissing({ runId: runnerId, token }, alias)
+        .catch((err: unknown) => logger.warn({ run_id: runnerId, err: err instanceof Error ? err.message : String(err) }, 'ending a run for a missing secret failed'));
+    },
+  };
 }
 
 main().catch((err: unknown) => {

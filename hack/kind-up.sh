@@ -45,6 +45,11 @@ if ! kubectl -n "$namespace" get secret acis-egress-ca >/dev/null 2>&1; then
   kubectl -n "$namespace" create secret generic acis-egress-ca --from-file="$ca_dir/ca.crt" --from-file="$ca_dir/ca.key"
   rm -rf "$ca_dir"
 fi
+# Its certificate alone, which the controller mounts into runner pods so they trust the proxy.
+kubectl -n "$namespace" get secret acis-egress-ca -o jsonpath='{.data.ca\.crt}' | base64 -d >"${TMPDIR:-/tmp}/acis-egress-ca.crt"
+kubectl -n "$namespace" create configmap acis-egress-ca-cert --from-file=ca.crt="${TMPDIR:-/tmp}/acis-egress-ca.crt" \
+  --dry-run=client -o yaml | kubectl apply -f -
+rm -f "${TMPDIR:-/tmp}/acis-egress-ca.crt"
 
 # The demo's service key: the one of an earlier run if there is one.
 service_key="$(kubectl -n "$namespace" get secret acis-secrets -o jsonpath='{.data.ACIS_BOOTSTRAP_SERVICE_KEY}' 2>/dev/null | base64 -d || true)"

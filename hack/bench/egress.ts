@@ -1,10 +1,13 @@
 /**
  * `tsx hack/bench/egress.ts`: what the egress proxy costs a small request.
  *
- * Starts a local HTTP and HTTPS echo server (own throwaway CA) in this process and the proxy as its own
- * process through its CLI entry (egress-proxy/main.ts, runs from a temporary runs file), then measures the
- * same small request (a header and a JSON body carrying a secret: through the proxy as placeholders, directly
- * as the value) directly and through the proxy: sequential latency (p50/p99) and closed-loop throughput.
+ * Starts a local HTTP and HTTPS echo server (own throwaway CA) in this process and the proxy twice as its
+ * own process through its CLI entry (egress-proxy/main.ts): once with runs from a temporary runs file (the
+ * floor of the proxy itself), once resolving every request at a resolve listener (the API server's, here
+ * in this process answering from memory, as the replica hosting a run does: the cost of asking on every
+ * request rather than caching). Then measures the same small request (a header and a JSON body carrying a
+ * secret: through the proxy as placeholders, directly as the value) directly and through each proxy:
+ * sequential latency (p50/p99) and closed-loop throughput.
  * Connections are kept alive on every path, as a runner's client would. Prints a Markdown table.
  *
  * Environment: BENCH_REQUESTS (sequential requests per row, default 2000), BENCH_DURATION_S (throughput
@@ -20,6 +23,8 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import { startEgressResolveServer } from '../../api-server/egress/resolve-server.js';
 import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -27,6 +32,7 @@ const REQUESTS = envNumber('BENCH_REQUESTS', 2000);
 const DURATION_MS = envNumber('BENCH_DURATION_S', 5) * 1000;
 const CONCURRENCY = envNumber('BENCH_CONCURRENCY', 32);
 const RUN = { id: 'run_bench', token: 'tok-bench-1', secrets: { API_KEY: 'sk-bench-0123456789abcdef' } };
+const RESOLVE_TOKEN = 'bench-resolve-token-0123456789abcdef';
 
 function envNumber(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -167,13 +173,29 @@ async function main(): Promise<void> {
   await writeFile(path.join(dir, 'upstream-ca.pem'), upstreamCa.certPem);
   await writeFile(path.join(dir, 'runs.json'), JSON.stringify({ [RUN.id]: { token: RUN.token, secrets: RUN.secrets } }), { mode: 0o600 });
 
-  const { child, port: proxyPort } = await startProxy({
-    ACIS_DATA_DIR: dir,
+  const common = {
     ACIS_EGRESS_PORT: '0',
     ACIS_EGRESS_ALLOW: `127.0.0.1:${httpPort},localhost:${httpsPort}`,
     ACIS_EGRESS_EXTRA_CA: path.join(dir, 'upstream-ca.pem'),
-    ACIS_EGRESS_RUNS_FILE: path.join(dir, 'runs.json'),
     LOG_LEVEL: 'info',
+  };
+  const fileProxy = await startProxy({ ...common, ACIS_DATA_DIR: dir, ACIS_EGRESS_RUNS_FILE: path.join(dir, 'runs.json') });
+  const runSecrets = new Map(Object.entries(RUN.secrets));
+  const resolveListener = await startEgressResolveServer({
+    host: '127.0.0.1',
+    port: 0,
+    token: RESOLVE_TOKEN,
+    resolve: async (runnerId, token) => (runnerId === RUN.id && token === RUN.token ? runSecrets : undefined),
+    standsForRun: async (runnerId, token) => runnerId === RUN.id && token === RUN.token,
+    abortMissing: async () => {},
+    logger: pino({ level: 'silent' }),
+  });
+  // The same CA directory: both proxies present leaves of the one CA, as replicas do.
+  const resolvingProxy = await startProxy({
+    ...common,
+    ACIS_DATA_DIR: dir,
+    ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolveListener.port}`,
+    ACIS_EGRESS_RESOLVE_TOKEN: RESOLVE_TOKEN,
   });
   try {
     const proxyCa = await readFile(path.join(dir, 'egress-ca', 'ca.crt'), 'utf8');
@@ -185,45 +207,51 @@ async function main(): Promise<void> {
     const proxyBody = JSON.stringify({ key: '{{secret:API_KEY}}', note: 'small request' });
     const httpsCaAgent = new HttpsAgent({ keepAlive: true, ca: upstreamCa.certPem });
 
-    const pairs: Array<[string, Target, Target]> = [
+    const viaHttp = (proxyPort: number) =>
+      target(
+        'proxy',
+        httpRequest,
+        { host: '127.0.0.1', port: proxyPort, path: `http://127.0.0.1:${httpPort}/echo`, agent: new HttpAgent({ keepAlive: true }) },
+        { ...viaProxy, 'proxy-authorization': authorization },
+        proxyBody,
+      );
+    const viaHttps = (proxyPort: number) =>
+      target('proxy', httpsRequest, { host: 'localhost', port: httpsPort, path: '/echo', agent: new TunnelAgent(proxyPort, authorization, proxyCa) }, viaProxy, proxyBody);
+    const paths: Array<[string, Target, Array<[string, Target]>]> = [
       [
         'HTTP',
         target('direct', httpRequest, { host: '127.0.0.1', port: httpPort, path: '/echo', agent: new HttpAgent({ keepAlive: true }) }, direct, directBody),
-        target(
-          'proxy',
-          httpRequest,
-          { host: '127.0.0.1', port: proxyPort, path: `http://127.0.0.1:${httpPort}/echo`, agent: new HttpAgent({ keepAlive: true }) },
-          { ...viaProxy, 'proxy-authorization': authorization },
-          proxyBody,
-        ),
+        [
+          ['via proxy (runs file)', viaHttp(fileProxy.port)],
+          ['via proxy (resolve listener)', viaHttp(resolvingProxy.port)],
+        ],
       ],
       [
         'HTTPS',
         target('direct', httpsRequest, { host: 'localhost', port: httpsPort, path: '/echo', agent: httpsCaAgent }, direct, directBody),
-        target(
-          'proxy',
-          httpsRequest,
-          { host: 'localhost', port: httpsPort, path: '/echo', agent: new TunnelAgent(proxyPort, authorization, proxyCa) },
-          viaProxy,
-          proxyBody,
-        ),
+        [
+          ['via proxy (runs file)', viaHttps(fileProxy.port)],
+          ['via proxy (resolve listener)', viaHttps(resolvingProxy.port)],
+        ],
       ],
     ];
 
     const rows: string[] = [];
-    for (const [scheme, directTarget, proxyTarget] of pairs) {
+    for (const [scheme, directTarget, proxied] of paths) {
       const d = { ...(await latency(directTarget)), rps: await throughput(directTarget) };
-      const p = { ...(await latency(proxyTarget)), rps: await throughput(proxyTarget) };
       const ms = (v: number) => v.toFixed(3);
       rows.push(`| ${scheme} | direct | ${ms(d.p50)} | ${ms(d.p99)} | ${Math.round(d.rps)} | | | |`);
-      rows.push(
-        `| ${scheme} | via proxy | ${ms(p.p50)} | ${ms(p.p99)} | ${Math.round(p.rps)} | ${(p.p50 / d.p50).toFixed(2)}× | ${(p.p99 / d.p99).toFixed(2)}× | ${(p.rps / d.rps).toFixed(2)}× |`,
-      );
+      for (const [label, proxyTarget] of proxied) {
+        const p = { ...(await latency(proxyTarget)), rps: await throughput(proxyTarget) };
+        rows.push(
+          `| ${scheme} | ${label} | ${ms(p.p50)} | ${ms(p.p99)} | ${Math.round(p.rps)} | ${(p.p50 / d.p50).toFixed(2)}× | ${(p.p99 / d.p99).toFixed(2)}× | ${(p.rps / d.rps).toFixed(2)}× |`,
+        );
+      }
     }
     console.log(
       [
         `Egress proxy micro-benchmark (${new Date().toISOString()}, Node ${process.version}, ${os.cpus().length} CPUs ${os.cpus()[0]?.model ?? ''})`,
-        `Small POST (JSON body and Authorization header carrying one secret), keep-alive; latency over ${REQUESTS} sequential requests, throughput with ${CONCURRENCY} in flight for ${DURATION_MS / 1000} s. Proxy in its own process; client and echo servers share this one.`,
+        `Small POST (JSON body and Authorization header carrying one secret), keep-alive; latency over ${REQUESTS} sequential requests, throughput with ${CONCURRENCY} in flight for ${DURATION_MS / 1000} s. Proxies in processes of their own; client, echo servers and the resolve listener share this one. Load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}.`,
         '',
         '| scheme | path | p50 ms | p99 ms | req/s | p50 ratio | p99 ratio | req/s ratio |',
         '|---|---|---:|---:|---:|---:|---:|---:|',
@@ -231,7 +259,9 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
   } finally {
-    child.kill('SIGTERM');
+    fileProxy.child.kill('SIGTERM');
+    resolvingProxy.child.kill('SIGTERM');
+    await resolveListener.close();
     httpEcho.closeAllConnections();
     httpsEcho.closeAllConnections();
     httpEcho.close();

@@ -1,15 +1,20 @@
 /**
- * One conversation through the chart's installed objects: `helm install` with the egress proxy inside
- * the API server (ci/egress-in-api-server-values.yaml) into the Kubernetes API test server, then
- * `acis serve` and `acis controller` as their own processes with exactly the environment their
- * rendered Deployments give their pods (Secrets and fieldRefs resolved as the kubelet would). Only
- * what cannot exist here is replaced: the kubeconfig for the in-cluster service account, the data
- * emptyDir (with the CA Secret's items where the chart mounts them), and the proxy Service's address,
- * since the test server routes no Services. The warm-pool runner pod runs the real runner in the
- * simulated kubelet; the agent talks to the model stub through the API server's proxy.
+ * One conversation through the chart's installed objects per egress proxy mode: `helm install` into
+ * the Kubernetes API test server, then `acis serve`, `acis controller` and (mode `deployment`) the
+ * egress proxy as their own processes with exactly the environment their rendered Deployments give
+ * their pods (Secrets and fieldRefs resolved as the kubelet would). Only what cannot exist here is
+ * replaced: the kubeconfig for the in-cluster service account, the emptyDirs and Secret volumes
+ * (directories here, with the Secrets' items where the chart mounts them), and Services' addresses,
+ * since the test server routes no Services (each test checks the Service selects the pods it stands
+ * for). The warm-pool runner pod runs the real runner in the simulated kubelet; the agent talks to
+ * the model stub through the egress proxy: the API server's (mode `api-server`,
+ * ci/egress-in-api-server-values.yaml) or the proxy's own process, which asks the API server's
+ * resolve listener for the run's values (mode `deployment`, the chart's default).
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,10 +36,13 @@ import { connectionAllowed, selects, type NetworkPolicy, type PodEndpoint } from
 const RUNNER_IMAGE = 'acis-runner:chart-conversation';
 const API_POD = 'acis-api-6b8c5-r7n2k';
 const CONTROLLER_POD = 'acis-controller-7d9f8-x2x4q';
+const PROXY_POD = 'acis-egress-proxy-5c7d9-qk2vd';
 /** The platform's model key: the stub refuses any other, and no pod or stream line may hold it. */
 const PLATFORM_KEY = `sk-platform-${randomBytes(12).toString('hex')}`;
 // Pod IPs are unique within one kubelet only and test files run side by side: a port of our own.
 const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
+/** The ConfigMap of the egress CA's certificate the operator makes for runner pods in mode `deployment`. */
+const CA_CERT_CONFIGMAP = 'acis-egress-ca-cert';
 
 interface PodObject extends KubeObject {
   spec: { containers: Array<{ image: string; env?: Array<{ name: string; value?: string }> }>; volumes?: Array<{ configMap?: { name: string } }> };
@@ -46,64 +54,101 @@ interface SandboxStatus {
   podName?: string;
 }
 
-let stub: ModelStub;
-let server: KubeTestServer;
-let kubelet: Kubelet;
-let databaseUrl: string;
-/** The test's files: the API pod's data emptyDir, each process's kubeconfig. */
-let scratch: string;
-let dataDir: string;
-let api: AcisProcess | undefined;
-let controller: AcisProcess | undefined;
-let apiUrl: string;
-let apiTemplate: RenderedPodTemplate;
-let controllerTemplate: RenderedPodTemplate;
-/** Each process's requests to the Kubernetes API, to hold against its service account's Role. */
-let apiAccess: RecordingKubeconfig;
-let controllerAccess: RecordingKubeconfig;
+interface ServiceObject extends KubeObject {
+  spec: { selector: Record<string, string>; ports: Array<{ port: number; targetPort: string }> };
+}
 
-const ready = (pod: PodObject) => Boolean(pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-const poolPods = () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as PodObject[];
+type Mode = 'api-server' | 'deployment';
+
+let stub: ModelStub;
 
 beforeAll(async () => {
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
-  databaseUrl = await createTestDatabase();
-  scratch = await mkdtemp(path.join(tmpdir(), 'acis-chart-conversation-'));
-  dataDir = path.join(scratch, 'api-data');
-  await mkdir(dataDir);
-  server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
-  apiAccess = await recordingKubeconfig(server, path.join(scratch, 'api.kubeconfig'));
-  controllerAccess = await recordingKubeconfig(server, path.join(scratch, 'controller.kubeconfig'));
-  kubelet = await startKubelet({
-    server,
-    images: { [RUNNER_IMAGE]: runnerImage(ROOT) },
-    probePeriodMs: 25,
-    allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
-  });
-}, 120_000);
+}, 30_000);
 
 afterAll(async () => {
-  if (controller) await stopAcis(controller);
-  if (api) await stopAcis(api);
-  killLeftovers();
-  await kubelet?.close();
-  await apiAccess?.close();
-  await controllerAccess?.close();
-  await server?.close();
   await stub?.stop();
-  if (databaseUrl) await dropTestDatabase(databaseUrl);
-  if (scratch) await rm(scratch, { recursive: true, force: true });
-}, 120_000);
+});
 
-describe('charts/acis installed with the egress proxy in the API server', () => {
-  it('installs, and the API server and controller start from their Deployments\' environment', async () => {
-    // The values file names an existing CA Secret, as three API replicas need one.
-    server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: await createDeploymentCaFiles() } as unknown as KubeObject);
-    const [apiPort, proxyPort] = [await freePort(), await freePort()];
+describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with egressProxy.mode %s', (mode) => {
+  let server: KubeTestServer;
+  let kubelet: Kubelet;
+  let databaseUrl: string;
+  /** The test's files: the pods' emptyDirs and Secret volumes, each process's kubeconfig. */
+  let scratch: string;
+  let api: AcisProcess | undefined;
+  let controller: AcisProcess | undefined;
+  let proxy: { process: ChildProcess; output: () => string } | undefined;
+  let apiUrl: string;
+  let apiTemplate: RenderedPodTemplate;
+  let controllerTemplate: RenderedPodTemplate;
+  let proxyTemplate: RenderedPodTemplate | undefined;
+  let proxyMetricsPort: number;
+  /** Each process's requests to the Kubernetes API, to hold against its service account's Role. */
+  let apiAccess: RecordingKubeconfig;
+  let controllerAccess: RecordingKubeconfig;
+
+  const ready = (pod: PodObject) => Boolean(pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+  const poolPods = () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as PodObject[];
+  const secretValue = (name: string, key: string) => {
+    const secret = server.store.get('secrets', NAMESPACE, name) as KubeObject & { data: Record<string, string> };
+    return Buffer.from(secret.data[key]!, 'base64').toString();
+  };
+
+  beforeAll(async () => {
+    databaseUrl = await createTestDatabase();
+    scratch = await mkdtemp(path.join(tmpdir(), 'acis-chart-conversation-'));
+    server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
+    apiAccess = await recordingKubeconfig(server, path.join(scratch, 'api.kubeconfig'));
+    controllerAccess = await recordingKubeconfig(server, path.join(scratch, 'controller.kubeconfig'));
+    kubelet = await startKubelet({
+      server,
+      images: { [RUNNER_IMAGE]: runnerImage(ROOT) },
+      probePeriodMs: 25,
+      allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    if (controller) await stopAcis(controller);
+    if (proxy && proxy.process.exitCode === null) {
+      const exited = new Promise((resolve) => proxy!.process.once('exit', resolve));
+      proxy.process.kill('SIGTERM');
+      await exited;
+    }
+    if (api) await stopAcis(api);
+    killLeftovers();
+    await kubelet?.close();
+    await apiAccess?.close();
+    await controllerAccess?.close();
+    await server?.close();
+    if (databaseUrl) await dropTestDatabase(databaseUrl);
+    if (scratch) await rm(scratch, { recursive: true, force: true });
+  }, 120_000);
+
+  it('installs, and the API server, the controller (and the egress proxy) start from their Deployments\' environment', async () => {
+    // An existing CA Secret, as several proxy processes need one; in mode deployment also the
+    // ConfigMap of its certificate that runner pods mount, as docs/install.md has the operator make.
+    const ca = await createDeploymentCaFiles();
+    server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: ca } as unknown as KubeObject);
+    const [apiPort, proxyPort, resolvePort] = [await freePort(), await freePort(), await freePort()];
+    proxyMetricsPort = await freePort();
     const [repository, tag] = RUNNER_IMAGE.split(':');
+    const modeValues =
+      mode === 'api-server'
+        ? ['--values', EGRESS_IN_API_VALUES]
+        : [
+            '--set', 'egressProxy.ca.existingSecret=acis-egress-ca',
+            '--set', `egressProxy.ca.configMap=${CA_CERT_CONFIGMAP}`,
+            '--set', `egressProxy.resolve.port=${resolvePort}`,
+            '--set', `egressProxy.metricsPort=${proxyMetricsPort}`,
+          ];
+    if (mode === 'deployment') {
+      server.store.create('configmaps', NAMESPACE, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: CA_CERT_CONFIGMAP, namespace: NAMESPACE }, data: { 'ca.crt': Buffer.from(ca['ca.crt']!, 'base64').toString() } } as unknown as KubeObject);
+    }
     const installed = await helm(
       [
-        'install', 'acis', CHART, '--namespace', NAMESPACE, '--values', EGRESS_IN_API_VALUES,
+        'install', 'acis', CHART, '--namespace', NAMESPACE, ...modeValues,
         '--set', `database.url=${databaseUrl}`,
         '--set', `modelBaseUrl=${stub.url}`,
         '--set', `secrets.anthropicApiKey=${PLATFORM_KEY}`,
@@ -117,29 +162,64 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     );
     expect(installed.code, installed.stderr).toBe(0);
 
-    // One API replica, as its pod would run: the data emptyDir here, the CA Secret's items where the chart mounts them.
+    // One API replica, as its pod would run: its volumes here, the Secrets' items where the chart mounts them.
     apiTemplate = podTemplate(server, NAMESPACE, 'acis-api');
     const apiContainer = apiTemplate.spec.containers[0]!;
-    const apiEnv = containerEnv(server, NAMESPACE, API_POD, apiContainer);
+    const apiEnv = await mountVolumes(apiTemplate, containerEnv(server, NAMESPACE, API_POD, apiContainer), path.join(scratch, 'api'));
     expect(apiEnv.ACIS_SANDBOX_PROVIDER).toBe('kubernetes');
-    expect(apiEnv.ACIS_EGRESS_LISTEN).toBe(`0.0.0.0:${proxyPort}`);
-    await mountSecretVolumes(apiTemplate, apiEnv.ACIS_DATA_DIR!);
-    api = runAcis(apiContainer.args, { ...cleanEnv(apiEnv), ACIS_DATA_DIR: dataDir, KUBECONFIG: apiAccess.kubeconfigPath });
+    if (mode === 'api-server') {
+      expect(apiEnv.ACIS_EGRESS_LISTEN).toBe(`0.0.0.0:${proxyPort}`);
+      expect(apiEnv.ACIS_EGRESS_RESOLVE_LISTEN).toBeUndefined();
+    } else {
+      expect(apiEnv.ACIS_EGRESS_RESOLVE_LISTEN).toBe(`0.0.0.0:${resolvePort}`);
+      expect(apiEnv.ACIS_EGRESS_LISTEN).toBeUndefined();
+      // The API server holds the resolve token but not the CA, which is the proxy's alone.
+      expect(apiTemplate.spec.volumes?.map((volume) => volume.secret?.secretName).filter(Boolean)).toEqual(['acis-egress-resolve']);
+    }
+    api = runAcis(apiContainer.args, { ...cleanEnv(apiEnv), KUBECONFIG: apiAccess.kubeconfigPath });
     apiUrl = `http://127.0.0.1:${apiPort}`;
     await until(async () => (await fetch(`${apiUrl}/readyz`).catch(() => undefined))?.status === 200, 60_000, () => `the API server's /readyz:\n${api!.output()}`);
+
+    const proxyService = server.store.get('services', NAMESPACE, 'acis-egress-proxy') as ServiceObject;
+    expect(proxyService.spec.ports).toContainEqual(expect.objectContaining({ port: proxyPort, targetPort: 'proxy' }));
+    if (mode === 'api-server') {
+      expect(selects({ matchLabels: proxyService.spec.selector }, apiTemplate.metadata.labels)).toBe(true);
+      expect(apiContainer.ports).toContainEqual(expect.objectContaining({ name: 'proxy', containerPort: proxyPort }));
+    } else {
+      // The proxy's own pod, as its Deployment runs it (the image's command, from source here).
+      proxyTemplate = podTemplate(server, NAMESPACE, 'acis-egress-proxy');
+      const proxyContainer = proxyTemplate.spec.containers[0]!;
+      expect(proxyContainer.command).toEqual(['node', '/app/dist/egress-proxy/main.js']);
+      expect(selects({ matchLabels: proxyService.spec.selector }, proxyTemplate.metadata.labels)).toBe(true);
+      expect(proxyContainer.ports).toContainEqual(expect.objectContaining({ name: 'proxy', containerPort: proxyPort }));
+      const proxyEnv = await mountVolumes(proxyTemplate, containerEnv(server, NAMESPACE, PROXY_POD, proxyContainer), path.join(scratch, 'proxy'));
+      // It holds no database URL and no master key; it reaches the API pods' resolve port through its Service.
+      expect(Object.keys(proxyEnv).filter((name) => /DATABASE|MASTER/.test(name))).toEqual([]);
+      const resolveService = server.store.get('services', NAMESPACE, 'acis-egress-resolve') as ServiceObject;
+      expect(selects({ matchLabels: resolveService.spec.selector }, apiTemplate.metadata.labels)).toBe(true);
+      expect(resolveService.spec.ports).toEqual([expect.objectContaining({ port: resolvePort, targetPort: 'egress-resolve' })]);
+      expect(apiContainer.ports).toContainEqual(expect.objectContaining({ name: 'egress-resolve', containerPort: resolvePort }));
+      expect(proxyEnv.ACIS_EGRESS_RESOLVE_URL).toBe(`http://acis-egress-resolve:${resolvePort}`);
+      const child = spawn(process.execPath, ['--import', 'tsx', 'egress-proxy/main.ts'], {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...cleanEnv(proxyEnv), ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolvePort}` },
+      });
+      let output = '';
+      child.stdout?.on('data', (chunk) => (output += chunk));
+      child.stderr?.on('data', (chunk) => (output += chunk));
+      proxy = { process: child, output: () => output };
+      // Ready as its readiness probe sees it: the proxy port answers.
+      await until(async () => child.exitCode === null && (await portOpen(proxyPort)), 60_000, () => `the egress proxy's port:\n${output}`);
+    }
 
     controllerTemplate = podTemplate(server, NAMESPACE, 'acis-controller');
     const controllerContainer = controllerTemplate.spec.containers[0]!;
     const controllerEnv = containerEnv(server, NAMESPACE, CONTROLLER_POD, controllerContainer);
     // Runner pods are told the proxy's Service name; the test server routes no Services, so the
-    // address is that of the pod the Service selects (the API server's, on the host's network).
+    // address is that of the pod the Service selects (on the host's network here).
     expect(controllerEnv.ACIS_EGRESS_PROXY_HOST).toBe('acis-egress-proxy');
-    const proxyService = server.store.get('services', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
-      spec: { selector: Record<string, string>; ports: Array<{ port: number; targetPort: string }> };
-    };
-    expect(selects({ matchLabels: proxyService.spec.selector }, apiTemplate.metadata.labels)).toBe(true);
-    expect(proxyService.spec.ports).toContainEqual(expect.objectContaining({ port: proxyPort, targetPort: 'proxy' }));
-    expect(apiContainer.ports).toContainEqual(expect.objectContaining({ name: 'proxy', containerPort: proxyPort }));
+    expect(controllerEnv.ACIS_EGRESS_CA_CONFIGMAP).toBe(mode === 'api-server' ? 'acis-egress-ca' : CA_CERT_CONFIGMAP);
     controller = runAcis(controllerContainer.args, {
       ...cleanEnv(controllerEnv),
       KUBECONFIG: controllerAccess.kubeconfigPath,
@@ -151,7 +231,7 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     await server.store.waitUntil(() => poolPods().filter(ready).length === 1, 90_000, `the chart's warm pool's runner Ready\n${controller.output()}`);
   }, 240_000);
 
-  it('serves a conversation: the reply streams from the warm-pool runner pod the sandbox NetworkPolicy selects', async () => {
+  it('serves a conversation: the reply streams from the warm-pool runner pod, its model calls through the egress proxy the NetworkPolicies let it reach', async () => {
     const poolPodName = poolPods().filter(ready)[0]!.metadata.name!;
     const admin = secretValue('acis-secrets', 'ACIS_ADMIN_TOKEN');
     const integration = await call('POST', '/admin/integrations', admin, { name: 'chart conversation' }, 201);
@@ -179,32 +259,46 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     expect(sandbox.status).toMatchObject({ launch: 'pool', podName: poolPodName });
     const pod = server.store.get('pods', NAMESPACE, poolPodName) as PodObject;
     expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
-    // It trusts the operator's CA: the API server loaded it from where the chart mounts the Secret
-    // and published its certificate in the ConfigMap the controller mounts into runner pods.
-    const published = server.store.get('configmaps', NAMESPACE, 'acis-egress-ca') as KubeObject & { data: Record<string, string> };
+    // It trusts the operator's CA: in mode api-server the API server loaded it from where the chart
+    // mounts the Secret and published its certificate; in mode deployment the operator's ConfigMap.
+    const trusted = mode === 'api-server' ? 'acis-egress-ca' : CA_CERT_CONFIGMAP;
+    const published = server.store.get('configmaps', NAMESPACE, trusted) as KubeObject & { data: Record<string, string> };
     expect(published.data['ca.crt']!.trim()).toBe(secretValue('acis-egress-ca', 'ca.crt').trim());
-    expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: 'acis-egress-ca' }) }));
+    expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: trusted }) }));
 
-    // The chart's sandbox policy selects it, lets it reach the API pods' proxy port and nothing else,
+    // The chart's sandbox policy selects it, lets it reach the proxy pods' proxy port and nothing else,
     // and lets the API pods reach its runner port.
     const policies = server.store.list('networkpolicies.networking.k8s.io', NAMESPACE).items as unknown as NetworkPolicy[];
     const sandboxPolicy = policies.find((policy) => policy.metadata.name === 'acis-sandbox')!;
     expect(selects(sandboxPolicy.spec.podSelector, pod.metadata.labels ?? {})).toBe(true);
     const runnerPod: PodEndpoint = { namespace: NAMESPACE, labels: pod.metadata.labels ?? {}, ip: pod.status!.podIP! };
     const apiPod: PodEndpoint = { namespace: NAMESPACE, labels: apiTemplate.metadata.labels, ip: '10.244.1.7' };
-    const proxyPort = apiTemplate.spec.containers[0]!.ports!.find((port) => port.name === 'proxy')!.containerPort;
-    expect(connectionAllowed(policies, runnerPod, apiPod, proxyPort)).toBe(true);
+    const proxyPod: PodEndpoint = mode === 'api-server' ? apiPod : { namespace: NAMESPACE, labels: proxyTemplate!.metadata.labels, ip: '10.244.1.8' };
+    const portOf = (template: RenderedPodTemplate, name: string) => template.spec.containers[0]!.ports!.find((port) => port.name === name)!.containerPort;
+    const proxyPort = portOf(mode === 'api-server' ? apiTemplate : proxyTemplate!, 'proxy');
+    expect(connectionAllowed(policies, runnerPod, proxyPod, proxyPort)).toBe(true);
     expect(connectionAllowed(policies, apiPod, runnerPod, RUNNER_PORT)).toBe(true);
     expect(connectionAllowed(policies, runnerPod, { ip: '203.0.113.10' }, 443)).toBe(false);
-    // The API pods' own policy lets their proxy forward the model call to the internet.
-    expect(connectionAllowed(policies, apiPod, { ip: '203.0.113.10' }, 443)).toBe(true);
-    expect(connectionAllowed(policies, runnerPod, apiPod, apiTemplate.spec.containers[0]!.ports!.find((port) => port.name === 'http')!.containerPort)).toBe(false);
+    // The proxy pods' policy lets them forward the model call to the internet.
+    expect(connectionAllowed(policies, proxyPod, { ip: '203.0.113.10' }, 443)).toBe(true);
+    expect(connectionAllowed(policies, runnerPod, apiPod, portOf(apiTemplate, 'http'))).toBe(false);
+    if (mode === 'deployment') {
+      // The proxy learned the run at the API pods' resolve port, which the runner cannot reach.
+      const resolvePort = portOf(apiTemplate, 'egress-resolve');
+      expect(connectionAllowed(policies, proxyPod, apiPod, resolvePort)).toBe(true);
+      expect(connectionAllowed(policies, runnerPod, apiPod, resolvePort)).toBe(false);
+      expect(connectionAllowed(policies, proxyPod, apiPod, portOf(apiTemplate, 'http'))).toBe(false);
+    }
 
-    // The model call went out through the API server's proxy with the pod's credential; the pod held a placeholder.
-    const metrics = await (await fetch(`${apiUrl}/metrics`)).text();
-    expect(Number(/^acis_egress_requests_total\{outcome="forwarded"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
+    // The model call went out through the proxy with the pod's credential; the pod held a placeholder.
+    const proxyMetrics = await (await fetch(mode === 'api-server' ? `${apiUrl}/metrics` : `http://127.0.0.1:${proxyMetricsPort}/metrics`)).text();
+    expect(Number(/^acis_egress_requests_total\{outcome="forwarded"\} (\d+)$/m.exec(proxyMetrics)?.[1])).toBeGreaterThan(0);
+    if (mode === 'deployment') {
+      // Not through the API server's own (in-process, loopback) proxy.
+      expect(await (await fetch(`${apiUrl}/metrics`)).text()).not.toMatch(/^acis_egress_requests_total\{outcome="forwarded"\} [1-9]/m);
+    }
     expect(pod.spec.containers[0]!.env).toContainEqual({ name: 'ANTHROPIC_API_KEY', value: '{{secret:ANTHROPIC_API_KEY}}' });
-    expect([text, JSON.stringify(pod), kubelet.logs(NAMESPACE, poolPodName)].join('\n')).not.toContain(PLATFORM_KEY);
+    expect([text, JSON.stringify(pod), kubelet.logs(NAMESPACE, poolPodName), proxy?.output() ?? ''].join('\n')).not.toContain(PLATFORM_KEY);
 
     expect((await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status).toBe(204);
     await server.store.waitUntil(() => !server.store.find('sandboxes', NAMESPACE, sandboxName(conversation.id)), 30_000, 'the Sandbox gone');
@@ -216,35 +310,47 @@ describe('charts/acis installed with the egress proxy in the API server', () => 
     expect(refused(rulesOf(server, NAMESPACE, apiTemplate.spec.serviceAccountName), apiAccess.requests)).toEqual([]);
     expect(refused(rulesOf(server, NAMESPACE, controllerTemplate.spec.serviceAccountName), controllerAccess.requests)).toEqual([]);
   });
+
+  /** A REST call to the API server; fails the test unless it answers `status`. */
+  async function call(method: string, urlPath: string, token: string, body: unknown, status: number): Promise<any> {
+    const response = await fetch(`${apiUrl}${urlPath}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const text = await response.text();
+    expect(response.status, `${method} ${urlPath}: ${text}`).toBe(status);
+    return JSON.parse(text);
+  }
+
+  /**
+   * Gives the pod's volumes directories under `root` (Secret volumes with their items, as the kubelet
+   * writes them) and answers `env` with every path inside a mount, or holding one (a data dir whose
+   * subdirectory is a mount), moved to where it is here.
+   */
+  async function mountVolumes(template: RenderedPodTemplate, env: Record<string, string>, root: string): Promise<Record<string, string>> {
+    const mounts = [...(template.spec.containers[0]!.volumeMounts ?? [])].sort((a, b) => a.mountPath.length - b.mountPath.length);
+    const here = (mountPath: string) => path.join(root, mountPath);
+    for (const mount of mounts) {
+      const target = here(mount.mountPath);
+      await mkdir(target, { recursive: true });
+      const volume = template.spec.volumes?.find((candidate) => candidate.name === mount.name);
+      if (!volume?.secret) continue;
+      const secret = server.store.get('secrets', NAMESPACE, volume.secret.secretName) as KubeObject & { data: Record<string, string> };
+      for (const item of volume.secret.items ?? Object.keys(secret.data).map((key) => ({ key, path: key }))) {
+        await writeFile(path.join(target, item.path), Buffer.from(secret.data[item.key]!, 'base64'), { mode: 0o440 });
+      }
+    }
+    const related = (value: string, mountPath: string) => value === mountPath || value.startsWith(`${mountPath}/`) || mountPath.startsWith(`${value}/`);
+    return Object.fromEntries(Object.entries(env).map(([name, value]) => [name, mounts.some((mount) => related(value, mount.mountPath)) ? here(value) : value]));
+  }
 });
 
-/** A REST call to the API server; fails the test unless it answers `status`. */
-async function call(method: string, urlPath: string, token: string, body: unknown, status: number): Promise<any> {
-  const response = await fetch(`${apiUrl}${urlPath}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await response.text();
-  expect(response.status, `${method} ${urlPath}: ${text}`).toBe(status);
-  return JSON.parse(text);
-}
-
-function secretValue(name: string, key: string): string {
-  const secret = server.store.get('secrets', NAMESPACE, name) as KubeObject & { data: Record<string, string> };
-  return Buffer.from(secret.data[key]!, 'base64').toString();
-}
-
-/** Writes each Secret volume's items under `dataDir` where the template mounts them below the data mount `dataMountPath`. */
-async function mountSecretVolumes(template: RenderedPodTemplate, dataMountPath: string): Promise<void> {
-  for (const mount of template.spec.containers[0]!.volumeMounts ?? []) {
-    const volume = template.spec.volumes?.find((candidate) => candidate.name === mount.name);
-    if (!volume?.secret) continue;
-    const relative = path.relative(dataMountPath, mount.mountPath);
-    if (relative.startsWith('..')) throw new Error(`${mount.mountPath} is outside the data mount ${dataMountPath}`);
-    const target = path.join(dataDir, relative);
-    await mkdir(target, { recursive: true });
-    const secret = server.store.get('secrets', NAMESPACE, volume.secret.secretName) as KubeObject & { data: Record<string, string> };
-    for (const item of volume.secret.items ?? Object.keys(secret.data).map((key) => ({ key, path: key }))) {
-      await writeFile(path.join(target, item.path), Buffer.from(secret.data[item.key]!, 'base64'), { mode: 0o440 });
-    }
-  }
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
 }
 
 /** Polls `check` (an HTTP answer has no event to await) until it holds. */

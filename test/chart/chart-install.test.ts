@@ -153,8 +153,9 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(listed.stdout).toContain('vendor-agent-sdk');
   }, 120_000);
 
-  it('upgrades in place and keeps the generated master key', async () => {
+  it('upgrades in place and keeps the generated master key and egress resolve token', async () => {
     const before = server.store.get('secrets', NAMESPACE, 'acis-secrets') as KubeObject & { data: Record<string, string> };
+    const resolveBefore = server.store.get('secrets', NAMESPACE, 'acis-egress-resolve') as KubeObject & { data: Record<string, string> };
     const upgraded = await helm(
       ['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values', '--set', 'warmPool.replicas=1'],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
@@ -163,6 +164,9 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     const after = server.store.get('secrets', NAMESPACE, 'acis-secrets') as KubeObject & { data: Record<string, string> };
     expect(after.data.ACIS_MASTER_KEY).toBe(before.data.ACIS_MASTER_KEY);
     expect(after.data.ACIS_ADMIN_TOKEN).toBe(before.data.ACIS_ADMIN_TOKEN);
+    // The API server and the proxy keep agreeing on it across the roll.
+    const resolveAfter = server.store.get('secrets', NAMESPACE, 'acis-egress-resolve') as KubeObject & { data: Record<string, string> };
+    expect(resolveAfter.data.token).toBe(resolveBefore.data.token);
     await server.store.waitUntil(() => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1, 30_000, 'the pool shrunk to one pod');
   }, 120_000);
   it('runs the egress proxy from its Deployment\'s pod template: the chart\'s env, volumes and CA, Ready', async () => {
@@ -190,7 +194,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     const metrics = await fetch(`http://${podIp}:${PROXY_METRICS_PORT}/metrics`);
     expect(metrics.status).toBe(200);
     expect(await metrics.text()).toContain('acis_egress_');
-    // A request without run credentials is refused: the proxy knows no run yet (its runs file is empty).
+    // A request without run credentials is refused before any run is looked up.
     expect(await proxyStatusLine(podIp, PROXY_PORT, 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
     const logged = await logLine(kubelet, 'acis-egress-proxy-5c7d9-qk2vd', '/var/lib/acis-egress/egress-ca/ca.crt');
     expect(logged, kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toBe(true);

@@ -110,6 +110,18 @@ describe.each([
     for (const name of processes) find(objects, 'Deployment', name);
     for (const name of ['acis-api', 'acis-controller-metrics', 'acis-egress-proxy']) find(objects, 'Service', name);
     for (const name of processes) find(objects, 'ServiceAccount', name);
+    if (ownProxy) {
+      // The proxy's runs come from the API pods' resolve port, through a Service of its own (not the API's).
+      const resolve = find(objects, 'Service', 'acis-egress-resolve').spec as { selector: Record<string, string>; ports: Array<{ port: number; targetPort: string }> };
+      expect(selects({ matchLabels: resolve.selector }, podLabelsOf(find(objects, 'Deployment', 'acis-api')))).toBe(true);
+      const apiPorts = (podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0] as Container & { ports: Array<{ name: string; containerPort: number }> }).ports;
+      const resolvePort = apiPorts.find((port) => port.name === resolve.ports[0]!.targetPort)!.containerPort;
+      expect(resolve.ports).toEqual([expect.objectContaining({ port: resolvePort, targetPort: 'egress-resolve' })]);
+      const proxyEnv = envOf(podSpecOf(find(objects, 'Deployment', 'acis-egress-proxy')).containers[0]!);
+      expect(proxyEnv.get('ACIS_EGRESS_RESOLVE_URL')?.value).toBe(`http://acis-egress-resolve:${resolvePort}`);
+      const apiService = find(objects, 'Service', 'acis-api').spec as { ports: Array<{ targetPort: string }> };
+      expect(apiService.ports.map((port) => port.targetPort)).toEqual(['http']);
+    }
     expect(find(objects, 'SandboxWarmPool', 'vendor-agent-sdk').spec).toMatchObject({ agentType: 'vendor-agent-sdk' });
   });
 
@@ -157,8 +169,8 @@ describe.each([
     expect(env.get('ACIS_K8S_NAMESPACE')?.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
     expect(env.get('ACIS_REPOSITORY_SYNC_RUNNER')?.value).toBe('kubernetes');
     for (const name of ['DATABASE_URL', 'ACIS_MASTER_KEY', 'ACIS_ADMIN_TOKEN']) expect(env.get(name)?.valueFrom, name).toHaveProperty('secretKeyRef');
-    // A secret value is never written into a pod spec.
-    for (const entry of env.values()) if (/KEY|TOKEN|PASSWORD|DATABASE_URL/.test(entry.name)) expect(entry.value, entry.name).toBeUndefined();
+    // A secret value is never written into a pod spec (a `_FILE` names where a Secret is mounted).
+    for (const entry of env.values()) if (/KEY|TOKEN|PASSWORD|DATABASE_URL/.test(entry.name) && !entry.name.endsWith('_FILE')) expect(entry.value, entry.name).toBeUndefined();
   });
 
   it('points the controller at the chart\'s own Services, Secret, images and Lease', () => {
@@ -256,6 +268,16 @@ describe('charts/acis: NetworkPolicies', () => {
     expect(connectionAllowed(policies, stranger, proxy, 3128)).toBe(false);
   });
 
+  it('let the egress proxy pods, and only they, reach the API pods\' resolve port, and the proxy no other API port', () => {
+    for (const set of [policies, production]) {
+      expect(connectionAllowed(set, proxy, api, 8081)).toBe(true);
+      expect(connectionAllowed(set, proxy, api, 8080)).toBe(false);
+      for (const source of [runner, stranger, strangerElsewhere, controller, sync]) expect(connectionAllowed(set, source, api, 8081), source.ip).toBe(false);
+    }
+    const proxyElsewhere: PodEndpoint = { ...proxy, namespace: 'other', ip: '10.244.2.3' };
+    expect(connectionAllowed(policies, proxyElsewhere, api, 8081)).toBe(false);
+  });
+
   it('let the API server reach PostgreSQL, the Kubernetes API and HTTPS, where the production values narrow them', () => {
     expect(connectionAllowed(policies, api, { ip: '10.20.0.15' }, 5432)).toBe(true);
     expect(connectionAllowed(policies, api, { ip: '10.0.0.10' }, 6443)).toBe(true);
@@ -287,6 +309,9 @@ describe('charts/acis: NetworkPolicies', () => {
     const objects = await renderChart({ valuesFiles: [EGRESS_IN_API_VALUES] });
     const inApi = ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
     expect(inApi.map((policy) => policy.metadata.name)).not.toContain('acis-egress-proxy');
+    // No resolve listener, Service or token: the proxy is in the API server.
+    expect(objects.filter((object) => object.metadata.name === 'acis-egress-resolve')).toEqual([]);
+    expect(connectionAllowed(inApi, stranger, api, 8081)).toBe(false);
     const service = find(objects, 'Service', 'acis-egress-proxy').spec as { selector: Record<string, string>; ports: Array<{ port: number }> };
     expect(selects({ matchLabels: service.selector }, api.labels)).toBe(true);
     expect(connectionAllowed(inApi, runner, api, 3128)).toBe(true);
@@ -297,6 +322,7 @@ describe('charts/acis: NetworkPolicies', () => {
     for (const destination of [internet, metadata, otherRunner, controller]) expect(connectionAllowed(inApi, runner, destination, 443)).toBe(false);
     const container = podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]! as Container & { volumeMounts: Array<{ name: string; mountPath: string }> };
     expect(envOf(container).get('ACIS_EGRESS_LISTEN')?.value).toBe('0.0.0.0:3128');
+    expect(envOf(container).has('ACIS_EGRESS_RESOLVE_LISTEN')).toBe(false);
     expect(container.volumeMounts).toContainEqual(expect.objectContaining({ name: 'egress-ca', mountPath: '/var/lib/acis/egress-ca' }));
     const refused = await templateChart({ set: ['egressProxy.mode=api-server', 'apiServer.replicas=2'] });
     expect(refused.code).not.toBe(0);
@@ -369,6 +395,7 @@ describe('charts/acis: values.schema.json and the chart\'s own refusals', () => 
     ['database.url=mysql://x', '/database/url'],
     ['networkPolicy.clusterCIDRs[0]=everything', '/networkPolicy/clusterCIDRs/0'],
     ['apiServer.replica=3', "additional properties 'replica' not allowed"],
+    ['egressProxy.resolve.port=0', '/egressProxy/resolve/port'],
   ])('refuses %s', async (pair, message) => {
     const result = await templateChart({ set: [pair] });
     expect(result.code).not.toBe(0);
@@ -380,6 +407,12 @@ describe('charts/acis: values.schema.json and the chart\'s own refusals', () => 
     const quoted = await offlineHelm(['template', 'acis', CHART, '--set-string', 'controller.replicas=2']);
     expect(quoted.code).not.toBe(0);
     expect(quoted.stderr).toContain('/controller/replicas');
+  });
+
+  it('refuses a resolve port that is the API port', async () => {
+    const result = await templateChart({ set: ['egressProxy.resolve.port=8080'] });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('egressProxy.resolve.port must differ from apiServer.port');
   });
 
   it('refuses several egress proxies without a shared CA', async () => {
@@ -400,8 +433,15 @@ describe('charts/acis: Secrets', () => {
     const database = Buffer.from((find(objects, 'Secret', 'acis-database') as unknown as { data: { DATABASE_URL: string } }).data.DATABASE_URL, 'base64').toString();
     const password = Buffer.from((find(objects, 'Secret', 'acis-postgresql') as unknown as { data: { POSTGRES_PASSWORD: string } }).data.POSTGRES_PASSWORD, 'base64').toString();
     expect(database).toBe(`postgres://acis:${password}@acis-postgresql:5432/acis`);
+    // The egress resolve token, generated too, is mounted as a file into the API server and the proxy only.
+    const resolveToken = Buffer.from((find(objects, 'Secret', 'acis-egress-resolve') as unknown as { data: { token: string } }).data.token, 'base64').toString();
+    expect(resolveToken.length).toBeGreaterThanOrEqual(32);
+    const mountingResolveToken = ofKind(objects, 'Deployment')
+      .filter((deployment) => (podSpecOf(deployment).volumes ?? []).some((volume) => (volume.secret as { secretName?: string } | undefined)?.secretName === 'acis-egress-resolve'))
+      .map((deployment) => deployment.metadata.name);
+    expect(mountingResolveToken.sort()).toEqual(['acis-api', 'acis-egress-proxy']);
     const elsewhere = JSON.stringify(objects.filter((object) => object.kind !== 'Secret'));
-    for (const value of [password, secrets.data.ACIS_MASTER_KEY!, Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString()]) expect(elsewhere).not.toContain(value);
+    for (const value of [password, secrets.data.ACIS_MASTER_KEY!, Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString(), resolveToken]) expect(elsewhere).not.toContain(value);
   });
 
   it('rolls the pods when a secret value given to the chart changes, not on a plain re-render', async () => {
@@ -519,6 +559,9 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
 
   it('the egress proxy accepts its environment', () => {
     const config = loadEgressConfig(resolvedEnv('acis-egress-proxy'));
-    expect(config).toMatchObject({ host: '0.0.0.0', port: 3128, metricsPort: 9091, caDir: '/var/lib/acis-egress/egress-ca', runsFile: '/etc/acis-egress/runs.json', metricsToken: 'metrics-token-0123456789' });
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 3128, metricsPort: 9091, caDir: '/var/lib/acis-egress/egress-ca', metricsToken: 'metrics-token-0123456789' });
+    // Runs from the API server's resolve listener, through its Service, with the token the API server reads too.
+    expect(config.runs).toEqual({ source: 'api', url: 'http://acis-egress-resolve:8081', token: { file: '/etc/acis/egress-resolve/token' } });
+    expect(loadConfig(resolvedEnv('acis-api')).egressResolve).toEqual({ listen: { host: '0.0.0.0', port: 8081 }, token: { file: '/etc/acis/egress-resolve/token' } });
   });
 });

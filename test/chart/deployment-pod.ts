@@ -20,6 +20,7 @@ export interface EnvEntry {
 }
 
 export interface RenderedContainer {
+  command?: string[];
   args: string[];
   env: EnvEntry[];
   ports?: Array<{ name: string; containerPort: number }>;

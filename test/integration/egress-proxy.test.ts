@@ -70,8 +70,12 @@ const runs: Record<string, { token: string; secrets: RunSecrets }> = {
   [RUN_A.id]: { token: RUN_A.token, secrets: RUN_A.secrets },
   [RUN_B.id]: { token: RUN_B.token, secrets: RUN_B.secrets },
 };
-const resolveRun = ({ runId, token }: { runId: string; token: string }) =>
-  runs[runId]?.token === token ? runs[runId].secrets : undefined;
+/** How many more lookups answer before they fail (the API server a standalone proxy asks going down); unset: all do. */
+let lookupsLeft: number | undefined;
+const resolveRun = ({ runId, token }: { runId: string; token: string }) => {
+  if (lookupsLeft !== undefined && lookupsLeft-- <= 0) throw new Error('the run source is down');
+  return runs[runId]?.token === token ? runs[runId].secrets : undefined;
+};
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'acis-egress-'));
@@ -115,6 +119,7 @@ afterAll(async () => {
 beforeEach(() => {
   received.length = 0;
   missing.length = 0;
+  lookupsLeft = undefined;
 });
 
 const withCredentials = (p: EgressProxy, run: { id: string; token: string }) => p.url.replace('http://', `http://${run.id}:${run.token}@`);
@@ -286,6 +291,22 @@ describe('createEgressProxy: run credentials', () => {
     const tunnel = await curl(proxy.url, `https://localhost:${httpsPort}/x`);
     expect(tunnel.connectStatus).toBe(407);
     expect(received).toHaveLength(0);
+  });
+
+  it('answers 503 lookup-failed and forwards nothing when the run cannot be looked up: plain, CONNECT, and inside an open tunnel', async () => {
+    lookupsLeft = 0;
+    const plain = await curl(withCredentials(proxy, RUN_A), `http://127.0.0.1:${httpPort}/down`, ['-H', 'X-Key: {{secret:API_KEY}}']);
+    expect(plain.status).toBe(503);
+    expect(plain.headers['x-acis-egress-error']).toBe('lookup-failed');
+    const connect = await curl(withCredentials(proxy, RUN_A), `https://localhost:${httpsPort}/down`);
+    expect(connect.connectStatus).toBe(503);
+    // The CONNECT and the tunnel's first request are looked up; the second request on it is not.
+    lookupsLeft = 2;
+    const tunnel = await curl(withCredentials(proxy, RUN_A), `https://localhost:${httpsPort}/first`, [`https://localhost:${httpsPort}/second`, '-H', 'X-Key: {{secret:API_KEY}}']);
+    expect(tunnel.status).toBe(503);
+    expect(tunnel.headers['x-acis-egress-error']).toBe('lookup-failed');
+    expect(received.map((r) => r.url)).toEqual(['/first']);
+    expect(missing).toEqual([]);
   });
 
   it("never substitutes or masks another run's values", async () => {

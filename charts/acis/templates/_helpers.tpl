@@ -224,3 +224,13 @@ and link-local ranges, per address family. */}}
 {{- define "acis.egressProxyComponent" -}}
 {{- ternary "egress-proxy" "api-server" (eq .Values.egressProxy.mode "deployment") -}}
 {{- end -}}
+
+{{/* The Secret (key `token`) of the egress resolve token: the operator's, else the chart's. */}}
+{{- define "acis.egressResolveSecret" -}}
+{{- default (printf "%s-egress-resolve" (include "acis.fullname" .)) .Values.egressProxy.resolve.existingSecret -}}
+{{- end -}}
+
+{{/* Where the resolve token's Secret is mounted in the API server and the egress proxy. */}}
+{{- define "acis.egressResolveTokenDir" -}}
+/etc/acis/egress-resolve
+{{- end -}}

@@ -1,0 +1,149 @@
+/**
+ * The internal resolve listener (ACIS_EGRESS_RESOLVE_LISTEN): how a standalone egress proxy, which
+ * holds no database credential and no master key, learns the values of the run a runner's proxy
+ * credential stands for, and ends that run for a missing secret (egress-proxy/resolve-protocol.ts).
+ *
+ * Invariants:
+ * - Its own listener, never the public API port: the chart lets only the proxy pods reach it.
+ * - Nothing is answered without the resolve token (bearer, compared in constant time): 401, and the
+ *   refusal is logged without what was sent.
+ * - A runner's credential resolves to values only while a turn of a run is in progress on that runner
+ *   (the same lookup as the in-process proxy's), so the answer is never more than the proxy would get
+ *   in process; at any other time the answer is `{in_progress: false}`.
+ * - Values are never logged; every answer is `Cache-Control: no-store`.
+ */
+import { createHash } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+import type { RunSecrets } from '../../egress-proxy/egress-proxy.js';
+import { MISSING_PATH, MissingRequestSchema, RESOLVE_PATH, ResolveRequestSchema, type ResolveAnswer } from '../../egress-proxy/resolve-protocol.js';
+import { constantTimeEqual } from '../core/crypto.js';
+
+/** Bodies are a credential and an alias: anything larger is not one of ours. */
+const MAX_BODY_BYTES = 8 * 1024;
+
+export interface EgressResolveServerOptions {
+  host: string;
+  port: number;
+  /** The bearer token every call must carry. */
+  token: string;
+  /** The values of the run the credential stands for now; undefined when none. */
+  resolve(runnerId: string, token: string): Promise<RunSecrets | undefined>;
+  /** Whether the credential stands for a run now (checked before a run is ended on its word). */
+  standsForRun(runnerId: string, token: string): Promise<boolean>;
+  /** Ends the run in progress on the runner for a missing secret, wherever it is hosted. */
+  abortMissing(runnerId: string, alias: string): Promise<void>;
+  logger: Logger;
+}
+
+export interface EgressResolveServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Answered before the body is read: the connection is closed, so what is left of the body is never parsed as a request. */
+const UNREAD_BODY = { connection: 'close' };
+
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
+export async function startEgressResolveServer(options: EgressResolveServerOptions): Promise<EgressResolveServer> {
+  const { logger } = options;
+  // Digests have one length whatever was sent, so the comparison reveals nothing of the token's length.
+  const expected = digest(options.token);
+  const authorized = (header: string | undefined) => {
+    const match = /^Bearer (\S+)$/.exec(header ?? '');
+    return match !== null && constantTimeEqual(digest(match[1]!), expected);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (!authorized(req.headers.authorization)) {
+      logger.warn({ remote: req.socket.remoteAddress, path: req.url, method: req.method }, 'egress resolve call refused: missing or wrong token');
+      return answer(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer', ...UNREAD_BODY });
+    }
+    if (req.url !== RESOLVE_PATH && req.url !== MISSING_PATH) return answer(res, 404, { error: 'not-found' }, UNREAD_BODY);
+    if (req.method !== 'POST') return answer(res, 405, { error: 'method-not-allowed' }, { allow: 'POST', ...UNREAD_BODY });
+    const raw = await readBody(req);
+    if (raw === undefined) return answer(res, 413, { error: 'body-too-large' }, UNREAD_BODY);
+    if (req.url === RESOLVE_PATH) {
+      const body = parse(ResolveRequestSchema, raw);
+      if (!body) return answer(res, 400, { error: 'bad-request' });
+      const secrets = await options.resolve(body.runner_id, body.token);
+      const result: ResolveAnswer = secrets ? { in_progress: true, secrets: Object.fromEntries(secrets) } : { in_progress: false };
+      return answer(res, 200, result);
+    }
+    const body = parse(MissingRequestSchema, raw);
+    if (!body) return answer(res, 400, { error: 'bad-request' });
+    if (!(await options.standsForRun(body.runner_id, body.token))) return answer(res, 200, { in_progress: false });
+    logger.warn({ runner_id: body.runner_id, alias: body.alias }, 'placeholder without a secret at the egress proxy: run to be aborted');
+    await options.abortMissing(body.runner_id, body.alias);
+    return answer(res, 200, { in_progress: true });
+  };
+
+  const server = createServer((req, res) => {
+    req.on('error', () => res.destroy());
+    handle(req, res).catch((err: unknown) => {
+      logger.error({ err, path: req.url }, 'egress resolve call failed');
+      if (res.headersSent) res.destroy();
+      else answer(res, 500, { error: 'internal' });
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ host: options.host, port }, 'egress resolve listener serving');
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function parse<T extends z.ZodTypeAny>(schema: T, raw: Buffer): z.infer<T> | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const parsed = schema.safeParse(json);
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** The request body, or undefined past MAX_BODY_BYTES. */
+function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        req.removeAllListeners('data');
+        req.resume();
+        resolve(undefined);
+      } else chunks.push(chunk);
+    });
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('error', reject);
+  });
+}
+
+function answer(res: ServerResponse, status: number, body: object, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    ...headers,
+  });
+  res.end(text);
+}

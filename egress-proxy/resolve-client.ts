@@ -1,0 +1,61 @@
+/**
+ * The standalone proxy's source of runs in a deployment: the API server's resolve listener
+ * (resolve-protocol.ts), asked on every request, and inside a tunnel on every request again.
+ *
+ * No cache: a run's values are held only for the request being served, so they cannot outlive the run
+ * by even a second, and the proxy keeps nothing at rest (a restart loses nothing). The cost is one call
+ * per proxied request, which the API server answers as its in-process proxy would (a record lookup and
+ * the run's values, from memory on the replica hosting the run).
+ *
+ * Fail-safe direction: an answer that is not a well-formed 200 (the API down, a timeout, a refused
+ * token) throws, and the proxy then refuses the request with 503; it never forwards it unsubstituted.
+ */
+import type { RunCredential, RunSecrets } from './egress-proxy.js';
+import { MISSING_PATH, MissingAnswerSchema, RESOLVE_PATH, ResolveAnswerSchema } from './resolve-protocol.js';
+
+/** How long one call may take before the request it serves is refused. */
+const CALL_TIMEOUT_MS = 5_000;
+
+export interface ApiRunResolver {
+  resolveRun(credential: RunCredential): Promise<RunSecrets | undefined>;
+  /** Tells the API server to end the run in progress on the runner; resolves whether there was one. */
+  reportMissing(credential: RunCredential, alias: string): Promise<boolean>;
+}
+
+export class RunLookupError extends Error {}
+
+export function createApiRunResolver(baseUrl: string, token: string): ApiRunResolver {
+  const base = baseUrl.replace(/\/+$/, '');
+  const call = async (path: string, body: object): Promise<unknown> => {
+    let response: Response;
+    try {
+      response = await fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+      });
+    } catch (err) {
+      throw new RunLookupError(`the API server's resolve listener is unreachable (${err instanceof Error ? err.message : String(err)})`);
+    }
+    if (response.status !== 200) {
+      await response.body?.cancel();
+      throw new RunLookupError(`the API server's resolve listener answered ${response.status}${response.status === 401 ? ' (wrong resolve token)' : ''}`);
+    }
+    return response.json().catch(() => {
+      throw new RunLookupError("the API server's resolve listener answered no JSON");
+    });
+  };
+  return {
+    async resolveRun({ runId: runnerId, token: runnerToken }) {
+      const parsed = ResolveAnswerSchema.safeParse(await call(RESOLVE_PATH, { runner_id: runnerId, token: runnerToken }));
+      if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
+      return parsed.data.in_progress ? new Map(Object.entries(parsed.data.secrets)) : undefined;
+    },
+    async reportMissing({ runId: runnerId, token: runnerToken }, alias) {
+      const parsed = MissingAnswerSchema.safeParse(await call(MISSING_PATH, { runner_id: runnerId, token: runnerToken, alias }));
+      if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
+      return parsed.data.in_progress;
+    },
+  };
+}

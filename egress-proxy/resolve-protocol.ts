@@ -1,0 +1,59 @@
+/**
+ * How a standalone egress proxy learns a run's values from the API server: the API server's internal
+ * resolve listener (api-server/egress/resolve-server.ts) and the proxy's client of it (resolve-client.ts)
+ * share these paths, bodies and the reading of the bearer token that guards them.
+ *
+ * - `POST /v1/egress/resolve` `{runner_id, token}` (a runner's proxy credential) → `{in_progress: true,
+ *   secrets}` for the run in progress on that runner now, else `{in_progress: false}`.
+ * - `POST /v1/egress/missing` `{runner_id, token, alias}` → the run in progress on that runner is ended
+ *   for a missing secret, wherever it is hosted: `{in_progress: true}`, else `{in_progress: false}`.
+ *
+ * Every call carries `Authorization: Bearer <resolve token>`; every answer is `Cache-Control: no-store`.
+ */
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { ALIAS_PATTERN } from './secret-substitution.js';
+
+export const RESOLVE_PATH = '/v1/egress/resolve';
+export const MISSING_PATH = '/v1/egress/missing';
+
+/** The shortest resolve token accepted: it guards every run's values. */
+export const MIN_RESOLVE_TOKEN_LENGTH = 32;
+
+export const ResolveRequestSchema = z.object({ runner_id: z.string().min(1).max(253), token: z.string().min(1).max(1024) }).strict();
+export const MissingRequestSchema = ResolveRequestSchema.extend({ alias: z.string().regex(ALIAS_PATTERN) }).strict();
+
+export const ResolveAnswerSchema = z.discriminatedUnion('in_progress', [
+  z.object({ in_progress: z.literal(true), secrets: z.record(z.string().regex(ALIAS_PATTERN), z.string()) }),
+  z.object({ in_progress: z.literal(false) }),
+]);
+export const MissingAnswerSchema = z.object({ in_progress: z.boolean() });
+
+export type ResolveRequest = z.infer<typeof ResolveRequestSchema>;
+export type MissingRequest = z.infer<typeof MissingRequestSchema>;
+export type ResolveAnswer = z.infer<typeof ResolveAnswerSchema>;
+
+/** The resolve token as configured: given inline, or as a file (a mounted Secret) read at start. */
+export type ResolveTokenSetting = { value: string } | { file: string };
+
+/**
+ * `<name>` or `<name>_FILE` from `env`, never both; undefined when neither is set. A problem is
+ * returned as a message for the caller's list of configuration errors.
+ */
+export function resolveTokenSetting(env: NodeJS.ProcessEnv, name: string): ResolveTokenSetting | undefined | string {
+  const value = env[name];
+  const file = env[`${name}_FILE`];
+  if (value && file) return `${name} and ${name}_FILE are both set; set one`;
+  if (file) return { file };
+  if (value === undefined || value === '') return undefined;
+  return value.length < MIN_RESOLVE_TOKEN_LENGTH ? `${name} must be at least ${MIN_RESOLVE_TOKEN_LENGTH} characters` : { value };
+}
+
+/** The token itself; a file's trailing newline is not part of it. Throws without echoing the token. */
+export async function readResolveToken(setting: ResolveTokenSetting): Promise<string> {
+  const token = 'value' in setting ? setting.value : (await readFile(setting.file, 'utf8')).replace(/\r?\n$/, '');
+  if (token.length < MIN_RESOLVE_TOKEN_LENGTH) {
+    throw new Error(`the egress resolve token${'file' in setting ? ` in ${setting.file}` : ''} must be at least ${MIN_RESOLVE_TOKEN_LENGTH} characters`);
+  }
+  return token;
+}

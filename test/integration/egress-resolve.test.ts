@@ -1,0 +1,150 @@
+/**
+ * The egress resolve protocol's two ends without a cluster: the API server's listener
+ * (startEgressResolveServer) with its lookups given as plain functions, the standalone proxy's
+ * configuration (loadEgressConfig) and the API server's (loadConfig) of it, and the token setting.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../api-server/config.js';
+import { type EgressResolveServer, startEgressResolveServer } from '../../api-server/egress/resolve-server.js';
+import { loadEgressConfig } from '../../egress-proxy/egress-config.js';
+import { createApiRunResolver, RunLookupError } from '../../egress-proxy/resolve-client.js';
+import { MISSING_PATH, readResolveToken, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
+
+const TOKEN = 'resolve-token-0123456789-0123456789-abc';
+const CANARY = 'canary-value-5f1c2a9e';
+/** runner id → [its egress token, its run's values]: a runner with a run in progress. */
+const RUNNERS = new Map([['acis-runner-busy', ['egress-token-busy', new Map([['CANARY', CANARY]])] as const]]);
+
+let server: EgressResolveServer;
+let url: string;
+const logs: string[] = [];
+const aborted: Array<[string, string]> = [];
+
+beforeAll(async () => {
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(String(chunk));
+      done();
+    },
+  });
+  const credentialOk = (runnerId: string, token: string) => RUNNERS.get(runnerId)?.[0] === token;
+  server = await startEgressResolveServer({
+    host: '127.0.0.1',
+    port: 0,
+    token: TOKEN,
+    resolve: async (runnerId, token) => (credentialOk(runnerId, token) ? RUNNERS.get(runnerId)![1] : undefined),
+    standsForRun: async (runnerId, token) => credentialOk(runnerId, token),
+    abortMissing: async (runnerId, alias) => void aborted.push([runnerId, alias]),
+    logger: pino({ level: 'debug' }, sink),
+  });
+  url = `http://127.0.0.1:${server.port}`;
+});
+
+afterAll(() => server.close());
+
+async function post(pathname: string, body: string, token: string | null = TOKEN, method = 'POST') {
+  const response = await fetch(`${url}${pathname}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token !== null && { authorization: `Bearer ${token}` }) },
+    ...(method === 'POST' && { body }),
+  });
+  return { status: response.status, cacheControl: response.headers.get('cache-control'), body: await response.text() };
+}
+
+describe('startEgressResolveServer', () => {
+  const busy = JSON.stringify({ runner_id: 'acis-runner-busy', token: 'egress-token-busy' });
+
+  it('answers 401 and nothing else without the resolve token, and logs the refusal without what was sent', async () => {
+    for (const token of [null, 'wrong', `${TOKEN}x`, TOKEN.slice(0, -1), `Basic ${TOKEN}`]) {
+      for (const pathname of [RESOLVE_PATH, MISSING_PATH, '/elsewhere']) {
+        const answer = await post(pathname, JSON.stringify({ runner_id: 'acis-runner-busy', token: 'egress-token-busy', alias: 'CANARY' }), token);
+        expect(answer, `${token} ${pathname}`).toEqual({ status: 401, cacheControl: 'no-store', body: JSON.stringify({ error: 'unauthorized' }) });
+      }
+    }
+    expect(aborted).toEqual([]);
+    expect(logs.filter((line) => line.includes('egress resolve call refused')).length).toBe(15);
+    expect(logs.join('\n')).not.toContain('egress-token-busy');
+    expect(logs.join('\n')).not.toContain(TOKEN.slice(0, -1));
+  });
+
+  it('answers a credential that stands for a run with its values, any other with in_progress false, never cached', async () => {
+    expect(await post(RESOLVE_PATH, busy)).toEqual({ status: 200, cacheControl: 'no-store', body: JSON.stringify({ in_progress: true, secrets: { CANARY } }) });
+    for (const credential of [{ runner_id: 'acis-runner-busy', token: 'egress-token-other' }, { runner_id: 'acis-runner-idle', token: 'egress-token-busy' }]) {
+      expect(await post(RESOLVE_PATH, JSON.stringify(credential))).toEqual({ status: 200, cacheControl: 'no-store', body: JSON.stringify({ in_progress: false }) });
+    }
+    expect(logs.join('\n')).not.toContain(CANARY);
+  });
+
+  it('ends the run for a missing secret only when the credential stands for it', async () => {
+    const wrong = await post(MISSING_PATH, JSON.stringify({ runner_id: 'acis-runner-busy', token: 'egress-token-other', alias: 'NOPE' }));
+    expect(wrong).toEqual({ status: 200, cacheControl: 'no-store', body: JSON.stringify({ in_progress: false }) });
+    expect(aborted).toEqual([]);
+    const right = await post(MISSING_PATH, JSON.stringify({ runner_id: 'acis-runner-busy', token: 'egress-token-busy', alias: 'NOPE' }));
+    expect(right.body).toBe(JSON.stringify({ in_progress: true }));
+    expect(aborted).toEqual([['acis-runner-busy', 'NOPE']]);
+  });
+
+  it('refuses what is not one of its two calls', async () => {
+    expect((await post('/v1/egress/other', busy)).status).toBe(404);
+    expect((await post(RESOLVE_PATH, '', TOKEN, 'GET')).status).toBe(405);
+    for (const body of ['not json', '{}', JSON.stringify({ runner_id: 'r', token: 't', extra: 1 }), JSON.stringify({ runner_id: 'r', token: 't', alias: 'lower-case' })]) {
+      expect((await post(body.includes('alias') ? MISSING_PATH : RESOLVE_PATH, body)).status, body).toBe(400);
+    }
+    expect((await post(RESOLVE_PATH, JSON.stringify({ runner_id: 'r', token: 'x'.repeat(20_000) }))).status).toBe(413);
+  });
+});
+
+describe('createApiRunResolver', () => {
+  it('resolves through the listener, and throws (never answers "no run") when it cannot be asked', async () => {
+    const resolver = createApiRunResolver(url, TOKEN);
+    expect(await resolver.resolveRun({ runId: 'acis-runner-busy', token: 'egress-token-busy' })).toEqual(new Map([['CANARY', CANARY]]));
+    expect(await resolver.resolveRun({ runId: 'acis-runner-busy', token: 'nope' })).toBeUndefined();
+    await expect(createApiRunResolver(url, `${TOKEN}x`).resolveRun({ runId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
+    await expect(createApiRunResolver('http://127.0.0.1:1', TOKEN).resolveRun({ runId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
+  });
+});
+
+describe('the resolve settings', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'acis-egress-resolve-'));
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  const proxyEnv = { ACIS_EGRESS_RESOLVE_URL: 'http://acis-egress-resolve:8081' };
+
+  it('loadEgressConfig takes runs from exactly one source, the resolve URL with its token', () => {
+    expect(loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN_FILE: '/etc/acis/egress-resolve/token' }).runs).toEqual({
+      source: 'api',
+      url: 'http://acis-egress-resolve:8081',
+      token: { file: '/etc/acis/egress-resolve/token' },
+    });
+    expect(loadEgressConfig({ ACIS_EGRESS_RUNS_FILE: 'runs.json' }).runs).toEqual({ source: 'file', file: path.resolve('runs.json') });
+    expect(() => loadEgressConfig({})).toThrow(/ACIS_EGRESS_RESOLVE_URL .* or, in development, ACIS_EGRESS_RUNS_FILE/);
+    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: TOKEN, ACIS_EGRESS_RUNS_FILE: 'runs.json' })).toThrow(/both set/);
+    expect(() => loadEgressConfig(proxyEnv)).toThrow(/needs ACIS_EGRESS_RESOLVE_TOKEN/);
+    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: 'short' })).toThrow(/at least 32 characters/);
+    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: TOKEN, ACIS_EGRESS_RESOLVE_TOKEN_FILE: '/x' })).toThrow(/both set; set one/);
+    // A bad token is named, never echoed.
+    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: 'short-secret' })).not.toThrow(/short-secret/);
+  });
+
+  it('loadConfig serves the listener only with its token, and a token only with the listener', () => {
+    expect(loadConfig({ ACIS_EGRESS_RESOLVE_LISTEN: '0.0.0.0:8081', ACIS_EGRESS_RESOLVE_TOKEN: TOKEN }).egressResolve).toEqual({ listen: { host: '0.0.0.0', port: 8081 }, token: { value: TOKEN } });
+    expect(loadConfig({}).egressResolve).toBeUndefined();
+    expect(() => loadConfig({ ACIS_EGRESS_RESOLVE_LISTEN: '0.0.0.0:8081' })).toThrow(ConfigError);
+    expect(() => loadConfig({ ACIS_EGRESS_RESOLVE_TOKEN_FILE: '/etc/acis/egress-resolve/token' })).toThrow(/without ACIS_EGRESS_RESOLVE_LISTEN/);
+  });
+
+  it('readResolveToken reads a mounted file without its trailing newline and refuses a short one', async () => {
+    await writeFile(path.join(dir, 'token'), `${TOKEN}\n`);
+    await writeFile(path.join(dir, 'short'), 'abc\n');
+    expect(await readResolveToken({ file: path.join(dir, 'token') })).toBe(TOKEN);
+    await expect(readResolveToken({ file: path.join(dir, 'short') })).rejects.toThrow(/at least 32 characters/);
+  });
+});

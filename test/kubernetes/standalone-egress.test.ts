@@ -1,0 +1,349 @@
+/**
+ * Conversations under ACIS_SANDBOX_PROVIDER=kubernetes with the egress proxy as its own process, as its
+ * Deployment runs it (`egress-proxy/main.ts`): it holds no database credential and no master key, and
+ * learns a runner pod's run through the API server's resolve listener (ACIS_EGRESS_RESOLVE_LISTEN) with
+ * the resolve token from a file, as the chart mounts it. Runner pods reach that proxy only (the API
+ * server's in-process one stays on loopback, unused); they trust its CA through a ConfigMap made from its
+ * certificate, as an operator makes one. The model stub and echo servers (HTTP, and HTTPS under a CA of
+ * their own) stand for the world.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer as createHttpServer, request as httpRequest, type IncomingHttpHeaders, type RequestListener, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningController } from '../../controller/controller.js';
+import { tokenSecretName } from '../../controller/sandbox-decisions.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
+import { MISSING_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
+import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
+import { cleanEnv, freePort, ROOT } from '../helpers/acis-process.js';
+import { isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
+import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
+import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+import type { KubeObject } from '../k8s/store.js';
+import { runnerImage } from '../k8s/runner-image.js';
+
+const RUNNER_IMAGE = 'acis-runner:standalone-egress';
+const PLATFORM_KEY = `sk-platform-${randomBytes(12).toString('hex')}`;
+const RESOLVE_TOKEN = randomBytes(32).toString('base64url');
+const CA_CONFIGMAP = 'acis-egress-ca-cert';
+const POOL = 'standalone-egress';
+
+let stub: ModelStub;
+let cluster: Cluster;
+let controller: RunningController;
+let t: TestServer;
+let databaseUrl: string;
+let scratch: string;
+let proxy: ChildProcess;
+let proxyOutput = '';
+let proxyPort: number;
+let proxyMetricsPort: number;
+let resolveUrl: string;
+let key: string;
+let user: ProvisionedUser;
+let httpEchoPort: number;
+let httpsEchoPort: number;
+const echoServers: Server[] = [];
+const echoed: Array<{ path: string; headers: IncomingHttpHeaders; body: string }> = [];
+
+const echo: RequestListener = (req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    echoed.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(`echo ${req.url}\n`);
+  });
+};
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'acis-standalone-egress-'));
+  stub = await startModelStub({ apiKey: PLATFORM_KEY });
+  const echoCa = await createEphemeralCa('standalone egress echo CA');
+  const leaf = await echoCa.issueLeaf('localhost');
+  const httpEcho = createHttpServer(echo);
+  const httpsEcho = createHttpsServer({ cert: leaf.certPem, key: leaf.keyPem }, echo);
+  echoServers.push(httpEcho, httpsEcho);
+  [httpEchoPort, httpsEchoPort] = await Promise.all([listen(httpEcho), listen(httpsEcho)]);
+  const echoCaFile = path.join(scratch, 'echo-ca.pem');
+  await writeFile(echoCaFile, echoCa.certPem);
+  cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
+  databaseUrl = await createTestDatabase();
+
+  const resolvePort = await freePort();
+  t = await startTestServer({
+    DATABASE_URL: databaseUrl,
+    ANTHROPIC_BASE_URL: stub.url,
+    ANTHROPIC_API_KEY: PLATFORM_KEY,
+    ACIS_SANDBOX_PROVIDER: 'kubernetes',
+    KUBECONFIG: cluster.server.kubeconfigPath,
+    ACIS_K8S_NAMESPACE: NAMESPACE,
+    ACIS_PING_INTERVAL_MS: '200',
+    ACIS_EGRESS_RESOLVE_LISTEN: `127.0.0.1:${resolvePort}`,
+    ACIS_EGRESS_RESOLVE_TOKEN: RESOLVE_TOKEN,
+  });
+  resolveUrl = `http://127.0.0.1:${resolvePort}`;
+
+  // The proxy as its Deployment runs it: the token from a mounted file, the platform key from the chart's Secret.
+  const tokenFile = path.join(scratch, 'resolve-token');
+  await writeFile(tokenFile, `${RESOLVE_TOKEN}\n`, { mode: 0o600 });
+  [proxyPort, proxyMetricsPort] = [await freePort(), await freePort()];
+  const proxyDataDir = path.join(scratch, 'proxy-data');
+  proxy = spawn(process.execPath, ['--import', 'tsx', 'egress-proxy/main.ts'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: cleanEnv({
+      ACIS_DATA_DIR: proxyDataDir,
+      ACIS_EGRESS_PORT: String(proxyPort),
+      ACIS_EGRESS_METRICS_PORT: String(proxyMetricsPort),
+      ACIS_EGRESS_RESOLVE_URL: resolveUrl,
+      ACIS_EGRESS_RESOLVE_TOKEN_FILE: tokenFile,
+      ANTHROPIC_BASE_URL: stub.url,
+      ANTHROPIC_API_KEY: PLATFORM_KEY,
+      ACIS_EGRESS_ALLOW: `127.0.0.1:${httpEchoPort},localhost:${httpsEchoPort}`,
+      ACIS_EGRESS_EXTRA_CA: echoCaFile,
+      // Every line it can write, so the leak checks below see the most.
+      LOG_LEVEL: 'debug',
+    }),
+  });
+  proxy.stdout?.on('data', (chunk) => (proxyOutput += chunk));
+  proxy.stderr?.on('data', (chunk) => (proxyOutput += chunk));
+  for (const deadline = Date.now() + 60_000; !(await portOpen(proxyPort)); await new Promise((resolve) => setTimeout(resolve, 100))) {
+    if (proxy.exitCode !== null || Date.now() > deadline) throw new Error(`the egress proxy did not start:\n${proxyOutput}`);
+  }
+  // The operator's ConfigMap of the proxy's CA certificate (never its key), which the controller mounts into runner pods.
+  const caCertificate = await readFile(path.join(proxyDataDir, 'egress-ca', 'ca.crt'), 'utf8');
+  cluster.server.store.create('configmaps', NAMESPACE, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: CA_CONFIGMAP, namespace: NAMESPACE }, data: { 'ca.crt': caCertificate } } as unknown as KubeObject);
+
+  controller = await startTestController(cluster, {
+    runnerImage: RUNNER_IMAGE,
+    egressProxyHost: '127.0.0.1',
+    egressProxyPort: proxyPort,
+    modelBaseUrl: stub.url,
+    egressCaConfigMap: CA_CONFIGMAP,
+    runnerResources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+    startTimeoutMs: 60_000,
+  });
+  ({ serviceKey: key } = await t.createIntegration('standalone egress'));
+  user = await provisionUser(t, key, { settings: { filler_enabled: false } });
+}, 180_000);
+
+afterAll(async () => {
+  if (proxy && proxy.exitCode === null) {
+    const exited = new Promise((resolve) => proxy.once('exit', resolve));
+    proxy.kill('SIGTERM');
+    await exited;
+  }
+  await t?.stop();
+  await controller?.stop();
+  await cluster?.close();
+  await stub?.stop();
+  for (const server of echoServers) server.close();
+  if (databaseUrl) await dropTestDatabase(databaseUrl);
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+}, 60_000);
+
+const sandboxOf = (conversationId: string) => cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as SandboxObject | undefined;
+
+/** A runner pod's egress credential, from its token Secret. */
+function credentialOf(podName: string): { runner_id: string; token: string } {
+  const secret = cluster.server.store.get('secrets', NAMESPACE, tokenSecretName(podName)) as KubeObject & { data: Record<string, string> };
+  return { runner_id: podName, token: Buffer.from(secret.data['egress-token']!, 'base64').toString() };
+}
+
+async function resolveCall(pathname: string, body: unknown, token: string | null = RESOLVE_TOKEN): Promise<{ status: number; cacheControl: string | null; text: string }> {
+  const response = await fetch(`${resolveUrl}${pathname}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token !== null && { authorization: `Bearer ${token}` }) },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, cacheControl: response.headers.get('cache-control'), text: await response.text() };
+}
+
+async function proxyMetric(outcome: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${proxyMetricsPort}/metrics`)).text();
+  return Number(new RegExp(`^acis_egress_requests_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+}
+
+/** Every row of every table, as text: what a database dump would show. */
+async function dumpDatabase(): Promise<string> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const tables = await client.query<{ table_name: string }>("select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'");
+    const dump: Record<string, unknown[]> = {};
+    for (const { table_name } of tables.rows) dump[table_name] = (await client.query(`select * from "${table_name}"`)).rows;
+    return JSON.stringify(dump);
+  } finally {
+    await client.end();
+  }
+}
+
+describe('the egress proxy as its own process, resolving runs through the API server', () => {
+  it('a canary reaches its destinations through the standalone proxy only while its run is in progress, the model through it too, and is found nowhere else', async () => {
+    createPool(cluster, POOL, 1);
+    const readyPoolPods = () =>
+      cluster.server.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods(), 60_000);
+    const podName = poolPod!.metadata.name!;
+    const credential = credentialOf(podName);
+    // A pooled runner stands for no run: nothing to substitute.
+    const idle = await resolveCall(RESOLVE_PATH, credential);
+    expect(idle).toEqual({ status: 200, cacheControl: 'no-store', text: JSON.stringify({ in_progress: false }) });
+
+    const canary = `canary-${randomBytes(12).toString('hex')}`;
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+    const conversationId: string = created.body.id;
+    expect((await t.request('PUT', `/conversations/${conversationId}/secrets`, { token: key, body: { secrets: { CANARY: canary } } })).status).toBe(200);
+    const command = [
+      `curl -s -H "X-Canary: {{secret:CANARY}}" http://127.0.0.1:${httpEchoPort}/canary`,
+      `curl -sS -H "X-Canary: {{secret:CANARY}}" https://localhost:${httpsEchoPort}/canary-tls`,
+      'env; echo {{secret:CANARY}}',
+    ].join('; ');
+    const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: `[[tool:Bash ${JSON.stringify({ command })}]]` }),
+    });
+    expect(response.status).toBe(200);
+    // While the turn runs (its first line is out), the pod's credential stands for this run.
+    let during: ReturnType<typeof resolveCall> | undefined;
+    const lines = withoutPings(await readLines(response, () => void (during ??= resolveCall(RESOLVE_PATH, credential))));
+    expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    const duringAnswer = await during!;
+    expect(duringAnswer.status).toBe(200);
+    expect(duringAnswer.cacheControl).toBe('no-store');
+    expect(JSON.parse(duringAnswer.text)).toEqual({ in_progress: true, secrets: { CANARY: canary } });
+    // The pool's pod served it, and once its turn is over (the runner is released just after the last
+    // line is out) its credential stands for nothing again, though the pod is still held warm.
+    expect(sandboxOf(conversationId)!.status).toMatchObject({ launch: 'pool', podName });
+    await until(async () => (await resolveCall(RESOLVE_PATH, credential)).text === JSON.stringify({ in_progress: false }), 10_000, 'the credential to stand for no run');
+    expect(sandboxOf(conversationId)!.status).toMatchObject({ podName });
+
+    // Substituted at both upstreams (HTTPS: the pod trusted the standalone proxy's CA from the ConfigMap).
+    expect(echoed.some((r) => r.path === '/canary' && r.headers['x-canary'] === canary)).toBe(true);
+    expect(echoed.some((r) => r.path === '/canary-tls' && r.headers['x-canary'] === canary)).toBe(true);
+    // The model was reached through the standalone proxy (the stub refuses any key but the platform's),
+    // and the API server's in-process proxy forwarded nothing.
+    expect(stub.agentRequests().length).toBeGreaterThan(0);
+    expect(await proxyMetric('forwarded')).toBeGreaterThanOrEqual(3);
+    const apiMetrics = await t.request('GET', '/metrics', { token: null });
+    expect(apiMetrics.text).not.toMatch(/^acis_egress_requests_total\{outcome="forwarded"\} [1-9]/m);
+    expect(JSON.stringify(stub.agentRequests())).toContain('{{secret:CANARY}}');
+
+    const pod = cluster.server.store.get('pods', NAMESPACE, podName) as KubeObject & { spec: { volumes?: Array<{ configMap?: { name: string } }> } };
+    expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: CA_CONFIGMAP }) }));
+    // Responses, stream lines, the logs of the API server, the proxy and the runner, the cluster's objects, the database.
+    const everything = [
+      JSON.stringify(lines),
+      (await t.request('GET', `/conversations/${conversationId}/messages`, { token: key })).text,
+      ...t.logs,
+      proxyOutput,
+      ...cluster.kubelet.processes().map((p) => cluster.kubelet.logs(p.namespace, p.pod)),
+      ...['sandboxes', 'secrets', 'pods', 'configmaps'].map((kind) => JSON.stringify(cluster.server.store.list(kind, NAMESPACE).items)),
+      await dumpDatabase(),
+    ].join('\n');
+    expect(everything).not.toContain(canary);
+    expect(JSON.stringify(stub.requests)).not.toContain(canary);
+    expect(everything).not.toContain(PLATFORM_KEY);
+    expect(proxyOutput).not.toContain(RESOLVE_TOKEN);
+    expect(t.logs.join('\n')).not.toContain(RESOLVE_TOKEN);
+
+    cluster.server.store.delete('sandboxwarmpools', NAMESPACE, POOL);
+    expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(conversationId), 30_000);
+  });
+
+  it('a secret missing at the standalone proxy ends the run with the missing-secret error line', async () => {
+    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+    // Assembled by the shell, so the send-time scan cannot see it.
+    const command = `curl -s -H "X-Token: {{secret:NO""PE}}" http://127.0.0.1:${httpEchoPort}/nope; sleep 20`;
+    const res = await t.request('POST', `/conversations/${created.body.id}/messages`, { token: key, body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` } });
+    const lines = withoutPings(parseNdjson(res.text));
+    expect(lines.filter(isTerminal)).toHaveLength(1);
+    expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
+    expect(lines.at(-1)).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 422, type: expect.stringMatching(/\/problems\/missing-secret$/) } });
+    expect(lines.at(-1)!.problem.detail).toContain('NOPE');
+    expect(echoed.some((r) => r.path === '/nope')).toBe(false);
+    expect(await proxyMetric('missing-secret')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('the resolve listener answers nothing without its token, and a credential that stands for no run gets no values', async () => {
+    const someone = { runner_id: 'acis-runner-nobody', token: 'not-a-token' };
+    for (const token of [null, 'wrong-token-0123456789-0123456789-0123', `${RESOLVE_TOKEN}x`]) {
+      for (const pathname of [RESOLVE_PATH, MISSING_PATH]) {
+        const refused = await resolveCall(pathname, { ...someone, alias: 'X' }, token);
+        expect(refused.status, `${token} ${pathname} ${refused.text}`).toBe(401);
+        expect(refused.cacheControl).toBe('no-store');
+        expect(JSON.parse(refused.text)).toEqual({ error: 'unauthorized' });
+      }
+    }
+    expect(t.logs.some((line) => line.includes('egress resolve call refused'))).toBe(true);
+    expect(t.logs.join('\n')).not.toContain('wrong-token-0123456789');
+    expect(await resolveCall(RESOLVE_PATH, someone)).toMatchObject({ status: 200, text: JSON.stringify({ in_progress: false }) });
+    expect(await resolveCall(MISSING_PATH, { ...someone, alias: 'X' })).toMatchObject({ status: 200, text: JSON.stringify({ in_progress: false }) });
+    expect((await resolveCall(RESOLVE_PATH, { runner_id: 'x' })).status).toBe(400);
+  });
+
+  it('with the API server unreachable, the proxy refuses with 503 and forwards nothing', async () => {
+    const before = echoed.length;
+    // Reachable, a credential that stands for no run is refused as such.
+    expect(await proxiedGet(`http://127.0.0.1:${httpEchoPort}/while-up`)).toEqual({ status: 407, error: 'proxy-auth-required' });
+    // Down, the proxy cannot know whether it stands for a run, so it refuses rather than guess.
+    await t.stop();
+    expect(await proxiedGet(`http://127.0.0.1:${httpEchoPort}/while-down`)).toEqual({ status: 503, error: 'lookup-failed' });
+    expect(echoed.length).toBe(before);
+    expect(await proxyMetric('lookup-failed')).toBe(1);
+  });
+});
+
+/** A plain-HTTP request through the standalone proxy with a credential of no runner. */
+function proxiedGet(url: string): Promise<{ status: number; error: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({
+      host: '127.0.0.1',
+      port: proxyPort,
+      method: 'GET',
+      path: url,
+      headers: { 'proxy-authorization': `Basic ${Buffer.from('acis-runner-nobody:not-a-token').toString('base64')}` },
+    });
+    req.once('response', (res) => {
+      res.resume();
+      resolve({ status: res.statusCode ?? 0, error: res.headers['x-acis-egress-error'] as string | undefined });
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+/** Polls `check` (an HTTP answer has no event to await) until it holds. */
+async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    if (await check()) return;
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
