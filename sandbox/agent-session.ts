@@ -1,63 +1,85 @@
 /**
  * How a runner starts its agent session. A pool runner may prewarm: start the agent runtime's CLI
- * process now, before any conversation is known (the SDK's `prewarm()`), and bind it at the first
- * turn with a claim, so a new conversation's first message does not wait for the process to start
- * and initialise. A claim cannot resume a session, so a first turn that resumes one (a conversation
- * moving to this runner) discards the spare and starts with `query()`, as does any claim the
- * process refuses.
+ * process before any conversation is known (the SDK's `prewarm()`) and, since inside its sandbox the
+ * workspace is a fixed folder, bind that process to it at once (a claim) with the prompt held back.
+ * Process start, tools, MCP handshakes and the session's own set-up (registration, the folder's
+ * CLAUDE.md and git context) are then done before a new conversation's first message arrives, and
+ * the message goes straight to the waiting session. A bound session cannot resume another, so a first
+ * turn that resumes one (a conversation moving to this runner) discards it and starts with `query()`,
+ * as does a first turn that finds the workspace holding more than the run's skills (what the claim
+ * read of the folder would be stale), a process that died while waiting, or a refused claim.
  *
- * Skills: `query()` is given the run's names as its `skills` filter. A spare's filter is fixed at
- * prewarm, before the names are known, so it is started with the runtime's bundled skills off and,
- * once claimed, every other command the session lists but the run's skills is turned off by a
- * settings overlay, applied before the first message is read: the agent is offered the same set
- * either way.
+ * Skills: `query()` is given the run's names as its `skills` filter. A prewarmed process's filter is
+ * fixed before the names are known, so it is started with the runtime's bundled skills off and, once
+ * bound, every command it lists is turned off by a settings overlay. At the first turn the run's skills
+ * (delivered into the workspace just before) are reloaded from disk and the overlay set to offer
+ * exactly them before the first message is read: the agent is offered the same set either way. A run
+ * without skills needs neither step.
  */
-import { type Options, prewarm, type Query, query, type SDKMessage, type SDKUserMessage, type SpareProcess } from '@anthropic-ai/claude-agent-sdk';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { type Options, prewarm, type Query, query, type SDKMessage, type SDKUserMessage } from '@anthropic-ai/claude-agent-sdk';
 
 export interface FirstTurn {
   cwd: string;
-  /** The session to resume (its transcript comes from the store); a spare cannot take it. */
+  /** The session to resume (its transcript comes from the store); a bound session cannot take it. */
   resume?: string | undefined;
   /** The skills to offer; undefined offers what the workspace holds. */
   skills?: string[] | undefined;
 }
 
 type Log = (message: string) => void;
+type Turns = AsyncIterable<SDKUserMessage>;
+
+/** A command as the runtime lists it. */
+export interface ListedCommand {
+  name: string;
+  builtin?: boolean | undefined;
+}
+
+/** A prewarmed process bound to the workspace, waiting for its first message. */
+interface BoundSession {
+  session: Query;
+  /** What the session listed once bound (all of it turned off since). */
+  commands: ListedCommand[];
+  /** Hands the session its turns; undefined ends its prompt unread. */
+  feed(turns: Turns | undefined): void;
+  /** False once its process has exited. */
+  alive(): boolean;
+}
 
 export class AgentSessions {
-  private spare: Promise<SpareProcess | undefined> | undefined;
+  private bound: Promise<BoundSession | undefined> | undefined;
 
   /**
    * `options`: everything but the session's own cwd, resume and skills, made anew for each process
-   * (an in-process MCP server instance serves one process only: a spare keeps its own).
+   * (an in-process MCP server instance serves one process only: a prewarmed one keeps its own).
    */
   constructor(
     private readonly options: () => Options,
     private readonly log: Log,
   ) {}
 
-  /** Starts the runtime's process now, to be claimed by the first turn. */
-  prewarm(): void {
-    const options = this.options();
-    const settings = typeof options.settings === 'object' ? options.settings : {};
-    this.spare = prewarm({ options: { ...options, settings: { ...settings, disableBundledSkills: true } } }).catch((error: unknown) => {
+  /** Starts the runtime's process now and binds it to the workspace `cwd`, for the first turn; settles once bound (or failed). */
+  prewarm(cwd: string): Promise<void> {
+    this.bound = this.bind(cwd).catch((error: unknown) => {
       this.log(`prewarming the agent runtime failed; the first turn starts it: ${describe(error)}`);
       return undefined;
     });
+    return this.bound.then(() => undefined);
   }
 
   /**
    * The session for the first turn; `prompt` yields the user turns (the first one already queued or
    * soon). `prewarmed`: it runs in the process started ahead.
    */
-  async start(first: FirstTurn, prompt: AsyncIterable<SDKUserMessage>): Promise<{ session: Query; messages: AsyncIterable<SDKMessage>; prewarmed: boolean }> {
-    const spare = await this.spare;
-    this.spare = undefined;
-    if (spare && first.resume === undefined) {
-      const claimed = await this.claim(spare, first, prompt);
-      if (claimed) return { session: claimed, messages: withoutClaimEchoes(claimed), prewarmed: true };
-    } else {
-      spare?.close();
+  async start(first: FirstTurn, prompt: Turns): Promise<{ session: Query; messages: AsyncIterable<SDKMessage>; prewarmed: boolean }> {
+    const bound = await this.bound;
+    this.bound = undefined;
+    if (bound) {
+      const usable = bound.alive() && first.resume === undefined && (await holdsOnlySkills(first.cwd));
+      const session = usable ? await this.open(bound, first, prompt) : discard(bound);
+      if (session) return { session, messages: withoutBindingEchoes(session), prewarmed: true };
     }
     const session = query({
       prompt,
@@ -66,46 +88,89 @@ export class AgentSessions {
     return { session, messages: session, prewarmed: false };
   }
 
-  /** Discards a spare nobody claimed. */
+  /** Discards a prewarmed process nobody used. */
   close(): void {
-    void this.spare?.then((spare) => spare?.close());
-    this.spare = undefined;
+    void this.bound?.then((bound) => bound && discard(bound));
+    this.bound = undefined;
+  }
+
+  /** Prewarms a process and claims it for `cwd` at once, its prompt held; then turns off every command it lists. */
+  private async bind(cwd: string): Promise<BoundSession> {
+    const options = this.options();
+    const settings = typeof options.settings === 'object' ? options.settings : {};
+    const spare = await prewarm({ options: { ...options, settings: { ...settings, disableBundledSkills: true } } });
+    let exited = false;
+    void spare.exited.then(() => (exited = true));
+    const held = heldPrompt();
+    const session = spare.claim({ prompt: held.prompt, options: { cwd, permissionMode: 'bypassPermissions' } });
+    try {
+      const [, init] = await Promise.all([spare.claimed, session.initializationResult()]);
+      await session.applyFlagSettings({ skillOverrides: skillOverrides(init.commands, []) });
+      return { session, commands: init.commands, feed: held.feed, alive: () => !exited };
+    } catch (error) {
+      held.feed(undefined);
+      spare.close();
+      throw error;
+    }
   }
 
   /**
-   * Binds the spare to the session. The prompt is held until the claim is accepted and the skill
-   * overlay applied, so a refused claim has consumed nothing and the caller's fallback gets every turn.
+   * Hands the bound session its turns once it offers the run's skills (reloaded from the workspace and
+   * turned on by the overlay). If that fails the session is let go with every turn still unread, and
+   * the caller starts afresh.
    */
-  private async claim(spare: SpareProcess, first: FirstTurn, prompt: AsyncIterable<SDKUserMessage>): Promise<Query | undefined> {
-    let release: (go: boolean) => void = () => {};
-    const gate = new Promise<boolean>((resolve) => {
-      release = resolve;
-    });
-    async function* held(): AsyncGenerator<SDKUserMessage> {
-      if (await gate) yield* prompt;
-    }
-    let session: Query | undefined;
+  private async open(bound: BoundSession, first: FirstTurn, prompt: Turns): Promise<Query | undefined> {
     try {
-      session = spare.claim({ prompt: held(), options: { cwd: first.cwd, permissionMode: 'bypassPermissions' } });
-      const [, init] = await Promise.all([spare.claimed, session.initializationResult()]);
-      await session.applyFlagSettings({ skillOverrides: skillsOff(init.commands, first.skills) });
-      release(true);
-      return session;
+      if (first.skills === undefined || first.skills.length > 0) {
+        const { skills } = await bound.session.reloadSkills();
+        await bound.session.applyFlagSettings({ skillOverrides: skillOverrides([...bound.commands, ...skills], first.skills) });
+      }
+      bound.feed(prompt);
+      return bound.session;
     } catch (error) {
-      release(false);
-      spare.close();
-      this.log(`the prewarmed agent runtime could not be claimed; starting it afresh: ${describe(error)}`);
+      discard(bound);
+      this.log(`the prewarmed agent runtime could not be used; starting it afresh: ${describe(error)}`);
       return undefined;
     }
   }
 }
 
+function discard(bound: BoundSession): undefined {
+  bound.feed(undefined);
+  bound.session.close();
+  return undefined;
+}
+
+/** A prompt whose turns are handed over later (`feed`); fed undefined, it ends without any. */
+function heldPrompt(): { prompt: Turns; feed(turns: Turns | undefined): void } {
+  let feed: (turns: Turns | undefined) => void = () => {};
+  const fed = new Promise<Turns | undefined>((resolve) => (feed = resolve));
+  async function* prompt(): AsyncGenerator<SDKUserMessage> {
+    const turns = await fed;
+    if (turns) yield* turns;
+  }
+  return { prompt: prompt(), feed };
+}
+
 /**
- * The session's messages without the system notices the claim itself caused before the session's
- * `init` (the skill overlay makes the runtime announce changed settings and commands): a claimed
- * session's stream starts with `init`, as a fresh one's does.
+ * Whether the workspace holds nothing but `.claude/skills` (the run's skills, delivered after the
+ * claim): anything else there (a conversation's earlier files, a CLAUDE.md, project settings) the
+ * claim did not see.
  */
-async function* withoutClaimEchoes(session: AsyncIterable<SDKMessage>): AsyncGenerator<SDKMessage> {
+async function holdsOnlySkills(cwd: string): Promise<boolean> {
+  const entries = await readdir(cwd).catch(() => ['?']);
+  if (entries.some((entry) => entry !== '.claude')) return false;
+  if (entries.length === 0) return true;
+  const claude = await readdir(path.join(cwd, '.claude')).catch(() => ['?']);
+  return claude.every((entry) => entry === 'skills');
+}
+
+/**
+ * The session's messages without the system notices its binding caused before the session's `init`
+ * (the skill overlay makes the runtime announce changed settings and commands): a prewarmed session's
+ * stream starts with `init`, as a fresh one's does.
+ */
+async function* withoutBindingEchoes(session: AsyncIterable<SDKMessage>): AsyncGenerator<SDKMessage> {
   let started = false;
   for await (const message of session) {
     if (!started && message.type === 'system') {
@@ -116,10 +181,13 @@ async function* withoutClaimEchoes(session: AsyncIterable<SDKMessage>): AsyncGen
   }
 }
 
-/** Every command the session lists that is not one of the offered skills, turned off (all of Claude Code's own, when none are named). */
-export function skillsOff(commands: Array<{ name: string; builtin?: boolean | undefined }>, offered: string[] | undefined): Record<string, 'off'> {
+/**
+ * Each listed command on or off: the offered skills on, every other command off (only Claude Code's
+ * own, when none are named). Both ways are spelled out, so the overlay replaces an earlier one whole.
+ */
+export function skillOverrides(commands: ListedCommand[], offered: string[] | undefined): Record<string, 'on' | 'off'> {
   const keep = offered && new Set(offered);
-  return Object.fromEntries(commands.filter((c) => (keep ? !keep.has(c.name) : c.builtin === true)).map((c) => [c.name, 'off' as const]));
+  return Object.fromEntries(commands.map((c) => [c.name, (keep ? keep.has(c.name) : c.builtin !== true) ? ('on' as const) : ('off' as const)]));
 }
 
 function describe(error: unknown): string {

@@ -289,7 +289,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   for (const forward of config.forwards) await serveTcpToUnix(forward.port, forward.socket);
-  if (config.prewarm) sessions.prewarm();
+  if (config.prewarm) void sessions.prewarm(process.cwd());
   channel = await openChannel(config.listen);
   channel.onLine((line) => {
     try {

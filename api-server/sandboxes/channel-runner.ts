@@ -45,8 +45,11 @@ export class ChannelRunner implements Runner {
   private markReady: () => void = () => {};
   private failReadyWith: (error: Error) => void = () => {};
   private markExited: () => void = () => {};
+  private markSpoke: () => void = () => {};
   /** Settles once the runner said it is up (or failed, if it ended first). */
   readonly ready: Promise<void>;
+  /** Settles at the first agent event the runner sends, or once it has ended. */
+  readonly spoke: Promise<void>;
   /** Settles once the runner has ended, however. */
   readonly exit: Promise<void>;
 
@@ -63,6 +66,7 @@ export class ChannelRunner implements Runner {
     });
     this.ready.catch(() => undefined);
     this.exit = new Promise<void>((resolve) => (this.markExited = resolve));
+    this.spoke = new Promise<void>((resolve) => (this.markSpoke = resolve));
     channel.onLine((text) => this.receive(text));
   }
 
@@ -144,6 +148,7 @@ export class ChannelRunner implements Runner {
     for (const op of this.ops.values()) op.reject(new Error(error));
     this.ops.clear();
     this.markExited();
+    this.markSpoke();
   }
 
   /** The runner did not come up (its host could not start it), though it may not have ended. */
@@ -174,6 +179,7 @@ export class ChannelRunner implements Runner {
   }
 
   private handleAgentEvent(event: AgentEvent): void {
+    this.markSpoke();
     this.onEvent?.(event);
     if (event.type === 'result') this.finishTurn({ kind: 'result' });
   }

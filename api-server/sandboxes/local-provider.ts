@@ -272,9 +272,10 @@ export class LocalSandboxProvider implements SandboxProvider {
       case 'claim-pooled': {
         const entry = this.entries.get(decision.runnerId)!;
         this.bind(entry, request);
-        const lease = this.prepare(entry, request);
-        this.topUpPool();
-        return lease;
+        // The replacement starts once the claimed runner's agent has spoken (or the runner is gone):
+        // its start-up would otherwise share the CPUs with the claimed turn up to its first line.
+        void entry.runner.spoke.then(() => this.topUpPool());
+        return this.prepare(entry, request);
       }
       case 'start-new': {
         const entry = this.spawnRunner(request.agentType, { pooled: false });

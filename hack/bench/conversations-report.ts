@@ -2,7 +2,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FloorId, FloorRun, TurnTiming, Where } from './sdk-floors.js';
 
-export type CaseId = 'warm' | 'pooled' | 'pooled-first' | 'pooled-first-unprewarmed' | 'cold';
+export const CASE_IDS = ['warm', 'pooled', 'pooled-first', 'pooled-first-unprewarmed', 'cold'] as const;
+export type CaseId = (typeof CASE_IDS)[number];
 
 export interface CaseRun {
   id: CaseId;
@@ -46,7 +47,7 @@ export interface ConversationRunInfo {
 }
 
 /** Each case, the floor it is held to, and the aim (issue text). */
-const CASES: Record<CaseId, { title: string; floor: FloorId; aim: { kind: 'added-ms'; ms: number } | { kind: 'ratio'; max: number } }> = {
+export const CASES: Record<CaseId, { title: string; floor: FloorId; aim: { kind: 'added-ms'; ms: number } | { kind: 'ratio'; max: number } }> = {
   warm: { title: 'warm conversation, later turn (held runner, live session)', floor: 'live', aim: { kind: 'added-ms', ms: 15 } },
   pooled: { title: 'pooled claim (pre-started runner, session resumed)', floor: 'prestarted', aim: { kind: 'added-ms', ms: 15 } },
   'pooled-first': {

@@ -8,8 +8,9 @@
  * the plain floors' SDK processes; turns are sequential, each started once the machine is idle again.
  * Environment: BENCH_TURNS (measured turns per case, default 20), BENCH_WARMUP_TURNS (default 3),
  * BENCH_SANDBOX_FLOORS=0 (skip the floors in bubblewrap), BENCH_STREAMS (follower streams for the
- * per-stream memory, default 50), BENCH_ACIS_LOG_LEVEL (default warn), and ACIS_SANDBOX_ISOLATION,
- * passed to ACIS.
+ * per-stream memory, default 50), BENCH_ACIS_LOG_LEVEL (default warn), ACIS_SANDBOX_ISOLATION, passed
+ * to ACIS, and BENCH_SCENARIOS (case ids or their prefixes, e.g. `pooled-first`: only those cases, beside
+ * the floors they are held to; the open streams' memory is measured only when every case runs).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,6 +21,9 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { serveUnixToTcp } from '../../sandbox/bridge.js';
 import {
+  CASE_IDS,
+  CASES,
+  type CaseId,
   type CaseRun,
   type ConversationRunInfo,
   type MemoryFigures,
@@ -28,7 +32,7 @@ import {
 } from './conversations-report.js';
 import { acisServeArgs, freePort, type ServerProcess, startServerProcess } from './processes.js';
 import { childrenOf, commandLine, OtherCpu, processInfo, treeRss, waitQuiet } from './proc-tree.js';
-import { runSdkFloors, type TurnTiming, type Where } from './sdk-floors.js';
+import { type FloorId, runSdkFloors, type TurnTiming, type Where } from './sdk-floors.js';
 
 export interface PlaneContext {
   root: string;
@@ -106,9 +110,15 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
   const bridge = await serveUnixToTcp(path.join(runDir, 'model.sock'), { host: '127.0.0.1', port: stub.port });
   ctx.defer(() => bridge.close());
 
+  const selected = selectedCases();
+  const runs = (id: CaseId) => selected === undefined || selected.has(id);
+  // The pooled claim is also compared with the design floor of a fresh resume in a host started ahead.
+  const floorKinds =
+    selected && new Set<FloorId>([...selected].flatMap((id) => (id === 'pooled' ? [CASES[id].floor, 'fresh-in-host' as const] : [CASES[id].floor])));
   const floors = await runSdkFloors(
     { root, stubUrl: stub.url, runDir, appRoot: ctx.root, warmupTurns, turns, prompt, settle, log },
     wheres,
+    floorKinds,
   );
   for (const floor of floors) {
     log(`floor ${floor.where} ${floor.kind}: ${floor.failure ? `FAILED: ${floor.failure}` : summary(floor.timings)}`);
@@ -124,33 +134,37 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
       env: { ACIS_POOL_SIZE: String(poolSize), ACIS_SANDBOX_ISOLATION: isolation, ...env },
     });
 
-  {
+  if (runs('warm') || runs('pooled') || runs('pooled-first')) {
     log('ACIS with ACIS_POOL_SIZE=1: warm and pooled conversations, memory');
     const { server, api, userId } = await startAcis(1);
     await settle();
     const [prestarted] = runnersOf(server);
     if (prestarted) memory.idleRunner = treeRss(prestarted.pid);
 
-    cases.push(
-      await measureCase('warm', api, userId, { warmupTurns, turns }, async (conversationId) => {
+    if (runs('warm')) {
+      cases.push(
+        await measureCase('warm', api, userId, { warmupTurns, turns }, async (conversationId) => {
         const state = (await api.call('GET', `/conversations/${conversationId}`, undefined, 200)).runtime.sandbox_state;
         if (state !== 'warm') throw new Error(`the warm conversation shows sandbox_state ${state}`);
         // The pre-started runner it claimed on its first turn is the one it holds now.
-        if (prestarted && runnersOf(server).some((runner) => runner.pid === prestarted.pid)) {
-          memory.heldRunner = treeRss(prestarted.pid);
-        }
-      }),
-    );
-    cases.push(await measureCase('pooled', api, userId, { warmupTurns, turns }));
-    cases.push(await measureFirstMessages('pooled-first', api, userId, { warmupTurns, turns }));
-    try {
-      Object.assign(memory, await streamMemory(server, api, userId, streams));
-    } catch (error) {
-      memory.failure = (error as Error).message;
+          if (prestarted && runnersOf(server).some((runner) => runner.pid === prestarted.pid)) {
+            memory.heldRunner = treeRss(prestarted.pid);
+          }
+        }),
+      );
+    }
+    if (runs('pooled')) cases.push(await measureCase('pooled', api, userId, { warmupTurns, turns }));
+    if (runs('pooled-first')) cases.push(await measureFirstMessages('pooled-first', api, userId, { warmupTurns, turns }));
+    if (selected === undefined) {
+      try {
+        Object.assign(memory, await streamMemory(server, api, userId, streams));
+      } catch (error) {
+        memory.failure = (error as Error).message;
+      }
     }
     await server.stop();
   }
-  {
+  if (runs('pooled-first-unprewarmed')) {
     log('ACIS with ACIS_POOL_PREWARM=0: first messages and the idle runner without a prewarmed runtime');
     const { server, api, userId } = await startAcis(1, { ACIS_POOL_PREWARM: '0' });
     await settle();
@@ -159,7 +173,7 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
     cases.push(await measureFirstMessages('pooled-first-unprewarmed', api, userId, { warmupTurns, turns }));
     await server.stop();
   }
-  {
+  if (runs('cold')) {
     log('ACIS with ACIS_POOL_SIZE=0: cold starts with session resume');
     const { server, api, userId } = await startAcis(0);
     cases.push(await measureCase('cold', api, userId, { warmupTurns, turns }));
@@ -183,6 +197,13 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
     ...(memory.failure ? [`memory: ${memory.failure}`] : []),
   ];
   return { markdown: renderConversationsMarkdown(info, cases, floors, memory), failures, files };
+}
+
+/** The cases BENCH_SCENARIOS names (exactly or by prefix); undefined (all) when it is unset or names none of them. */
+function selectedCases(): Set<CaseId> | undefined {
+  const wanted = (process.env.BENCH_SCENARIOS ?? '').split(',').map((id) => id.trim()).filter(Boolean);
+  const picked = CASE_IDS.filter((id) => wanted.some((w) => id === w || id.startsWith(w)));
+  return picked.length === 0 ? undefined : new Set(picked);
 }
 
 export function summary(timings: TurnTiming[]): string {

@@ -75,14 +75,14 @@ export async function timeTurn(start: number, messages: AsyncIterable<Line>): Pr
   return { firstLineMs, ...result };
 }
 
-/** Every floor, plainly and/or in bubblewrap (`wheres`), in that order. */
-export async function runSdkFloors(options: FloorOptions, wheres: Where[]): Promise<FloorRun[]> {
+/** The floors of `wanted` (every one when undefined), plainly and/or in bubblewrap (`wheres`), in that order. */
+export async function runSdkFloors(options: FloorOptions, wheres: Where[], wanted?: ReadonlySet<FloorId>): Promise<FloorRun[]> {
   const runs: FloorRun[] = [];
   const hostDir = wheres.includes('bwrap') ? await compileSdkHost(options) : '';
   for (const where of wheres) {
     const kinds: FloorId[] =
       where === 'plain' ? ['live', 'prestarted', 'prestarted-new', 'fresh'] : ['live', 'prestarted', 'prestarted-new', 'fresh', 'fresh-in-host'];
-    for (const kind of kinds) {
+    for (const kind of kinds.filter((k) => !wanted || wanted.has(k))) {
       options.log(`floor ${where} ${kind} ...`);
       const dirs = await conversationDirs(options.root, `floor-${where}-${kind}`);
       const open = where === 'plain' ? plainHost(options, dirs) : sandboxedHost(options, dirs, hostDir);

@@ -1,8 +1,9 @@
 /**
- * Starting a runner's agent session, with the real Agent SDK against the model stub: from a runtime
- * process prewarmed before any conversation was known (claimed at the first turn), or afresh. Either
- * way the agent is offered exactly the run's skills (none of the runtime's own), and a first turn
- * that resumes a session never takes the spare.
+ * Starting a runner's agent session, with the real Agent SDK against the model stub: in a runtime
+ * process prewarmed and bound to the workspace before any conversation was known, or afresh. Either
+ * way the agent is offered exactly the run's skills (none of the runtime's own), even when they are
+ * delivered after the binding; a first turn that resumes a session, or finds the workspace holding
+ * more than skills, never takes the prewarmed session.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -10,7 +11,7 @@ import path from 'node:path';
 import type { Options, SDKMessage, SDKUserMessage } from '@anthropic-ai/claude-agent-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { AgentSessions, skillsOff } from '../../sandbox/agent-session.js';
+import { AgentSessions, skillOverrides } from '../../sandbox/agent-session.js';
 import { conversationDirs, resultOf, sdkEnv, userMessage } from '../helpers/agent-sdk.js';
 
 let stub: ModelStub;
@@ -27,11 +28,16 @@ afterAll(async () => {
 
 async function workspace(name: string, skills: string[]) {
   const dirs = await conversationDirs(root, name);
-  for (const skill of skills) {
-    await mkdir(path.join(dirs.cwd, '.claude', 'skills', skill), { recursive: true });
-    await writeFile(path.join(dirs.cwd, '.claude', 'skills', skill, 'SKILL.md'), `---\nname: ${skill}\ndescription: Handles ${skill}.\n---\nUse it.\n`);
-  }
+  await deliver(dirs.cwd, skills);
   return dirs;
+}
+
+/** Writes skills into the workspace as the runner does when the server delivers them. */
+async function deliver(cwd: string, skills: string[]) {
+  for (const skill of skills) {
+    await mkdir(path.join(cwd, '.claude', 'skills', skill), { recursive: true });
+    await writeFile(path.join(cwd, '.claude', 'skills', skill, 'SKILL.md'), `---\nname: ${skill}\ndescription: Handles ${skill}.\n---\nUse it.\n`);
+  }
 }
 
 function options(home: string): Options {
@@ -63,16 +69,36 @@ async function firstTurn(sessions: AgentSessions, cwd: string, text: string, ext
 }
 
 describe('agent sessions', () => {
-  it('a prewarmed runtime is claimed by the first turn and offers exactly the run\'s skills', async () => {
-    const { cwd, home } = await workspace('prewarmed', ['pdf', 'docx']);
+  it('a runtime prewarmed and bound to the workspace takes the first turn, offering exactly the skills delivered after the binding', async () => {
+    const { cwd, home } = await workspace('prewarmed', []);
     const logs: string[] = [];
     const sessions = new AgentSessions(() => options(home), (line) => logs.push(line));
-    sessions.prewarm();
+    await sessions.prewarm(cwd);
+    await deliver(cwd, ['pdf', 'docx']);
     const turn = await firstTurn(sessions, cwd, 'hello [[echo-skills]]', { skills: ['pdf'] });
     expect(turn.prewarmed, logs.join('\n')).toBe(true);
     expect(turn.result).toMatchObject({ subtype: 'success', result: 'Skills: pdf' });
-    // The stream starts as a fresh session's does: nothing the claim caused comes before `init`.
+    // The stream starts as a fresh session's does: nothing the binding caused comes before `init`.
     expect(turn.first).toMatchObject({ type: 'system', subtype: 'init' });
+  });
+
+  it('a run without skills goes straight to the bound session, which offers none of the runtime\'s own', async () => {
+    const { cwd, home } = await workspace('prewarmed-no-skills', []);
+    const sessions = new AgentSessions(() => options(home), () => undefined);
+    await sessions.prewarm(cwd);
+    const turn = await firstTurn(sessions, cwd, 'hello [[echo-skills]]', { skills: [] });
+    expect(turn).toMatchObject({ prewarmed: true, result: { subtype: 'success', result: 'Skills: none.' } });
+  });
+
+  it('a workspace holding more than skills at the first turn (what the binding did not see) starts the runtime afresh', async () => {
+    const { cwd, home } = await workspace('prewarmed-stale', []);
+    const logs: string[] = [];
+    const sessions = new AgentSessions(() => options(home), (line) => logs.push(line));
+    await sessions.prewarm(cwd);
+    await deliver(cwd, ['pdf']);
+    await writeFile(path.join(cwd, 'notes.txt'), 'an earlier run left this\n');
+    const turn = await firstTurn(sessions, cwd, '[[echo-skills]]', { skills: ['pdf'] });
+    expect(turn).toMatchObject({ prewarmed: false, result: { subtype: 'success', result: 'Skills: pdf' } });
   });
 
   it('a first turn that resumes a session leaves the spare and starts afresh, with the history and the skills filter', async () => {
@@ -80,7 +106,7 @@ describe('agent sessions', () => {
     const earlier = await firstTurn(new AgentSessions(() => options(home), () => undefined), cwd, 'remember me', { skills: ['docx'] });
     expect(earlier.prewarmed).toBe(false);
     const sessions = new AgentSessions(() => options(home), () => undefined);
-    sessions.prewarm();
+    await sessions.prewarm(cwd);
     const turn = await firstTurn(sessions, cwd, 'again [[echo-history]] [[echo-skills]]', { resume: earlier.result.session_id, skills: ['docx'] });
     expect(turn.prewarmed).toBe(false);
     expect(turn.result).toMatchObject({ subtype: 'success' });
@@ -93,9 +119,10 @@ describe('agent sessions', () => {
     expect(turn).toMatchObject({ prewarmed: false, result: { result: 'Skills: docx, pdf' } });
   });
 
-  it('turns off every listed command but the offered skills; with none named, Claude Code\'s own', () => {
+  it('turns every listed command but the offered skills off, and those on; with none named, Claude Code\'s own off', () => {
     const commands = [{ name: 'pdf' }, { name: 'docx' }, { name: 'doctor', builtin: true }, { name: 'compact', builtin: true }];
-    expect(skillsOff(commands, ['pdf'])).toEqual({ docx: 'off', doctor: 'off', compact: 'off' });
-    expect(skillsOff(commands, undefined)).toEqual({ doctor: 'off', compact: 'off' });
+    expect(skillOverrides(commands, ['pdf'])).toEqual({ pdf: 'on', docx: 'off', doctor: 'off', compact: 'off' });
+    expect(skillOverrides(commands, [])).toEqual({ pdf: 'off', docx: 'off', doctor: 'off', compact: 'off' });
+    expect(skillOverrides(commands, undefined)).toEqual({ pdf: 'on', docx: 'on', doctor: 'off', compact: 'off' });
   });
 });
