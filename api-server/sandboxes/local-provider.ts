@@ -242,6 +242,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
     if (!heldUntil) await this.recycle(entry.runner.id, { save: !options.discard });
     else if (conversationId) await this.showState(entry, { warm: true, expiresAt: heldUntil });
+    // A claimed runner whose turn ended before its agent spoke has not started its replacement yet.
+    this.topUpPool();
     this.pump();
     return { heldUntil };
   }
