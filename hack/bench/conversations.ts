@@ -273,6 +273,8 @@ export async function measureFirstMessages(
   api: Api,
   userId: string,
   counts: { warmupTurns: number; turns: number },
+  /** Each measured turn's conversation, when its message was sent (performance.now()) and its timing. */
+  onMeasured?: (conversationId: string, sentAt: number, timing: TurnTiming) => void,
 ): Promise<CaseRun> {
   log(`${id} ...`);
   const timings: TurnTiming[] = [];
@@ -287,6 +289,7 @@ export async function measureFirstMessages(
       other.end();
       if (!timing.content) throw new Error('the first message got an empty reply');
       if (measured) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
+      if (measured) onMeasured?.(conversation.id, timing.sentAt, timing);
     }
     log(`${id}: ${summary(timings)}`);
     return { id, timings, otherCpuShare: other.share() };
@@ -303,7 +306,7 @@ async function acisTurn(
   api: Api,
   conversationId: string,
   content: string,
-): Promise<TurnTiming & { content: string; sinceTerminalMs: () => number }> {
+): Promise<TurnTiming & { content: string; sentAt: number; sinceTerminalMs: () => number }> {
   const start = performance.now();
   const response = await api.fetch('POST', `/conversations/${conversationId}/messages`, { content });
   if (response.status !== 200) throw new Error(`POST .../messages answered ${response.status}: ${(await response.text()).slice(0, 500)}`);
@@ -324,7 +327,7 @@ async function acisTurn(
   if (firstLineMs === undefined || terminalAt === undefined || !stored) throw new Error('the stream ended without an agent line, message_end and result');
   if (stored.status !== 'completed') throw new Error(`the assistant message is ${stored.status}`);
   const terminal = terminalAt;
-  return { firstLineMs, terminalMs: terminal - start, content: stored.content, sinceTerminalMs: () => performance.now() - terminal };
+  return { firstLineMs, terminalMs: terminal - start, content: stored.content, sentAt: start, sinceTerminalMs: () => performance.now() - terminal };
 }
 
 async function* ndjsonLines(response: Response): AsyncGenerator<Line> {

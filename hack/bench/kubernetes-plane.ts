@@ -13,7 +13,8 @@
  * API server's egress proxy, as they do in a cluster. Aim (issue): the kubernetes provider adds at most
  * 10 ms at the median over the local provider for warm turns and for claims from a warm pool.
  * Environment: BENCH_TURNS, BENCH_WARMUP_TURNS (as the conversation plane), BENCH_KUBELET_PROBE_MS
- * (the simulated kubelet's readiness probe period, default 100; a real kubelet's is 1 s at least).
+ * (the simulated kubelet's readiness probe period, default 100; a real kubelet's is 1 s at least),
+ * BENCH_KUBERNETES_CASES (comma-separated case ids to run, default all three).
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -23,6 +24,7 @@ import { startKubelet } from '../../test/k8s/kubelet.js';
 import { runnerImage } from '../../test/k8s/runner-image.js';
 import { startKubeTestServer, type KubeTestServer } from '../../test/k8s/server.js';
 import type { KubeObject } from '../../test/k8s/store.js';
+import { CLAIM_STEPS, type ClaimStep, traceClaims } from './claim-trace.js';
 import { startControllerProcess } from './controller-plane.js';
 import type { CaseId, CaseRun } from './conversations-report.js';
 import { envCount, measureCase, measureFirstMessages, type PlaneContext, type PlaneResult, settle, startBenchAcis, startStub } from './conversations.js';
@@ -68,17 +70,19 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
 
   const runs: Array<CaseRun & { provider: Provider }> = [];
   let adoptReadyMs: number[] = [];
+  let claimSteps: Record<ClaimStep, number[]> | undefined;
   const record = (provider: Provider, run: CaseRun) => runs.push({ ...run, provider });
+  const cases = selectedCases();
 
-  {
+  if (cases.has('warm') || cases.has('pooled-first')) {
     log('local provider, ACIS_POOL_SIZE=1: warm turns and pooled first messages');
     const { server, api, userId } = await startAcis('local-pool-1', { ACIS_POOL_SIZE: '1' });
     await settle();
-    record('local', await measureCase('warm', api, userId, counts));
-    record('local', await measureFirstMessages('pooled-first', api, userId, counts));
+    if (cases.has('warm')) record('local', await measureCase('warm', api, userId, counts));
+    if (cases.has('pooled-first')) record('local', await measureFirstMessages('pooled-first', api, userId, counts));
     await server.stop();
   }
-  {
+  if (cases.has('cold')) {
     log('local provider, ACIS_POOL_SIZE=0: cold starts with resume');
     const { server, api, userId } = await startAcis('local-pool-0', { ACIS_POOL_SIZE: '0' });
     record('local', await measureCase('cold', api, userId, counts));
@@ -111,17 +115,16 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
     ACIS_CONTROLLER_WORKERS: '4',
   });
   ctx.defer(() => controller.stop());
-  {
-    const { server, api, userId } = await startAcis('kubernetes', {
-      ACIS_SANDBOX_PROVIDER: 'kubernetes',
-      KUBECONFIG: cluster.kubeconfigPath,
-      ACIS_K8S_NAMESPACE: NAMESPACE,
-      ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
-      ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
-    });
-    await settle();
-    record('kubernetes', await measureCase('warm', api, userId, counts));
-
+  const { server, api, userId } = await startAcis('kubernetes', {
+    ACIS_SANDBOX_PROVIDER: 'kubernetes',
+    KUBECONFIG: cluster.kubeconfigPath,
+    ACIS_K8S_NAMESPACE: NAMESPACE,
+    ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
+    ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
+  });
+  await settle();
+  if (cases.has('warm')) record('kubernetes', await measureCase('warm', api, userId, counts));
+  if (cases.has('pooled-first')) {
     log(`SandboxWarmPool ${POOL} of 1`);
     cluster.store.create('sandboxwarmpools', NAMESPACE, {
       apiVersion: 'acis.dev/v1alpha1',
@@ -131,28 +134,40 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
     } as KubeObject);
     await until('ready pool pods', () => readyPoolPods(cluster).length === 1);
     const launched = launchesOf(cluster);
-    const pooledFirst = await measureFirstMessages('pooled-first', api, userId, counts);
+    const trace = traceClaims(cluster);
+    const pooledFirst = await measureFirstMessages('pooled-first', api, userId, counts, trace.turn);
     launched.close();
+    trace.close();
+    claimSteps = trace.steps();
     // Every first message must have been served by an adopted pod, not a cold one.
     const coldLaunches = [...launched.byName.values()].filter((launch) => launch === 'cold').length;
     adoptReadyMs = launched.readyMs;
     record('kubernetes', coldLaunches > 0 && !pooledFirst.failure ? { ...pooledFirst, failure: `${coldLaunches} first messages were served by cold pods` } : pooledFirst);
     cluster.store.delete('sandboxwarmpools', NAMESPACE, POOL);
     await until('pool pods left', () => cluster.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.length === 0, 'none');
-
-    record('kubernetes', await measureCase('cold', api, userId, counts));
-    await server.stop();
   }
+  if (cases.has('cold')) record('kubernetes', await measureCase('cold', api, userId, counts));
+  await server.stop();
   await controller.stop();
 
-  const markdown = renderMarkdown(runs, { turns, warmupTurns, probePeriodMs, adoptReadyMs });
+  const markdown = renderMarkdown(runs, { turns, warmupTurns, probePeriodMs, adoptReadyMs, claimSteps });
   await mkdir(ctx.outDir, { recursive: true });
   const jsonFile = path.join(ctx.outDir, 'kubernetes.json');
   const markdownFile = path.join(ctx.outDir, 'kubernetes.md');
-  await writeFile(jsonFile, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), turns, warmupTurns, probePeriodMs, adoptReadyMs, runs }, null, 2)}\n`);
+  await writeFile(jsonFile, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), turns, warmupTurns, probePeriodMs, adoptReadyMs, claimSteps, runs }, null, 2)}\n`);
   await writeFile(markdownFile, markdown);
   const failures = runs.filter((run) => run.failure).map((run) => `${run.provider} ${run.id}: ${run.failure}`);
   return { markdown, failures, files: [jsonFile, markdownFile] };
+}
+
+/** BENCH_KUBERNETES_CASES, or every case. */
+function selectedCases(): Set<KubernetesCase> {
+  const all = Object.keys(CASE_TITLES) as KubernetesCase[];
+  const asked = process.env.BENCH_KUBERNETES_CASES?.split(',').map((id) => id.trim()).filter(Boolean);
+  if (!asked?.length) return new Set(all);
+  const unknown = asked.filter((id) => !all.includes(id as KubernetesCase));
+  if (unknown.length) throw new Error(`BENCH_KUBERNETES_CASES: unknown case ${unknown.join(', ')} (known: ${all.join(', ')})`);
+  return new Set(asked as KubernetesCase[]);
 }
 
 /**
@@ -205,7 +220,10 @@ function percentile(values: number[], q: number): number | null {
 const ms = (value: number | null) => (value === null ? '—' : value.toFixed(0));
 const signedMs = (value: number | null) => (value === null ? '—' : `${value >= 0 ? '+' : ''}${value.toFixed(0)}`);
 
-function renderMarkdown(runs: Array<CaseRun & { provider: Provider }>, info: { turns: number; warmupTurns: number; probePeriodMs: number; adoptReadyMs: number[] }): string {
+function renderMarkdown(
+  runs: Array<CaseRun & { provider: Provider }>,
+  info: { turns: number; warmupTurns: number; probePeriodMs: number; adoptReadyMs: number[]; claimSteps: Record<ClaimStep, number[]> | undefined },
+): string {
   const lines = [
     '### Kubernetes provider beside the local provider',
     '',
@@ -217,6 +235,7 @@ function renderMarkdown(runs: Array<CaseRun & { provider: Provider }>, info: { t
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const id of Object.keys(CASE_TITLES) as KubernetesCase[]) {
+    if (!runs.some((run) => run.id === id)) continue;
     const local = runs.find((run) => run.provider === 'local' && run.id === id);
     const kube = runs.find((run) => run.provider === 'kubernetes' && run.id === id);
     const of = (run: CaseRun | undefined, pick: (t: TurnTiming) => number, q: number) => percentile(run?.timings.map(pick) ?? [], q);
@@ -247,5 +266,16 @@ function renderMarkdown(runs: Array<CaseRun & { provider: Provider }>, info: { t
     `Pooled first messages under the kubernetes provider: Sandbox created → Ready (adopted from the pool) p50 ${ms(percentile(info.adoptReadyMs, 0.5))} ms, ` +
       `p90 ${ms(percentile(info.adoptReadyMs, 0.9))} ms (${info.adoptReadyMs.length} claims, warm-up included).`,
   );
+  if (info.claimSteps) {
+    const steps = info.claimSteps;
+    lines.push(
+      '',
+      'Where a pooled first message\'s time goes (ms after the message was sent, p50 over the measured turns; the steps the Kubernetes API sees):',
+      '',
+      `| ${CLAIM_STEPS.join(' | ')} |`,
+      `|${CLAIM_STEPS.map(() => '---:').join('|')}|`,
+      `| ${CLAIM_STEPS.map((step) => ms(percentile(steps[step], 0.5))).join(' | ')} |`,
+    );
+  }
   return `${lines.join('\n')}\n`;
 }
