@@ -72,6 +72,20 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
     };
   };
 
+  /** Its pod (owned, or adopted by this decision's action) is ready: the runner serves. */
+  const ready = (podIP: string): SandboxDecision => {
+    const endpoint = `${podIP}:${observed.runnerPort}`;
+    if (before.phase !== 'Ready') events.push({ type: 'Normal', reason: 'Ready', message: `runner ${status.podName} is ready at ${endpoint}` });
+    status = {
+      ...status,
+      phase: 'Ready',
+      endpoint,
+      readyTime: before.readyTime ?? iso,
+      conditions: setCondition(status.conditions, { type: 'Ready', status: 'True', reason: REASONS.runnerReady, message: `serving on ${endpoint}` }, now, generation),
+    };
+    return { actions, events, status, requeueAt: shutdownAt };
+  };
+
   // Terminal: nothing runs again; a pod left over (a stale cache at the time) still goes, except a
   // finished one of a failed Sandbox, kept for `kubectl logs`.
   if (isTerminal(before.phase)) {
@@ -117,7 +131,9 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
 
   if (!pod) {
     if (observed.podInFlight) {
-      return { actions, events, status: { ...status, phase: 'Starting' }, requeueAt: earliest(shutdownAt, startDeadline) };
+      // An adoption already made it Ready: it stays so while the cache catches up with the pod.
+      const phase = before.phase === 'Ready' ? 'Ready' : 'Starting';
+      return { actions, events, status: { ...status, phase }, requeueAt: earliest(shutdownAt, startDeadline) };
     }
     if (before.podName && before.readyTime) {
       return end('Failed', REASONS.podDeleted, `pod ${before.podName} went away while serving; create a new Sandbox (the conversation resumes from its transcript)`);
@@ -143,12 +159,15 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
         ? { type: 'Normal', reason: 'Adopted', message: `claimed ready runner ${podName} from warm pool ${candidate.metadata?.labels?.['acis.dev/pool']}` }
         : { type: 'Normal', reason: 'Started', message: `no ready pool runner; starting pod ${podName}` },
     );
+    status = { ...status, podName, tokenSecretName: tokenSecretName(podName), launch: candidate ? 'pool' : 'cold' };
+    // The adoption's patch carries the resourceVersion the candidate was seen ready at: if it
+    // succeeds, the pod is still as seen, so the Sandbox is Ready in this same status write (no
+    // second reconcile on the pod's watch event). A lost adoption writes no status at all.
+    const candidateHealth = candidate && podHealth(candidate);
+    if (candidateHealth?.state === 'ready') return ready(candidateHealth.podIP);
     status = {
       ...status,
       phase: 'Starting',
-      podName,
-      tokenSecretName: tokenSecretName(podName),
-      launch: candidate ? 'pool' : 'cold',
       conditions: setCondition(status.conditions, { type: 'Ready', status: 'False', reason: REASONS.starting, message: 'starting a runner' }, now, generation),
     };
     return { actions, events, status, requeueAt: earliest(shutdownAt, startDeadline) };
@@ -156,18 +175,7 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
 
   const health = podHealth(pod);
   status.podName = pod.metadata!.name;
-  if (health.state === 'ready') {
-    const endpoint = `${health.podIP}:${observed.runnerPort}`;
-    if (before.phase !== 'Ready') events.push({ type: 'Normal', reason: 'Ready', message: `runner ${status.podName} is ready at ${endpoint}` });
-    status = {
-      ...status,
-      phase: 'Ready',
-      endpoint,
-      readyTime: before.readyTime ?? iso,
-      conditions: setCondition(status.conditions, { type: 'Ready', status: 'True', reason: REASONS.runnerReady, message: `serving on ${endpoint}` }, now, generation),
-    };
-    return { actions, events, status, requeueAt: shutdownAt };
-  }
+  if (health.state === 'ready') return ready(health.podIP);
   if (health.state === 'failing' && (health.terminal || before.readyTime)) return end('Failed', health.reason, health.message);
   if (health.state === 'failing' && now >= startDeadline) {
     return end('Failed', health.reason, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s: ${health.message}`);

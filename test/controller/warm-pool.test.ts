@@ -23,8 +23,16 @@ describe('SandboxWarmPool', () => {
     expect((pool as any).status).toMatchObject({ replicas: 2, desiredReplicas: 2, readyReplicas: 2, availableReplicas: 2, selector: 'acis.dev/pool=agents' });
     const before = new Set(readyPoolPods('agents').map((p) => p.metadata.name));
 
+    // Every status the Sandbox shows on its way: an adopted ready pod makes it Ready in the write that binds it.
+    const phases: string[] = [];
+    const stopWatching = file.cluster.server.store.store.subscribe((change) => {
+      const status = (change.object as any).status;
+      if (change.storageKey === 'acis.dev/sandboxes' && change.object.metadata.name === 'claim-1' && status) phases.push(`${status.phase}${status.podName ? ' bound' : ''}`);
+    });
     const sandbox = createSandbox(file.cluster, 'claim-1', { mode: 'pooled' });
     const ready = await waitForSandbox(file.cluster, 'claim-1', phaseIs('Ready'));
+    stopWatching();
+    expect(phases).toEqual(['Ready bound']);
     expect(ready!.status!.launch).toBe('pool');
     expect(before.has(ready!.status!.podName!)).toBe(true);
     const adopted = file.cluster.server.store.get('pods', NAMESPACE, ready!.status!.podName!) as any;

@@ -40,7 +40,7 @@ const ready = (s: SandboxStatus | undefined) => s?.conditions?.find((c) => c.typ
 describe('decideSandbox(sandbox, observed)', () => {
   it.each<[string, Sandbox, Partial<SandboxObservation>, { phase: string; reason?: string; actions: string[]; launch?: string }]>([
     ['admitted with no pod and no pool pod: starts one cold', sandbox(), {}, { phase: 'Starting', reason: 'Starting', actions: ['create-pod'], launch: 'cold' }],
-    ['admitted with a ready pool pod: adopts it', sandbox(), { poolCandidate: pod('pool-a', running()) }, { phase: 'Starting', actions: ['adopt-pod'], launch: 'pool' }],
+    ['admitted with a ready pool pod: adopts it, Ready in the same pass', sandbox(), { poolCandidate: pod('pool-a', running()) }, { phase: 'Ready', reason: 'RunnerReady', actions: ['adopt-pod'], launch: 'pool' }],
     ['not admitted: waits, Pending, nothing started', sandbox(), { admission: { admitted: false, position: 2, used: 5, max: 5 } }, { phase: 'Pending', reason: 'CapacityExhausted', actions: [] }],
     ['a create in flight: waits for the cache, never a second pod', sandbox({}, admittedStatus()), { podInFlight: true }, { phase: 'Starting', actions: [] }],
     ['its pod ready: Ready with the endpoint', sandbox({}, admittedStatus()), { pod: pod('sbx', running()) }, { phase: 'Ready', reason: 'RunnerReady', actions: [] }],
@@ -98,6 +98,28 @@ describe('decideSandbox(sandbox, observed)', () => {
     const second = decideSandbox(sandbox({}, first.status), observe({ now: NOW + 5_000, pod: pod('sbx', running()) }));
     expect(statusChanged(first.status, second.status)).toBe(false);
     expect(second.events).toEqual([]);
+  });
+
+  it('an adopted ready pool pod: bound and Ready in one status, both events, no second write once the cache shows the pod', () => {
+    const adopted = decideSandbox(sandbox(), observe({ poolCandidate: pod('pool-a', running('10.4.5.6')) }));
+    expect(adopted.status).toMatchObject({ phase: 'Ready', podName: 'pool-a', tokenSecretName: 'pool-a-token', endpoint: '10.4.5.6:7070', readyTime: iso(0), launch: 'pool' });
+    expect(adopted.events.map((e) => e.reason)).toEqual(['Adopted', 'Ready']);
+    // The pass its own status write triggers, before the pod's watch event: still Ready, nothing to write.
+    const inFlight = decideSandbox(sandbox({}, adopted.status), observe({ now: NOW + 5, podInFlight: true }));
+    expect(inFlight.actions).toEqual([]);
+    expect(statusChanged(adopted.status, inFlight.status)).toBe(false);
+    // The pass once the cache shows the pod owned: the same.
+    const owned = decideSandbox(sandbox({}, adopted.status), observe({ now: NOW + 10, pod: pod('pool-a', running('10.4.5.6')) }));
+    expect(statusChanged(adopted.status, owned.status)).toBe(false);
+    expect(owned.events).toEqual([]);
+  });
+
+  it('a pool pod that is not ready is bound but not Ready: no endpoint until its pod is', () => {
+    const bound = decideSandbox(sandbox(), observe({ poolCandidate: pod('pool-a', { phase: 'Running', podIP: '10.4.5.6', conditions: [{ type: 'Ready', status: 'False' }] }) }));
+    expect(bound.actions.map((a) => a.kind)).toEqual(['adopt-pod']);
+    expect(bound.status).toMatchObject({ phase: 'Starting', podName: 'pool-a' });
+    expect(bound.status.endpoint).toBeUndefined();
+    expect(ready(bound.status)?.status).toBe('False');
   });
 
   it('the Ready endpoint is the pod IP and the runner port', () => {
