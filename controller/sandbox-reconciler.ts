@@ -59,8 +59,10 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     runnerPort: ctx.config.runnerPort,
   };
   let decision = decideSandbox(sandbox, observation);
+  // Writes that follow an action but that the status need not wait for (they go beside its write).
+  const trailing: Promise<void>[] = [];
   try {
-    for (const action of decision.actions) await act(ctx, sandbox, key, action);
+    for (const action of decision.actions) await act(ctx, sandbox, key, action, trailing);
     refused.delete(key);
   } catch (error) {
     if (error instanceof LostAdoption) return { requeueAt: at, conflict: true };
@@ -71,13 +73,14 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     await writeStatus(ctx, sandbox, { ...decision, actions: [] });
     throw error;
   }
-  if (!(await writeStatus(ctx, sandbox, decision))) return { conflict: true };
+  const [written] = await Promise.all([writeStatus(ctx, sandbox, decision), ...trailing]);
+  if (!written) return { conflict: true };
   return { requeueAt: decision.requeueAt };
 }
 
 class LostAdoption extends Error {}
 
-async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action: SandboxAction): Promise<void> {
+async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action: SandboxAction, trailing: Promise<void>[]): Promise<void> {
   const { view, client, config } = ctx;
   const namespace = sandbox.metadata.namespace!;
   switch (action.kind) {
@@ -117,10 +120,19 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
         if (status === 409 || status === 404) throw new LostAdoption();
         throw error;
       }
-      // The token now lives and dies with this Sandbox, not with the pool.
-      await client.mergePatch({ apiVersion: 'v1', kind: 'Secret', metadata: { name: tokenSecretName(podName), namespace, ownerReferences: [controllerRef(sandbox)] } }).catch((error: unknown) => {
-        if (httpStatus(error) !== 404) throw error;
-      });
+      // The token now lives and dies with this Sandbox, not with the pool. The pod is bound, so the
+      // Ready status need not wait for this write: it goes out beside it.
+      const owned = client
+        .mergePatch({ apiVersion: 'v1', kind: 'Secret', metadata: { name: tokenSecretName(podName), namespace, ownerReferences: [controllerRef(sandbox)] } })
+        .then(
+          () => undefined,
+          (error: unknown) => {
+            if (httpStatus(error) !== 404) throw error;
+          },
+        );
+      // Awaited beside the status write; marked handled here in case a later action throws first.
+      owned.catch(() => undefined);
+      trailing.push(owned);
       return;
     }
     case 'delete-pod':
@@ -131,17 +143,25 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
 }
 
 /**
- * Records the decision's events, then writes its status if it changed. False when the write lost to
- * a newer version of the object (409) or the object is gone (404): the watch brings that version and
- * the key runs again on it, so this is no error and no retry of its own. Events go first so that
- * whoever sees the new status finds its events; a lost write may repeat one (kubectl shows a count).
+ * Records the decision's events and writes its status if it changed, side by side (a claim's Ready
+ * waits for no event). False when the write lost to a newer version of the object (409) or the
+ * object is gone (404): the watch brings that version and the key runs again on it, so this is no
+ * error and no retry of its own. A lost write may repeat an event (kubectl shows a count).
  */
 async function writeStatus(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<boolean> {
-  await Promise.all(
+  const events = Promise.all(
     decision.events.map((event) =>
       ctx.client.recordEvent(sandbox, event).catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed')),
     ),
   );
+  try {
+    return await replaceStatusIfChanged(ctx, sandbox, decision);
+  } finally {
+    await events;
+  }
+}
+
+async function replaceStatusIfChanged(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<boolean> {
   if (statusChanged(sandbox.status, decision.status)) {
     try {
       const written = await ctx.client.replaceStatus(SANDBOX.plural, { ...sandbox, apiVersion: API_VERSION, status: decision.status });

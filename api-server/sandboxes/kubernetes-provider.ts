@@ -145,6 +145,9 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       }
       await this.end(held, { save: false });
     }
+    // A workspace kept from the conversation's last sandbox: read while the sandbox gets ready.
+    const savedWorkspace = this.options.records?.loadWorkspace(request.conversationId);
+    savedWorkspace?.catch(() => undefined);
     let ready: Sandbox;
     let connected: { runner: Runner; egressToken: string };
     for (let attempt = 1; ; attempt++) {
@@ -183,7 +186,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
     if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
     try {
-      const saved = await this.options.records?.loadWorkspace(request.conversationId);
+      const saved = await savedWorkspace;
       if (saved) await runner.importWorkspace(saved);
     } catch (error) {
       await this.end(entry, { save: false });

@@ -39,8 +39,10 @@ describe('SandboxWarmPool', () => {
     expect(adopted.metadata.ownerReferences).toEqual([expect.objectContaining({ kind: 'Sandbox', uid: sandbox.metadata.uid, controller: true })]);
     expect(adopted.metadata.labels['acis.dev/pool']).toBeUndefined();
     expect(adopted.metadata.labels['acis.dev/conversation']).toBe((sandbox as any).spec.conversationId);
-    const token = file.cluster.server.store.get('secrets', NAMESPACE, `${adopted.metadata.name}-token`) as any;
-    expect(token.metadata.ownerReferences[0]).toMatchObject({ kind: 'Sandbox', uid: sandbox.metadata.uid });
+    // The token Secret moves to the Sandbox beside the Ready write (Ready does not wait for it).
+    const tokenOwner = () => (file.cluster.server.store.get('secrets', NAMESPACE, `${adopted.metadata.name}-token`) as any).metadata.ownerReferences[0];
+    await eventually(file.cluster, () => tokenOwner().kind === 'Sandbox');
+    expect(tokenOwner()).toMatchObject({ kind: 'Sandbox', uid: sandbox.metadata.uid });
     // Adopted, not started: no pod named after the Sandbox.
     expect(file.cluster.server.store.find('pods', NAMESPACE, 'claim-1')).toBeUndefined();
 
