@@ -1,8 +1,8 @@
 /**
- * The egress proxy's deployment CA as the chart generates it (helm's genCAWithKey) and as
- * hack/kind-up.sh (and docs/install.md) make it with openssl: the proxy loads it from the mounted
- * Secret's files as it is and signs leaves clients can verify, so every replica of the proxy
- * Deployment presents the one CA runners trust.
+ * The egress proxy's deployment CA as the chart generates it (helm's genCAWithKey) and as an
+ * operator bringing their own makes it with docs/install.md's openssl commands: the proxy loads it
+ * from the mounted Secret's files as it is and signs leaves clients can verify, so every replica of
+ * the proxy Deployment presents the one CA runners trust.
  */
 import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
@@ -20,15 +20,15 @@ import { find, renderChart } from './chart-render.js';
 
 const run = promisify(execFile);
 
-describe('hack/kind-up.sh: the egress CA it makes', () => {
+describe('docs/install.md: the egress CA its openssl commands make', () => {
   it('is loaded by the egress proxy as it is, and signs leaves that verify', async () => {
-    const script = await readFile(path.join(ROOT, 'hack', 'kind-up.sh'), 'utf8');
-    // The openssl commands of the script, continuation lines included.
-    const commands = script.replace(/\\\n\s*/g, ' ').split('\n').map((line) => line.trim()).filter((line) => line.startsWith('openssl '));
+    const doc = await readFile(path.join(ROOT, 'docs', 'install.md'), 'utf8');
+    // The openssl commands of the page, continuation lines included.
+    const commands = doc.replace(/\\\n\s*/g, ' ').split('\n').map((line) => line.trim()).filter((line) => line.startsWith('openssl '));
     expect(commands).toHaveLength(2);
     const caDir = await mkdtemp(path.join(tmpdir(), 'acis-egress-ca-'));
     try {
-      await run('bash', ['-euo', 'pipefail', '-c', commands.join('\n')], { env: { ...process.env, ca_dir: caDir } });
+      await run('bash', ['-euo', 'pipefail', '-c', commands.join('\n')], { cwd: caDir });
       const ca = await loadOrCreateDeploymentCa(caDir);
       const leaf = new X509Certificate((await ca.issueLeaf('api.example.com')).certPem);
       const root = new X509Certificate(ca.certPem);
