@@ -130,7 +130,6 @@ async function generateCa(commonName: string, now: () => Date, extractable = fal
 }
 
 function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
-  const authorityKeyId = authorityKeyIdentifier(ca.cert);
   // One leaf key pair for every host: minting is then a signature, not a key generation.
   const leafKeys = (async () => {
     const keys = (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as CryptoKeyPair;
@@ -157,7 +156,7 @@ function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
         new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
         new x509.SubjectAlternativeNameExtension([{ type: ipVersion === 0 ? 'dns' : 'ip', value: host }]),
-        await authorityKeyId,
+        await authorityKeyIdentifier(ca.cert),
         await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
       ],
     });
@@ -190,12 +189,12 @@ function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
 
 /**
  * Leaves name the CA's own subject key identifier: verifiers match it against the CA's, and a CA made
- * elsewhere may derive it differently (Go 1.25, which Helm's `genCAWithKey` uses, hashes the key with
+ * elsewhere may derive it differently (the Go behind Helm 4's `genCAWithKey` hashes the key with
  * truncated SHA-256 where this library would use SHA-1). Computed only for a CA that carries none.
  */
-function authorityKeyIdentifier(cert: x509.X509Certificate): Promise<x509.AuthorityKeyIdentifierExtension> {
+async function authorityKeyIdentifier(cert: x509.X509Certificate): Promise<x509.AuthorityKeyIdentifierExtension> {
   const subjectKeyId = cert.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId;
-  return subjectKeyId ? Promise.resolve(new x509.AuthorityKeyIdentifierExtension(subjectKeyId)) : x509.AuthorityKeyIdentifierExtension.create(cert);
+  return subjectKeyId ? new x509.AuthorityKeyIdentifierExtension(subjectKeyId) : x509.AuthorityKeyIdentifierExtension.create(cert);
 }
 
 /** 16 random bytes, high bit cleared so the DER integer stays positive. */
