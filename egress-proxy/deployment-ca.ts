@@ -156,7 +156,7 @@ function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
         new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
         new x509.SubjectAlternativeNameExtension([{ type: ipVersion === 0 ? 'dns' : 'ip', value: host }]),
-        await x509.AuthorityKeyIdentifierExtension.create(ca.cert),
+        await authorityKeyIdentifier(ca.cert),
         await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
       ],
     });
@@ -185,6 +185,16 @@ function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
   };
 
   return { certPem: ca.certPem, issueLeaf, secureContextFor };
+}
+
+/**
+ * Leaves name the CA's own subject key identifier: verifiers match it against the CA's, and a CA made
+ * elsewhere may derive it differently (the Go behind Helm 4's `genCAWithKey` hashes the key with
+ * truncated SHA-256 where this library would use SHA-1). Computed only for a CA that carries none.
+ */
+async function authorityKeyIdentifier(cert: x509.X509Certificate): Promise<x509.AuthorityKeyIdentifierExtension> {
+  const subjectKeyId = cert.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId;
+  return subjectKeyId ? new x509.AuthorityKeyIdentifierExtension(subjectKeyId) : x509.AuthorityKeyIdentifierExtension.create(cert);
 }
 
 /** 16 random bytes, high bit cleared so the DER integer stays positive. */

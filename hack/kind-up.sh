@@ -35,22 +35,6 @@ kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -
 kubectl label namespace "$namespace" pod-security.kubernetes.io/enforce=restricted --overwrite
 kubectl -n "$namespace" apply -f hack/kind/model-stub.yaml
 
-# The egress proxy's deployment CA, made once and kept (runners trust it; every proxy replica signs with it).
-if ! kubectl -n "$namespace" get secret acis-egress-ca >/dev/null 2>&1; then
-  ca_dir="$(mktemp -d)"
-  openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out "$ca_dir/ca.key"
-  openssl req -x509 -new -key "$ca_dir/ca.key" -days 3650 -subj "/O=ACIS/CN=ACIS egress proxy CA" \
-    -addext basicConstraints=critical,CA:TRUE,pathlen:0 -addext keyUsage=critical,keyCertSign,cRLSign \
-    -out "$ca_dir/ca.crt"
-  kubectl -n "$namespace" create secret generic acis-egress-ca --from-file="$ca_dir/ca.crt" --from-file="$ca_dir/ca.key"
-  rm -rf "$ca_dir"
-fi
-# Its certificate alone, which the controller mounts into runner pods so they trust the proxy.
-kubectl -n "$namespace" get secret acis-egress-ca -o jsonpath='{.data.ca\.crt}' | base64 -d >"${TMPDIR:-/tmp}/acis-egress-ca.crt"
-kubectl -n "$namespace" create configmap acis-egress-ca-cert --from-file=ca.crt="${TMPDIR:-/tmp}/acis-egress-ca.crt" \
-  --dry-run=client -o yaml | kubectl apply -f -
-rm -f "${TMPDIR:-/tmp}/acis-egress-ca.crt"
-
 # The demo's service key: the one of an earlier run if there is one.
 service_key="$(kubectl -n "$namespace" get secret acis-secrets -o jsonpath='{.data.ACIS_BOOTSTRAP_SERVICE_KEY}' 2>/dev/null | base64 -d || true)"
 service_key="${service_key:-sk_int_kind$(openssl rand -hex 16)}"

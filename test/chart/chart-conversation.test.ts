@@ -9,17 +9,23 @@
  * for). The warm-pool runner pod runs the real runner in the simulated kubelet; the agent talks to
  * the model stub through the egress proxy: the API server's (mode `api-server`,
  * ci/egress-in-api-server-values.yaml) or the proxy's own process, which asks the API server's
- * resolve listener for the run's values (mode `deployment`, the chart's default).
+ * resolve listener for the run's values (mode `deployment`, the chart's default, installed with no CA
+ * of the operator's: the chart generates it). Runner pods trust the proxy's CA: an HTTPS request from
+ * the runner pod through the proxy reaches an HTTPS echo server (under a CA of its own, which the proxy
+ * trusts upstream).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { createServer as createHttpsServer, type Server } from 'node:https';
+import { once } from 'node:events';
+import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { cleanEnv, freePort, killLeftovers, ROOT, runAcis, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
 import { helm } from '../helpers/kube-tools.js';
 import { deltaText, isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
@@ -41,8 +47,8 @@ const PROXY_POD = 'acis-egress-proxy-5c7d9-qk2vd';
 const PLATFORM_KEY = `sk-platform-${randomBytes(12).toString('hex')}`;
 // Pod IPs are unique within one kubelet only and test files run side by side: a port of our own.
 const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
-/** The ConfigMap of the egress CA's certificate the operator makes for runner pods in mode `deployment`. */
-const CA_CERT_CONFIGMAP = 'acis-egress-ca-cert';
+/** The ConfigMap of the egress CA's certificate runner pods trust: the API server's (mode `api-server`) or the chart's (mode `deployment`). */
+const CA_CERT_CONFIGMAP = 'acis-egress-ca';
 
 interface PodObject extends KubeObject {
   spec: { containers: Array<{ image: string; env?: Array<{ name: string; value?: string }> }>; volumes?: Array<{ configMap?: { name: string } }> };
@@ -61,13 +67,29 @@ interface ServiceObject extends KubeObject {
 type Mode = 'api-server' | 'deployment';
 
 let stub: ModelStub;
+/** An HTTPS server on the "internet" (loopback, which the proxy is told it may reach), under a CA of its own. */
+let httpsEcho: Server;
+let httpsEchoPort: number;
+let httpsEchoCa: string;
+const echoedPaths: string[] = [];
 
 beforeAll(async () => {
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
+  const echoCa = await createEphemeralCa('chart conversation echo CA');
+  const leaf = await echoCa.issueLeaf('localhost');
+  httpsEchoCa = echoCa.certPem;
+  httpsEcho = createHttpsServer({ cert: leaf.certPem, key: leaf.keyPem }, (req, res) => {
+    echoedPaths.push(req.url ?? '');
+    res.end(`echo ${req.url}\n`);
+  });
+  httpsEcho.listen(0, '127.0.0.1');
+  await once(httpsEcho, 'listening');
+  httpsEchoPort = (httpsEcho.address() as AddressInfo).port;
 }, 30_000);
 
 afterAll(async () => {
   await stub?.stop();
+  httpsEcho?.close();
 });
 
 describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with egressProxy.mode %s', (mode) => {
@@ -127,10 +149,15 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
   }, 120_000);
 
   it('installs, and the API server, the controller (and the egress proxy) start from their Deployments\' environment', async () => {
-    // An existing CA Secret, as several proxy processes need one; in mode deployment also the
-    // ConfigMap of its certificate that runner pods mount, as docs/install.md has the operator make.
-    const ca = await createDeploymentCaFiles();
-    server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: ca } as unknown as KubeObject);
+    // Mode api-server: an existing CA Secret, as several API replicas need one. Mode deployment: no CA
+    // supplied, the chart generates it.
+    if (mode === 'api-server') {
+      const ca = await createDeploymentCaFiles();
+      server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: ca } as unknown as KubeObject);
+    }
+    // The proxy (whichever process it is in) trusts the echo server's CA upstream, from a file in its
+    // pod's /tmp written below, and may reach it on loopback.
+    const proxyProcess = mode === 'api-server' ? 'apiServer' : 'egressProxy';
     const [apiPort, proxyPort, resolvePort] = [await freePort(), await freePort(), await freePort()];
     proxyMetricsPort = await freePort();
     const [repository, tag] = RUNNER_IMAGE.split(':');
@@ -138,14 +165,9 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       mode === 'api-server'
         ? ['--values', EGRESS_IN_API_VALUES]
         : [
-            '--set', 'egressProxy.ca.existingSecret=acis-egress-ca',
-            '--set', `egressProxy.ca.configMap=${CA_CERT_CONFIGMAP}`,
             '--set', `egressProxy.resolve.port=${resolvePort}`,
             '--set', `egressProxy.metricsPort=${proxyMetricsPort}`,
           ];
-    if (mode === 'deployment') {
-      server.store.create('configmaps', NAMESPACE, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: CA_CERT_CONFIGMAP, namespace: NAMESPACE }, data: { 'ca.crt': Buffer.from(ca['ca.crt']!, 'base64').toString() } } as unknown as KubeObject);
-    }
     const installed = await helm(
       [
         'install', 'acis', CHART, '--namespace', NAMESPACE, ...modeValues,
@@ -157,6 +179,8 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
         '--set', `apiServer.port=${apiPort}`,
         '--set', `egressProxy.port=${proxyPort}`,
         '--set', 'warmPool.replicas=1',
+        '--set', `egressProxy.allow=localhost:${httpsEchoPort}`,
+        '--set', `${proxyProcess}.extraEnv[0].name=ACIS_EGRESS_EXTRA_CA`, '--set', `${proxyProcess}.extraEnv[0].value=/tmp/echo-ca.pem`,
       ],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
     );
@@ -166,6 +190,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     apiTemplate = podTemplate(server, NAMESPACE, 'acis-api');
     const apiContainer = apiTemplate.spec.containers[0]!;
     const apiEnv = await mountVolumes(apiTemplate, containerEnv(server, NAMESPACE, API_POD, apiContainer), path.join(scratch, 'api'));
+    if (apiEnv.ACIS_EGRESS_EXTRA_CA) await writeFile(apiEnv.ACIS_EGRESS_EXTRA_CA, httpsEchoCa);
     expect(apiEnv.ACIS_SANDBOX_PROVIDER).toBe('kubernetes');
     if (mode === 'api-server') {
       expect(apiEnv.ACIS_EGRESS_LISTEN).toBe(`0.0.0.0:${proxyPort}`);
@@ -193,6 +218,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       expect(selects({ matchLabels: proxyService.spec.selector }, proxyTemplate.metadata.labels)).toBe(true);
       expect(proxyContainer.ports).toContainEqual(expect.objectContaining({ name: 'proxy', containerPort: proxyPort }));
       const proxyEnv = await mountVolumes(proxyTemplate, containerEnv(server, NAMESPACE, PROXY_POD, proxyContainer), path.join(scratch, 'proxy'));
+      await writeFile(proxyEnv.ACIS_EGRESS_EXTRA_CA!, httpsEchoCa);
       // It holds no database URL and no master key; it reaches the API pods' resolve port through its Service.
       expect(Object.keys(proxyEnv).filter((name) => /DATABASE|MASTER/.test(name))).toEqual([]);
       const resolveService = server.store.get('services', NAMESPACE, 'acis-egress-resolve') as ServiceObject;
@@ -219,7 +245,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     // Runner pods are told the proxy's Service name; the test server routes no Services, so the
     // address is that of the pod the Service selects (on the host's network here).
     expect(controllerEnv.ACIS_EGRESS_PROXY_HOST).toBe('acis-egress-proxy');
-    expect(controllerEnv.ACIS_EGRESS_CA_CONFIGMAP).toBe(mode === 'api-server' ? 'acis-egress-ca' : CA_CERT_CONFIGMAP);
+    expect(controllerEnv.ACIS_EGRESS_CA_CONFIGMAP).toBe(CA_CERT_CONFIGMAP);
     controller = runAcis(controllerContainer.args, {
       ...cleanEnv(controllerEnv),
       KUBECONFIG: controllerAccess.kubeconfigPath,
@@ -259,12 +285,12 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     expect(sandbox.status).toMatchObject({ launch: 'pool', podName: poolPodName });
     const pod = server.store.get('pods', NAMESPACE, poolPodName) as PodObject;
     expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
-    // It trusts the operator's CA: in mode api-server the API server loaded it from where the chart
-    // mounts the Secret and published its certificate; in mode deployment the operator's ConfigMap.
-    const trusted = mode === 'api-server' ? 'acis-egress-ca' : CA_CERT_CONFIGMAP;
-    const published = server.store.get('configmaps', NAMESPACE, trusted) as KubeObject & { data: Record<string, string> };
-    expect(published.data['ca.crt']!.trim()).toBe(secretValue('acis-egress-ca', 'ca.crt').trim());
-    expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: trusted }) }));
+    // It trusts the proxy's CA: in mode api-server the operator's, which the API server loaded from where
+    // the chart mounts the Secret and published; in mode deployment the one the chart generated.
+    const published = server.store.get('configmaps', NAMESPACE, CA_CERT_CONFIGMAP) as KubeObject & { data: Record<string, string> };
+    const caSecret = mode === 'api-server' ? 'acis-egress-ca' : 'acis-egress-ca-key';
+    expect(published.data['ca.crt']!.trim()).toBe(secretValue(caSecret, 'ca.crt').trim());
+    expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: CA_CERT_CONFIGMAP }) }));
 
     // The chart's sandbox policy selects it, lets it reach the proxy pods' proxy port and nothing else,
     // and lets the API pods reach its runner port.
@@ -299,6 +325,18 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     }
     expect(pod.spec.containers[0]!.env).toContainEqual({ name: 'ANTHROPIC_API_KEY', value: '{{secret:ANTHROPIC_API_KEY}}' });
     expect([text, JSON.stringify(pod), kubelet.logs(NAMESPACE, poolPodName), proxy?.output() ?? ''].join('\n')).not.toContain(PLATFORM_KEY);
+
+    // HTTPS from the runner pod through the proxy: the pod accepts the leaf the proxy presents for the host.
+    const httpsTurn = await fetch(`${apiUrl}/conversations/${conversation.id}/messages?stream=true`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: `[[tool:Bash ${JSON.stringify({ command: `curl -sS https://localhost:${httpsEchoPort}/through-the-chart-${mode}` })}]]` }),
+    });
+    expect(httpsTurn.status).toBe(200);
+    const httpsText = await httpsTurn.text();
+    expect(withoutPings(parseNdjson(httpsText)).at(-1), httpsText).toMatchObject({ type: 'result', subtype: 'success' });
+    expect(echoedPaths, httpsText).toContain(`/through-the-chart-${mode}`);
+    expect(httpsText).toContain(`echo /through-the-chart-${mode}`);
 
     expect((await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status).toBe(204);
     await server.store.waitUntil(() => !server.store.find('sandboxes', NAMESPACE, sandboxName(conversation.id)), 30_000, 'the Sandbox gone');

@@ -5,7 +5,8 @@
  * with runner pods through the simulated kubelet, the chart's Lease elects the controller, and the
  * sandbox NetworkPolicy selects the pods the controller really makes. Then the egress proxy's pod, made
  * from its Deployment's template as a ReplicaSet would, runs the compiled proxy (built as the image's
- * Dockerfile builds it) with the chart's environment, volumes and CA Secret, and becomes Ready.
+ * Dockerfile builds it) with the chart's environment, volumes and the CA Secret the chart generated
+ * (kept across an upgrade, replaced when deleted before one), and becomes Ready.
  */
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
@@ -21,7 +22,7 @@ import { startKubelet, type Kubelet } from '../k8s/kubelet.js';
 import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 import type { KubeObject } from '../k8s/store.js';
 import { CHART, NAMESPACE } from './chart-render.js';
-import { containerEnv, createDeploymentCaFiles, podTemplate } from './deployment-pod.js';
+import { containerEnv, podTemplate } from './deployment-pod.js';
 import { selects, type LabelSelector } from './network-policy-eval.js';
 
 const run = promisify(execFile);
@@ -63,6 +64,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     });
   }, 180_000);
 
+  const egressCa = () => egressCaOf(server);
+
   afterAll(async () => {
     if (controller) await stopAcis(controller);
     killLeftovers();
@@ -72,8 +75,6 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
   }, 180_000);
 
   it('installs: CRDs served, every object stored, the warm pool filled by the controller the chart configures', async () => {
-    const ca = await createDeploymentCaFiles();
-    server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: ca } as unknown as KubeObject);
     const [repository, tag] = RUNNER_IMAGE.split(':');
     const installed = await helm(
       [
@@ -85,7 +86,6 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
         '--set', 'warmPool.replicas=2',
         '--set', 'image.repository=acis', '--set', 'image.tag=chart-test',
         '--set', `egressProxy.port=${PROXY_PORT}`, '--set', `egressProxy.metricsPort=${PROXY_METRICS_PORT}`,
-        '--set', 'egressProxy.ca.existingSecret=acis-egress-ca',
         '--set', 'database.url=postgres://acis@db.example:5432/acis',
       ],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
@@ -106,6 +106,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       ['poddisruptionbudgets.policy', 'acis-api'],
       ['secrets', 'acis-secrets'],
       ['secrets', 'acis-database'],
+      ['secrets', 'acis-egress-ca-key'],
+      ['configmaps', 'acis-egress-ca'],
       ['sandboxwarmpools', 'vendor-agent-sdk'],
     ] as const) {
       expect(server.store.find(resource, NAMESPACE, name), `${resource}/${name}`).toBeDefined();
@@ -115,6 +117,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     const container = podTemplate(server, NAMESPACE, 'acis-controller').spec.containers[0]!;
     const env = containerEnv(server, NAMESPACE, POD_NAME, container);
     expect(env.ACIS_RUNNER_IMAGE).toBe(RUNNER_IMAGE);
+    // Runner pods trust the CA the chart generated, with no CA supplied by hand.
+    expect(env.ACIS_EGRESS_CA_CONFIGMAP).toBe('acis-egress-ca');
     controller = runAcis(container.args, {
       ...cleanEnv(env),
       KUBECONFIG: server.kubeconfigPath,
@@ -137,7 +141,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(pool, controller.output()).toBeDefined();
 
     const pods = server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as Array<
-      KubeObject & { spec: { containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }> } }
+      KubeObject & { spec: { containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }>; volumes?: Array<{ configMap?: { name: string } }> } }
     >;
     expect(pods).toHaveLength(2);
     const policy = server.store.get('networkpolicies.networking.k8s.io', NAMESPACE, 'acis-sandbox') as KubeObject & { spec: { podSelector: LabelSelector } };
@@ -147,15 +151,18 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       // Each runner pod's own egress credential (its name and the egress token of its token Secret), expanded by the kubelet.
       expect(podEnv.get('HTTPS_PROXY')).toBe(`http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@acis-egress-proxy:${PROXY_PORT}`);
       expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
+      expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: 'acis-egress-ca' }) }));
     }
 
     const listed = await kubectl(['get', 'sbxpool', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath });
     expect(listed.stdout).toContain('vendor-agent-sdk');
   }, 120_000);
 
-  it('upgrades in place and keeps the generated master key and egress resolve token', async () => {
+  it('upgrades in place and keeps the generated master key, egress resolve token and egress CA', async () => {
     const before = server.store.get('secrets', NAMESPACE, 'acis-secrets') as KubeObject & { data: Record<string, string> };
     const resolveBefore = server.store.get('secrets', NAMESPACE, 'acis-egress-resolve') as KubeObject & { data: Record<string, string> };
+    const caBefore = egressCa();
+    expect(caBefore.configMapCert).toBe(caBefore.secretCert);
     const upgraded = await helm(
       ['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values', '--set', 'warmPool.replicas=1'],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
@@ -167,8 +174,21 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     // The API server and the proxy keep agreeing on it across the roll.
     const resolveAfter = server.store.get('secrets', NAMESPACE, 'acis-egress-resolve') as KubeObject & { data: Record<string, string> };
     expect(resolveAfter.data.token).toBe(resolveBefore.data.token);
+    // Runner pods keep trusting what the proxies present.
+    expect(egressCa()).toEqual(caBefore);
     await server.store.waitUntil(() => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1, 30_000, 'the pool shrunk to one pod');
   }, 120_000);
+  it('rotates the egress CA when its Secret is deleted before an upgrade: a new one in the Secret and the ConfigMap, and the proxies roll', async () => {
+    const before = egressCa();
+    expect(await kubectl(['delete', 'secret', 'acis-egress-ca-key', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath })).toMatchObject({ code: 0 });
+    const upgraded = await helm(['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values'], { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 });
+    expect(upgraded.code, upgraded.stderr).toBe(0);
+    const after = egressCa();
+    expect(after.secretCert).not.toBe(before.secretCert);
+    expect(after.configMapCert).toBe(after.secretCert);
+    expect(after.proxyChecksum).not.toBe(before.proxyChecksum);
+  }, 120_000);
+
   it('runs the egress proxy from its Deployment\'s pod template: the chart\'s env, volumes and CA, Ready', async () => {
     const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
       spec: { template: { metadata: { labels: Record<string, string> }; spec: Record<string, unknown> } };
@@ -187,8 +207,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       (pod) => Boolean((pod as (KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }) | undefined)?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')),
       60_000,
     );
-    // Ready means it loaded the CA from the mounted Secret: the mount is read-only and the root
-    // filesystem too, so it could not have generated one.
+    // Ready means it loaded the CA the chart generated from the mounted Secret: the mount is
+    // read-only and the root filesystem too, so it could not have generated one.
     expect(ready).toBeDefined();
     const podIp = (ready as KubeObject & { status: { podIP: string } }).status.podIP;
     const metrics = await fetch(`http://${podIp}:${PROXY_METRICS_PORT}/metrics`);
@@ -200,6 +220,19 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(logged, kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toBe(true);
   }, 120_000);
 });
+
+/** The egress CA's certificate as the chart's Secret and ConfigMap hold it, and the proxy pods' checksum of it. */
+function egressCaOf(server: KubeTestServer): { secretCert: string; configMapCert: string; proxyChecksum: string } {
+  const secret = server.store.get('secrets', NAMESPACE, 'acis-egress-ca-key') as KubeObject & { data: Record<string, string> };
+  const configMap = server.store.get('configmaps', NAMESPACE, 'acis-egress-ca') as KubeObject & { data: Record<string, string> };
+  const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & { spec: { template: { metadata: { annotations: Record<string, string> } } } };
+  expect(Buffer.from(secret.data['ca.key']!, 'base64').toString()).toContain('PRIVATE KEY');
+  return {
+    secretCert: Buffer.from(secret.data['ca.crt']!, 'base64').toString(),
+    configMapCert: configMap.data['ca.crt']!,
+    proxyChecksum: deployment.spec.template.metadata.annotations['checksum/egress-ca']!,
+  };
+}
 
 /** The status line a forward proxy answers `request` with (read to the end of its answer). */
 async function proxyStatusLine(host: string, port: number, request: string): Promise<string> {

@@ -3,6 +3,7 @@
  * its CRD), and the properties that matter: restricted pods, NetworkPolicies that let through only
  * the flows the design names, least RBAC, values refused by the schema, CRDs identical to crds/.
  */
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -414,11 +415,73 @@ describe('charts/acis: values.schema.json and the chart\'s own refusals', () => 
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('egressProxy.resolve.port must differ from apiServer.port');
   });
+});
 
-  it('refuses several egress proxies without a shared CA', async () => {
-    const result = await templateChart({ set: ['egressProxy.replicas=3'] });
-    expect(result.code).not.toBe(0);
-    expect(result.stderr).toContain('egressProxy.ca.existingSecret');
+describe('charts/acis: the egress proxy\'s deployment CA', () => {
+  const dataOf = (object: RenderedObject) => (object as unknown as { data: Record<string, string> }).data;
+  const secretVolumesOf = (deployment: RenderedObject) =>
+    (podSpecOf(deployment).volumes ?? []).map((volume) => (volume.secret as { secretName?: string } | undefined)?.secretName).filter(Boolean);
+  const caConfigMapEnv = (objects: RenderedObject[]) => envOf(podSpecOf(find(objects, 'Deployment', 'acis-controller')).containers[0]!).get('ACIS_EGRESS_CA_CONFIGMAP')?.value;
+
+  it('with default values, is generated into a Secret every proxy replica mounts, its certificate alone in the ConfigMap the controller names', async () => {
+    const objects = await renderChart({ set: ['egressProxy.replicas=3'] });
+    const secret = dataOf(find(objects, 'Secret', 'acis-egress-ca-key'));
+    const cert = Buffer.from(secret['ca.crt']!, 'base64').toString();
+    const key = Buffer.from(secret['ca.key']!, 'base64').toString();
+    const root = new X509Certificate(cert);
+    expect(root.ca).toBe(true);
+    expect(root.checkPrivateKey(createPrivateKey(key))).toBe(true);
+    expect(createPrivateKey(key).asymmetricKeyDetails).toEqual({ namedCurve: 'prime256v1' });
+
+    const configMap = find(objects, 'ConfigMap', 'acis-egress-ca');
+    expect(dataOf(configMap)).toEqual({ 'ca.crt': cert });
+    expect(caConfigMapEnv(objects)).toBe('acis-egress-ca');
+
+    // Every replica reads the one CA from the Secret, read-only, where the proxy looks for it.
+    const proxy = find(objects, 'Deployment', 'acis-egress-proxy');
+    expect((proxy.spec as { replicas: number }).replicas).toBe(3);
+    const spec = podSpecOf(proxy);
+    expect(spec.volumes).toContainEqual({ name: 'ca', secret: expect.objectContaining({ secretName: 'acis-egress-ca-key', items: [{ key: 'ca.crt', path: 'ca.crt' }, { key: 'ca.key', path: 'ca.key' }] }) });
+    const mounts = (spec.containers[0] as Container & { volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }).volumeMounts;
+    expect(mounts).toContainEqual({ name: 'ca', mountPath: '/var/lib/acis-egress/egress-ca', readOnly: true });
+    const dataDir = envOf(spec.containers[0]!).get('ACIS_DATA_DIR')!.value!;
+    expect(path.join(dataDir, 'egress-ca')).toBe('/var/lib/acis-egress/egress-ca');
+    // A new CA rolls the proxies.
+    const annotations = (proxy.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+    expect(annotations['checksum/egress-ca']).toBe(createHash('sha256').update(cert).digest('hex'));
+
+    // The key is the proxy's alone: in no ConfigMap, in no other object, mounted by no other pod.
+    for (const map of ofKind(objects, 'ConfigMap')) expect(JSON.stringify(map), map.metadata.name).not.toContain('PRIVATE KEY');
+    const elsewhere = JSON.stringify(objects.filter((object) => !(object.kind === 'Secret' && object.metadata.name === 'acis-egress-ca-key')));
+    expect(elsewhere).not.toContain(secret['ca.key']);
+    expect(elsewhere).not.toContain(key.split('\n')[1]);
+    const mounting = ofKind(objects, 'Deployment').filter((deployment) => secretVolumesOf(deployment).includes('acis-egress-ca-key'));
+    expect(mounting.map((deployment) => deployment.metadata.name)).toEqual(['acis-egress-proxy']);
+  });
+
+  it('is a new one on each install without a cluster to look it up in', async () => {
+    const first = dataOf(find(await renderChart(), 'Secret', 'acis-egress-ca-key'))['ca.crt'];
+    const second = dataOf(find(await renderChart(), 'Secret', 'acis-egress-ca-key'))['ca.crt'];
+    expect(first).not.toBe(second);
+  });
+
+  it('with a CA Secret of the operator\'s, is theirs: no Secret or ConfigMap of the chart\'s, the controller names their ConfigMap (or none)', async () => {
+    const production = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
+    expect(production.filter((object) => object.metadata.name.startsWith('acis-egress-ca'))).toEqual([]);
+    expect(secretVolumesOf(find(production, 'Deployment', 'acis-egress-proxy'))).toContain('acis-egress-ca');
+    expect(caConfigMapEnv(production)).toBe('acis-egress-ca-cert');
+    const annotations = (find(production, 'Deployment', 'acis-egress-proxy').spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+    expect(annotations['checksum/egress-ca']).toBeUndefined();
+
+    const withoutConfigMap = await renderChart({ set: ['egressProxy.ca.existingSecret=my-ca'] });
+    expect(withoutConfigMap.filter((object) => object.metadata.name.startsWith('acis-egress-ca'))).toEqual([]);
+    expect(caConfigMapEnv(withoutConfigMap)).toBeUndefined();
+  });
+
+  it('in mode api-server, is the API server\'s to publish: the chart renders none', async () => {
+    const inApi = await renderChart({ set: ['egressProxy.mode=api-server', 'apiServer.replicas=1'] });
+    expect(inApi.filter((object) => ['Secret', 'ConfigMap'].includes(object.kind) && object.metadata.name.startsWith('acis-egress-ca'))).toEqual([]);
+    expect(caConfigMapEnv(inApi)).toBe('acis-egress-ca');
   });
 });
 

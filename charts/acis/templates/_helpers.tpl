@@ -77,13 +77,37 @@ app.kubernetes.io/component: repository-sync
 {{- end -}}
 
 {{- /* The ConfigMap (key ca.crt) of the egress proxy CA runner pods trust: the API server publishes its
-proxy's there in mode api-server; in mode deployment the operator names one (empty: none). */ -}}
+proxy's there in mode api-server; in mode deployment the operator's (`ca.configMap`), else the chart's
+of the CA it generates; with a CA of the operator's and no ConfigMap named, none. */ -}}
 {{- define "acis.egressCaConfigMap" -}}
 {{- if eq .Values.egressProxy.mode "api-server" -}}
 {{- printf "%s-egress-ca" (include "acis.fullname" .) -}}
-{{- else -}}
+{{- else if .Values.egressProxy.ca.configMap -}}
 {{- .Values.egressProxy.ca.configMap -}}
+{{- else if not .Values.egressProxy.ca.existingSecret -}}
+{{- printf "%s-egress-ca" (include "acis.fullname" .) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The Secret (ca.crt, ca.key) of the egress proxy's deployment CA: the operator's, else the chart's. */}}
+{{- define "acis.egressCaSecret" -}}
+{{- default (printf "%s-egress-ca-key" (include "acis.fullname" .)) .Values.egressProxy.ca.existingSecret -}}
+{{- end -}}
+
+{{/* The CA the chart generates (mode deployment without ca.existingSecret), as JSON {"ca.crt", "ca.key"}
+in PEM: the one stored at install, else a new ECDSA P-256 CA. Made once per render, as the Secret, the
+ConfigMap and the proxy's checksum must agree. */}}
+{{- define "acis.generatedEgressCa" -}}
+{{- if not (hasKey .Values.egressProxy.ca "generated") -}}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace (include "acis.egressCaSecret" .)).data | default dict -}}
+{{- if and (hasKey $existing "ca.crt") (hasKey $existing "ca.key") -}}
+{{- $_ := set .Values.egressProxy.ca "generated" (dict "ca.crt" (get $existing "ca.crt" | b64dec) "ca.key" (get $existing "ca.key" | b64dec)) -}}
+{{- else -}}
+{{- $ca := genCAWithKey "ACIS egress proxy CA" 3650 (genPrivateKey "ecdsa") -}}
+{{- $_ := set .Values.egressProxy.ca "generated" (dict "ca.crt" $ca.Cert "ca.key" $ca.Key) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson .Values.egressProxy.ca.generated -}}
 {{- end -}}
 
 {{- define "acis.leaseName" -}}
@@ -112,8 +136,9 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* The pod template's annotations: Prometheus scraping of `.port` when asked for, and a checksum of
-the chart's secret values (`.secrets`), so that changing one rolls the pods that read it. */}}
+{{/* The pod template's annotations: Prometheus scraping of `.port` when asked for, and checksums of
+the chart's secret values and of the egress CA certificate `.egressCaCert` (if given), so that changing
+one rolls the pods that read it. */}}
 {{- define "acis.podAnnotations" -}}
 annotations:
   {{- if .root.Values.metrics.annotations }}
@@ -122,6 +147,9 @@ annotations:
   prometheus.io/path: /metrics
   {{- end }}
   checksum/secrets: {{ include "acis.secretValuesChecksum" .root }}
+  {{- with .egressCaCert }}
+  checksum/egress-ca: {{ . | sha256sum }}
+  {{- end }}
 {{- end -}}
 
 {{/* A digest of the values the chart writes into Secrets (not of generated ones, which are kept). */}}
