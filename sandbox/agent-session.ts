@@ -6,8 +6,10 @@
  * CLAUDE.md and git context) are then done before a new conversation's first message arrives, and
  * the message goes straight to the waiting session. A bound session cannot resume another, so a first
  * turn that resumes one (a conversation moving to this runner) discards it and starts with `query()`,
- * as does a first turn that finds the workspace holding more than the run's skills (what the claim
- * read of the folder would be stale), a process that died while waiting, or a refused claim.
+ * as does a first turn in another folder, or one that finds the workspace holding more than it held
+ * once bound plus the run's skills (what the claim read of the folder would be stale; a runner pod's
+ * HOME lies inside its workspace and is there at both), a process that died while waiting, or a
+ * refused claim.
  *
  * Skills: `query()` is given the run's names as its `skills` filter. A prewarmed process's filter is
  * fixed before the names are known, so it is started with the runtime's bundled skills off and, once
@@ -40,6 +42,9 @@ export interface ListedCommand {
 /** A prewarmed process bound to the workspace, waiting for its first message. */
 interface BoundSession {
   session: Query;
+  /** The workspace it is bound to, and what that held once bound. */
+  cwd: string;
+  seen: WorkspaceEntries;
   /** What the session listed once bound (all of it turned off since). */
   commands: ListedCommand[];
   /** Hands the session its turns; undefined ends its prompt unread. */
@@ -77,7 +82,7 @@ export class AgentSessions {
     const bound = await this.bound;
     this.bound = undefined;
     if (bound) {
-      const usable = bound.alive() && first.resume === undefined && (await holdsOnlySkills(first.cwd));
+      const usable = bound.alive() && first.resume === undefined && first.cwd === bound.cwd && (await onlySkillsAdded(first.cwd, bound.seen));
       const session = usable ? await this.open(bound, first, prompt) : discard(bound);
       if (session) return { session, messages: withoutBindingEchoes(session), prewarmed: true };
     }
@@ -106,7 +111,8 @@ export class AgentSessions {
     try {
       const [, init] = await Promise.all([spare.claimed, session.initializationResult()]);
       await session.applyFlagSettings({ skillOverrides: skillOverrides(init.commands, []) });
-      return { session, commands: init.commands, feed: held.feed, alive: () => !exited };
+      const seen = await workspaceEntries(cwd);
+      return { session, cwd, seen, commands: init.commands, feed: held.feed, alive: () => !exited };
     } catch (error) {
       held.feed(undefined);
       spare.close();
@@ -152,17 +158,26 @@ function heldPrompt(): { prompt: Turns; feed(turns: Turns | undefined): void } {
   return { prompt: prompt(), feed };
 }
 
+/** The workspace's top-level entries and those of its `.claude` folder. */
+interface WorkspaceEntries {
+  top: string[];
+  claude: string[];
+}
+
+async function workspaceEntries(cwd: string): Promise<WorkspaceEntries> {
+  const top = await readdir(cwd).catch(() => ['?']);
+  const claude = top.includes('.claude') ? await readdir(path.join(cwd, '.claude')).catch(() => ['?']) : [];
+  return { top, claude };
+}
+
 /**
- * Whether the workspace holds nothing but `.claude/skills` (the run's skills, delivered after the
- * claim): anything else there (a conversation's earlier files, a CLAUDE.md, project settings) the
- * claim did not see.
+ * Whether the workspace holds nothing the claim did not see but `.claude/skills` (the run's skills,
+ * delivered after it): anything new there (a conversation's earlier files, a CLAUDE.md, project
+ * settings) would make what the claim read of the folder stale.
  */
-async function holdsOnlySkills(cwd: string): Promise<boolean> {
-  const entries = await readdir(cwd).catch(() => ['?']);
-  if (entries.some((entry) => entry !== '.claude')) return false;
-  if (entries.length === 0) return true;
-  const claude = await readdir(path.join(cwd, '.claude')).catch(() => ['?']);
-  return claude.every((entry) => entry === 'skills');
+async function onlySkillsAdded(cwd: string, seen: WorkspaceEntries): Promise<boolean> {
+  const now = await workspaceEntries(cwd);
+  return now.top.every((entry) => entry === '.claude' || seen.top.includes(entry)) && now.claude.every((entry) => entry === 'skills' || seen.claude.includes(entry));
 }
 
 /**

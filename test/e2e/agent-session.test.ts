@@ -101,6 +101,27 @@ describe('agent sessions', () => {
     expect(turn).toMatchObject({ prewarmed: false, result: { subtype: 'success', result: 'Skills: pdf' } });
   });
 
+  it('a HOME inside the workspace (as in a runner pod), there since the binding, does not stop the bound session from taking the first turn', async () => {
+    const { cwd } = await workspace('prewarmed-home-inside', []);
+    const home = path.join(cwd, '.home');
+    await mkdir(home, { recursive: true });
+    const logs: string[] = [];
+    const sessions = new AgentSessions(() => options(home), (line) => logs.push(line));
+    await sessions.prewarm(cwd);
+    await deliver(cwd, ['pdf']);
+    const turn = await firstTurn(sessions, cwd, '[[echo-skills]]', { skills: ['pdf'] });
+    expect(turn, logs.join('\n')).toMatchObject({ prewarmed: true, result: { subtype: 'success', result: 'Skills: pdf' } });
+  });
+
+  it('a first turn in another folder than the one bound starts the runtime afresh there', async () => {
+    const bound = await workspace('prewarmed-bound-here', []);
+    const other = await workspace('prewarmed-used-there', ['pdf']);
+    const sessions = new AgentSessions(() => options(bound.home), () => undefined);
+    await sessions.prewarm(bound.cwd);
+    const turn = await firstTurn(sessions, other.cwd, '[[echo-skills]]', { skills: ['pdf'] });
+    expect(turn).toMatchObject({ prewarmed: false, result: { subtype: 'success', result: 'Skills: pdf' } });
+  });
+
   it('a first turn that resumes a session leaves the spare and starts afresh, with the history and the skills filter', async () => {
     const { cwd, home } = await workspace('resumed', ['pdf', 'docx']);
     const earlier = await firstTurn(new AgentSessions(() => options(home), () => undefined), cwd, 'remember me', { skills: ['docx'] });
