@@ -38,7 +38,7 @@ function compileTemplate<Args extends string[], Row>(
   build: (db: AnyDb, ...args: Args) => Compilable<Row>,
   arity: number,
 ): Template {
-  const markers = Array.from({ length: arity }, (_, index) => `\u0000compiled-once-argument-${index}\u0000`);
+  const markers = Array.from({ length: arity }, (_, index) => `\u0000Compiled-Once-Argument-${index}\u0000`);
   const compiled = build(db, ...(markers as Args)).compile();
   const slots = compiled.parameters.map((parameter) => {
     const argument = markers.indexOf(parameter as string);
