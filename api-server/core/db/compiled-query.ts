@@ -17,7 +17,7 @@ interface Template {
  * branching on it, no transformation), which the first call checks: it builds the query with marker
  * values and finds each of them among the compiled parameters.
  */
-export function compiledOnce<Args extends string[], Row>(
+export function compiledOnce<Args extends unknown[], Row>(
   build: (db: AnyDb, ...args: Args) => Compilable<Row>,
 ): (db: AnyDb, ...args: Args) => Promise<Row[]> {
   let template: Template | undefined;
@@ -33,13 +33,14 @@ export function compiledOnce<Args extends string[], Row>(
 /** Only plugins read a query id, and none is installed. */
 const QUERY_ID = { queryId: 'compiled-once' };
 
-function compileTemplate<Args extends string[], Row>(
+function compileTemplate<Args extends unknown[], Row>(
   db: AnyDb,
   build: (db: AnyDb, ...args: Args) => Compilable<Row>,
   arity: number,
 ): Template {
   const markers = Array.from({ length: arity }, (_, index) => `\u0000Compiled-Once-Argument-${index}\u0000`);
-  const compiled = build(db, ...(markers as Args)).compile();
+  // Markers are strings whatever an argument's type: kysely only carries values it binds.
+  const compiled = build(db, ...(markers as unknown as Args)).compile();
   const slots = compiled.parameters.map((parameter) => {
     const argument = markers.indexOf(parameter as string);
     return argument >= 0 ? { argument } : { constant: parameter };
