@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { authenticate } from './auth/authenticate.js';
 import type { AppDeps } from './deps.js';
 import { constantTimeEqual } from './core/crypto.js';
-import { jsonBody } from './core/http/json-body.js';
+import { jsonBody, requireJsonBody } from './core/http/json-body.js';
 import { requestContext, requireWellFormedUrl } from './core/http/middleware.js';
 import { buildOpenApi } from './core/http/openapi.js';
 import { mountRoutes } from './core/http/route.js';
@@ -13,7 +13,7 @@ import { allRoutes } from './routes.js';
 import { shuttingDownProblem } from './runs/run-manager.js';
 
 export const API_VERSION = '0.1.0';
-const MAX_JSON_BODY = '1mb';
+const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
 /** Builds the Koa application; `server.ts` owns the process-level lifecycle around it. */
 export function createApp(deps: AppDeps): Koa {
@@ -48,19 +48,10 @@ export function createApp(deps: AppDeps): Koa {
   app.use(closeWhileShuttingDown(deps));
   app.use(requireWellFormedUrl);
   app.use(requireJsonBody);
-  app.use(jsonBody({ limit: MAX_JSON_BODY }));
+  app.use(jsonBody({ limitBytes: MAX_JSON_BODY_BYTES }));
   app.use(router.routes());
   app.use(router.allowedMethods({ throw: true }));
   return app;
-}
-
-/** A body that is not JSON is refused outright rather than silently read as empty. */
-async function requireJsonBody(ctx: Koa.Context, next: Koa.Next): Promise<void> {
-  const hasBody = Number(ctx.get('Content-Length') || 0) > 0 || ctx.get('Transfer-Encoding') !== '';
-  if (hasBody && ['POST', 'PUT', 'PATCH'].includes(ctx.method) && !ctx.is('json', '+json')) {
-    throw new ProblemError('unsupported-media-type', 415, { detail: 'Send the request body as application/json.' });
-  }
-  await next();
 }
 
 /** While the node shuts down, connections close after their response, so keep-alive clients move to another node. */

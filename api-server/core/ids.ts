@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 /** Every id prefix of the spec, in one place. */
 export const ID_PREFIX = {
@@ -34,15 +34,35 @@ export type IdGenerator = (kind: IdKind) => string;
 export function createIdGenerator(now: () => number = Date.now): IdGenerator {
   let lastTime = -1;
   let lastRandom: number[] = [];
+  const random = randomPool();
   return (kind) => {
     const time = now();
     if (time <= lastTime) {
       incrementBase32(lastRandom);
     } else {
       lastTime = time;
-      lastRandom = Array.from(randomBytes(RANDOM_CHARS), (b) => b & 31);
+      lastRandom = random(RANDOM_CHARS);
     }
     return `${ID_PREFIX[kind]}_${encodeTime(lastTime)}${lastRandom.map((d) => ALPHABET[d]).join('')}`;
+  };
+}
+
+/**
+ * Random base32 digits drawn from a buffer filled 4 KiB at a time: one `randomBytes` call per id
+ * was a system call and a buffer per request.
+ */
+function randomPool(): (count: number) => number[] {
+  const pool = Buffer.alloc(4096);
+  let offset = pool.length;
+  return (count) => {
+    if (offset + count > pool.length) {
+      randomFillSync(pool);
+      offset = 0;
+    }
+    const digits = new Array<number>(count);
+    for (let i = 0; i < count; i++) digits[i] = pool[offset + i]! & 31;
+    offset += count;
+    return digits;
   };
 }
 

@@ -54,18 +54,31 @@ export async function paginate<DB, TB extends keyof DB, Row extends { id: string
 ): Promise<Page<Row>> {
   // The column name is ours (a literal at each call site); kysely cannot type a dynamic reference.
   const q = query as unknown as SelectQueryBuilder<any, any, Row>;
+  return paginateWith(page, (direction, cursor, fetchCount) => {
+    if (direction === 'newer') return q.where(idColumn, '>', cursor).orderBy(idColumn, 'asc').limit(fetchCount).execute();
+    const older = direction === 'older' ? q.where(idColumn, '<', cursor) : q;
+    return older.orderBy(idColumn, 'desc').limit(fetchCount).execute();
+  });
+}
+
+/** Which rows a page reads: the newest, those older than a cursor, or those newer than it. */
+export type PageDirection = 'newest' | 'older' | 'newer';
+
+/**
+ * `paginate` for a listing that runs its own query per direction (a hot one compiled once):
+ * `fetchRows` returns up to `fetchCount` rows, newest first except for `newer` (oldest first).
+ */
+export async function paginateWith<Row extends { id: string }>(
+  page: PageRequest,
+  fetchRows: (direction: PageDirection, cursor: string | undefined, fetchCount: number) => Promise<Row[]>,
+): Promise<Page<Row>> {
   const fetchCount = page.limit + 1;
-  let rows: Row[];
   if (page.ending_before) {
-    rows = await q.where(idColumn, '>', page.ending_before).orderBy(idColumn, 'asc').limit(fetchCount).execute();
-    const hasMore = rows.length > page.limit;
-    rows = rows.slice(0, page.limit).reverse();
-    return envelope(rows, hasMore);
+    const rows = await fetchRows('newer', page.ending_before, fetchCount);
+    return envelope(rows.slice(0, page.limit).reverse(), rows.length > page.limit);
   }
-  const older = page.starting_after ? q.where(idColumn, '<', page.starting_after) : q;
-  rows = await older.orderBy(idColumn, 'desc').limit(fetchCount).execute();
-  const hasMore = rows.length > page.limit;
-  return envelope(rows.slice(0, page.limit), hasMore);
+  const rows = await fetchRows(page.starting_after ? 'older' : 'newest', page.starting_after, fetchCount);
+  return envelope(rows.slice(0, page.limit), rows.length > page.limit);
 }
 
 function envelope<Row extends { id: string }>(rows: Row[], hasMore: boolean): Page<Row> {

@@ -1,4 +1,5 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
+import { compiledOnce } from '../core/db/compiled-query.js';
 import type { Db } from '../core/db/database.js';
 import type { TenantsTable } from '../core/db/schema.js';
 
@@ -8,22 +9,21 @@ export type TenantUpdate = Updateable<TenantsTable>;
 
 /** Data access for tenants: plain functions taking the db (or a transaction) first. */
 
-export function findTenant(db: Db, integrationId: string, tenantId: string): Promise<TenantRow | undefined> {
-  return db
-    .selectFrom('tenants')
-    .selectAll()
-    .where('integration_id', '=', integrationId)
-    .where('id', '=', tenantId)
-    .executeTakeFirst();
+const selectTenant = compiledOnce((db: Db, integrationId: string, tenantId: string) =>
+  db.selectFrom('tenants').selectAll().where('integration_id', '=', integrationId).where('id', '=', tenantId),
+);
+
+export async function findTenant(db: Db, integrationId: string, tenantId: string): Promise<TenantRow | undefined> {
+  return (await selectTenant(db, integrationId, tenantId))[0];
 }
 
-export function findTenantByExternalId(db: Db, integrationId: string, externalId: string): Promise<TenantRow | undefined> {
-  return db
-    .selectFrom('tenants')
-    .selectAll()
-    .where('integration_id', '=', integrationId)
-    .where('external_id', '=', externalId)
-    .executeTakeFirst();
+// The warm upsert's one query.
+const selectTenantByExternalId = compiledOnce((db: Db, integrationId: string, externalId: string) =>
+  db.selectFrom('tenants').selectAll().where('integration_id', '=', integrationId).where('external_id', '=', externalId),
+);
+
+export async function findTenantByExternalId(db: Db, integrationId: string, externalId: string): Promise<TenantRow | undefined> {
+  return (await selectTenantByExternalId(db, integrationId, externalId))[0];
 }
 
 /** Inserts unless the (integration, external id) is taken; undefined means another writer holds it. */

@@ -3,7 +3,9 @@ import { sql } from 'kysely';
 import { json } from '../core/db/database.js';
 import type { AppDeps } from '../deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
-import { type PageRequest, paginate } from '../core/pagination.js';
+import { compiledOnce } from '../core/db/compiled-query.js';
+import type { Db } from '../core/db/database.js';
+import { type PageDirection, type PageRequest, paginateWith } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { findRepository } from '../repositories/repositories.repository.js';
 import { problems } from '../core/problems.js';
@@ -183,14 +185,40 @@ export async function listTenants(
   principal: ServicePrincipal,
   query: PageRequest & { status?: 'active' | 'suspended' | undefined },
 ) {
-  let q = deps.db
-    .selectFrom('tenants')
-    .select(['id', tenantJson.as('json')])
-    .where('integration_id', '=', principal.integrationId)
-    // The root is the integration itself, not one of the tenants "under" it.
-    .where('parent_id', 'is not', null);
-  if (query.status) q = q.where('status', '=', query.status);
-  return paginate(q, 'id', query);
+  const { status } = query;
+  return paginateWith(query, (direction, cursor, fetchCount) => {
+    const values = [principal.integrationId, ...(status !== undefined ? [status] : []), ...(cursor ? [cursor] : []), fetchCount];
+    return tenantPageQuery(direction, status !== undefined)(deps.db, ...values);
+  });
+}
+
+type TenantJsonRow = { id: string; json: string };
+const tenantPageQueries = new Map<string, (db: Db, ...args: unknown[]) => Promise<TenantJsonRow[]>>();
+
+/**
+ * The page query of one shape (direction, status filter or not), compiled once: its arguments are
+ * the integration id, the status when filtered, the cursor unless the newest page, the row count.
+ */
+function tenantPageQuery(direction: PageDirection, byStatus: boolean) {
+  const shape = `${direction}:${byStatus}`;
+  let run = tenantPageQueries.get(shape);
+  if (!run) {
+    run = compiledOnce((db: Db, ...args: unknown[]) => {
+      const [integrationId, ...rest] = args as string[];
+      let q = db
+        .selectFrom('tenants')
+        .select(['id', tenantJson.as('json')])
+        .where('integration_id', '=', integrationId!)
+        // The root is the integration itself, not one of the tenants "under" it.
+        .where('parent_id', 'is not', null);
+      if (byStatus) q = q.where('status', '=', rest.shift() as 'active' | 'suspended');
+      if (direction === 'older') q = q.where('id', '<', rest.shift()!);
+      if (direction === 'newer') q = q.where('id', '>', rest.shift()!);
+      return q.orderBy('id', direction === 'newer' ? 'asc' : 'desc').limit(rest.shift() as unknown as number);
+    });
+    tenantPageQueries.set(shape, run);
+  }
+  return run;
 }
 
 export async function removeTenant(deps: AppDeps, principal: ServicePrincipal, tenant: TenantRow): Promise<void> {

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { gzipSync } from 'node:zlib';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_INPUT_DEPTH } from '../../api-server/core/http/validation.js';
@@ -148,6 +149,70 @@ describe('text that is not well-formed Unicode', () => {
   });
 });
 
+describe('JSON request bodies', () => {
+  const post = (body: Buffer | string, headers: Record<string, string> = {}) =>
+    fetch(`${t.url}/tenants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
+      body,
+    });
+
+  it('refuses a __proto__ key, plain or escaped, at any depth with 400, storing nothing', async () => {
+    const before = await snapshot();
+    for (const body of [
+      '{"name":"p","__proto__":{"admin":true}}',
+      '{"name":"p","metadata":{"a":[{"\\u005f_proto__":{"admin":true}}]}}',
+    ]) {
+      const response = await post(body);
+      const text = await response.text();
+      expect(response.status, text).toBe(400);
+      expect(JSON.parse(text)).toMatchObject({ status: 400, detail: 'The request body is not valid JSON.' });
+    }
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('refuses a body that is not an object or an array with 400', async () => {
+    for (const body of ['"a string"', '42', 'null', 'true', '{"name":']) {
+      const response = await post(body);
+      expect(response.status, body).toBe(400);
+      expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    }
+  });
+
+  it('reads an empty body as {}, so the schema names what is missing', async () => {
+    const response = await post('');
+    expect(response.status).toBe(422);
+    const problem = (await response.json()) as { errors: Array<{ pointer: string }> };
+    expect(problem.errors.map((e) => e.pointer)).toEqual(['/name']);
+  });
+
+  it('drops a leading byte-order mark and keeps the text exactly', async () => {
+    const name = 'bom \u00e9\ud83d\ude00';
+    const response = await post(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ name }))]));
+    expect(response.status).toBe(201);
+    expect(((await response.json()) as { name: string }).name).toBe(name);
+  });
+
+  it('inflates a gzip-compressed body', async () => {
+    const body = gzipSync(JSON.stringify({ name: 'compressed' }));
+    const response = await post(body, { 'content-encoding': 'gzip' });
+    expect(response.status).toBe(201);
+    expect(((await response.json()) as { name: string }).name).toBe('compressed');
+  });
+
+  it('answers a body sent in many small chunks as one', async () => {
+    const bytes = Buffer.from(JSON.stringify({ name: 'chunked \u00e9', metadata: { note: 'x'.repeat(400) } }));
+    // One cut inside the two-byte é: the UTF-8 check is on the whole body, not on each chunk.
+    const cuts = [0, bytes.indexOf(0xc3) + 1, 100, 300, bytes.length];
+    const chunks = cuts.slice(1).map((end, i) => bytes.subarray(cuts[i], end)).map((chunk) =>
+      Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]),
+    );
+    const head = `POST /tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`;
+    const [answer] = await rawExchange(head, [...chunks, '0\r\n\r\n'], 1);
+    expect(answer).toMatch(/^HTTP\/1\.1 201 [^]*"name":"chunked \u00e9"/);
+  });
+});
+
 describe('deeply nested bodies', () => {
   it('refuses a body nested deeper than the limit with 422, before idempotency records anything', async () => {
     const before = await snapshot();
@@ -267,7 +332,7 @@ describe('transport-level refusals', () => {
  * Writes a request on a raw socket, every piece in turn (waiting for the socket to take each one),
  * and only then reads: the answers are the texts of the first `responses` HTTP responses.
  */
-async function rawExchange(head: string, pieces: string[], responses: number): Promise<string[]> {
+async function rawExchange(head: string, pieces: Array<string | Buffer>, responses: number): Promise<string[]> {
   const socket = net.connect(t.server.port, '127.0.0.1');
   let received = Buffer.alloc(0);
   const complete: string[] = [];
@@ -288,7 +353,7 @@ async function rawExchange(head: string, pieces: string[], responses: number): P
     socket.on('close', () => resolve());
     socket.on('error', reject);
   });
-  const write = (piece: string) =>
+  const write = (piece: string | Buffer) =>
     new Promise<void>((resolve, reject) => socket.write(piece, (error) => (error ? reject(error) : resolve())));
   await write(head);
   for (const piece of pieces) await write(piece);

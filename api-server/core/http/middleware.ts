@@ -74,7 +74,14 @@ export function bodyParseError(error: Error & { status?: number; type?: string }
  * undecoded (so `x%FF` would become an external id) and the query parser puts U+FFFD in its place.
  */
 export async function requireWellFormedUrl(ctx: Context, next: Next): Promise<void> {
-  if (!PRINTABLE_ASCII.test(ctx.url) || !ctx.path.split('/').every((segment) => decodes(segment))) {
+  if (!PRINTABLE_ASCII.test(ctx.url)) throw problems.badRequest([], 'The URL path is not valid percent-encoded UTF-8.');
+  // Without a `%` every component decodes: most requests stop here.
+  if (ctx.url.includes('%')) checkPercentEncoding(ctx);
+  await next();
+}
+
+function checkPercentEncoding(ctx: Context): void {
+  if (!ctx.path.split('/').every((segment) => decodes(segment))) {
     throw problems.badRequest([], 'The URL path is not valid percent-encoded UTF-8.');
   }
   const errors: FieldError[] = [];
@@ -87,7 +94,6 @@ export async function requireWellFormedUrl(ctx: Context, next: Next): Promise<vo
     });
   }
   if (errors.length > 0) throw problems.badRequest(errors, 'The query string is not valid percent-encoded UTF-8.');
-  await next();
 }
 
 const PRINTABLE_ASCII = /^[\x21-\x7e]*$/;
