@@ -19,14 +19,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpsServer, type Server } from 'node:https';
 import { once } from 'node:events';
-import { type AddressInfo, connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
 import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
-import { cleanEnv, freePort, killLeftovers, ROOT, runAcis, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
+import { cleanEnv, freePort, killLeftovers, portOpen, ROOT, runAcis, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
 import { helm } from '../helpers/kube-tools.js';
 import { deltaText, isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
@@ -379,17 +379,6 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     return Object.fromEntries(Object.entries(env).map(([name, value]) => [name, mounts.some((mount) => related(value, mount.mountPath)) ? here(value) : value]));
   }
 });
-
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
 
 /** Polls `check` (an HTTP answer has no event to await) until it holds. */
 async function until(check: () => Promise<boolean>, timeoutMs: number, what: () => string): Promise<void> {

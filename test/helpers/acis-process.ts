@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readdir, readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import path from 'node:path';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -52,7 +52,28 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
  */
 export function runAcis(args: string[], env: NodeJS.ProcessEnv, options: { compiled?: boolean } = {}): AcisProcess {
   const entry = options.compiled ? ['dist/api-server/main.js'] : ['--import', 'tsx', 'api-server/main.ts'];
-  const child = spawn(process.execPath, [...entry, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return runNode([...entry, ...args], env);
+}
+
+/**
+ * The standalone egress proxy (`egress-proxy/main.ts`, as its Deployment runs it) with `env` (see
+ * cleanEnv; ACIS_EGRESS_PORT among it), once its proxy port answers: ready as its readiness probe
+ * sees it (its metrics port opens first).
+ */
+export async function startEgressProxyProcess(env: NodeJS.ProcessEnv): Promise<AcisProcess> {
+  const child = runNode(['--import', 'tsx', 'egress-proxy/main.ts'], env);
+  const port = Number(env.ACIS_EGRESS_PORT);
+  for (const deadline = Date.now() + READY_TIMEOUT_MS; !(await portOpen(port)); await new Promise((resolve) => setTimeout(resolve, 100))) {
+    if (child.process.exitCode !== null || Date.now() > deadline) {
+      child.process.kill('SIGKILL');
+      throw new Error(`the egress proxy did not start:\n${child.output()}`);
+    }
+  }
+  return child;
+}
+
+function runNode(args: string[], env: NodeJS.ProcessEnv): AcisProcess {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   started.add(child);
   let output = '';
   child.stdout?.on('data', (chunk) => (output += chunk));
@@ -136,4 +157,16 @@ export function descendantsOf(pid: number, list: ProcessInfo[]): ProcessInfo[] {
 /** The command line of every process on this machine, space-separated. */
 export async function commandLines(): Promise<string[]> {
   return (await processes()).map((info) => info.commandLine);
+}
+
+/** Whether something accepts TCP connections on the loopback port now. */
+export function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
 }

@@ -3,15 +3,14 @@
  * ACIS_EGRESS_METRICS_PORT: requests by outcome, denials by reason and substitutions, read with a
  * Prometheus text parser after a known sequence of proxied requests, behind ACIS_METRICS_TOKEN.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, request, type Server } from 'node:http';
-import { type AddressInfo, connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, freePort, ROOT } from '../helpers/acis-process.js';
+import { type AcisProcess, cleanEnv, freePort, startEgressProxyProcess, stopAcis } from '../helpers/acis-process.js';
 import { parsePrometheusText, sumOf } from '../helpers/prometheus-text.js';
 
 const METRICS_TOKEN = `metrics-${randomBytes(12).toString('hex')}`;
@@ -19,7 +18,7 @@ const RUN = { id: `run_${randomBytes(6).toString('hex')}`, token: `tok_${randomB
 const CANARY = `canary-${randomBytes(8).toString('hex')}`;
 
 let dir: string;
-let proxy: ChildProcess;
+let proxy: AcisProcess | undefined;
 let proxyPort: number;
 let metricsPort: number;
 let allowed: Server;
@@ -40,10 +39,8 @@ beforeAll(async () => {
   const runsFile = path.join(dir, 'runs.json');
   await writeFile(runsFile, JSON.stringify({ [RUN.id]: { token: RUN.token, secrets: { CANARY } } }), { mode: 0o600 });
   [proxyPort, metricsPort] = [await freePort(), await freePort()];
-  proxy = spawn(process.execPath, ['--import', 'tsx', 'egress-proxy/main.ts'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: cleanEnv({
+  proxy = await startEgressProxyProcess(
+    cleanEnv({
       ACIS_DATA_DIR: dir,
       ACIS_EGRESS_PORT: String(proxyPort),
       ACIS_EGRESS_METRICS_PORT: String(metricsPort),
@@ -51,39 +48,14 @@ beforeAll(async () => {
       ACIS_EGRESS_RUNS_FILE: runsFile,
       ACIS_EGRESS_ALLOW: `127.0.0.1:${allowedPort}`,
     }),
-  });
-  let output = '';
-  proxy.stdout?.on('data', (chunk) => (output += chunk));
-  proxy.stderr?.on('data', (chunk) => (output += chunk));
-  for (const deadline = Date.now() + 30_000; ; ) {
-    if (proxy.exitCode !== null) throw new Error(`the egress proxy exited:\n${output}`);
-    // Ready as its readiness probe sees it: the proxy port answers (the metrics port opens before it).
-    if (await portOpen(proxyPort)) break;
-    if (Date.now() > deadline) throw new Error(`the egress proxy did not start:\n${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  );
 }, 60_000);
 
 afterAll(async () => {
-  if (proxy && proxy.exitCode === null) {
-    const exited = new Promise((resolve) => proxy.once('exit', resolve));
-    proxy.kill('SIGTERM');
-    await exited;
-  }
+  if (proxy) await stopAcis(proxy);
   allowed?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
-
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
 
 /** An absolute-form GET through the proxy, with the run's credentials unless `credentials` is false. */
 function viaProxy(url: string, headers: Record<string, string> = {}, credentials = true): Promise<IncomingMessage> {

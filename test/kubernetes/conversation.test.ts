@@ -8,8 +8,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { rm, writeFile } from 'node:fs/promises';
-import { createServer as createHttpServer, type IncomingHttpHeaders, type RequestListener, type Server } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -19,8 +17,8 @@ import type { ControllerConfig } from '../../controller/config.js';
 import type { RunningController } from '../../controller/controller.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
+import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { hmacAssertion } from '../helpers/approver.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
@@ -46,34 +44,16 @@ let user: ProvisionedUser;
 let echoCaFile: string;
 let httpEchoPort: number;
 let httpsEchoPort: number;
-const echoServers: Server[] = [];
+let echoServers: EchoServers | undefined;
 /** The requests the echo servers received, oldest first. */
-const echoed: Array<{ path: string; headers: IncomingHttpHeaders; body: string }> = [];
-
-const echo: RequestListener = (req, res) => {
-  const chunks: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => chunks.push(chunk));
-  req.on('end', () => {
-    echoed.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-    res.writeHead(200, { 'content-type': 'text/plain' });
-    res.end(`echo ${req.url}\n`);
-  });
-};
-
-function listen(server: Server): Promise<number> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
-}
+let echoed: EchoServers['received'];
 
 beforeAll(async () => {
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
-  const echoCa = await createEphemeralCa('kubernetes e2e echo CA');
-  const leaf = await echoCa.issueLeaf('localhost');
-  const httpEcho = createHttpServer(echo);
-  const httpsEcho = createHttpsServer({ cert: leaf.certPem, key: leaf.keyPem }, echo);
-  echoServers.push(httpEcho, httpsEcho);
-  [httpEchoPort, httpsEchoPort] = await Promise.all([listen(httpEcho), listen(httpsEcho)]);
+  echoServers = await startEchoServers('kubernetes e2e echo CA');
+  ({ httpPort: httpEchoPort, httpsPort: httpsEchoPort, received: echoed } = echoServers);
   echoCaFile = path.join(tmpdir(), `acis-k8s-echo-ca-${randomBytes(4).toString('hex')}.pem`);
-  await writeFile(echoCaFile, echoCa.certPem);
+  await writeFile(echoCaFile, echoServers.caCertificatePem);
   const egressPort = await freePort();
   // Nothing about the model in the image: the pod's environment says where it is, and holds no key.
   cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
@@ -113,7 +93,7 @@ afterAll(async () => {
   await controller?.stop();
   await cluster?.close();
   await stub?.stop();
-  for (const server of echoServers) server.close();
+  echoServers?.close();
   if (echoCaFile) await rm(echoCaFile, { force: true });
   if (databaseUrl) await dropTestDatabase(databaseUrl);
 });

@@ -7,12 +7,9 @@
  * certificate, as an operator makes one. The model stub and echo servers (HTTP, and HTTPS under a CA of
  * their own) stand for the world.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer as createHttpServer, request as httpRequest, type IncomingHttpHeaders, type RequestListener, type Server } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
-import { connect } from 'node:net';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -20,11 +17,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
 import { tokenSecretName } from '../../controller/sandbox-decisions.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
-import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { MISSING_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
-import { cleanEnv, freePort, ROOT } from '../helpers/acis-process.js';
+import { type AcisProcess, cleanEnv, freePort, ROOT, startEgressProxyProcess, stopAcis } from '../helpers/acis-process.js';
+import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -43,8 +40,7 @@ let controller: RunningController;
 let t: TestServer;
 let databaseUrl: string;
 let scratch: string;
-let proxy: ChildProcess;
-let proxyOutput = '';
+let proxy: AcisProcess | undefined;
 let proxyPort: number;
 let proxyMetricsPort: number;
 let resolveUrl: string;
@@ -52,45 +48,16 @@ let key: string;
 let user: ProvisionedUser;
 let httpEchoPort: number;
 let httpsEchoPort: number;
-const echoServers: Server[] = [];
-const echoed: Array<{ path: string; headers: IncomingHttpHeaders; body: string }> = [];
-
-const echo: RequestListener = (req, res) => {
-  const chunks: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => chunks.push(chunk));
-  req.on('end', () => {
-    echoed.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-    res.writeHead(200, { 'content-type': 'text/plain' });
-    res.end(`echo ${req.url}\n`);
-  });
-};
-
-function listen(server: Server): Promise<number> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
-}
-
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
+let echoServers: EchoServers | undefined;
+let echoed: EchoServers['received'];
 
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'acis-standalone-egress-'));
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
-  const echoCa = await createEphemeralCa('standalone egress echo CA');
-  const leaf = await echoCa.issueLeaf('localhost');
-  const httpEcho = createHttpServer(echo);
-  const httpsEcho = createHttpsServer({ cert: leaf.certPem, key: leaf.keyPem }, echo);
-  echoServers.push(httpEcho, httpsEcho);
-  [httpEchoPort, httpsEchoPort] = await Promise.all([listen(httpEcho), listen(httpsEcho)]);
+  echoServers = await startEchoServers('standalone egress echo CA');
+  ({ httpPort: httpEchoPort, httpsPort: httpsEchoPort, received: echoed } = echoServers);
   const echoCaFile = path.join(scratch, 'echo-ca.pem');
-  await writeFile(echoCaFile, echoCa.certPem);
+  await writeFile(echoCaFile, echoServers.caCertificatePem);
   cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
   databaseUrl = await createTestDatabase();
 
@@ -113,10 +80,8 @@ beforeAll(async () => {
   await writeFile(tokenFile, `${RESOLVE_TOKEN}\n`, { mode: 0o600 });
   [proxyPort, proxyMetricsPort] = [await freePort(), await freePort()];
   const proxyDataDir = path.join(scratch, 'proxy-data');
-  proxy = spawn(process.execPath, ['--import', 'tsx', 'egress-proxy/main.ts'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: cleanEnv({
+  proxy = await startEgressProxyProcess(
+    cleanEnv({
       ACIS_DATA_DIR: proxyDataDir,
       ACIS_EGRESS_PORT: String(proxyPort),
       ACIS_EGRESS_METRICS_PORT: String(proxyMetricsPort),
@@ -129,12 +94,7 @@ beforeAll(async () => {
       // Every line it can write, so the leak checks below see the most.
       LOG_LEVEL: 'debug',
     }),
-  });
-  proxy.stdout?.on('data', (chunk) => (proxyOutput += chunk));
-  proxy.stderr?.on('data', (chunk) => (proxyOutput += chunk));
-  for (const deadline = Date.now() + 60_000; !(await portOpen(proxyPort)); await new Promise((resolve) => setTimeout(resolve, 100))) {
-    if (proxy.exitCode !== null || Date.now() > deadline) throw new Error(`the egress proxy did not start:\n${proxyOutput}`);
-  }
+  );
   // The operator's ConfigMap of the proxy's CA certificate (never its key), which the controller mounts into runner pods.
   const caCertificate = await readFile(path.join(proxyDataDir, 'egress-ca', 'ca.crt'), 'utf8');
   cluster.server.store.create('configmaps', NAMESPACE, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: CA_CONFIGMAP, namespace: NAMESPACE }, data: { 'ca.crt': caCertificate } } as unknown as KubeObject);
@@ -153,16 +113,12 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  if (proxy && proxy.exitCode === null) {
-    const exited = new Promise((resolve) => proxy.once('exit', resolve));
-    proxy.kill('SIGTERM');
-    await exited;
-  }
+  if (proxy) await stopAcis(proxy);
   await t?.stop();
   await controller?.stop();
   await cluster?.close();
   await stub?.stop();
-  for (const server of echoServers) server.close();
+  echoServers?.close();
   if (databaseUrl) await dropTestDatabase(databaseUrl);
   if (scratch) await rm(scratch, { recursive: true, force: true });
 }, 60_000);
@@ -262,7 +218,7 @@ describe('the egress proxy as its own process, resolving runs through the API se
       JSON.stringify(lines),
       (await t.request('GET', `/conversations/${conversationId}/messages`, { token: key })).text,
       ...t.logs,
-      proxyOutput,
+      proxy!.output(),
       ...cluster.kubelet.processes().map((p) => cluster.kubelet.logs(p.namespace, p.pod)),
       ...['sandboxes', 'secrets', 'pods', 'configmaps'].map((kind) => JSON.stringify(cluster.server.store.list(kind, NAMESPACE).items)),
       await dumpDatabase(),
@@ -270,7 +226,7 @@ describe('the egress proxy as its own process, resolving runs through the API se
     expect(everything).not.toContain(canary);
     expect(JSON.stringify(stub.requests)).not.toContain(canary);
     expect(everything).not.toContain(PLATFORM_KEY);
-    expect(proxyOutput).not.toContain(RESOLVE_TOKEN);
+    expect(proxy!.output()).not.toContain(RESOLVE_TOKEN);
     expect(t.logs.join('\n')).not.toContain(RESOLVE_TOKEN);
 
     cluster.server.store.delete('sandboxwarmpools', NAMESPACE, POOL);
