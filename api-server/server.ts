@@ -121,8 +121,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     metrics.watchRunners({
       runnerStates: () => provider.views().map((view) => view.state),
       queuedRuns: () => provider.queuedRuns(),
-      poolSize: config.poolSize,
-      capacity: config.maxSandboxes,
+      ...(local && { local: { poolSize: config.poolSize, capacity: config.maxSandboxes } }),
     });
     const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
     approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });

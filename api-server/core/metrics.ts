@@ -22,9 +22,12 @@ export interface RunnerSource {
   runnerStates(): string[];
   /** Turns waiting for a runner (`on_capacity=hold`). */
   queuedRuns(): number;
-  /** Runners per agent type kept started ahead of demand, and this node's runner capacity. */
-  poolSize: number;
-  capacity: number;
+  /**
+   * Runners per agent type kept started ahead of demand, and this node's runner capacity: the local
+   * provider's settings. Absent (kubernetes provider), their series are not served: the cluster's pool
+   * and cap are the controller's (`acis_controller_pool_replicas`, `acis_controller_sandboxes`).
+   */
+  local?: { poolSize: number; capacity: number };
 }
 
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
@@ -155,27 +158,16 @@ export class Metrics {
         this.set(runners()?.queuedRuns() ?? 0);
       },
     });
-    new Gauge({
-      name: 'acis_runner_pool_size',
-      help: 'Runners per agent type this node keeps started ahead of demand (ACIS_POOL_SIZE).',
-      registers,
-      collect() {
-        this.set(runners()?.poolSize ?? 0);
-      },
-    });
-    new Gauge({
-      name: 'acis_runner_capacity',
-      help: 'Runners this node may run at once (ACIS_MAX_SANDBOXES).',
-      registers,
-      collect() {
-        this.set(runners()?.capacity ?? 0);
-      },
-    });
   }
 
   /** The runner gauges read `source` at every scrape. */
   watchRunners(source: RunnerSource): void {
     this.runnerSource = source;
+    const { local } = source;
+    if (!local) return;
+    const registers = [this.registry];
+    new Gauge({ name: 'acis_runner_pool_size', help: 'Runners per agent type this node keeps started ahead of demand (ACIS_POOL_SIZE).', registers }).set(local.poolSize);
+    new Gauge({ name: 'acis_runner_capacity', help: 'Runners this node may run at once (ACIS_MAX_SANDBOXES).', registers }).set(local.capacity);
   }
 
   /** `route` is the matched route template, or `unmatched`. */

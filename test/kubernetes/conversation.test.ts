@@ -136,6 +136,9 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     const forwarded = /^acis_egress_requests_total\{outcome="forwarded"\} (\d+)$/m.exec(metrics.text);
     expect(Number(forwarded?.[1])).toBeGreaterThan(0);
     expect(metrics.text).not.toMatch(/^acis_egress_denials_total\{reason="auth-required"\} [1-9]/m);
+    // This replica's runners, by state; the pool and the cap are the cluster's (the controller's series), not a local setting.
+    expect(metrics.text).toMatch(/^acis_runners\{state="held"\} 1$/m);
+    expect(metrics.text).not.toMatch(/^acis_runner_(capacity|pool_size) /m);
 
     const second = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'Again [[reply: same pod]]' } });
     expect(second.status).toBe(201);
