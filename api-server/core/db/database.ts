@@ -88,7 +88,7 @@ function preparedStatementPool(pool: pg.Pool): PostgresPool {
     const query = ((sql: string | PostgresCursor<unknown>, parameters?: ReadonlyArray<unknown>) => {
       if (typeof sql !== 'string') return client.query(sql as never);
       if (!parameters || parameters.length === 0) return client.query(sql, parameters as unknown[]);
-      return client.query({ name: statementName(sql), text: sql, values: parameters as unknown[] });
+      return preparedQuery(client, statementName(sql), sql, parameters as unknown[]);
     }) as unknown as PostgresPoolClient['query'];
     // pg-pool gives the client a new `release` at each checkout: call whichever it has now.
     return { query, release: () => client.release() };
@@ -105,6 +105,25 @@ function preparedStatementPool(pool: pg.Pool): PostgresPool {
     },
     end: () => pool.end(),
   };
+}
+
+/**
+ * A named query, submitted as a `pg.Query`: a config object passed to `client.query` is copied
+ * property by property (`Object.getOwnPropertyDescriptors`) on every call, about 1.5% of a token
+ * exchange's server CPU; a Query built from the text alone skips that copy and is sent the same way.
+ */
+function preparedQuery(client: pg.PoolClient, name: string, text: string, values: unknown[]): Promise<pg.QueryResult> {
+  return new Promise((resolve, reject) => {
+    const query = new pg.Query(text, values, (error, result) => {
+      if (!error) return resolve(result as pg.QueryResult);
+      // As pg does for its own promises: a stack that leads back to the query, not to the socket.
+      Error.captureStackTrace(error);
+      reject(error);
+    });
+    // The name makes it a prepared statement, as `{ name, text, values }` would.
+    (query as pg.Query & { name: string }).name = name;
+    client.query(query);
+  });
 }
 
 /** Distinct SQL texts are few (queries are built from code); the bound only guards against a leak. */
