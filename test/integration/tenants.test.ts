@@ -345,3 +345,24 @@ describe('unknown routes', () => {
     expect(wrong.status).toBe(405);
   });
 });
+
+describe('response headers', () => {
+  it('sends JSON as application/json; charset=utf-8 with its length in bytes, and problems as application/problem+json', async () => {
+    const upserted = await t.request('PUT', `/tenants/by-external-id/${eid('headers')}`, {
+      token: key,
+      body: { name: 'Ünïcödé 😀 \u2028' },
+    });
+    const warm = await t.request('PUT', `/tenants/by-external-id/${eid('headers')}`, { token: key, body: {} });
+    const page = await t.request('GET', '/tenants?limit=2', { token: key });
+    for (const [res, status] of [[upserted, 201], [warm, 200], [page, 200]] as const) {
+      expect(res.status).toBe(status);
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(res.headers.get('content-length')).toBe(String(Buffer.byteLength(res.text)));
+    }
+    expect(warm.text).toBe(JSON.stringify(warm.body));
+    const missing = await t.request('GET', `/tenants/by-external-id/${eid('no-such')}`, { token: key });
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get('content-type')).toBe('application/problem+json');
+    expect(missing.headers.get('content-length')).toBe(String(Buffer.byteLength(missing.text)));
+  });
+});

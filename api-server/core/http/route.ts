@@ -187,8 +187,29 @@ export function respond(ctx: Context, result: RouteResult): void {
     ctx.status = result.status;
     return;
   }
+  if (isJsonResponse(result)) {
+    // What Koa sends for a JSON body, without its MIME lookups on every response: the header set
+    // first, so the text body keeps it.
+    ctx.set('Content-Type', JSON_CONTENT_TYPE);
+    ctx.body = typeof result.body === 'string' ? result.body : JSON.stringify(result.body);
+    return;
+  }
   ctx.body = result.body;
   if (result.contentType) ctx.type = result.contentType;
+}
+
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** A plain object or array with no content type, or JSON text (`pageJson`) declared as such. */
+function isJsonResponse(result: RouteResult): boolean {
+  const { body, contentType } = result;
+  if (contentType === 'application/json') return typeof body === 'string' || isPlainJson(body);
+  return contentType === undefined && isPlainJson(body);
+}
+
+function isPlainJson(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null) return false;
+  return Array.isArray(body) || Object.getPrototypeOf(body) === Object.prototype;
 }
 
 function checkResponse(route: AnyRoute, result: RouteResult): void {
