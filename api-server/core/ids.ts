@@ -33,6 +33,8 @@ export type IdGenerator = (kind: IdKind) => string;
  */
 export function createIdGenerator(now: () => number = Date.now): IdGenerator {
   let lastTime = -1;
+  // The time part is encoded once per millisecond: several ids share it under load.
+  let lastTimeText = '';
   let lastRandom: number[] = [];
   const random = randomPool();
   return (kind) => {
@@ -41,9 +43,12 @@ export function createIdGenerator(now: () => number = Date.now): IdGenerator {
       incrementBase32(lastRandom);
     } else {
       lastTime = time;
+      lastTimeText = encodeTime(time);
       lastRandom = random(RANDOM_CHARS);
     }
-    return `${ID_PREFIX[kind]}_${encodeTime(lastTime)}${lastRandom.map((d) => ALPHABET[d]).join('')}`;
+    let text = `${ID_PREFIX[kind]}_${lastTimeText}`;
+    for (const digit of lastRandom) text += ALPHABET[digit];
+    return text;
   };
 }
 
