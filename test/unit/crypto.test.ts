@@ -121,6 +121,8 @@ describe('helpers', () => {
     expect(hash).toMatch(/^[0-9a-f]{64}$/);
     expect(hashServiceKey('sk_int_abc')).toBe(hash);
     expect(hashServiceKey('sk_int_abd')).not.toBe(hash);
+    // The stored hashes of existing keys must keep matching: SHA-256 of the key's UTF-8 bytes.
+    expect(hash).toBe('1cfd1b929a85a2b76ab6400c22dd33330b4b0c75b50d7bbd8245fdd1c8bf451c');
   });
 
   it('makes random tokens of the requested length over [A-Za-z0-9]', () => {
