@@ -50,8 +50,8 @@ export interface RunRequest {
   /** The message's `env`, shown to the agent with the turn. */
   env?: Record<string, string> | undefined;
   onCapacity: 'reject' | 'hold';
-  /** Already acquired (on_capacity=reject acquires before anything is persisted). */
-  lease?: Lease;
+  /** Already admitted, the runner still getting ready (on_capacity=reject is admitted before anything is persisted). */
+  lease?: Promise<Lease> | undefined;
   /** Lines that open the stream (the `conversation` line of create and upsert). */
   leadingLines: StreamLine[];
   /** Whether the filler cascade enables a quick acknowledgement ahead of the agent. */
@@ -186,10 +186,11 @@ export class RunManager {
   private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
     const { conversation } = request;
     if (request.refusal) return this.abort(request, stream, request.refusal);
-    let lease = request.lease;
+    let lease: Lease;
     let queuedMs: number | undefined;
     try {
-      if (!lease) {
+      if (request.lease) lease = await request.lease;
+      else {
         lease = await this.deps.provider.acquire(sandboxFor(conversation), {
           wait: request.onCapacity === 'hold',
           signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
@@ -208,7 +209,10 @@ export class RunManager {
       const problem =
         error instanceof CapacityExhausted
           ? new ProblemError('capacity-exhausted', 429, {
-              detail: 'No sandbox became available within the maximum hold time.',
+              detail:
+                request.onCapacity === 'hold'
+                  ? 'No sandbox became available within the maximum hold time.'
+                  : 'No sandbox is available; retry later or send with on_capacity=hold.',
               headers: { 'Retry-After': String(error.retryAfterSeconds) },
             })
           : error instanceof SandboxUnavailable
