@@ -26,7 +26,7 @@ export type ServerCommand =
       env?: Record<string, string> | undefined;
       /** Only on a runner's first turn: the session to resume (its transcript comes from the store). */
       resume?: string | undefined;
-      /** Only on a runner's first turn: project skills to offer (already delivered by a `skills` call). */
+      /** Only on a runner's first turn: project skills to offer (sent by a `skills` call ahead of it, which the turn waits for). */
       skills?: string[] | undefined;
     }
   | { type: 'session_entries'; request_id: number; entries: unknown[] | null }

@@ -38,6 +38,12 @@ let link: LinkEndpoint | undefined;
 let turnsInProgress = 0;
 /** Workspace archives being unpacked, by op_id. */
 const imports = new Map<number, ReturnType<typeof importWorkspace>>();
+/**
+ * The workspace changes sent before the next turn (skills, an archive), settled: the server sends a
+ * turn right behind them without waiting for their answers, so the turn waits here instead. Rejected
+ * once one failed: the turn must not run in a workspace that is not what the server asked for.
+ */
+let workspaceSettled: Promise<void> = Promise.resolve();
 
 function emit(line: RunnerLine | object): void {
   channel.send(JSON.stringify(line));
@@ -178,15 +184,20 @@ async function startSession(first: Turn): Promise<void> {
 function handle(command: ServerCommand): void {
   switch (command.type) {
     case 'turn':
-      session ??= startSession(command).then(
-        () => exit(0),
-        (error: unknown) => fail(error),
-      );
       turnsInProgress += 1;
-      turns.push(command.content, command.env);
+      workspaceSettled.then(
+        () => {
+          session ??= startSession(command).then(
+            () => exit(0),
+            (error: unknown) => fail(error),
+          );
+          turns.push(command.content, command.env);
+        },
+        (error: unknown) => fail(new Error(`the workspace could not be prepared for the turn: ${error instanceof Error ? error.message : String(error)}`)),
+      );
       return;
     case 'skills':
-      answerOp(command.op_id, writeSkills(process.cwd(), command.skills));
+      answerOp(command.op_id, beforeNextTurn(writeSkills(process.cwd(), command.skills)));
       return;
     case 'workspace_export':
       answerOp(
@@ -205,7 +216,7 @@ function handle(command: ServerCommand): void {
       if (command.data) unpacking.write(Buffer.from(command.data, 'base64'));
       if (command.last) {
         imports.delete(command.op_id);
-        answerOp(command.op_id, unpacking.end());
+        answerOp(command.op_id, beforeNextTurn(unpacking.end()));
       }
       return;
     }
@@ -218,6 +229,15 @@ function handle(command: ServerCommand): void {
       return;
     }
   }
+}
+
+/** A workspace change the turns sent after it wait for; it fails them if it fails. */
+function beforeNextTurn<T>(work: Promise<T>): Promise<T> {
+  const previous = workspaceSettled;
+  workspaceSettled = Promise.all([previous, work]).then(() => undefined);
+  // Its failure is reported by its own op and by the turn that meets it.
+  workspaceSettled.catch(() => undefined);
+  return work;
 }
 
 /** Ends a server call with `runner_op_done`, carrying the failure if there is one. */

@@ -13,7 +13,7 @@ import {
 import { fillerEnabled } from '../runs/filler.js';
 import { sandboxFor, sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-manager.js';
 import type { StreamLine } from '../runs/run-stream.js';
-import { CapacityExhausted, type Lease } from '../sandboxes/provider.js';
+import { type Admission, CapacityExhausted } from '../sandboxes/provider.js';
 import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
 import { effectiveSkillIds } from '../skills/materialise.js';
 import { findRunInFlight, selectMessages } from './messages.repository.js';
@@ -55,8 +55,10 @@ export interface StartedRun {
 }
 
 /**
- * Appends the user's message and starts the agent run. With `on_capacity=reject` a runner is
- * claimed first, so a full node answers 429 before anything is stored or streamed.
+ * Appends the user's message and starts the agent run. With `on_capacity=reject` a place for the run
+ * is taken first, so a full node (or cluster) answers 429 before anything is stored or streamed; the
+ * messages are stored while the runner gets ready behind that admission, and a runner that then
+ * cannot be had ends the run failed with an `error` line, as any failure after the insert does.
  *
  * A placeholder naming an alias the run cannot resolve (missing-secret) claims no runner and runs
  * nothing: both messages are stored, the assistant's `failed`, and the run ends at once with the
@@ -80,10 +82,10 @@ export async function startMessageRun(
   const unavailable = deps.runtime.provider.unavailableReason;
   const refusal = missingSecretProblem(body, secrets, context.bodyPointer) ?? (unavailable ? sandboxUnavailableProblem(unavailable) : undefined);
 
-  let lease: Lease | undefined;
+  let admission: Admission | undefined;
   if (context.onCapacity === 'reject' && !refusal) {
     try {
-      lease = await deps.runtime.provider.acquire(sandboxFor(conversation), { wait: false });
+      admission = await deps.runtime.provider.admit(sandboxFor(conversation), { wait: false });
     } catch (error) {
       if (!(error instanceof CapacityExhausted)) throw error;
       deps.metrics.capacityRejected('reject');
@@ -98,7 +100,7 @@ export async function startMessageRun(
   try {
     ids = await insertTurnMessages(deps, conversation, body, !refusal);
   } catch (error) {
-    if (lease) await deps.runtime.provider.release(lease, {});
+    if (admission) await admission.lease.then((lease) => deps.runtime.provider.release(lease, {}), () => undefined);
     if (isUniqueViolation(error)) throw conversationBusy();
     throw error;
   }
@@ -108,7 +110,7 @@ export async function startMessageRun(
     content: body.content,
     env: body.env,
     onCapacity: context.onCapacity,
-    lease,
+    lease: admission?.lease,
     leadingLines: context.leadingLines,
     filler: fillerEnabled(body.filler?.enabled, conversation.filler?.enabled, conversation.tenant_settings.filler_enabled),
     baseUrl: context.baseUrl,

@@ -16,6 +16,7 @@ import {
   type SandboxProvider,
   SandboxUnavailable,
 } from '../sandboxes/provider.js';
+import type { TurnOutcome } from '../sandboxes/runner.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
 import { storeRunOutcome } from '../messages/messages.repository.js';
@@ -49,8 +50,8 @@ export interface RunRequest {
   /** The message's `env`, shown to the agent with the turn. */
   env?: Record<string, string> | undefined;
   onCapacity: 'reject' | 'hold';
-  /** Already acquired (on_capacity=reject acquires before anything is persisted). */
-  lease?: Lease;
+  /** Already admitted, the runner still getting ready (on_capacity=reject is admitted before anything is persisted). */
+  lease?: Promise<Lease> | undefined;
   /** Lines that open the stream (the `conversation` line of create and upsert). */
   leadingLines: StreamLine[];
   /** Whether the filler cascade enables a quick acknowledgement ahead of the agent. */
@@ -185,10 +186,11 @@ export class RunManager {
   private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
     const { conversation } = request;
     if (request.refusal) return this.abort(request, stream, request.refusal);
-    let lease = request.lease;
+    let lease: Lease;
     let queuedMs: number | undefined;
     try {
-      if (!lease) {
+      if (request.lease) lease = await request.lease;
+      else {
         lease = await this.deps.provider.acquire(sandboxFor(conversation), {
           wait: request.onCapacity === 'hold',
           signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
@@ -207,7 +209,10 @@ export class RunManager {
       const problem =
         error instanceof CapacityExhausted
           ? new ProblemError('capacity-exhausted', 429, {
-              detail: 'No sandbox became available within the maximum hold time.',
+              detail:
+                request.onCapacity === 'hold'
+                  ? 'No sandbox became available within the maximum hold time.'
+                  : 'No sandbox is available; retry later or send with on_capacity=hold.',
               headers: { 'Retry-After': String(error.retryAfterSeconds) },
             })
           : error instanceof SandboxUnavailable
@@ -218,15 +223,18 @@ export class RunManager {
       }
       return this.abort(request, stream, problem);
     }
-    return this.runTurn(request, stream, await this.withSkills(request, lease), masker, startedMs);
+    const { lease: ready, skillsDelivered } = await this.withSkills(request, lease);
+    return this.runTurn(request, stream, ready, skillsDelivered, masker, startedMs);
   }
 
   /**
-   * Delivers the run's skills to the runner (it writes them into its workspace) and has it offer
-   * exactly those. A live session keeps offering the set it started with, so a held runner whose set
-   * differs is recycled and a fresh one resumes the transcript with this run's set.
+   * Sends the run's skills to the runner (it writes them into its workspace) and has it offer exactly
+   * those. A live session keeps offering the set it started with, so a held runner whose set differs
+   * is recycled and a fresh one resumes the transcript with this run's set. The turn goes out right
+   * behind the skills, unanswered (the runner starts a turn only once the workspace changes sent
+   * before it are done, and never after one failed): `skillsDelivered` settles with their answer.
    */
-  private async withSkills(request: RunRequest, lease: Lease): Promise<Lease> {
+  private async withSkills(request: RunRequest, lease: Lease): Promise<{ lease: Lease; skillsDelivered: Promise<void> }> {
     let current = lease;
     try {
       const skills = await loadRunSkills(this.deps, request.skillIds);
@@ -239,21 +247,30 @@ export class RunManager {
           signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
         });
       }
-      await current.runner.deliverSkills(skills);
+      const skillsDelivered = current.runner.deliverSkills(skills);
+      // Awaited after the turn; this only keeps a failure before then from counting as unhandled.
+      skillsDelivered.catch(() => undefined);
       current.runner.offerSkills(names);
-      return current;
+      return { lease: current, skillsDelivered };
     } catch (error) {
       await this.deps.provider.release(current, { broken: true });
       throw error;
     }
   }
 
-  private async runTurn(request: RunRequest, stream: RunStream, lease: Lease, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
+  private async runTurn(
+    request: RunRequest,
+    stream: RunStream,
+    lease: Lease,
+    skillsDelivered: Promise<void>,
+    masker: GrowingMasker,
+    startedMs: number,
+  ): Promise<RunOutcome> {
     let released: Promise<unknown> | undefined;
     try {
       // The turn's transcript store: it masks the run's secrets (also those an approval adds later).
       lease.runner.bindSessionStore(maskedSessionStore(databaseSessionStore(this.deps.db, request.conversation.id), masker));
-      return await this.turnOn(request, stream, lease, masker, startedMs, (options) => (released = this.deps.provider.release(lease, options)));
+      return await this.turnOn(request, stream, lease, skillsDelivered, masker, startedMs, (options) => (released = this.deps.provider.release(lease, options)));
     } finally {
       // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
       // state is unknown then, so it is not held either.
@@ -266,6 +283,7 @@ export class RunManager {
     request: RunRequest,
     stream: RunStream,
     lease: Lease,
+    skillsDelivered: Promise<void>,
     masker: GrowingMasker,
     runStartedMs: number,
     release: (options: ReleaseOptions) => Promise<unknown>,
@@ -307,7 +325,7 @@ export class RunManager {
     }
     // Ends any approval wait of this turn once the turn is over, however it ended.
     const turnOver = new AbortController();
-    const outcome = await lease.runner.runTurn(
+    const turned = await lease.runner.runTurn(
       {
         content: request.content,
         env: request.env,
@@ -346,6 +364,13 @@ export class RunManager {
     );
     turnOver.abort();
     if (live) live.abort = undefined;
+    // A turn counts only if the skills it was sent behind arrived (the runner refuses it otherwise).
+    const undelivered = await skillsDelivered.then(
+      () => undefined,
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    );
+    if (undelivered) this.deps.logger.error({ message_id: request.assistantMessageId, error: undelivered }, 'delivering the skills of a run failed');
+    const outcome: TurnOutcome = undelivered && turned.kind !== 'crashed' ? { kind: 'crashed', error: `skills not delivered: ${undelivered}` } : turned;
     const turnSeconds = secondsSince(turnStartedMs);
     await fillerDone;
     if (aborted) {

@@ -86,6 +86,11 @@ export function standingOf(sandbox: Sandbox): SandboxStanding {
   return { kind: 'starting' };
 }
 
+/** Whether the controller has given the Sandbox its place (Admitted=True): it will not be refused for capacity any more. */
+export function isAdmitted(sandbox: Sandbox): boolean {
+  return conditionOf(sandbox.status, 'Admitted')?.status === 'True';
+}
+
 /** `host:port` (IPv6 hosts in brackets) as the controller writes `status.endpoint`. */
 export function parseEndpoint(endpoint: string): { host: string; port: number } | undefined {
   const match = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(endpoint);

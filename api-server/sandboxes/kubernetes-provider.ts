@@ -8,6 +8,8 @@ import { EgressRecordingRunner, type RunnerRecords } from './kubernetes-records.
 import type { SandboxClient } from './kubernetes-sandboxes.js';
 import {
   type AcquireRequest,
+  type Admission,
+  admission,
   CapacityExhausted,
   type Lease,
   type ReleaseOptions,
@@ -135,16 +137,35 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   }
 
   async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+    return (await this.admit(request, options)).lease;
+  }
+
+  /**
+   * Admitted once the conversation's held runner is taken, or the controller has given its Sandbox a
+   * place (for a pool pod's adoption, together with Ready); the token read, the connection and the
+   * workspace restore go on behind it.
+   */
+  async admit(request: AcquireRequest, options: WaitOptions): Promise<Admission> {
     await this.expireLapsedHolds();
     if (this.stopping.signal.aborted) throw new CapacityExhausted(retryHintSeconds(1, TYPICAL_TURN_SECONDS));
     const held = [...this.entries.values()].find((e) => e.view.state === 'held' && e.view.conversationId === request.conversationId);
     if (held) {
       if (held.runner.alive && standingOf(held.sandbox).kind === 'ready') {
         held.view = { ...held.view, state: 'busy', heldUntil: undefined };
-        return { runner: held.runner, continuing: true };
+        return admission(Promise.resolve({ runner: held.runner, continuing: true }));
       }
       await this.end(held, { save: false });
     }
+    let markAdmitted: () => void = () => {};
+    const admitted = new Promise<void>((resolve) => (markAdmitted = resolve));
+    const lease = this.readyRunner(request, options, markAdmitted);
+    // A refusal (or any failure) before the place was given rejects the admission itself.
+    await Promise.race([admitted, lease]);
+    return admission(lease);
+  }
+
+  /** The conversation's Sandbox made Ready, its runner connected and its kept workspace restored. */
+  private async readyRunner(request: AcquireRequest, options: WaitOptions, onAdmitted: () => void): Promise<Lease> {
     // A workspace kept from the conversation's last sandbox: read while the sandbox gets ready.
     const savedWorkspace = this.options.records?.loadWorkspace(request.conversationId);
     savedWorkspace?.catch(() => undefined);
@@ -157,7 +178,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         readyTimeoutMs: this.options.readyTimeoutMs,
         stopping: this.stopping.signal,
         onQueuedChange: (delta) => (this.queued += delta),
-      });
+      }, onAdmitted);
       try {
         connected = await this.connectTo(ready);
         break;

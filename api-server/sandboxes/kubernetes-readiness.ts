@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import { retryHintSeconds } from '../../sandbox-policy/policy.js';
-import { queuePosition, standingOf } from './kubernetes-decisions.js';
+import { isAdmitted, queuePosition, standingOf } from './kubernetes-decisions.js';
 import type { SandboxClient } from './kubernetes-sandboxes.js';
 import { CapacityExhausted, SandboxUnavailable, type WaitOptions } from './provider.js';
 
@@ -27,8 +27,9 @@ export interface ReadinessContext {
   onQueuedChange: (delta: number) => void;
 }
 
-export function untilReady(sandbox: Sandbox, options: WaitOptions, context: ReadinessContext): Promise<Sandbox> {
-const { client } = context;
+/** Resolves with the Sandbox once Ready; `onAdmitted` is told as soon as it has its place (at the latest, when Ready). */
+export function untilReady(sandbox: Sandbox, options: WaitOptions, context: ReadinessContext, onAdmitted: () => void = () => {}): Promise<Sandbox> {
+  const { client } = context;
   const { name, uid } = sandbox.metadata;
   return new Promise<Sandbox>((resolve, reject) => {
     let announced = 0;
@@ -60,6 +61,7 @@ const { client } = context;
     const evaluate = (current: Sandbox | undefined) => {
       if (!current || current.metadata.uid !== uid) return;
       const standing = standingOf(current);
+      if (standing.kind === 'ready' || (standing.kind === 'starting' && isAdmitted(current))) onAdmitted();
       switch (standing.kind) {
         case 'ready':
           return finish({ sandbox: current });

@@ -23,6 +23,8 @@ import * as transition from '../../sandbox-policy/transitions.js';
 import { AGENT_TYPES } from './agent-types.js';
 import {
   type AcquireRequest,
+  type Admission,
+  admission,
   CapacityExhausted,
   type Lease,
   type ReleaseOptions,
@@ -183,14 +185,23 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
+    return (await this.admit(request, options)).lease;
+  }
+
+  /** Admitted by this node's own decision; a claimed runner's workspace is restored while the caller goes on. */
+  async admit(request: AcquireRequest, options: WaitOptions): Promise<Admission> {
     if (!this.runtime.ok) throw new SandboxUnavailable(this.runtime.reason);
     // A hold whose TTL lapsed is not the conversation's any more, even if its timer has not fired yet.
     await this.expireLapsedHolds();
     const immediate = this.tryAcquire(request);
-    if (immediate) return immediate;
+    if (immediate) return admission(immediate);
     if (!options.wait || this.stopped) {
-      return Promise.reject(new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS)));
+      throw new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS));
     }
+    return admission(Promise.resolve(await this.waitForRunner(request, options)));
+  }
+
+  private waitForRunner(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
     return new Promise<Lease>((resolve, reject) => {
       const waiter: Waiter = { request, resolve, reject, onQueued: options.onQueued, position: 0 };
       this.waiters.push(waiter);

@@ -25,6 +25,22 @@ export interface Lease {
   continuing: boolean;
 }
 
+/**
+ * A place granted to a request (capacity is reserved for it: the answer `on_capacity=reject` waits
+ * for), with its runner still getting ready: what needs only the place (storing the turn's messages)
+ * runs meanwhile.
+ */
+export interface Admission {
+  /** The runner once it is ready; rejects as `acquire` would (the sandbox could not start, ...). */
+  lease: Promise<Lease>;
+}
+
+/** The admission of a lease already under way (its rejection is the awaiting caller's to handle). */
+export function admission(lease: Promise<Lease>): Admission {
+  lease.catch(() => undefined);
+  return { lease };
+}
+
 export interface ReleaseOptions {
   /** Keep the runner warm for the conversation (warm mode), within the tenant's cap. */
   hold?: { idleTtlSeconds: number; maxConcurrentWarm: number };
@@ -58,6 +74,11 @@ export interface SandboxProvider {
   readonly unavailableReason: string | undefined;
   /** A runner for the conversation: its held one, a pooled one, or a new one; waits or refuses at capacity. */
   acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease>;
+  /**
+   * `acquire` in two steps: resolves once the request has its place (or rejects with
+   * `CapacityExhausted`, as `acquire` does at capacity), before the runner is ready.
+   */
+  admit(request: AcquireRequest, options: WaitOptions): Promise<Admission>;
   /** Gives the runner back: held warm for the conversation until a deadline, recycled, or discarded. */
   release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }>;
   /** The conversation is gone: its held runner and saved state go too. */

@@ -138,6 +138,27 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
     expect(runner.alive).toBe(false);
   });
 
+  it('takes a turn sent right behind its skills, unanswered, only once they are written; behind a failed delivery the turn ends crashed', async () => {
+    const runnerProcess = await startRunner('skills-ahead');
+    const runner = await connectRemoteRunner({ id: 'run_skills_ahead', host: '127.0.0.1', port: runnerProcess.port, token: TOKEN, logger });
+    runner.bindSessionStore(memoryStore());
+    const delivered = runner.deliverSkills([skill('kestrel')]);
+    runner.offerSkills(['kestrel']);
+    const first = await turn(runner, 'Which skills? [[echo-skills]]');
+    await delivered;
+    expect(first.outcome).toEqual({ kind: 'result' });
+    expect(first.result).toMatchObject({ subtype: 'success', result: 'Skills: kestrel' });
+
+    // A skill whose name is no folder name cannot be written: the turn behind it does not run.
+    const refused = expect(runner.deliverSkills([skill('..')])).rejects.toThrow('is not a folder name');
+    const second = await turn(runner, 'Which skills now? [[echo-skills]]');
+    await refused;
+    expect(second.outcome).toMatchObject({ kind: 'crashed', error: expect.stringContaining('the workspace could not be prepared for the turn') });
+    expect(second.result).toBeUndefined();
+    expect(await runnerProcess.exited).toBe(1);
+    await runner.kill();
+  });
+
   it('keeps its connection token from the agent: no tool the agent runs sees it', async () => {
     const runnerProcess = await startRunner('token-hidden');
     const runner = await connectRemoteRunner({ id: 'run_hidden', host: '127.0.0.1', port: runnerProcess.port, token: TOKEN, logger });

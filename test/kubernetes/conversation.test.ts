@@ -409,6 +409,34 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     }
   });
 
+  it('a Sandbox admitted whose pod then cannot start: the message, stored meanwhile, ends failed with a sandbox-unavailable error line', async () => {
+    await eventually(cluster, () => cluster.server.store.list('sandboxes', NAMESPACE).items.length === 0);
+    await controller.stop();
+    controller = await startTestController(cluster, { ...controllerConfig, runnerImage: 'registry.invalid/nothing:1' });
+    try {
+      const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
+      const conversationId: string = created.body.id;
+      const res = await t.request('POST', `/conversations/${conversationId}/messages`, { token: key, body: { content: '[[reply: never]]' } });
+      expect(res.status).toBe(200);
+      const lines = withoutPings(parseNdjson(res.text));
+      expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
+      expect(lines.at(-1)).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 503, type: expect.stringMatching(/\/problems\/sandbox-unavailable$/) } });
+      expect(lines.at(-1)!.problem.detail).toContain('ImagePullFailed');
+      const history = await t.request('GET', `/conversations/${conversationId}/messages`, { token: key });
+      expect(history.body.data.map((m: { role: string; status: string }) => [m.role, m.status])).toEqual([
+        ['assistant', 'failed'],
+        ['user', 'completed'],
+      ]);
+      // The failed Sandbox stays for `kubectl describe` until its conversation goes.
+      expect(sandboxOf(conversationId)?.status?.phase).toBe('Failed');
+      await t.request('DELETE', `/conversations/${conversationId}`, { token: key });
+      await eventually(cluster, () => !sandboxOf(conversationId));
+    } finally {
+      await controller.stop();
+      controller = await startTestController(cluster, controllerConfig);
+    }
+  });
+
   it('at the cluster’s capacity: 429 capacity-exhausted before any stream with on_capacity=reject, queued lines then the turn with hold', async () => {
     await eventually(cluster, () => cluster.server.store.list('sandboxes', NAMESPACE).items.length === 0);
     await controller.stop();
@@ -426,6 +454,10 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
       expect(refused.body).toMatchObject({ status: 429, type: expect.stringMatching(/\/problems\/capacity-exhausted$/) });
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       await eventually(cluster, () => !sandboxOf(conversationId));
+      // Refused at admission: nothing of the message was stored.
+      const history = await t.request('GET', `/conversations/${conversationId}/messages`, { token: key });
+      expect(history.body.data).toEqual([]);
+      expect((await t.request('GET', `/conversations/${conversationId}`, { token: key })).body.message_count).toBe(0);
 
       const response = await fetch(`${t.url}/conversations/${conversationId}/messages`, {
         method: 'POST',

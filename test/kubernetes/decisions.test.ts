@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Condition, Sandbox, SandboxStatus } from '../../controller/api/v1alpha1.js';
-import { holdSpec, newSandbox, parseEndpoint, queuePosition, sandboxName, standingOf } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { holdSpec, isAdmitted, newSandbox, parseEndpoint, queuePosition, sandboxName, standingOf } from '../../api-server/sandboxes/kubernetes-decisions.js';
 
 const AT = '2026-01-01T00:00:00Z';
 
@@ -75,6 +75,14 @@ describe('standingOf(sandbox)', () => {
     ['being deleted', sandbox('a', ready, { deletionTimestamp: AT }), { kind: 'ended', reason: 'Deleted', message: 'the Sandbox is being deleted' }],
   ])('%s', (_, input, expected) => {
     expect(standingOf(input)).toEqual(expected);
+  });
+});
+
+describe('isAdmitted(sandbox)', () => {
+  it('is true once the controller wrote Admitted=True, not before nor while the Sandbox waits for a place', () => {
+    expect(isAdmitted(sandbox('a', {}))).toBe(false);
+    expect(isAdmitted(sandbox('a', queued))).toBe(false);
+    expect(isAdmitted(sandbox('a', { phase: 'Starting', conditions: [condition('Admitted', 'True', 'Admitted')] }))).toBe(true);
   });
 });
 

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
-import { KubernetesSandboxProvider } from '../../api-server/sandboxes/kubernetes-provider.js';
+import { KubernetesSandboxProvider, type RunnerConnector } from '../../api-server/sandboxes/kubernetes-provider.js';
 import { SandboxClient } from '../../api-server/sandboxes/kubernetes-sandboxes.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
 import { CapacityExhausted, type Lease, type SandboxProvider } from '../../api-server/sandboxes/provider.js';
@@ -29,11 +29,11 @@ afterAll(async () => {
 });
 
 /** A provider as one API replica builds it; `states` records what the conversation rows would show. */
-async function replica(now?: () => number): Promise<{ provider: KubernetesSandboxProvider; states: StateLog }> {
+async function replica(now?: () => number, connect: RunnerConnector = greetingConnector): Promise<{ provider: KubernetesSandboxProvider; states: StateLog }> {
   const states = new StateLog();
   const provider = new KubernetesSandboxProvider({
     client: new SandboxClient(cluster.kubeConfig, NAMESPACE, quietLogger),
-    connect: greetingConnector,
+    connect,
     logger: quietLogger,
     onSandboxState: async (conversation, state) => {
       states.record({ conversation, ...state });
@@ -176,6 +176,35 @@ describe('KubernetesSandboxProvider at the cluster’s capacity', () => {
     await provider.release(second, {});
     await provider.release(served, {});
     await Promise.all([sandboxGone(one), sandboxGone(two), sandboxGone(three)]);
+  });
+
+  it('admit answers once the Sandbox has its place, before its runner is connected; at capacity it refuses as acquire does', async () => {
+    let openGate: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    const connecting: string[] = [];
+    const { provider } = await replica(undefined, async (endpoint) => {
+      connecting.push(endpoint.id);
+      await gate;
+      return greetingConnector(endpoint);
+    });
+    const [one, two, three] = [conversationId(), conversationId(), conversationId()];
+    const admitted = await provider.admit(request(one), { wait: false });
+    expect(sandboxesOf(one)[0]?.status?.conditions).toContainEqual(expect.objectContaining({ type: 'Admitted', status: 'True' }));
+    let leased: Lease | undefined;
+    void admitted.lease.then((lease) => (leased = lease));
+    await eventually(cluster, () => connecting.length === 1);
+    expect(leased).toBeUndefined();
+    openGate();
+    const first = await admitted.lease;
+    expect(first.runner.id).toBe(sandboxesOf(one)[0]?.status?.podName);
+
+    const second = await provider.acquire(request(two), { wait: false });
+    const refused = await provider.admit(request(three), { wait: false }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(CapacityExhausted);
+    await sandboxGone(three);
+    await provider.release(first, {});
+    await provider.release(second, {});
+    await Promise.all([sandboxGone(one), sandboxGone(two)]);
   });
 
   it('a held turn past the hold limit is refused and its Sandbox leaves the line', async () => {

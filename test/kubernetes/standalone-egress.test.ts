@@ -186,9 +186,14 @@ describe('the egress proxy as its own process, resolving runs through the API se
       body: JSON.stringify({ content: `[[tool:Bash ${JSON.stringify({ command })}]]` }),
     });
     expect(response.status).toBe(200);
-    // While the turn runs (its first line is out), the pod's credential stands for this run.
+    // While the turn runs (its first agent line is out), the pod's credential stands for this run.
     let during: ReturnType<typeof resolveCall> | undefined;
-    const lines = withoutPings(await readLines(response, () => void (during ??= resolveCall(RESOLVE_PATH, credential))));
+    // (A ping can come first: the stream opens once the message is stored, while the runner gets ready.)
+    const lines = withoutPings(
+      await readLines(response, (line) => {
+        if (line.event !== 'ping' && line.object !== 'platform.event') during ??= resolveCall(RESOLVE_PATH, credential);
+      }),
+    );
     expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
     const duringAnswer = await during!;
     expect(duringAnswer.status).toBe(200);
