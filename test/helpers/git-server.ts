@@ -85,10 +85,11 @@ export interface GitHttpServer {
   /** Holds every authenticated request until the returned release is called (keeps a sync in flight, whatever the machine's load). */
   hold(): () => void;
   /**
-   * Resolves once a request is held (at once if one is): proof that a git process is alive and
-   * waiting on this server.
+   * Resolves once a request is held (at once if one is), for the repository `name` when given (a
+   * sync of another repository still running from an earlier test may be held too): proof that a
+   * git process is alive and waiting on this server.
    */
-  held(): Promise<void>;
+  held(name?: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -98,7 +99,7 @@ export interface GitHttpServer {
  */
 export async function serveGitOverHttp(root: string, auth: { username?: string; password: string }): Promise<GitHttpServer> {
   const requests: GitHttpServer['requests'] = [];
-  const state: { gate: Promise<void> | undefined; held: number } = { gate: undefined, held: 0 };
+  const state: { gate: Promise<void> | undefined; held: string[] } = { gate: undefined, held: [] };
   const heldEvents = new EventEmitter();
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
@@ -111,10 +112,10 @@ export async function serveGitOverHttp(root: string, auth: { username?: string; 
     }
     const gate = state.gate;
     if (!gate) return backend(req, res, url, user);
-    state.held += 1;
+    state.held.push(url.pathname);
     heldEvents.emit('held');
     void gate.then(() => {
-      state.held -= 1;
+      state.held.splice(state.held.indexOf(url.pathname), 1);
       backend(req, res, url, user);
     });
   });
@@ -180,7 +181,10 @@ export async function serveGitOverHttp(root: string, auth: { username?: string; 
         release();
       };
     },
-    held: () => (state.held > 0 ? Promise.resolve() : once(heldEvents, 'held').then(() => undefined)),
+    held: async (name) => {
+      const ofIt = () => state.held.some((held) => name === undefined || held.startsWith(`/${name}/`) || held.startsWith(`/${name}.git/`));
+      while (!ofIt()) await once(heldEvents, 'held');
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -238,9 +238,13 @@ describe('POST /webhooks/github', () => {
   it('a push while a sync is in flight runs one more sync after it, which lands the pushed commit', async () => {
     const { repo, id, cloneUrl } = await registered();
     const release = git.hold();
+    // Each sync starts with one ref advertisement of the repository on the git server.
+    const name = path.basename(repo.dir);
+    const fetchesBefore = git.requests.length;
+    const syncsSeen = () => git.requests.slice(fetchesBefore).filter((r) => r.path === `/${name}/info/refs` && r.user !== undefined).length;
     try {
       expect((await request('POST', `/repositories/${id}/sync`)).status).toBe(202);
-      await git.held();
+      await git.held(name);
       const after = await repo.commit({ 'skills/late/SKILL.md': manifest({ name: 'late', description: 'Pushed mid-sync.' }) });
       const res = await deliver({ body: pushOf(cloneUrl, after) });
       expect(res.status).toBe(202);
@@ -250,11 +254,14 @@ describe('POST /webhooks/github', () => {
       const deadline = Date.now() + 60_000;
       while (Date.now() < deadline) {
         const details = (await request('GET', `/repositories/${id}/sync`)).body;
-        if (details.state === 'ready' && details.commit === after) break;
+        // The first sync may already land the pushed commit (its fetch was held until after the push):
+        // done only once the queued sync has also run (it fetched, and the state is ready again).
+        if (syncsSeen() >= 2 && details.state === 'ready' && details.commit === after) break;
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
       // On failure, the server's log lines about this repository say which sync was still running and why.
       const syncLog = t.logs.filter((line) => line.includes(id)).join('');
+      expect(syncsSeen(), syncLog).toBe(2);
       expect((await request('GET', `/repositories/${id}/sync`)).body, syncLog).toMatchObject({ state: 'ready', commit: after });
     } finally {
       release();
