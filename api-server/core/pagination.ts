@@ -52,13 +52,27 @@ export async function paginate<DB, TB extends keyof DB, Row extends { id: string
   idColumn: string,
   page: PageRequest,
 ): Promise<Page<Row>> {
+  return paginateWith(page, (direction, cursor, fetchCount) => pageQuery(query, idColumn, direction, cursor, fetchCount).execute());
+}
+
+/**
+ * `query` narrowed to the rows of a page read in `direction`: up to `fetchCount` rows, newest first
+ * except for `newer` (oldest first); `cursor` is unused for `newest`.
+ */
+export function pageQuery<DB, TB extends keyof DB, Row>(
+  query: SelectQueryBuilder<DB, TB, Row>,
+  idColumn: string,
+  direction: PageDirection,
+  cursor: string | undefined,
+  fetchCount: number,
+): SelectQueryBuilder<DB, TB, Row> {
   // The column name is ours (a literal at each call site); kysely cannot type a dynamic reference.
   const q = query as unknown as SelectQueryBuilder<any, any, Row>;
-  return paginateWith(page, (direction, cursor, fetchCount) => {
-    if (direction === 'newer') return q.where(idColumn, '>', cursor).orderBy(idColumn, 'asc').limit(fetchCount).execute();
-    const older = direction === 'older' ? q.where(idColumn, '<', cursor) : q;
-    return older.orderBy(idColumn, 'desc').limit(fetchCount).execute();
-  });
+  const paged =
+    direction === 'newer'
+      ? q.where(idColumn, '>', cursor).orderBy(idColumn, 'asc')
+      : (direction === 'older' ? q.where(idColumn, '<', cursor) : q).orderBy(idColumn, 'desc');
+  return paged.limit(fetchCount) as unknown as SelectQueryBuilder<DB, TB, Row>;
 }
 
 /** Which rows a page reads: the newest, those older than a cursor, or those newer than it. */

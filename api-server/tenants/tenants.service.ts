@@ -5,7 +5,7 @@ import type { AppDeps } from '../deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
 import { compiledOnce } from '../core/db/compiled-query.js';
 import type { Db } from '../core/db/database.js';
-import { type PageDirection, type PageRequest, paginateWith } from '../core/pagination.js';
+import { type PageDirection, type PageRequest, pageQuery, paginateWith } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { findRepository } from '../repositories/repositories.repository.js';
 import { problems } from '../core/problems.js';
@@ -212,9 +212,8 @@ function tenantPageQuery(direction: PageDirection, byStatus: boolean) {
         // The root is the integration itself, not one of the tenants "under" it.
         .where('parent_id', 'is not', null);
       if (byStatus) q = q.where('status', '=', rest.shift() as 'active' | 'suspended');
-      if (direction === 'older') q = q.where('id', '<', rest.shift()!);
-      if (direction === 'newer') q = q.where('id', '>', rest.shift()!);
-      return q.orderBy('id', direction === 'newer' ? 'asc' : 'desc').limit(rest.shift() as unknown as number);
+      const cursor = direction === 'newest' ? undefined : rest.shift();
+      return pageQuery(q, 'id', direction, cursor, rest.shift() as unknown as number);
     });
     tenantPageQueries.set(shape, run);
   }
