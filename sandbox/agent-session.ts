@@ -42,9 +42,9 @@ export interface ListedCommand {
 /** A prewarmed process bound to the workspace, waiting for its first message. */
 interface BoundSession {
   session: Query;
-  /** The workspace it is bound to, and what that held once bound. */
+  /** The workspace it is bound to, and what that held once bound (undefined: it could not be read). */
   cwd: string;
-  seen: WorkspaceEntries;
+  seen: WorkspaceEntries | undefined;
   /** What the session listed once bound (all of it turned off since). */
   commands: ListedCommand[];
   /** Hands the session its turns; undefined ends its prompt unread. */
@@ -164,10 +164,14 @@ interface WorkspaceEntries {
   claude: string[];
 }
 
-async function workspaceEntries(cwd: string): Promise<WorkspaceEntries> {
-  const top = await readdir(cwd).catch(() => ['?']);
-  const claude = top.includes('.claude') ? await readdir(path.join(cwd, '.claude')).catch(() => ['?']) : [];
-  return { top, claude };
+/** Undefined when the workspace cannot be read. */
+async function workspaceEntries(cwd: string): Promise<WorkspaceEntries | undefined> {
+  try {
+    const top = await readdir(cwd);
+    return { top, claude: top.includes('.claude') ? await readdir(path.join(cwd, '.claude')) : [] };
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -175,8 +179,10 @@ async function workspaceEntries(cwd: string): Promise<WorkspaceEntries> {
  * delivered after it): anything new there (a conversation's earlier files, a CLAUDE.md, project
  * settings) would make what the claim read of the folder stale.
  */
-async function onlySkillsAdded(cwd: string, seen: WorkspaceEntries): Promise<boolean> {
+async function onlySkillsAdded(cwd: string, seen: WorkspaceEntries | undefined): Promise<boolean> {
   const now = await workspaceEntries(cwd);
+  // A workspace that could not be read at either time cannot be vouched for.
+  if (!now || !seen) return false;
   return now.top.every((entry) => entry === '.claude' || seen.top.includes(entry)) && now.claude.every((entry) => entry === 'skills' || seen.claude.includes(entry));
 }
 
