@@ -144,6 +144,19 @@ const LOOKUP_FAILED = Symbol('lookup failed');
 type LookupFailed = typeof LOOKUP_FAILED;
 const LOOKUP_FAILED_MESSAGE = 'the egress proxy cannot look the run up now; retry';
 
+/** `compile`, once per run's map of values (a run resolved in process hands the same map to each request). */
+function maskerPerRun(compile: (secrets: RunSecrets) => Masker | undefined): (secrets: RunSecrets) => Masker | undefined {
+  const maskers = new WeakMap<RunSecrets, Masker | null>();
+  return (secrets) => {
+    let masker = maskers.get(secrets);
+    if (masker === undefined) {
+      masker = compile(secrets) ?? null;
+      maskers.set(secrets, masker);
+    }
+    return masker ?? undefined;
+  };
+}
+
 /** Request bodies up to this size are substituted whole and sent with an exact Content-Length (some
  * upstreams refuse chunked uploads); larger ones stream with chunked framing. */
 const BUFFERED_BODY_LIMIT = 1 << 20;
@@ -204,26 +217,9 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     keepAlive: true,
     ...(extraCa ? { secureContext: createSecureContext({ ca: [...rootCertificates, extraCa] }) } : {}),
   });
-  const maskers = new WeakMap<RunSecrets, Masker | null>();
-  const maskerFor = (secrets: RunSecrets): Masker | undefined => {
-    let masker = maskers.get(secrets);
-    if (masker === undefined) {
-      masker = compileMasker(secrets) ?? null;
-      maskers.set(secrets, masker);
-    }
-    return masker ?? undefined;
-  };
+  const maskerFor = maskerPerRun(compileMasker);
   // The run's values and the model key, for what the model endpoint answers.
-  const modelMaskers = new WeakMap<RunSecrets, Masker | null>();
-  const modelMaskerFor = (secrets: RunSecrets): Masker | undefined => {
-    if (!modelKey) return maskerFor(secrets);
-    let masker = modelMaskers.get(secrets);
-    if (masker === undefined) {
-      masker = compileMasker(new Map([...secrets, [MODEL_KEY_ALIAS, modelKey]])) ?? null;
-      modelMaskers.set(secrets, masker);
-    }
-    return masker ?? undefined;
-  };
+  const modelMaskerFor = modelKey ? maskerPerRun((secrets) => compileMasker(new Map([...secrets, [MODEL_KEY_ALIAS, modelKey]]))) : maskerFor;
 
   const tunnels = new WeakMap<Socket, Tunnel>();
   const openSockets = new Set<Duplex>();
