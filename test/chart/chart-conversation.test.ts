@@ -14,19 +14,15 @@
  * the runner pod through the proxy reaches an HTTPS echo server (under a CA of its own, which the proxy
  * trusts upstream).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer as createHttpsServer, type Server } from 'node:https';
-import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
-import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
-import { cleanEnv, freePort, killLeftovers, portOpen, ROOT, runAcis, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
+import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
+import { cleanEnv, freePort, killLeftovers, ROOT, runAcis, startEgressProxyProcess, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
 import { helm } from '../helpers/kube-tools.js';
 import { deltaText, isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
@@ -67,29 +63,20 @@ interface ServiceObject extends KubeObject {
 type Mode = 'api-server' | 'deployment';
 
 let stub: ModelStub;
-/** An HTTPS server on the "internet" (loopback, which the proxy is told it may reach), under a CA of its own. */
-let httpsEcho: Server;
+/** Upstreams on the "internet" (loopback, which the proxy is told it may reach); HTTPS under a CA of their own. */
+let echoServers: EchoServers | undefined;
 let httpsEchoPort: number;
 let httpsEchoCa: string;
-const echoedPaths: string[] = [];
 
 beforeAll(async () => {
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
-  const echoCa = await createEphemeralCa('chart conversation echo CA');
-  const leaf = await echoCa.issueLeaf('localhost');
-  httpsEchoCa = echoCa.certPem;
-  httpsEcho = createHttpsServer({ cert: leaf.certPem, key: leaf.keyPem }, (req, res) => {
-    echoedPaths.push(req.url ?? '');
-    res.end(`echo ${req.url}\n`);
-  });
-  httpsEcho.listen(0, '127.0.0.1');
-  await once(httpsEcho, 'listening');
-  httpsEchoPort = (httpsEcho.address() as AddressInfo).port;
+  echoServers = await startEchoServers('chart conversation echo CA');
+  ({ httpsPort: httpsEchoPort, caCertificatePem: httpsEchoCa } = echoServers);
 }, 30_000);
 
 afterAll(async () => {
   await stub?.stop();
-  httpsEcho?.close();
+  echoServers?.close();
 });
 
 describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with egressProxy.mode %s', (mode) => {
@@ -100,7 +87,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
   let scratch: string;
   let api: AcisProcess | undefined;
   let controller: AcisProcess | undefined;
-  let proxy: { process: ChildProcess; output: () => string } | undefined;
+  let proxy: AcisProcess | undefined;
   let apiUrl: string;
   let apiTemplate: RenderedPodTemplate;
   let controllerTemplate: RenderedPodTemplate;
@@ -133,11 +120,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
 
   afterAll(async () => {
     if (controller) await stopAcis(controller);
-    if (proxy && proxy.process.exitCode === null) {
-      const exited = new Promise((resolve) => proxy!.process.once('exit', resolve));
-      proxy.process.kill('SIGTERM');
-      await exited;
-    }
+    if (proxy) await stopAcis(proxy);
     if (api) await stopAcis(api);
     killLeftovers();
     await kubelet?.close();
@@ -226,17 +209,9 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       expect(resolveService.spec.ports).toEqual([expect.objectContaining({ port: resolvePort, targetPort: 'egress-resolve' })]);
       expect(apiContainer.ports).toContainEqual(expect.objectContaining({ name: 'egress-resolve', containerPort: resolvePort }));
       expect(proxyEnv.ACIS_EGRESS_RESOLVE_URL).toBe(`http://acis-egress-resolve:${resolvePort}`);
-      const child = spawn(process.execPath, ['--import', 'tsx', 'egress-proxy/main.ts'], {
-        cwd: ROOT,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...cleanEnv(proxyEnv), ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolvePort}` },
-      });
-      let output = '';
-      child.stdout?.on('data', (chunk) => (output += chunk));
-      child.stderr?.on('data', (chunk) => (output += chunk));
-      proxy = { process: child, output: () => output };
+      expect(proxyEnv.ACIS_EGRESS_PORT).toBe(String(proxyPort));
       // Ready as its readiness probe sees it: the proxy port answers.
-      await until(async () => child.exitCode === null && (await portOpen(proxyPort)), 60_000, () => `the egress proxy's port:\n${output}`);
+      proxy = await startEgressProxyProcess({ ...cleanEnv(proxyEnv), ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolvePort}` });
     }
 
     controllerTemplate = podTemplate(server, NAMESPACE, 'acis-controller');
@@ -335,7 +310,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     expect(httpsTurn.status).toBe(200);
     const httpsText = await httpsTurn.text();
     expect(withoutPings(parseNdjson(httpsText)).at(-1), httpsText).toMatchObject({ type: 'result', subtype: 'success' });
-    expect(echoedPaths, httpsText).toContain(`/through-the-chart-${mode}`);
+    expect(echoServers!.received.map((r) => r.path), httpsText).toContain(`/through-the-chart-${mode}`);
     expect(httpsText).toContain(`echo /through-the-chart-${mode}`);
 
     expect((await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status).toBe(204);
