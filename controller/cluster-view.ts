@@ -7,7 +7,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Expectations, inFlight, NO_EXPECTATIONS } from '../sandbox-policy/expectations.js';
 import { type AdmissionCandidate, admitInOrder, type RunnerView, warmCapReleases } from '../sandbox-policy/policy.js';
-import { conditionOf, isTerminal, LABELS, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
+import { ANNOTATIONS, conditionOf, isTerminal, LABELS, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
 import type { Informer } from './informer.js';
 import { isPodReady } from './pod-health.js';
 import type { SandboxObservation } from './sandbox-decisions.js';
@@ -23,8 +23,8 @@ export class ClusterView {
   expectations: Expectations = NO_EXPECTATIONS;
   /** Sandboxes admitted by this leader whose status may not show it yet. */
   readonly admitted = new Set<string>();
-  /** Pool pods a claim picked, whose adoption the cache may not show yet: pod name → Sandbox key. */
-  readonly picked = new Map<string, string>();
+  /** Pool pods a claim picked, whose adoption the cache may not show yet, by pod name. */
+  readonly picked = new Map<string, Pick>();
   /**
    * Sandboxes as this replica last wrote them, with the resourceVersion they were written over: while
    * the cache still shows that older version, the written one is the truth (no 409 round trip to
@@ -159,9 +159,33 @@ export class ClusterView {
     );
   }
 
+  /**
+   * When a pod of `pool` was last claimed: picks the cache may not show yet, and the adoption time
+   * every adopted pod carries (so a new leader knows it too).
+   */
+  lastClaimedAt(pool: SandboxWarmPool): number | undefined {
+    const name = pool.metadata.name;
+    let last: number | undefined;
+    const seen = (at: number) => {
+      if (Number.isFinite(at) && (last === undefined || at > last)) last = at;
+    };
+    for (const pick of this.picked.values()) if (pick.pool === name) seen(pick.at);
+    for (const pod of this.pods.list(this.namespace)) {
+      const annotations = pod.metadata?.annotations;
+      if (annotations?.[ANNOTATIONS.adoptedFrom] === name) seen(Date.parse(annotations[ANNOTATIONS.adoptedAt] ?? ''));
+    }
+    return last;
+  }
+
   adoptablePods(pool: SandboxWarmPool): V1Pod[] {
     return this.livePoolPods(pool).filter((p) => p.metadata?.labels?.[LABELS.pool] === pool.metadata.name && isPodReady(p));
   }
+}
+
+export interface Pick {
+  sandbox: string;
+  pool: string;
+  at: number;
 }
 
 export function createdAt(object: { metadata?: { creationTimestamp?: string | Date | undefined } }): number {

@@ -26,6 +26,7 @@ const EnvSchema = z.object({
   ACIS_MODEL_BASE_URL: z.string().url().refine((url) => /^https?:/.test(url), 'must be an http(s) URL').default('https://api.anthropic.com'),
   ACIS_CLUSTER_MAX_SANDBOXES: z.coerce.number().int().min(1).max(100_000).default(100),
   ACIS_SANDBOX_START_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(120),
+  ACIS_POOL_REFILL_DELAY_SECONDS: z.coerce.number().min(0).max(60).default(0.3),
   ACIS_CONTROLLER_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
   ACIS_CONTROLLER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9090),
   ACIS_CONTROLLER_LEASE_NAME: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/).default('acis-controller'),
@@ -59,6 +60,8 @@ export interface ControllerConfig {
   maxSandboxes: number;
   /** A Sandbox not ready this long after admission fails with the reason it was stuck on. */
   startTimeoutMs: number;
+  /** A warm pool waits this long after a claim before it starts the replacement pod. */
+  poolRefillDelayMs: number;
   metricsHost: string;
   /** 0: an ephemeral port (tests). */
   metricsPort: number;
@@ -103,6 +106,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     modelBaseUrl: e.ACIS_MODEL_BASE_URL.replace(/\/+$/, ''),
     maxSandboxes: e.ACIS_CLUSTER_MAX_SANDBOXES,
     startTimeoutMs: e.ACIS_SANDBOX_START_TIMEOUT_SECONDS * 1000,
+    poolRefillDelayMs: Math.round(e.ACIS_POOL_REFILL_DELAY_SECONDS * 1000),
     metricsHost: e.ACIS_CONTROLLER_METRICS_HOST,
     metricsPort: e.ACIS_CONTROLLER_METRICS_PORT,
     leaseName: e.ACIS_CONTROLLER_LEASE_NAME,

@@ -95,6 +95,8 @@ export async function startController(options: {
     const owner = pod.metadata?.ownerReferences?.find((r) => r.controller);
     const ownerKey = owner ? objectKey(owner.kind === SANDBOX.kind ? 'Sandbox' : 'SandboxWarmPool', ns, owner.name) : undefined;
     if (ownerKey) view.expectations = observed(view.expectations, ownerKey, name, event === 'delete' ? 'deleted' : 'created');
+    // A picked pod the cache shows adopted (or gone) needs the pick no more.
+    if (event === 'delete' || owner?.kind === SANDBOX.kind) view.picked.delete(name);
     const previous = podOwners.get(name);
     if (event === 'delete') podOwners.delete(name);
     else if (ownerKey) podOwners.set(name, ownerKey);

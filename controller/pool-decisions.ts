@@ -2,7 +2,9 @@
  * What to do with one SandboxWarmPool, as a pure function: keep `replicas` unclaimed runner pods,
  * never past the cluster's cap (claims waiting for a place come before refills), never counting a
  * pod twice (creates in flight count as present). Pods that failed are replaced; extra pods go,
- * those not ready first.
+ * those not ready first. Right after a claim the pool waits `refillDelayMs` before it creates a
+ * replacement: a starting runner takes the node's CPU, and the claimed pod's first turn is running
+ * there at that moment (the local provider's pool waits for the claimed runner's first agent line).
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { poolDeficit, type RunnerView } from '../sandbox-policy/policy.js';
@@ -21,12 +23,18 @@ export interface PoolObservation {
   /** Sandboxes waiting for a place: they get freed capacity before the pool does. */
   waitingClaims: number;
   maxSandboxes: number;
+  /** When a pod of this pool was last claimed (ms), if ever. */
+  lastClaimedAt: number | undefined;
+  refillDelayMs: number;
+  now: number;
 }
 
 export interface PoolDecision {
   create: number;
   delete: string[];
   status: SandboxWarmPoolStatus;
+  /** Creates held back after a claim: look again then. */
+  requeueAt: number | undefined;
 }
 
 export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): PoolDecision {
@@ -51,11 +59,14 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
     lastUsedAt: created(p),
   }));
   const capacity = observed.maxSandboxes - observed.usedElsewhere - observed.waitingClaims;
-  const create = poolDeficit(views, pool.spec.agentType, { maxSandboxes: capacity, poolSize: desired }, observed.inFlight);
+  const deficit = poolDeficit(views, pool.spec.agentType, { maxSandboxes: capacity, poolSize: desired }, observed.inFlight);
+  const refillAt = observed.lastClaimedAt === undefined ? undefined : observed.lastClaimedAt + observed.refillDelayMs;
+  const held = deficit > 0 && refillAt !== undefined && observed.now < refillAt;
 
   const ready = healthy.filter(isPodReady);
   return {
-    create,
+    create: held ? 0 : deficit,
+    requeueAt: held ? refillAt : undefined,
     delete: [...failed.map((p) => p.metadata!.name!), ...surplus],
     status: {
       replicas: healthy.length,

@@ -28,6 +28,9 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
     usedElsewhere: used.sandboxes + used.poolPods,
     waitingClaims: view.waiting().length,
     maxSandboxes: config.maxSandboxes,
+    lastClaimedAt: view.lastClaimedAt(pool),
+    refillDelayMs: config.poolRefillDelayMs,
+    now: at,
   });
 
   const creates = Array.from({ length: decision.create }, () => `${pool.metadata.name}-${randomBytes(4).toString('hex')}`);
@@ -56,5 +59,5 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   }
   const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failure) throw failure.reason;
-  return {};
+  return { requeueAt: decision.requeueAt };
 }

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
-import { API_VERSION, LABELS, SANDBOX, type Sandbox } from './api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
 import { createdAt } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
@@ -98,8 +98,10 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
     }
     case 'adopt-pod': {
       const podName = action.pod.metadata!.name!;
-      view.picked.set(podName, key);
-      view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
+      const pool = action.pod.metadata?.labels?.[LABELS.pool] ?? '';
+      const at = ctx.now();
+      view.picked.set(podName, { sandbox: key, pool, at });
+      view.expectations = expectCreate(view.expectations, key, podName, at);
       try {
         await client.mergePatch({
           apiVersion: 'v1',
@@ -109,7 +111,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
             namespace,
             resourceVersion: action.pod.metadata!.resourceVersion,
             labels: { ...sandboxPodLabels(sandbox), [LABELS.pool]: null },
-            annotations: { 'acis.dev/adopted-from': action.pod.metadata?.labels?.[LABELS.pool] ?? '' },
+            annotations: { [ANNOTATIONS.adoptedFrom]: pool, [ANNOTATIONS.adoptedAt]: new Date(at).toISOString() },
             ownerReferences: [controllerRef(sandbox)],
           },
         });

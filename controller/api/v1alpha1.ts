@@ -23,6 +23,11 @@ export const LABELS = {
   managedBy: 'app.kubernetes.io/managed-by',
   component: 'app.kubernetes.io/component',
 } as const;
+/** On a runner pod adopted from a warm pool: the pool it came from and when (RFC 3339). */
+export const ANNOTATIONS = {
+  adoptedFrom: 'acis.dev/adopted-from',
+  adoptedAt: 'acis.dev/adopted-at',
+} as const;
 export const MANAGED_BY = 'acis-controller';
 export const RUNNER_COMPONENT = 'runner';
 

@@ -25,13 +25,17 @@ describe('SandboxWarmPool', () => {
 
     // Every status the Sandbox shows on its way: an adopted ready pod makes it Ready in the write that binds it.
     const phases: string[] = [];
+    // And when the API server saw the adoption and the replacement pod's create.
+    const seen: { adopted?: number; replaced?: number } = {};
     const stopWatching = file.cluster.server.store.store.subscribe((change) => {
       const status = (change.object as any).status;
       if (change.storageKey === 'acis.dev/sandboxes' && change.object.metadata.name === 'claim-1' && status) phases.push(`${status.phase}${status.podName ? ' bound' : ''}`);
+      const labels = (change.object.metadata as any).labels ?? {};
+      if (change.storageKey === '/pods' && change.type === 'ADDED' && labels['acis.dev/pool'] === 'agents') seen.replaced ??= performance.now();
+      if (change.storageKey === '/pods' && labels['acis.dev/sandbox'] === 'claim-1') seen.adopted ??= performance.now();
     });
     const sandbox = createSandbox(file.cluster, 'claim-1', { mode: 'pooled' });
     const ready = await waitForSandbox(file.cluster, 'claim-1', phaseIs('Ready'));
-    stopWatching();
     expect(phases).toEqual(['Ready bound']);
     expect(ready!.status!.launch).toBe('pool');
     expect(before.has(ready!.status!.podName!)).toBe(true);
@@ -46,8 +50,13 @@ describe('SandboxWarmPool', () => {
     // Adopted, not started: no pod named after the Sandbox.
     expect(file.cluster.server.store.find('pods', NAMESPACE, 'claim-1')).toBeUndefined();
 
+    expect(adopted.metadata.annotations).toMatchObject({ 'acis.dev/adopted-from': 'agents', 'acis.dev/adopted-at': expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+
     await eventually(file.cluster, () => readyPoolPods('agents').length === 2);
+    stopWatching();
     expect(readyPoolPods('agents').map((p) => p.metadata.name)).not.toContain(adopted.metadata.name);
+    // The replacement waited the refill delay (300 ms by default) after the claim, off its first turn's CPU.
+    expect(seen.replaced! - seen.adopted!).toBeGreaterThanOrEqual(250);
     const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'claim-1').map((e: any) => e.reason);
     expect(events).toEqual(expect.arrayContaining(['Adopted', 'Ready']));
 

@@ -14,7 +14,14 @@ describe('loadControllerConfig(env)', () => {
       leaseDurationMs: 15_000,
       runnerCommand: [],
       runnerResources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+      poolRefillDelayMs: 300,
     });
+  });
+
+  it('takes the pool refill delay in seconds, 0 to refill at once', () => {
+    expect(loadControllerConfig({ ACIS_POOL_REFILL_DELAY_SECONDS: '1.5' }).poolRefillDelayMs).toBe(1500);
+    expect(loadControllerConfig({ ACIS_POOL_REFILL_DELAY_SECONDS: '0' }).poolRefillDelayMs).toBe(0);
+    expect(() => loadControllerConfig({ ACIS_POOL_REFILL_DELAY_SECONDS: '-1' })).toThrow(/ACIS_POOL_REFILL_DELAY_SECONDS/);
   });
 
   it('reports every problem of the environment at once', () => {

@@ -170,7 +170,18 @@ describe('decidePool(pool, observed)', () => {
     metadata: { name: 'p', namespace: 'ns', uid: 'pool-uid', generation: 4 },
     spec: { agentType: 'vendor-agent-sdk', replicas },
   });
-  const base = { pods: [] as V1Pod[], inFlight: 0, picked: new Set<string>(), usedElsewhere: 0, waitingClaims: 0, maxSandboxes: 10 };
+  const now = Date.parse('2026-11-25T12:00:00Z');
+  const base = {
+    pods: [] as V1Pod[],
+    inFlight: 0,
+    picked: new Set<string>(),
+    usedElsewhere: 0,
+    waitingClaims: 0,
+    maxSandboxes: 10,
+    lastClaimedAt: undefined as number | undefined,
+    refillDelayMs: 300,
+    now,
+  };
 
   it.each<[string, number, Partial<typeof base>, { create: number; delete: string[] }]>([
     ['fills an empty pool', 3, {}, { create: 3, delete: [] }],
@@ -183,6 +194,21 @@ describe('decidePool(pool, observed)', () => {
   ])('%s', (_name, replicas, observed, expected) => {
     const decision = decidePool(pool(replicas), { ...base, ...observed });
     expect({ create: decision.create, delete: decision.delete }).toEqual(expected);
+  });
+
+  it('holds a replacement back until refillDelayMs after the last claim, then creates it', () => {
+    const claimed = { ...base, lastClaimedAt: now - 100 };
+    expect(decidePool(pool(2), { ...claimed, pods: [pod('r1', running())] })).toMatchObject({ create: 0, requeueAt: now + 200 });
+    expect(decidePool(pool(2), { ...claimed, pods: [pod('r1', running())], now: now + 200 })).toMatchObject({ create: 1, requeueAt: undefined });
+    // Without a deficit nothing waits; a claim long ago holds nothing back; no delay, no wait.
+    expect(decidePool(pool(1), { ...claimed, pods: [pod('r1', running())] })).toMatchObject({ create: 0, requeueAt: undefined });
+    expect(decidePool(pool(2), { ...base, lastClaimedAt: now - 5000 })).toMatchObject({ create: 2, requeueAt: undefined });
+    expect(decidePool(pool(2), { ...claimed, refillDelayMs: 0 })).toMatchObject({ create: 2, requeueAt: undefined });
+  });
+
+  it('removes failed and surplus pods while a refill is held back', () => {
+    const decision = decidePool(pool(1), { ...base, lastClaimedAt: now, pods: [pod('dead', { phase: 'Failed' })] });
+    expect(decision).toMatchObject({ create: 0, delete: ['dead'], requeueAt: now + 300 });
   });
 
   it('reports desired, ready and available (ready, not picked) and the selector', () => {
