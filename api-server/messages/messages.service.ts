@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { isUniqueViolation, json } from '../core/db/database.js';
+import { type Db, isUniqueViolation, json } from '../core/db/database.js';
 import type { AppDeps } from '../deps.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
@@ -123,8 +123,9 @@ export async function startMessageRun(
 }
 
 /**
- * The user message and the in-progress assistant message, in one transaction with the counters
- * and (`vaultSecrets`) the message's `secrets`, vaulted for the run alone.
+ * The user message and the in-progress assistant message with the conversation's counters, in one
+ * statement (one round trip on the way to the runner); in a transaction with the message's `secrets`,
+ * vaulted for the run alone, when there are any to vault.
  */
 async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversationRow, body: SendBody, vaultSecrets: boolean) {
   const now = deps.now();
@@ -138,33 +139,31 @@ async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversatio
     created_at: now,
     updated_at: now,
   };
-  await deps.db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('messages')
-      .values([
-        {
-          ...common,
-          id: userMessageId,
-          role: 'user',
-          content: body.content,
-          parts: body.parts ? json(body.parts) : null,
-          status: 'completed',
-          usage: null,
-          node_id: null,
-        },
-        {
-          ...common,
-          id: assistantMessageId,
-          role: 'assistant',
-          content: '',
-          parts: null,
-          status: 'in_progress',
-          usage: null,
-          node_id: deps.runtime.nodeId,
-        },
-      ])
-      .execute();
-    await trx
+  const rows = [
+    {
+      ...common,
+      id: userMessageId,
+      role: 'user' as const,
+      content: body.content,
+      parts: body.parts ? json(body.parts) : null,
+      status: 'completed' as const,
+      usage: null,
+      node_id: null,
+    },
+    {
+      ...common,
+      id: assistantMessageId,
+      role: 'assistant' as const,
+      content: '',
+      parts: null,
+      status: 'in_progress' as const,
+      usage: null,
+      node_id: deps.runtime.nodeId,
+    },
+  ];
+  const store = (db: Db) =>
+    db
+      .with('turn_messages', (q) => q.insertInto('messages').values(rows))
       .updateTable('conversations')
       .set((eb) => ({
         message_count: eb('message_count', '+', 2),
@@ -174,8 +173,15 @@ async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversatio
       }))
       .where('id', '=', conversation.id)
       .execute();
-    if (vaultSecrets && body.secrets) await vaultRunSecrets({ db: trx, vault: deps.vault }, assistantMessageId, body.secrets, now);
-  });
+  const secrets = vaultSecrets ? body.secrets : undefined;
+  if (secrets) {
+    await deps.db.transaction().execute(async (trx) => {
+      await store(trx);
+      await vaultRunSecrets({ db: trx, vault: deps.vault }, assistantMessageId, secrets, now);
+    });
+  } else {
+    await store(deps.db);
+  }
   return { userMessageId, assistantMessageId };
 }
 
