@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
-import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -287,7 +287,9 @@ export class LocalSandboxProvider implements SandboxProvider {
         this.bind(entry, request);
         // The replacement starts once the claimed runner's agent has spoken (or the runner is gone):
         // its start-up would otherwise share the CPUs with the claimed turn up to its first line.
-        void entry.runner.spoke.then(() => this.topUpPool());
+        // Not in the same tick: spawning blocks this thread for milliseconds, and the first line is
+        // still on its way to the client's stream (its writes are queued behind this callback).
+        void entry.runner.spoke.then(() => setImmediate(() => this.topUpPool()));
         return this.prepare(entry, request);
       }
       case 'start-new': {
@@ -312,9 +314,13 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** Copies the conversation's saved workspace into the runner's, then waits for the runner to be up. */
   private async prepare(entry: RunnerEntry, request: AcquireRequest): Promise<Lease> {
     try {
+      // A conversation's first turn has no saved workspace: one directory read instead of a copy.
       const saved = this.conversationWorkspace(request.conversationId);
-      await mkdir(saved, { recursive: true });
-      await cp(saved, entry.dirs.workspace, { recursive: true, force: true });
+      const entries = await readdir(saved).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT') return [];
+        throw error;
+      });
+      if (entries.length > 0) await cp(saved, entry.dirs.workspace, { recursive: true, force: true });
       await entry.runner.ready;
       return { runner: entry.runner, continuing: false };
     } catch (error) {
