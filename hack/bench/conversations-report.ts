@@ -46,19 +46,23 @@ export interface ConversationRunInfo {
   streams: number;
 }
 
-/** Each case, the floor it is held to, and the aim (issue text). */
-export const CASES: Record<CaseId, { title: string; floor: FloorId; aim: { kind: 'added-ms'; ms: number } | { kind: 'ratio'; max: number } }> = {
+/**
+ * Each case, the floor it is held to, and the aim (issue text): on the first and the terminal line,
+ * or (`firstLineOnly`) on the first agent line alone, as the pooled first message's issue defines it.
+ */
+type Aim = ({ kind: 'added-ms'; ms: number } | { kind: 'ratio'; max: number }) & { firstLineOnly?: true };
+export const CASES: Record<CaseId, { title: string; floor: FloorId; aim: Aim }> = {
   warm: { title: 'warm conversation, later turn (held runner, live session)', floor: 'live', aim: { kind: 'added-ms', ms: 15 } },
   pooled: { title: 'pooled claim (pre-started runner, session resumed)', floor: 'prestarted', aim: { kind: 'added-ms', ms: 15 } },
   'pooled-first': {
     title: "pooled conversation's first message (pre-started runner, runtime prewarmed)",
     floor: 'prestarted-new',
-    aim: { kind: 'added-ms', ms: 15 },
+    aim: { kind: 'added-ms', ms: 15, firstLineOnly: true },
   },
   'pooled-first-unprewarmed': {
     title: "pooled conversation's first message with ACIS_POOL_PREWARM=0 (the runtime starts at the claim)",
     floor: 'prestarted-new',
-    aim: { kind: 'added-ms', ms: 15 },
+    aim: { kind: 'added-ms', ms: 15, firstLineOnly: true },
   },
   cold: { title: 'cold start with resume (ACIS_POOL_SIZE=0: a new sandboxed runner resumes the session)', floor: 'fresh', aim: { kind: 'ratio', max: 1.3 } },
 };
@@ -118,15 +122,16 @@ function compare(own: Stats, floor: Stats | undefined, label: string): Compariso
   };
 }
 
-/** The aim holds when both the first line and the terminal line meet it at the median, against the plain floor. */
+/** The aim holds when the first line and (unless the aim is on the first line only) the terminal line meet it at the median, against the plain floor. */
 function aimMet(id: CaseId, vsPlain: Comparison): boolean | null {
   const aim = CASES[id].aim;
-  if (aim.kind === 'added-ms') {
-    const { added_first_line_p50_ms: a, added_terminal_p50_ms: b } = vsPlain;
-    return a === null || b === null ? null : a < aim.ms && b < aim.ms;
-  }
-  const { ratio_first_line_p50: a, ratio_terminal_p50: b } = vsPlain;
-  return a === null || b === null ? null : a <= aim.max && b <= aim.max;
+  const [first, terminal] =
+    aim.kind === 'added-ms'
+      ? [vsPlain.added_first_line_p50_ms, vsPlain.added_terminal_p50_ms]
+      : [vsPlain.ratio_first_line_p50, vsPlain.ratio_terminal_p50];
+  const meets = (value: number) => (aim.kind === 'added-ms' ? value < aim.ms : value <= aim.max);
+  if (first === null || (!aim.firstLineOnly && terminal === null)) return null;
+  return meets(first) && (aim.firstLineOnly === true || meets(terminal!));
 }
 
 function floorStats(floors: FloorRun[], kind: FloorId, where: Where): Stats | undefined {
@@ -144,7 +149,7 @@ function caseRows(cases: CaseRun[], floors: FloorRun[]) {
       id: run.id,
       title: meta.title,
       ...own,
-      aim: meta.aim.kind === 'added-ms' ? `adds < ${meta.aim.ms} ms at p50 over its floor` : `within ${meta.aim.max}x its floor at p50`,
+      aim: `${meta.aim.kind === 'added-ms' ? `adds < ${meta.aim.ms} ms at p50 over its floor` : `within ${meta.aim.max}x its floor at p50`}${meta.aim.firstLineOnly ? ' (first line)' : ''}`,
       aim_met: run.failure ? false : aimMet(run.id, vsPlain),
       vs_plain_floor: vsPlain,
       vs_bwrap_floor: bwrap ? compare(own, bwrap, `bwrap ${meta.floor}`) : null,
