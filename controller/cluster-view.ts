@@ -160,21 +160,18 @@ export class ClusterView {
   }
 
   /**
-   * When a pod of `pool` was last claimed: picks the cache may not show yet, and the adoption time
-   * every adopted pod carries (so a new leader knows it too).
+   * When pods of `pool` were claimed since `since` (ms): picks the cache may not show yet, and the
+   * adoption time every adopted pod carries (so a new leader knows it too). A pod is counted once.
    */
-  lastClaimedAt(pool: SandboxWarmPool): number | undefined {
+  claimedSince(pool: SandboxWarmPool, since: number): number[] {
     const name = pool.metadata.name;
-    let last: number | undefined;
-    const seen = (at: number) => {
-      if (Number.isFinite(at) && (last === undefined || at > last)) last = at;
-    };
-    for (const pick of this.picked.values()) if (pick.pool === name) seen(pick.at);
+    const times = new Map<string, number>();
     for (const pod of this.pods.list(this.namespace)) {
       const annotations = pod.metadata?.annotations;
-      if (annotations?.[ANNOTATIONS.adoptedFrom] === name) seen(Date.parse(annotations[ANNOTATIONS.adoptedAt] ?? ''));
+      if (annotations?.[ANNOTATIONS.adoptedFrom] === name) times.set(pod.metadata!.name!, Date.parse(annotations[ANNOTATIONS.adoptedAt] ?? ''));
     }
-    return last;
+    for (const [podName, pick] of this.picked) if (pick.pool === name) times.set(podName, pick.at);
+    return [...times.values()].filter((at) => Number.isFinite(at) && at >= since);
   }
 
   adoptablePods(pool: SandboxWarmPool): V1Pod[] {

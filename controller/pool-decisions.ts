@@ -2,9 +2,10 @@
  * What to do with one SandboxWarmPool, as a pure function: keep `replicas` unclaimed runner pods,
  * never past the cluster's cap (claims waiting for a place come before refills), never counting a
  * pod twice (creates in flight count as present). Pods that failed are replaced; extra pods go,
- * those not ready first. Right after a claim the pool waits `refillDelayMs` before it creates a
- * replacement: a starting runner takes the node's CPU, and the claimed pod's first turn is running
- * there at that moment (the local provider's pool waits for the claimed runner's first agent line).
+ * those not ready first. After a lone claim, while it still has a ready pod to offer, the pool waits
+ * `refillDelayMs` before it creates the replacement: a starting runner takes the node's CPU, and the
+ * claimed pod's first turn is running there at that moment (the local provider's pool waits for the
+ * claimed runner's first agent line). An empty pool, or one claimed again within the delay, refills at once.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { poolDeficit, type RunnerView } from '../sandbox-policy/policy.js';
@@ -23,8 +24,8 @@ export interface PoolObservation {
   /** Sandboxes waiting for a place: they get freed capacity before the pool does. */
   waitingClaims: number;
   maxSandboxes: number;
-  /** When a pod of this pool was last claimed (ms), if ever. */
-  lastClaimedAt: number | undefined;
+  /** When pods of this pool were claimed (ms), those within the last `refillDelayMs` at least. */
+  claimedAt: readonly number[];
   refillDelayMs: number;
   now: number;
 }
@@ -60,10 +61,13 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
   }));
   const capacity = observed.maxSandboxes - observed.usedElsewhere - observed.waitingClaims;
   const deficit = poolDeficit(views, pool.spec.agentType, { maxSandboxes: capacity, poolSize: desired }, observed.inFlight);
-  const refillAt = observed.lastClaimedAt === undefined ? undefined : observed.lastClaimedAt + observed.refillDelayMs;
-  const held = deficit > 0 && refillAt !== undefined && observed.now < refillAt;
-
   const ready = healthy.filter(isPodReady);
+  const available = ready.filter((p) => !observed.picked.has(p.metadata!.name!));
+  // A lone recent claim holds its replacement back. An empty pool refills at once (the next claim
+  // would start cold), and so does one claimed again within the delay (claims come in a burst).
+  const recent = observed.claimedAt.filter((at) => observed.now - at < observed.refillDelayMs);
+  const refillAt = recent.length === 1 ? recent[0]! + observed.refillDelayMs : undefined;
+  const held = deficit > 0 && available.length > 0 && refillAt !== undefined;
   return {
     create: held ? 0 : deficit,
     requeueAt: held ? refillAt : undefined,
@@ -72,7 +76,7 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
       replicas: healthy.length,
       desiredReplicas: desired,
       readyReplicas: ready.length,
-      availableReplicas: ready.filter((p) => !observed.picked.has(p.metadata!.name!)).length,
+      availableReplicas: available.length,
       selector: poolSelector(pool.metadata.name),
       observedGeneration: pool.metadata.generation,
     },

@@ -28,7 +28,7 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
     usedElsewhere: used.sandboxes + used.poolPods,
     waitingClaims: view.waiting().length,
     maxSandboxes: config.maxSandboxes,
-    lastClaimedAt: view.lastClaimedAt(pool),
+    claimedAt: view.claimedSince(pool, at - config.poolRefillDelayMs),
     refillDelayMs: config.poolRefillDelayMs,
     now: at,
   });

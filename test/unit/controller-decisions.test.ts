@@ -178,7 +178,7 @@ describe('decidePool(pool, observed)', () => {
     usedElsewhere: 0,
     waitingClaims: 0,
     maxSandboxes: 10,
-    lastClaimedAt: undefined as number | undefined,
+    claimedAt: [] as number[],
     refillDelayMs: 300,
     now,
   };
@@ -196,18 +196,29 @@ describe('decidePool(pool, observed)', () => {
     expect({ create: decision.create, delete: decision.delete }).toEqual(expected);
   });
 
-  it('holds a replacement back until refillDelayMs after the last claim, then creates it', () => {
-    const claimed = { ...base, lastClaimedAt: now - 100 };
-    expect(decidePool(pool(2), { ...claimed, pods: [pod('r1', running())] })).toMatchObject({ create: 0, requeueAt: now + 200 });
-    expect(decidePool(pool(2), { ...claimed, pods: [pod('r1', running())], now: now + 200 })).toMatchObject({ create: 1, requeueAt: undefined });
+  it('holds a replacement back until refillDelayMs after the last claim while a ready pod is left, then creates it', () => {
+    const claimed = { ...base, claimedAt: [now - 100], pods: [pod('r1', running())] };
+    expect(decidePool(pool(2), claimed)).toMatchObject({ create: 0, requeueAt: now + 200 });
+    expect(decidePool(pool(2), { ...claimed, now: now + 200 })).toMatchObject({ create: 1, requeueAt: undefined });
     // Without a deficit nothing waits; a claim long ago holds nothing back; no delay, no wait.
-    expect(decidePool(pool(1), { ...claimed, pods: [pod('r1', running())] })).toMatchObject({ create: 0, requeueAt: undefined });
-    expect(decidePool(pool(2), { ...base, lastClaimedAt: now - 5000 })).toMatchObject({ create: 2, requeueAt: undefined });
-    expect(decidePool(pool(2), { ...claimed, refillDelayMs: 0 })).toMatchObject({ create: 2, requeueAt: undefined });
+    expect(decidePool(pool(1), claimed)).toMatchObject({ create: 0, requeueAt: undefined });
+    expect(decidePool(pool(2), { ...claimed, claimedAt: [now - 5000] })).toMatchObject({ create: 1, requeueAt: undefined });
+    expect(decidePool(pool(2), { ...claimed, refillDelayMs: 0 })).toMatchObject({ create: 1, requeueAt: undefined });
+  });
+
+  it('refills at once after a second claim within the delay (a burst)', () => {
+    const decision = decidePool(pool(3), { ...base, claimedAt: [now - 250, now - 20], pods: [pod('r1', running())] });
+    expect(decision).toMatchObject({ create: 2, requeueAt: undefined });
+  });
+
+  it('refills an empty pool at once: no ready pod left, or the last one being adopted', () => {
+    expect(decidePool(pool(2), { ...base, claimedAt: [now] })).toMatchObject({ create: 2, requeueAt: undefined });
+    expect(decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('s1', { phase: 'Pending' })] })).toMatchObject({ create: 1, requeueAt: undefined });
+    expect(decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('r1', running())], picked: new Set(['r1']) })).toMatchObject({ create: 1 });
   });
 
   it('removes failed and surplus pods while a refill is held back', () => {
-    const decision = decidePool(pool(1), { ...base, lastClaimedAt: now, pods: [pod('dead', { phase: 'Failed' })] });
+    const decision = decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('r1', running()), pod('dead', { phase: 'Failed' })] });
     expect(decision).toMatchObject({ create: 0, delete: ['dead'], requeueAt: now + 300 });
   });
 
