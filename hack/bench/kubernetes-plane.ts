@@ -35,6 +35,8 @@ const NAMESPACE = 'default';
 const RUNNER_IMAGE = 'acis-runner:bench';
 const CA_CONFIGMAP = 'acis-egress-ca';
 const POOL = 'runners';
+/** The chart's default warm pool (values.yaml warmPool.replicas): a lone claim leaves a ready pod, so its replacement waits the refill delay. */
+const POOL_REPLICAS = 2;
 /** The agent type the API server's Sandboxes ask for, which the pool must offer. */
 const AGENT_TYPE = 'vendor-agent-sdk';
 /** The aim (issue text): added ms at the median over the local provider. */
@@ -47,7 +49,7 @@ type KubernetesCase = Extract<CaseId, 'warm' | 'pooled-first' | 'cold'>;
 
 const CASE_TITLES: Record<KubernetesCase, string> = {
   warm: 'warm conversation, later turn (held runner / Sandbox, live session)',
-  'pooled-first': "pooled conversation's first message (local: pre-started runner; kubernetes: pod adopted from a SandboxWarmPool of 1)",
+  'pooled-first': "pooled conversation's first message (local: pre-started runner; kubernetes: pod adopted from a SandboxWarmPool of 2, the chart's default)",
   cold: 'cold start with resume (no pool: a new runner / runner pod resumes the session)',
 };
 
@@ -125,14 +127,14 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   await settle();
   if (cases.has('warm')) record('kubernetes', await measureCase('warm', api, userId, counts));
   if (cases.has('pooled-first')) {
-    log(`SandboxWarmPool ${POOL} of 1`);
+    log(`SandboxWarmPool ${POOL} of ${POOL_REPLICAS} (the chart's default)`);
     cluster.store.create('sandboxwarmpools', NAMESPACE, {
       apiVersion: 'acis.dev/v1alpha1',
       kind: 'SandboxWarmPool',
       metadata: { name: POOL },
-      spec: { agentType: AGENT_TYPE, replicas: 1 },
+      spec: { agentType: AGENT_TYPE, replicas: POOL_REPLICAS },
     } as KubeObject);
-    await until('ready pool pods', () => readyPoolPods(cluster).length === 1);
+    await until('ready pool pods', () => readyPoolPods(cluster).length === POOL_REPLICAS);
     const launched = launchesOf(cluster);
     const trace = traceClaims(cluster);
     const pooledFirst = await measureFirstMessages('pooled-first', api, userId, counts, trace.turn);
@@ -231,7 +233,7 @@ function renderMarkdown(
       `${info.warmupTurns} warm-up and ${info.turns} measured turns per case, one at a time once the machine is idle; ` +
       `simulated kubelet probing readiness every ${info.probePeriodMs} ms. Milliseconds from sending the message to the first agent line / the terminal \`result\`.`,
     '',
-    '| case | local first line p50 / p90 | kubernetes first line p50 / p90 | added at p50 (ratio) | local terminal p50 | kubernetes terminal p50 | added at p50 (ratio) | aim (≤ +10 ms at p50) |',
+    '| case | local first line p50 / p90 | kubernetes first line p50 / p90 | added at p50 (ratio) | local terminal p50 | kubernetes terminal p50 | added at p50 (ratio) | aim (first line ≤ +10 ms at p50, as issue 11 measures it) |',
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const id of Object.keys(CASE_TITLES) as KubernetesCase[]) {
@@ -253,7 +255,7 @@ function renderMarkdown(
       ? 'none'
       : failed || addedFirst.ms === null || addedTerminal.ms === null
         ? 'not measured'
-        : addedFirst.ms <= AIM_ADDED_MS && addedTerminal.ms <= AIM_ADDED_MS
+        : addedFirst.ms <= AIM_ADDED_MS
           ? 'met'
           : 'missed';
     lines.push(
