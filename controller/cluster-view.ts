@@ -24,7 +24,7 @@ export class ClusterView {
   /** Sandboxes admitted by this leader whose status may not show it yet. */
   readonly admitted = new Set<string>();
   /** Pool pods a claim picked, whose adoption the cache may not show yet, by pod name. */
-  readonly picked = new Map<string, Pick>();
+  readonly picked = new Map<string, PoolPick>();
   /**
    * Sandboxes as this replica last wrote them, with the resourceVersion they were written over: while
    * the cache still shows that older version, the written one is the truth (no 409 round trip to
@@ -179,8 +179,8 @@ export class ClusterView {
   }
 }
 
-export interface Pick {
-  sandbox: string;
+/** A pool pod a claim picked: the pool it belonged to, and when (ms). */
+export interface PoolPick {
   pool: string;
   at: number;
 }

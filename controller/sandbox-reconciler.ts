@@ -100,7 +100,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
       const podName = action.pod.metadata!.name!;
       const pool = action.pod.metadata?.labels?.[LABELS.pool] ?? '';
       const at = ctx.now();
-      view.picked.set(podName, { sandbox: key, pool, at });
+      view.picked.set(podName, { pool, at });
       view.expectations = expectCreate(view.expectations, key, podName, at);
       try {
         await client.mergePatch({
