@@ -252,8 +252,10 @@ describe('GET /metrics', () => {
         body: { signature: hmacAssertion(approval.id, 'approve', approver) },
       });
       expect(resolved.status, resolved.text).toBe(200);
-      expect((await parkedRun.done).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
-      expect((await heldRun.done).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+      // On failure the message shows the line the run ended with (an error line carries its problem).
+      const [parkedEnd, heldEnd] = [(await parkedRun.done).at(-1), (await heldRun.done).at(-1)];
+      expect(parkedEnd, JSON.stringify(parkedEnd)).toMatchObject({ type: 'result', subtype: 'success' });
+      expect(heldEnd, JSON.stringify(heldEnd)).toMatchObject({ type: 'result', subtype: 'success' });
     }, runsEnded(2));
     expect(delta('acis_approvals_requested_total')).toBe(1);
     expect(delta('acis_approvals_resolved_total', { outcome: 'approved' })).toBe(1);
