@@ -3,14 +3,29 @@ import { compiledOnce } from '../core/db/compiled-query.js';
 import type { Db } from '../core/db/database.js';
 import type { TenantsTable } from '../core/db/schema.js';
 
-export type TenantRow = Selectable<TenantsTable>;
+/** A tenant's columns; its rendered `api_json` is read only by list pages. */
+export type TenantRow = Omit<Selectable<TenantsTable>, 'api_json'>;
 export type TenantInsert = Insertable<TenantsTable>;
 export type TenantUpdate = Updateable<TenantsTable>;
 
 /** Data access for tenants: plain functions taking the db (or a transaction) first. */
 
+const TENANT_COLUMNS = [
+  'id',
+  'integration_id',
+  'parent_id',
+  'external_id',
+  'name',
+  'status',
+  'repository_id',
+  'settings',
+  'metadata',
+  'created_at',
+  'updated_at',
+] as const satisfies ReadonlyArray<keyof TenantRow>;
+
 const selectTenant = compiledOnce((db: Db, integrationId: string, tenantId: string) =>
-  db.selectFrom('tenants').selectAll().where('integration_id', '=', integrationId).where('id', '=', tenantId),
+  db.selectFrom('tenants').select(TENANT_COLUMNS).where('integration_id', '=', integrationId).where('id', '=', tenantId),
 );
 
 export async function findTenant(db: Db, integrationId: string, tenantId: string): Promise<TenantRow | undefined> {
@@ -19,7 +34,7 @@ export async function findTenant(db: Db, integrationId: string, tenantId: string
 
 // The warm upsert's one query.
 const selectTenantByExternalId = compiledOnce((db: Db, integrationId: string, externalId: string) =>
-  db.selectFrom('tenants').selectAll().where('integration_id', '=', integrationId).where('external_id', '=', externalId),
+  db.selectFrom('tenants').select(TENANT_COLUMNS).where('integration_id', '=', integrationId).where('external_id', '=', externalId),
 );
 
 export async function findTenantByExternalId(db: Db, integrationId: string, externalId: string): Promise<TenantRow | undefined> {
@@ -32,7 +47,7 @@ export function insertTenantIfAbsent(db: Db, row: TenantInsert): Promise<TenantR
     .insertInto('tenants')
     .values(row)
     .onConflict((oc) => oc.columns(['integration_id', 'external_id']).doNothing())
-    .returningAll()
+    .returning(TENANT_COLUMNS)
     .executeTakeFirst();
 }
 
@@ -41,7 +56,7 @@ export function updateTenant(
   tenantId: string,
   changes: TenantUpdate,
 ): Promise<TenantRow> {
-  return db.updateTable('tenants').set(changes).where('id', '=', tenantId).returningAll().executeTakeFirstOrThrow();
+  return db.updateTable('tenants').set(changes).where('id', '=', tenantId).returning(TENANT_COLUMNS).executeTakeFirstOrThrow();
 }
 
 export async function deleteTenant(db: Db, tenantId: string): Promise<void> {

@@ -1,5 +1,4 @@
 import type { z } from 'zod';
-import { sql } from 'kysely';
 import { json } from '../core/db/database.js';
 import type { AppDeps } from '../deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
@@ -40,18 +39,6 @@ export function presentTenant(row: TenantRow): z.output<typeof Tenant> {
     updated_at: row.updated_at.toISOString(),
   };
 }
-
-/**
- * `presentTenant` in SQL, for list pages. The two must agree field for field (a test compares
- * them): timestamps as `toISOString` writes them (UTC, milliseconds truncated as a JS Date does),
- * settings and metadata as stored.
- */
-const tenantJson = sql<string>`json_build_object(
-  'object', 'tenant', 'id', id, 'external_id', external_id, 'name', name, 'status', status,
-  'parent_id', parent_id, 'repository_id', repository_id, 'settings', settings, 'metadata', metadata,
-  'created_at', to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-  'updated_at', to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-)::text`;
 
 /** A tenant of the caller's subtree, or 404 (missing and out-of-subtree cannot be told apart). */
 export async function getTenantInScope(deps: AppDeps, principal: ServicePrincipal, tenantId: string): Promise<TenantRow> {
@@ -177,8 +164,8 @@ async function applyChanges(
 }
 
 /**
- * A page of tenants, each rendered as the JSON of `presentTenant` by PostgreSQL (see
- * `tenantJson`): the route sends it as it is.
+ * A page of tenants, each as the JSON text of `presentTenant` that PostgreSQL keeps in `api_json`
+ * (migration 0010): the route sends it as it is.
  */
 export async function listTenants(
   deps: AppDeps,
@@ -207,7 +194,7 @@ function tenantPageQuery(direction: PageDirection, byStatus: boolean) {
       const [integrationId, ...rest] = args as string[];
       let q = db
         .selectFrom('tenants')
-        .select(['id', tenantJson.as('json')])
+        .select(['id', 'api_json as json'])
         .where('integration_id', '=', integrationId!)
         // The root is the integration itself, not one of the tenants "under" it.
         .where('parent_id', 'is not', null);

@@ -301,6 +301,44 @@ describe('GET /tenants', () => {
     }
   });
 
+  it('lists a tenant as it is after each kind of write (upsert merge, PATCH, repository attach and detach)', async () => {
+    const fresh = await startTestServer();
+    try {
+      const { serviceKey } = await fresh.createIntegration();
+      const path = '/tenants/by-external-id/rewritten';
+      const created = await fresh.request('PUT', path, { token: serviceKey, body: { name: 'First' } });
+      const listedMatchesGet = async (step: string) => {
+        const fetched = await fresh.request('GET', `/tenants/${created.body.id}`, { token: serviceKey });
+        const listed = await fresh.request('GET', '/tenants', { token: serviceKey });
+        expect(listed.body.data, step).toEqual([fetched.body]);
+        return fetched.body;
+      };
+      expect(await listedMatchesGet('created')).toEqual(created.body);
+
+      const merged = await fresh.request('PUT', path, { token: serviceKey, body: { name: 'Second', metadata: { plan: 'gold' } } });
+      expect(merged.status).toBe(200);
+      expect(await listedMatchesGet('upsert merge')).toMatchObject({ name: 'Second', metadata: { plan: 'gold' } });
+
+      const settings = { filler_enabled: false, default_agent_type: 'custom', max_idle_ttl_seconds: 60, max_concurrent_warm: 1 };
+      await fresh.request('PATCH', `/tenants/${created.body.id}`, { token: serviceKey, body: { settings, status: 'suspended' } });
+      expect(await listedMatchesGet('patch')).toMatchObject({ settings, status: 'suspended' });
+
+      const repository = await fresh.request('POST', '/repositories', {
+        token: serviceKey,
+        body: { name: 'skills', repo_url: 'http://127.0.0.1:9/acme/skills.git' },
+      });
+      expect(repository.status, JSON.stringify(repository.body)).toBe(201);
+      const repositoryPath = `/tenants/${created.body.id}/repository`;
+      const attached = await fresh.request('PUT', repositoryPath, { token: serviceKey, body: { repository_id: repository.body.id } });
+      expect(attached.status).toBe(200);
+      expect(await listedMatchesGet('repository attached')).toMatchObject({ repository_id: repository.body.id });
+      await fresh.request('DELETE', repositoryPath, { token: serviceKey });
+      expect(await listedMatchesGet('repository detached')).toMatchObject({ repository_id: null });
+    } finally {
+      await fresh.stop();
+    }
+  });
+
   it('answers 400 for both cursors, a bad limit or a bad status', async () => {
     for (const query of ['starting_after=tnt_a&ending_before=tnt_b', 'limit=0', 'limit=101', 'limit=abc', 'status=gone']) {
       const res = await t.request('GET', `/tenants?${query}`, { token: key });

@@ -21,6 +21,7 @@ import * as rateLimits from './migrations/0006-rate-limits.js';
 import * as skillContent from './migrations/0007-skill-content.js';
 import * as githubWebhooks from './migrations/0008-github-webhooks.js';
 import * as kubernetesRunners from './migrations/0009-kubernetes-runners.js';
+import * as tenantApiJson from './migrations/0010-tenant-api-json.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -36,6 +37,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0007-skill-content': skillContent,
   '0008-github-webhooks': githubWebhooks,
   '0009-kubernetes-runners': kubernetesRunners,
+  '0010-tenant-api-json': tenantApiJson,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

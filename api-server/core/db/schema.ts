@@ -43,6 +43,8 @@ export interface TenantsTable {
   metadata: Json<Metadata>;
   created_at: Timestamp;
   updated_at: Timestamp;
+  /** The tenant as the API presents it: JSON text that a trigger renders on every write (migration 0010). */
+  api_json: ColumnType<string, never, never>;
 }
 
 export interface Storage {

@@ -1,0 +1,69 @@
+import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateToLatest } from '../../api-server/core/db/database.js';
+import * as provisioning from '../../api-server/core/db/migrations/0001-provisioning.js';
+import * as conversations from '../../api-server/core/db/migrations/0002-conversations.js';
+import * as secrets from '../../api-server/core/db/migrations/0003-secrets.js';
+import * as repositorySync from '../../api-server/core/db/migrations/0004-repository-sync.js';
+import * as approvals from '../../api-server/core/db/migrations/0005-approvals.js';
+import * as rateLimits from '../../api-server/core/db/migrations/0006-rate-limits.js';
+import * as skillContent from '../../api-server/core/db/migrations/0007-skill-content.js';
+import * as githubWebhooks from '../../api-server/core/db/migrations/0008-github-webhooks.js';
+import * as kubernetesRunners from '../../api-server/core/db/migrations/0009-kubernetes-runners.js';
+import type { TenantRow } from '../../api-server/tenants/tenants.repository.js';
+import { presentTenant } from '../../api-server/tenants/tenants.service.js';
+import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
+
+/** The migrations before 0010, as a database upgraded from then holds them. */
+const BEFORE_API_JSON = {
+  '0001-provisioning': provisioning,
+  '0002-conversations': conversations,
+  '0003-secrets': secrets,
+  '0004-repository-sync': repositorySync,
+  '0005-approvals': approvals,
+  '0006-rate-limits': rateLimits,
+  '0007-skill-content': skillContent,
+  '0008-github-webhooks': githubWebhooks,
+  '0009-kubernetes-runners': kubernetesRunners,
+};
+
+let databaseUrl: string;
+let db: Kysely<any>;
+
+beforeAll(async () => {
+  databaseUrl = await createTestDatabase();
+  db = new Kysely({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 2 }) }) });
+});
+afterAll(async () => {
+  await db.destroy();
+  await dropTestDatabase(databaseUrl);
+});
+
+describe('migration 0010 (tenant api_json)', () => {
+  it('renders the tenants that existed before it, as presentTenant does', async () => {
+    const migrator = new Migrator({ db, provider: { getMigrations: async () => BEFORE_API_JSON } });
+    const { error } = await migrator.migrateToLatest();
+    expect(error).toBeUndefined();
+    await sql`insert into integrations (id, name, root_tenant_id, created_at) values ('int_old', 'old', 'tnt_root', now())`.execute(db);
+    const rows = [
+      ['tnt_root', null, null, 'Root', 'active', '{"max_concurrent_warm": 5}', '{}', '2025-01-02T03:04:05.678Z'],
+      ['tnt_child', 'tnt_root', 'ext "1" \\ ü', 'Çhild \u2028 😀', 'suspended', '{"filler_enabled": false}', '{"k": "v\\n"}', '2026-06-07T08:09:10.5Z'],
+    ];
+    for (const [id, parent, external, name, status, settings, metadata, at] of rows) {
+      await sql`insert into tenants (id, integration_id, parent_id, external_id, name, status, settings, metadata, created_at, updated_at)
+        values (${id}, 'int_old', ${parent}, ${external}, ${name}, ${status}, ${settings}::jsonb, ${metadata}::jsonb, ${at}, ${at})`.execute(db);
+    }
+
+    expect((await migrateToLatest(db))[0]).toBe('0010-tenant-api-json');
+
+    const stored = await sql<TenantRow & { api_json: string }>`select * from tenants order by id`.execute(db);
+    expect(stored.rows).toHaveLength(2);
+    for (const row of stored.rows) expect(JSON.parse(row.api_json)).toEqual(presentTenant(row));
+    // And rows written afterwards are rendered on the write.
+    await sql`update tenants set name = 'Renamed', updated_at = now() where id = 'tnt_child'`.execute(db);
+    const renamed = await sql<TenantRow & { api_json: string }>`select * from tenants where id = 'tnt_child'`.execute(db);
+    expect(JSON.parse(renamed.rows[0]!.api_json)).toEqual(presentTenant(renamed.rows[0]!));
+    expect(JSON.parse(renamed.rows[0]!.api_json).name).toBe('Renamed');
+  });
+});
