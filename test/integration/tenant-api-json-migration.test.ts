@@ -1,32 +1,13 @@
 import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateToLatest } from '../../api-server/core/db/database.js';
-import * as provisioning from '../../api-server/core/db/migrations/0001-provisioning.js';
-import * as conversations from '../../api-server/core/db/migrations/0002-conversations.js';
-import * as secrets from '../../api-server/core/db/migrations/0003-secrets.js';
-import * as repositorySync from '../../api-server/core/db/migrations/0004-repository-sync.js';
-import * as approvals from '../../api-server/core/db/migrations/0005-approvals.js';
-import * as rateLimits from '../../api-server/core/db/migrations/0006-rate-limits.js';
-import * as skillContent from '../../api-server/core/db/migrations/0007-skill-content.js';
-import * as githubWebhooks from '../../api-server/core/db/migrations/0008-github-webhooks.js';
-import * as kubernetesRunners from '../../api-server/core/db/migrations/0009-kubernetes-runners.js';
+import { MIGRATIONS, migrateToLatest } from '../../api-server/core/db/database.js';
 import type { TenantRow } from '../../api-server/tenants/tenants.repository.js';
 import { presentTenant } from '../../api-server/tenants/tenants.service.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
 
 /** The migrations before 0010, as a database upgraded from then holds them. */
-const BEFORE_API_JSON = {
-  '0001-provisioning': provisioning,
-  '0002-conversations': conversations,
-  '0003-secrets': secrets,
-  '0004-repository-sync': repositorySync,
-  '0005-approvals': approvals,
-  '0006-rate-limits': rateLimits,
-  '0007-skill-content': skillContent,
-  '0008-github-webhooks': githubWebhooks,
-  '0009-kubernetes-runners': kubernetesRunners,
-};
+const BEFORE_API_JSON = Object.fromEntries(Object.entries(MIGRATIONS).filter(([name]) => name < '0010'));
 
 let databaseUrl: string;
 let db: Kysely<any>;

@@ -26,8 +26,11 @@ import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
 
-/** Migrations are listed here (not read from disk), so the compiled build and tsx see the same set. */
-const MIGRATIONS: Record<string, Migration> = {
+/**
+ * Migrations are listed here (not read from disk), so the compiled build and tsx see the same set.
+ * Exported for tests that start from an older schema.
+ */
+export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001-provisioning': provisioning,
   '0002-conversations': conversations,
   '0003-secrets': secrets,
