@@ -5,10 +5,12 @@
  */
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { GarbageCollector } from './garbage-collector.js';
 import { JobController } from './job-controller.js';
 import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord, type ServedWatch } from './http.js';
@@ -25,6 +27,11 @@ export interface KubeTestServerOptions {
   historyLimit?: number;
   /** How often a watch that allows bookmarks gets one. Default 1000 ms. */
   bookmarkIntervalMs?: number;
+  /**
+   * Serve HTTPS, as every cluster's API does, with a certificate from a CA made for this server
+   * (the kubeconfig trusts it). Default: plain HTTP, the kubeconfig skipping verification.
+   */
+  tls?: boolean;
 }
 
 export interface RequestFilter {
@@ -76,7 +83,7 @@ export async function loadManifests(directory: string): Promise<KubeObject[]> {
   return manifests;
 }
 
-function kubeconfig(url: string): string {
+function kubeconfig(url: string, caPem: string | undefined): string {
   return [
     'apiVersion: v1',
     'kind: Config',
@@ -84,7 +91,7 @@ function kubeconfig(url: string): string {
     '- name: acis-test',
     '  cluster:',
     `    server: ${url}`,
-    '    insecure-skip-tls-verify: true',
+    caPem ? `    certificate-authority-data: ${Buffer.from(caPem).toString('base64')}` : '    insecure-skip-tls-verify: true',
     'users:',
     '- name: acis-test',
     '  user:',
@@ -119,13 +126,18 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const requests: RequestRecord[] = [];
   const failures: FailureRule[] = [];
   const podLogs: { provider?: PodLogProvider } = {};
-  const server = createServer(createHandler({ objects, bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000, watches, requests, failures, podLogs }));
-  server.keepAliveTimeout = 1000;
+  const handler = createHandler({ objects, bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000, watches, requests, failures, podLogs });
+  const ca = options.tls ? await createEphemeralCa('ACIS Kubernetes API test server CA') : undefined;
+  const leaf = await ca?.issueLeaf('127.0.0.1');
+  const server = leaf ? createTlsServer({ cert: leaf.certPem, key: leaf.keyPem }, handler) : createServer(handler);
+  // kube-apiserver keeps an idle connection 90 s. A short hint here (Node sends it as `Keep-Alive:
+  // timeout=N`) makes undici, which subtracts 2 s from it, open a new connection for every request.
+  server.keepAliveTimeout = 90_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const url = `${leaf ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const directory = await mkdtemp(path.join(tmpdir(), 'acis-kube-'));
   const kubeconfigPath = path.join(directory, 'kubeconfig');
-  await writeFile(kubeconfigPath, kubeconfig(url));
+  await writeFile(kubeconfigPath, kubeconfig(url, ca?.certPem));
 
   const closeWatches = (which: { resource?: string; abrupt?: boolean } = {}) => {
     for (const watch of [...watches]) {
