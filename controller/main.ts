@@ -3,7 +3,7 @@
  * the pod's in-cluster service account. Stops on SIGINT/SIGTERM, releasing its Lease so a standby
  * replica takes over at once.
  */
-import { KubeConfig } from '@kubernetes/client-node';
+import { ConnectionSharingKubeConfig } from './cluster-access.js';
 import { pino } from 'pino';
 import { ControllerConfigError, loadControllerConfig } from './config.js';
 import { startController } from './controller.js';
@@ -20,7 +20,7 @@ export async function runController(): Promise<number> {
     throw error;
   }
   const logger = pino({ level: config.logLevel, base: { component: 'controller' } });
-  const kubeConfig = new KubeConfig();
+  const kubeConfig = new ConnectionSharingKubeConfig();
   kubeConfig.loadFromDefault();
   const controller = await startController({ config, kubeConfig, logger });
   let stopping: Promise<void> | undefined;

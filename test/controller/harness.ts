@@ -5,7 +5,8 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../controller/cluster-access.js';
 import { pino } from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { loadControllerConfig, type ControllerConfig } from '../../controller/config.js';
@@ -48,8 +49,7 @@ export async function startCluster(
     restartBackoffMs: 50,
     allocatable: options.allocatable ?? { cpu: '64', memory: '256Gi', pods: 500 },
   });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(server.kubeconfigPath);
+  const kubeConfig = loadKubeConfig(server.kubeconfigPath);
   return {
     server,
     kubelet,
