@@ -18,7 +18,7 @@ import { startKubelet } from '../../test/k8s/kubelet.js';
 import { startKubeTestServer, type KubeTestServer } from '../../test/k8s/server.js';
 import type { KubeObject } from '../../test/k8s/store.js';
 import { processCpuMs } from './cpu.js';
-import { freePort } from './processes.js';
+import { acisArgs, freePort } from './processes.js';
 
 const NAMESPACE = 'default';
 const IMAGE = 'bench/runner:1';
@@ -106,7 +106,7 @@ export async function startControllerProcess(
   env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; port: number; stop(): Promise<void> }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'api-server/main.ts'), 'controller'], {
+  const child = spawn(process.execPath, acisArgs(root, 'controller'), {
     env: {
       ...process.env,
       KUBECONFIG: kubeconfig,

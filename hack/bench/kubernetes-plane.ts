@@ -7,9 +7,11 @@
  *    SandboxWarmPool of one (local: the node's pre-started runner), each turn a new conversation sent
  *    once the pool has refilled and the machine is idle;
  *  - cold: a later turn of a pooled conversation with no pool (a new pod or runner resumes the session).
- * The cluster is the Kubernetes API test server and the simulated kubelet in this process, its runner
- * pods the real runner in bubblewrap (as the kubernetes provider's tests run it); the controller, the
- * API server and the model stub are processes of their own. Runner pods reach the model through the
+ * The cluster is the Kubernetes API test server (serving HTTPS, as a cluster's API does) and the
+ * simulated kubelet in this process, its runner pods the real runner in bubblewrap (as the
+ * kubernetes provider's tests run it; built, as the image has it, when the build is fresh, like the
+ * controller and the API server); the controller, the API server and the model stub are processes
+ * of their own. Runner pods reach the model through the
  * API server's egress proxy, as they do in a cluster. Aim (issue): the kubernetes provider adds at most
  * 10 ms at the median over the local provider for warm turns and for claims from a warm pool.
  * Environment: BENCH_TURNS, BENCH_WARMUP_TURNS (as the conversation plane), BENCH_KUBELET_PROBE_MS
@@ -28,7 +30,7 @@ import { CLAIM_STEPS, type ClaimStep, traceClaims } from './claim-trace.js';
 import { startControllerProcess } from './controller-plane.js';
 import type { CaseId, CaseRun } from './conversations-report.js';
 import { envCount, measureCase, measureFirstMessages, type PlaneContext, type PlaneResult, settle, startBenchAcis, startStub } from './conversations.js';
-import { freePort } from './processes.js';
+import { freePort, freshBuild } from './processes.js';
 import type { TurnTiming } from './sdk-floors.js';
 
 const NAMESPACE = 'default';
@@ -92,11 +94,11 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   }
 
   log('kubernetes provider: API test server, simulated kubelet, controller');
-  const cluster = await startKubeTestServer({ crdDirectories: [path.join(ctx.root, 'crds')], bookmarkIntervalMs: 200 });
+  const cluster = await startKubeTestServer({ crdDirectories: [path.join(ctx.root, 'crds')], bookmarkIntervalMs: 200, tls: true });
   ctx.defer(() => cluster.close());
   const kubelet = await startKubelet({
     server: cluster,
-    images: { [RUNNER_IMAGE]: runnerImage(ctx.root) },
+    images: { [RUNNER_IMAGE]: runnerImage(ctx.root, { compiled: freshBuild(ctx.root) }) },
     probePeriodMs,
     allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
   });

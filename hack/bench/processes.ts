@@ -104,19 +104,29 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * The arguments that run ACIS: the compiled build when it is newer than every source file (what
- * `npm start` runs), otherwise the sources through tsx (what `npm run dev` runs). A stale build is
- * never measured.
+ * The arguments that run ACIS: the compiled build when it is fresh (what `npm start` runs),
+ * otherwise the sources through tsx (what `npm run dev` runs). A stale build is never measured.
  */
 export function acisServeArgs(root: string): string[] {
-  const compiled = path.join(root, 'dist/api-server/main.js');
-  // The build is used only when it is newer than every source file it holds (the runner's included).
-  const sources = Math.max(newestMtime(path.join(root, 'api-server')), newestMtime(path.join(root, 'sandbox')));
-  if (existsSync(compiled) && statSync(compiled).mtimeMs >= sources) {
-    return [compiled, 'serve'];
-  }
-  return ['--import', 'tsx', path.join(root, 'api-server/main.ts'), 'serve'];
+  return acisArgs(root, 'serve');
 }
+
+/** `acis <command>` as the compiled build when it is fresh (what the image runs), otherwise through tsx. */
+export function acisArgs(root: string, command: string): string[] {
+  const compiled = path.join(root, 'dist/api-server/main.js');
+  return freshBuild(root) ? [compiled, command] : ['--import', 'tsx', path.join(root, 'api-server/main.ts'), command];
+}
+
+/** Whether `dist/` is newer than every source file it is built from. */
+export function freshBuild(root: string): boolean {
+  const compiled = path.join(root, 'dist/api-server/main.js');
+  if (!existsSync(compiled)) return false;
+  const sources = Math.max(...BUILT_DIRS.map((dir) => newestMtime(path.join(root, dir))));
+  return statSync(compiled).mtimeMs >= sources;
+}
+
+/** The source folders the build compiles (tsconfig.build.json's). */
+const BUILT_DIRS = ['api-server', 'sandbox', 'controller', 'sandbox-policy', 'egress-proxy'];
 
 function newestMtime(dir: string): number {
   let newest = 0;

@@ -1,6 +1,6 @@
 /**
- * The runner image as the simulated kubelet runs it: the runner from this checkout's source (in
- * bubblewrap, as the local provider starts it), doing what the image's ENV and entrypoint do
+ * The runner image as the simulated kubelet runs it: the runner from this checkout (in bubblewrap,
+ * as the local provider starts it; its sources, or its build with `compiled` as the image has it), doing what the image's ENV and entrypoint do
  * (images/runner: the trust bundle of the mounted egress CA written into /tmp). The simulated pods
  * share the host's network, each on its own loopback IP, so the runner listens on that IP as a real
  * pod's 0.0.0.0 would.
@@ -8,8 +8,8 @@
 import { runnerCommand } from '../../sandbox/bwrap.js';
 import type { KubeletImage } from './kubelet.js';
 
-export function runnerImage(appRoot: string): KubeletImage {
-  const { runtimeDirs, command } = runnerCommand(appRoot, false);
+export function runnerImage(appRoot: string, options: { compiled?: boolean } = {}): KubeletImage {
+  const { runtimeDirs, command } = runnerCommand(appRoot, options.compiled ?? false);
   return {
     command: '/bin/sh',
     args: [
