@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -113,20 +113,21 @@ export function acisServeArgs(root: string): string[] {
 
 /** `acis <command>` as the compiled build when it is fresh (what the image runs), otherwise through tsx. */
 export function acisArgs(root: string, command: string): string[] {
-  const compiled = path.join(root, 'dist/api-server/main.js');
-  return freshBuild(root) ? [compiled, command] : ['--import', 'tsx', path.join(root, 'api-server/main.ts'), command];
+  return freshBuild(root) ? [compiledMain(root), command] : ['--import', 'tsx', path.join(root, 'api-server/main.ts'), command];
 }
 
-/** Whether `dist/` is newer than every source file it is built from. */
+/** Whether `dist/` is newer than every source file it is built from (the folders tsconfig.build.json includes). */
 export function freshBuild(root: string): boolean {
-  const compiled = path.join(root, 'dist/api-server/main.js');
+  const compiled = compiledMain(root);
   if (!existsSync(compiled)) return false;
-  const sources = Math.max(...BUILT_DIRS.map((dir) => newestMtime(path.join(root, dir))));
+  const { include } = JSON.parse(readFileSync(path.join(root, 'tsconfig.build.json'), 'utf8')) as { include: string[] };
+  const sources = Math.max(...include.map((dir) => newestMtime(path.join(root, dir))));
   return statSync(compiled).mtimeMs >= sources;
 }
 
-/** The source folders the build compiles (tsconfig.build.json's). */
-const BUILT_DIRS = ['api-server', 'sandbox', 'controller', 'sandbox-policy', 'egress-proxy'];
+function compiledMain(root: string): string {
+  return path.join(root, 'dist/api-server/main.js');
+}
 
 function newestMtime(dir: string): number {
   let newest = 0;
