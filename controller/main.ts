@@ -3,8 +3,8 @@
  * the pod's in-cluster service account. Stops on SIGINT/SIGTERM, releasing its Lease so a standby
  * replica takes over at once.
  */
-import { ConnectionSharingKubeConfig } from './cluster-access.js';
 import { pino } from 'pino';
+import { ConnectionSharingKubeConfig } from './cluster-access.js';
 import { ControllerConfigError, loadControllerConfig } from './config.js';
 import { startController } from './controller.js';
 
