@@ -2,9 +2,7 @@ import type { z } from 'zod';
 import { json } from '../core/db/database.js';
 import type { AppDeps } from '../deps.js';
 import { changedFields, isEmpty } from '../core/merge.js';
-import { compiledOnce } from '../core/db/compiled-query.js';
-import type { Db } from '../core/db/database.js';
-import { type PageDirection, type PageRequest, pageQuery, paginateWith } from '../core/pagination.js';
+import { type PageRequest, paginateWith } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { findRepository } from '../repositories/repositories.repository.js';
 import { problems } from '../core/problems.js';
@@ -13,6 +11,7 @@ import {
   findTenant,
   findTenantByExternalId,
   insertTenantIfAbsent,
+  selectTenantPage,
   type TenantRow,
   updateTenant,
 } from './tenants.repository.js';
@@ -172,43 +171,9 @@ export async function listTenants(
   principal: ServicePrincipal,
   query: PageRequest & { status?: 'active' | 'suspended' | undefined },
 ) {
-  const { status } = query;
-  return paginateWith(query, (direction, cursor, fetchCount) => {
-    const values = [principal.integrationId, ...(status !== undefined ? [status] : []), ...(cursor ? [cursor] : []), fetchCount];
-    return tenantPageQuery(direction, status !== undefined)(deps.db, ...values);
-  });
-}
-
-type TenantJsonRow = { id: string; json: string };
-const tenantPageQueries = new Map<string, (db: Db, ...args: unknown[]) => Promise<TenantJsonRow[]>>();
-
-/**
- * The page query of one shape (direction, status filter or not), compiled once: its arguments are
- * the integration id, the status when filtered, the cursor unless the newest page, the row count.
- * PostgreSQL plans it afresh on each run (a prepared `limit $n` never gets a generic plan), about
- * 30 µs of its CPU a page, and that is kept on purpose: a generic plan, forced in a measurement,
- * walked the primary key with the integration as a filter, and for a small integration beside a
- * large one read the whole table (a million tenants: 330 ms for one page).
- */
-function tenantPageQuery(direction: PageDirection, byStatus: boolean) {
-  const shape = `${direction}:${byStatus}`;
-  let run = tenantPageQueries.get(shape);
-  if (!run) {
-    run = compiledOnce((db: Db, ...args: unknown[]) => {
-      const [integrationId, ...rest] = args as string[];
-      let q = db
-        .selectFrom('tenants')
-        .select(['id', 'api_json as json'])
-        .where('integration_id', '=', integrationId!)
-        // The root is the integration itself, not one of the tenants "under" it.
-        .where('parent_id', 'is not', null);
-      if (byStatus) q = q.where('status', '=', rest.shift() as 'active' | 'suspended');
-      const cursor = direction === 'newest' ? undefined : rest.shift();
-      return pageQuery(q, 'id', direction, cursor, rest.shift() as unknown as number);
-    });
-    tenantPageQueries.set(shape, run);
-  }
-  return run;
+  return paginateWith(query, (direction, cursor, rowCount) =>
+    selectTenantPage(deps.db, { integrationId: principal.integrationId, status: query.status, direction, cursor, rowCount }),
+  );
 }
 
 export async function removeTenant(deps: AppDeps, principal: ServicePrincipal, tenant: TenantRow): Promise<void> {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 let t: TestServer;
 let key: string;
@@ -337,6 +337,43 @@ describe('GET /tenants', () => {
     } finally {
       await fresh.stop();
     }
+  });
+
+  it("pages only the integration's own tenants when two integrations' tenants interleave", async () => {
+    const a = await t.createIntegration('interleaved a');
+    const b = await t.createIntegration('interleaved b');
+    const created: Record<string, string[]> = { a: [], b: [] };
+    for (let i = 0; i < 7; i++) {
+      for (const [side, integration] of [['a', a], ['b', b]] as const) {
+        const res = await t.request('POST', '/tenants', { token: integration.serviceKey, body: { name: `${side}${i}` } });
+        created[side]!.push(res.body.id);
+      }
+    }
+    await t.request('PATCH', `/tenants/${created.a![2]}`, { token: a.serviceKey, body: { status: 'suspended' } });
+    const ids = (res: { body: { data: Array<{ id: string }> } }) => res.body.data.map((x) => x.id);
+    for (const side of ['a', 'b'] as const) {
+      const token = (side === 'a' ? a : b).serviceKey;
+      const newestFirst = [...created[side]!].reverse();
+      const pages: string[][] = [];
+      let cursor: string | null = null;
+      do {
+        const res: ApiResponse = await t.request('GET', `/tenants?limit=3${cursor ? `&starting_after=${cursor}` : ''}`, { token });
+        expect(res.status).toBe(200);
+        pages.push(ids(res));
+        cursor = res.body.next_cursor;
+      } while (cursor);
+      expect(pages, side).toEqual([newestFirst.slice(0, 3), newestFirst.slice(3, 6), newestFirst.slice(6)]);
+      const back = await t.request('GET', `/tenants?limit=3&ending_before=${newestFirst[6]}`, { token });
+      expect(ids(back), side).toEqual(newestFirst.slice(3, 6));
+      expect(back.body.has_more).toBe(true);
+      // A cursor names a position, whoever's tenant it is: the other integration's oldest one here.
+      const other = created[side === 'a' ? 'b' : 'a']![0]!;
+      const fromOther = await t.request('GET', `/tenants?limit=10&starting_after=${other}`, { token });
+      expect(ids(fromOther), side).toEqual(newestFirst.filter((id) => id < other));
+    }
+    const suspended = await t.request('GET', '/tenants?status=suspended', { token: a.serviceKey });
+    expect(ids(suspended)).toEqual([created.a![2]]);
+    expect(ids(await t.request('GET', '/tenants?status=suspended', { token: b.serviceKey }))).toEqual([]);
   });
 
   it('answers 400 for both cursors, a bad limit or a bad status', async () => {

@@ -22,6 +22,7 @@ import * as skillContent from './migrations/0007-skill-content.js';
 import * as githubWebhooks from './migrations/0008-github-webhooks.js';
 import * as kubernetesRunners from './migrations/0009-kubernetes-runners.js';
 import * as tenantApiJson from './migrations/0010-tenant-api-json.js';
+import * as tenantPage from './migrations/0011-tenant-page.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -41,6 +42,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0008-github-webhooks': githubWebhooks,
   '0009-kubernetes-runners': kubernetesRunners,
   '0010-tenant-api-json': tenantApiJson,
+  '0011-tenant-page': tenantPage,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
