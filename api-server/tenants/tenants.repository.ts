@@ -88,7 +88,13 @@ export type TenantJsonRow = { id: string; json: string };
  */
 export function selectTenantPage(
   db: Db,
-  page: { integrationId: string; status: 'active' | 'suspended' | undefined; direction: PageDirection; cursor: string | undefined; rowCount: number },
+  page: {
+    integrationId: string;
+    status: TenantRow['status'] | undefined;
+    direction: PageDirection;
+    cursor: string | undefined;
+    rowCount: number;
+  },
 ): Promise<TenantJsonRow[]> {
   const { integrationId, status, direction, cursor, rowCount } = page;
   if (status === undefined) return selectPage(db, integrationId, direction, cursor ?? null, rowCount);
@@ -127,7 +133,7 @@ function statusPageQuery(direction: PageDirection) {
         .where('integration_id', '=', integrationId!)
         // The root is the integration itself, not one of the tenants "under" it.
         .where('parent_id', 'is not', null)
-        .where('status', '=', status as 'active' | 'suspended');
+        .where('status', '=', status as TenantRow['status']);
       const cursor = direction === 'newest' ? undefined : rest.shift();
       return pageQuery(q, 'id', direction, cursor, rest.shift() as unknown as number);
     });
