@@ -30,7 +30,7 @@ import {
   renderConversationsMarkdown,
   writeConversationsReport,
 } from './conversations-report.js';
-import { acisServeArgs, freePort, type ServerProcess, startServerProcess } from './processes.js';
+import { acisArgs, freePort, type ServerProcess, startServerProcess } from './processes.js';
 import { childrenOf, commandLine, OtherCpu, processInfo, treeRss, waitQuiet } from './proc-tree.js';
 import { type FloorId, runSdkFloors, type TurnTiming, type Where } from './sdk-floors.js';
 
@@ -75,7 +75,7 @@ export async function settle(): Promise<number | null> {
 export async function startBenchAcis(ctx: PlaneContext, options: { dataDir: string; label: string; stubUrl: string; env: Record<string, string> }) {
   await mkdir(options.dataDir);
   const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
-  const server = await startServerProcess(`acis (${options.label})`, acisServeArgs(ctx.root), {
+  const server = await startServerProcess(`acis (${options.label})`, acisArgs(ctx.root, 'serve'), {
     DATABASE_URL: await ctx.newDatabase(),
     ACIS_DATA_DIR: options.dataDir,
     ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
@@ -187,7 +187,7 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
     turns,
     warmupTurns,
     isolation,
-    acisCommand: `node ${acisServeArgs(ctx.root).map((arg) => (path.isAbsolute(arg) ? path.relative(ctx.root, arg) : arg)).join(' ')}`,
+    acisCommand: `node ${acisArgs(ctx.root, 'serve').map((arg) => (path.isAbsolute(arg) ? path.relative(ctx.root, arg) : arg)).join(' ')}`,
     streams,
   };
   const files = await writeConversationsReport(ctx.outDir, info, cases, floors, memory);

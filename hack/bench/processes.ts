@@ -104,14 +104,10 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * The arguments that run ACIS: the compiled build when it is fresh (what `npm start` runs),
- * otherwise the sources through tsx (what `npm run dev` runs). A stale build is never measured.
+ * The arguments that run `acis <command>`: the compiled build when it is fresh (what `npm start` and
+ * the image run), otherwise the sources through tsx (what `npm run dev` runs). A stale build is never
+ * measured.
  */
-export function acisServeArgs(root: string): string[] {
-  return acisArgs(root, 'serve');
-}
-
-/** `acis <command>` as the compiled build when it is fresh (what the image runs), otherwise through tsx. */
 export function acisArgs(root: string, command: string): string[] {
   return freshBuild(root) ? [compiledMain(root), command] : ['--import', 'tsx', path.join(root, 'api-server/main.ts'), command];
 }

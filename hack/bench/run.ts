@@ -10,7 +10,7 @@ import { runConversationsPlane } from './conversations.js';
 import { runControllerPlane } from './controller-plane.js';
 import { runKubernetesPlane } from './kubernetes-plane.js';
 import { runSkillsPlane } from './skills.js';
-import { acisServeArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
+import { acisArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
 import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
 import { BARE_FLOOR, DATASETS, QUERY_FLOOR, SCENARIOS, type Scenario, type Target } from './scenarios.js';
 import { type Fixture, growTenants, seedBase } from './seed.js';
@@ -129,14 +129,14 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
 
   const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
-  const acisArgs = acisServeArgs(ROOT);
+  const acisServe = acisArgs(ROOT, 'serve');
   const servers = new Map<Target, ServerProcess>();
   const serverFor = async (target: Target): Promise<ServerProcess> => {
     let server = servers.get(target);
     if (!server) {
       server =
         target === 'acis'
-          ? await startServerProcess('acis', acisArgs, {
+          ? await startServerProcess('acis', acisServe, {
               DATABASE_URL: databaseUrl,
               ACIS_DATA_DIR: dataDir,
               ACIS_MASTER_KEY: randomBytes(32).toString('base64'),
@@ -199,7 +199,7 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
     warmupSeconds,
     durationSeconds,
     machineBusyBefore: busyBefore,
-    acisCommand: `node ${acisArgs.map((arg) => (path.isAbsolute(arg) ? path.relative(ROOT, arg) : arg)).join(' ')}`,
+    acisCommand: `node ${acisServe.map((arg) => (path.isAbsolute(arg) ? path.relative(ROOT, arg) : arg)).join(' ')}`,
   };
   const files = await writeReport(OUT_DIR, REPORT_NAME, info, outcomes);
   // Its servers and database are not needed by the next plane: free the machine now.
