@@ -19,6 +19,8 @@ import { startKubeTestServer, type KubeTestServer } from '../../test/k8s/server.
 import type { KubeObject } from '../../test/k8s/store.js';
 import { processCpuMs } from './cpu.js';
 import { acisArgs, freePort } from './processes.js';
+import { nearestRank } from './stats.js';
+import { envCount } from './env.js';
 
 const NAMESPACE = 'default';
 const IMAGE = 'bench/runner:1';
@@ -37,15 +39,9 @@ interface Latencies {
   max: number;
 }
 
-function envInt(name: string, fallback: number): number {
-  const value = Number(process.env[name] ?? fallback);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
-
 function percentiles(samples: number[]): Latencies {
   const sorted = samples.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
+  const at = (q: number) => nearestRank(sorted, q) ?? NaN;
   return { count: sorted.length, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: sorted.at(-1) ?? NaN };
 }
 
@@ -146,9 +142,9 @@ export async function startControllerProcess(
 }
 
 export async function runControllerPlane(options: { root: string; outDir: string; defer: (step: () => Promise<unknown>) => void }): Promise<PlaneOutcome> {
-  const claims = envInt('BENCH_CONTROLLER_CLAIMS', 60);
-  const rate = envInt('BENCH_CONTROLLER_RATE', 45);
-  const burst = envInt('BENCH_CONTROLLER_BURST', 300);
+  const claims = envCount('BENCH_CONTROLLER_CLAIMS', 60);
+  const rate = envCount('BENCH_CONTROLLER_RATE', 45);
+  const burst = envCount('BENCH_CONTROLLER_BURST', 300);
   const failures: string[] = [];
 
   const server = await startKubeTestServer({ crdDirectories: [path.join(options.root, 'crds')], historyLimit: 100_000 });

@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FloorId, FloorRun, TurnTiming, Where } from './sdk-floors.js';
+import { percentile } from './stats.js';
 
 export const CASE_IDS = ['warm', 'pooled', 'pooled-first', 'pooled-first-unprewarmed', 'cold'] as const;
 export type CaseId = (typeof CASE_IDS)[number];
@@ -74,13 +75,6 @@ const FLOOR_TITLES: Record<FloorId, string> = {
   'fresh-in-host': 'fresh `query({resume})` in a sandboxed host started ahead (what a pre-started ACIS runner does)',
   'prestarted-new': 'process pre-started with `startup()` for a new session, fed its first message',
 };
-
-/** Nearest-rank percentile. */
-function percentile(values: number[], q: number): number | null {
-  if (values.length === 0) return null;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}
 
 interface Stats {
   n: number;

@@ -33,6 +33,7 @@ import {
 import { acisArgs, freePort, type ServerProcess, startServerProcess } from './processes.js';
 import { childrenOf, commandLine, OtherCpu, processInfo, treeRss, waitQuiet } from './proc-tree.js';
 import { type FloorId, runSdkFloors, type TurnTiming, type Where } from './sdk-floors.js';
+import { envCount } from './env.js';
 
 export interface PlaneContext {
   root: string;
@@ -49,14 +50,6 @@ export interface PlaneResult {
 }
 
 const log = (line: string) => console.error(`bench: conversations: ${line}`);
-
-export function envCount(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number`);
-  return value;
-}
 
 /** Short replies in three-word deltas: the turn's cost is the platform's, not the model's. */
 export const prompt = (n: number) => `[[reply: bench turn ${n + 1}, a short answer of about a dozen words in a few deltas]]`;
@@ -94,10 +87,10 @@ export async function startBenchAcis(ctx: PlaneContext, options: { dataDir: stri
 }
 
 export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneResult> {
-  const turns = envCount('BENCH_TURNS', 20);
+  const turns = envCount('BENCH_TURNS', 20, 0);
   // At least one: a live session's first turn starts its process and makes the session.
-  const warmupTurns = Math.max(1, envCount('BENCH_WARMUP_TURNS', 3));
-  const streams = envCount('BENCH_STREAMS', 50);
+  const warmupTurns = Math.max(1, envCount('BENCH_WARMUP_TURNS', 3, 0));
+  const streams = envCount('BENCH_STREAMS', 50, 0);
   const wheres: Where[] = process.env.BENCH_SANDBOX_FLOORS === '0' ? ['plain'] : ['plain', 'bwrap'];
   const isolation = process.env.ACIS_SANDBOX_ISOLATION ?? 'bwrap';
 

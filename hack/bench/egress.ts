@@ -26,20 +26,14 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { startEgressResolveServer } from '../../api-server/egress/resolve-server.js';
 import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
+import { envCount, envNumber } from './env.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const REQUESTS = envNumber('BENCH_REQUESTS', 2000);
-const DURATION_MS = envNumber('BENCH_DURATION_S', 5) * 1000;
-const CONCURRENCY = envNumber('BENCH_CONCURRENCY', 32);
+const REQUESTS = envCount('BENCH_REQUESTS', 2000);
+const DURATION_MS = envNumber('BENCH_DURATION_S', 5, 0.1) * 1000;
+const CONCURRENCY = envCount('BENCH_CONCURRENCY', 32);
 const RUN = { id: 'run_bench', token: 'tok-bench-1', secrets: { API_KEY: 'sk-bench-0123456789abcdef' } };
 const RESOLVE_TOKEN = 'bench-resolve-token-0123456789abcdef';
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  const value = raw === undefined || raw === '' ? fallback : Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
-  return value;
-}
 
 /** Small echo: reflects the authorization header and body, as a chatty API would. */
 function echo(req: IncomingMessage, res: ServerResponse): void {

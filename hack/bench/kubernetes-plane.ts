@@ -29,9 +29,11 @@ import type { KubeObject } from '../../test/k8s/store.js';
 import { CLAIM_STEPS, type ClaimStep, traceClaims } from './claim-trace.js';
 import { startControllerProcess } from './controller-plane.js';
 import type { CaseId, CaseRun } from './conversations-report.js';
-import { envCount, measureCase, measureFirstMessages, type PlaneContext, type PlaneResult, settle, startBenchAcis, startStub } from './conversations.js';
+import { measureCase, measureFirstMessages, type PlaneContext, type PlaneResult, settle, startBenchAcis, startStub } from './conversations.js';
 import { freePort, freshBuild } from './processes.js';
 import type { TurnTiming } from './sdk-floors.js';
+import { percentile } from './stats.js';
+import { envCount } from './env.js';
 
 const NAMESPACE = 'default';
 const RUNNER_IMAGE = 'acis-runner:bench';
@@ -59,9 +61,9 @@ const CASE_TITLES: Record<KubernetesCase, string> = {
 const AIMED: ReadonlySet<KubernetesCase> = new Set(['warm', 'pooled-first']);
 
 export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult> {
-  const turns = envCount('BENCH_TURNS', 20);
-  const warmupTurns = Math.max(1, envCount('BENCH_WARMUP_TURNS', 3));
-  const probePeriodMs = Math.max(1, envCount('BENCH_KUBELET_PROBE_MS', 100));
+  const turns = envCount('BENCH_TURNS', 20, 0);
+  const warmupTurns = Math.max(1, envCount('BENCH_WARMUP_TURNS', 3, 0));
+  const probePeriodMs = Math.max(1, envCount('BENCH_KUBELET_PROBE_MS', 100, 0));
   const counts = { warmupTurns, turns };
 
   const root = await mkdtemp(path.join(os.tmpdir(), 'acis-bench-k8s-'));
@@ -212,13 +214,6 @@ async function until(what: string, check: () => boolean, expected = 'one', timeo
     if (Date.now() > deadline) throw new Error(`bench: kubernetes: ${what}: not ${expected} within ${timeoutMs} ms`);
     await sleep(50);
   }
-}
-
-/** Nearest-rank percentile. */
-function percentile(values: number[], q: number): number | null {
-  if (values.length === 0) return null;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
 const ms = (value: number | null) => (value === null ? '—' : value.toFixed(0));

@@ -1,4 +1,5 @@
 import autocannon from 'autocannon';
+import { nearestRank } from './stats.js';
 
 export interface RequestSpec {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -51,8 +52,8 @@ export async function measure(plan: RequestPlan, options: LoadOptions): Promise<
     requests,
     seconds: result.duration,
     rps: requests / result.duration,
-    p50Ms: percentile(latencies, 0.5),
-    p99Ms: percentile(latencies, 0.99),
+    p50Ms: nearestRank(latencies, 0.5) ?? 0,
+    p99Ms: nearestRank(latencies, 0.99) ?? 0,
     statuses,
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
@@ -99,10 +100,4 @@ function toAutocannon(spec: RequestSpec): autocannon.Request {
     headers,
     ...(spec.body !== undefined && { body: JSON.stringify(spec.body) }),
   };
-}
-
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 }

@@ -14,6 +14,7 @@ import { acisArgs, type ServerProcess, setServerNodeFlags, startServerProcess } 
 import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
 import { BARE_FLOOR, DATASETS, QUERY_FLOOR, SCENARIOS, type Scenario, type Target } from './scenarios.js';
 import { type Fixture, growTenants, seedBase } from './seed.js';
+import { envNumber } from './env.js';
 
 /**
  * `npm run bench`: the provisioning plane against its floors, on a fresh PostgreSQL database, then
@@ -34,14 +35,6 @@ const OUT_DIR = path.join(ROOT, '.data/bench');
 const REPORT_NAME = 'provisioning';
 const ADMIN_DATABASE_URL = process.env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const CONNECTIONS = 50;
-
-function envSeconds(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a number of seconds`);
-  return value;
-}
 
 /** Undo steps, run newest first exactly once: on success, on failure and on Ctrl-C. */
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -114,8 +107,8 @@ async function main(): Promise<number> {
 }
 
 async function provisioningPlane(): Promise<PlaneOutcome> {
-  const durationSeconds = envSeconds('BENCH_DURATION_S', 10);
-  const warmupSeconds = envSeconds('BENCH_WARMUP_S', 3);
+  const durationSeconds = envNumber('BENCH_DURATION_S', 10);
+  const warmupSeconds = envNumber('BENCH_WARMUP_S', 3);
   if (process.env.BENCH_CPU_PROF === '1') {
     setServerNodeFlags(['--cpu-prof', `--cpu-prof-dir=${path.join(OUT_DIR, 'profiles')}`]);
   }

@@ -24,25 +24,16 @@ import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.j
 import { writeSkills } from '../../sandbox/workspace-ops.js';
 import { createGitRepository, manifest, serveGitOverHttp } from '../../test/helpers/git-server.js';
 import type { PlaneContext, PlaneResult } from './conversations.js';
+import { percentile } from './stats.js';
+import { envCount } from './env.js';
 
 const log = (line: string) => console.error(`bench: skills: ${line}`);
 const TOKEN = `ghp_${randomBytes(12).toString('hex')}`;
 const WEBHOOK_SECRET = randomBytes(16).toString('hex');
 const ADMIN_TOKEN = randomBytes(16).toString('hex');
 
-function envCount(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number`);
-  return value;
-}
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor((sorted.length - 1) / 2)]!;
-};
-const p90 = (values: number[]) => [...values].sort((a, b) => a - b)[Math.ceil(values.length * 0.9) - 1]!;
+const median = (values: number[]) => percentile(values, 0.5)!;
+const p90 = (values: number[]) => percentile(values, 0.9)!;
 const text = (bytes: number) => randomBytes(Math.ceil((bytes * 3) / 4)).toString('base64').slice(0, bytes);
 
 interface SkillSet {
@@ -217,5 +208,3 @@ async function until(check: () => Promise<boolean>, timeoutMs = 60_000): Promise
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
-
-
