@@ -11,10 +11,10 @@ import { runControllerPlane } from './controller-plane.js';
 import { runKubernetesPlane } from './kubernetes-plane.js';
 import { runSkillsPlane } from './skills.js';
 import { acisArgs, type ServerProcess, setServerNodeFlags, startServerProcess } from './processes.js';
-import { type RunInfo, renderMarkdown, type ScenarioOutcome, writeReport } from './report.js';
+import { type RunInfo, renderMarkdown, type ScenarioOutcome, type ScenarioRun, writeReport } from './report.js';
 import { BARE_FLOOR, DATASETS, QUERY_FLOOR, SCENARIOS, type Scenario, type Target } from './scenarios.js';
 import { type Fixture, growTenants, seedBase } from './seed.js';
-import { envNumber } from './env.js';
+import { envCount, envNumber } from './env.js';
 
 /**
  * `npm run bench`: the provisioning plane against its floors, on a fresh PostgreSQL database, then
@@ -23,7 +23,8 @@ import { envNumber } from './env.js';
  * kubernetes provider beside the local one (kubernetes-plane.ts), then the skills plane
  * (skills.ts: skill content from the database, push to next run).
  * Environment: BENCH_PLANES (provisioning | conversations | controller | kubernetes | skills | all, the default), BENCH_DURATION_S
- * (measured seconds per provisioning scenario, default 10), BENCH_WARMUP_S (default 3),
+ * (measured seconds per provisioning scenario, default 10), BENCH_WARMUP_S (default 3), BENCH_ROUNDS
+ * (rounds of the provisioning scenarios at each data size, each led by the one-query floor; default 3),
  * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles), BENCH_SCENARIOS
  * (comma-separated scenario ids or id prefixes such as `token-exchange` or `tenants-list-first@1M`:
  * only those run, beside the two floors; a dataset is only seeded when one of them needs it),
@@ -108,6 +109,7 @@ async function main(): Promise<number> {
 
 async function provisioningPlane(): Promise<PlaneOutcome> {
   const durationSeconds = envNumber('BENCH_DURATION_S', 10);
+  const rounds = envCount('BENCH_ROUNDS', 3);
   const warmupSeconds = envNumber('BENCH_WARMUP_S', 3);
   if (process.env.BENCH_CPU_PROF === '1') {
     setServerNodeFlags(['--cpu-prof', `--cpu-prof-dir=${path.join(OUT_DIR, 'profiles')}`]);
@@ -159,9 +161,10 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
     console.error(`bench: WARNING: the machine was ${(100 * busyBefore).toFixed(0)}% busy before the run; throughput will be low and noisy`);
   }
 
-  const outcomes: ScenarioOutcome[] = [];
+  const outcomes = new Map<string, ScenarioOutcome>();
   let fixture: Fixture | undefined;
   const selected = selectedScenarios();
+  const queryFloor = selected.find((s) => s.id === QUERY_FLOOR)!;
   for (const dataset of [null, ...DATASETS]) {
     const scenarios = selected.filter((s) => s.dataset === (dataset?.id ?? null));
     if (scenarios.length === 0) continue;
@@ -172,14 +175,25 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
       fixture = await growTenants(db, fixture, dataset.tenants);
       console.error(`bench: ${dataset.id} tenants seeded in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
-    for (const scenario of scenarios) {
-      if (interrupted) throw new Error('interrupted');
-      const server = await serverFor(scenario.target);
-      // Only floors (dataset null) run before the first seeding, and their plans read no fixture.
-      const plan = scenario.plan(fixture as Fixture);
-      outcomes.push(
-        await runScenario(scenario, plan, { server, db, connections: CONNECTIONS, warmupSeconds, durationSeconds }),
-      );
+    // The machine's speed drifts over minutes: every round takes the one-query floor again at its
+    // head, and each scenario's ratio is to the floor of its own round.
+    const order = dataset ? [queryFloor, ...scenarios] : scenarios;
+    for (let round = 1; round <= rounds; round++) {
+      const runs: Array<{ scenario: Scenario; run: ScenarioRun }> = [];
+      for (const scenario of order) {
+        if (interrupted) throw new Error('interrupted');
+        const server = await serverFor(scenario.target);
+        // Only floors (dataset null) run before the first seeding, and their plans read no fixture.
+        const plan = scenario.plan(fixture as Fixture);
+        const run = await runScenario(scenario, plan, round, { server, db, connections: CONNECTIONS, warmupSeconds, durationSeconds });
+        runs.push({ scenario, run });
+      }
+      const queryFloorRps = runs.find(({ scenario }) => scenario.id === QUERY_FLOOR)?.run.result?.rps;
+      for (const { scenario, run } of runs) {
+        const outcome = outcomes.get(scenario.id) ?? { scenario, runs: [] };
+        outcome.runs.push({ ...run, queryFloorRps });
+        outcomes.set(scenario.id, outcome);
+      }
     }
   }
 
@@ -191,15 +205,18 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
     connections: CONNECTIONS,
     warmupSeconds,
     durationSeconds,
+    rounds,
     machineBusyBefore: busyBefore,
     acisCommand: `node ${acisServe.map((arg) => (path.isAbsolute(arg) ? path.relative(ROOT, arg) : arg)).join(' ')}`,
   };
-  const files = await writeReport(OUT_DIR, REPORT_NAME, info, outcomes);
+  const files = await writeReport(OUT_DIR, REPORT_NAME, info, [...outcomes.values()]);
   // Its servers and database are not needed by the next plane: free the machine now.
   for (const server of servers.values()) await server.stop();
   return {
-    markdown: renderMarkdown(info, outcomes),
-    failures: outcomes.filter((o) => o.failure).map(({ scenario, failure }) => `${scenario.id}: ${failure}`),
+    markdown: renderMarkdown(info, [...outcomes.values()]),
+    failures: [...outcomes.values()].flatMap(({ scenario, runs }) =>
+      runs.filter((run) => run.failure).map((run) => `${scenario.id} (round ${run.round}): ${run.failure}`),
+    ),
     files,
   };
 }
@@ -223,11 +240,11 @@ interface ScenarioContext {
   durationSeconds: number;
 }
 
-async function runScenario(scenario: Scenario, plan: RequestPlan, context: ScenarioContext): Promise<ScenarioOutcome> {
-  console.error(`bench: ${scenario.id} ...`);
+async function runScenario(scenario: Scenario, plan: RequestPlan, round: number, context: ScenarioContext): Promise<ScenarioRun> {
+  console.error(`bench: ${scenario.id} (round ${round}) ...`);
   const { server, connections } = context;
   const probeFailure = await probe(scenario, plan, server.url);
-  if (probeFailure) return { scenario, failure: probeFailure };
+  if (probeFailure) return { round, failure: probeFailure };
   await warmUp(plan, { url: server.url, connections, seconds: context.warmupSeconds });
 
   const serverBefore = cpuSnapshot([server.pid]);
@@ -256,7 +273,7 @@ async function runScenario(scenario: Scenario, plan: RequestPlan, context: Scena
     `bench: ${scenario.id}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50Ms.toFixed(2)} ms, p99 ${result.p99Ms.toFixed(2)} ms${failure ? `, FAILED: ${failure}` : ''}`,
   );
   return {
-    scenario,
+    round,
     result,
     serverCpuUsPerRequest: perRequestUs(serverCpuMs),
     dbCpuUsPerRequest: perRequestUs(dbCpuMs),
