@@ -175,8 +175,8 @@ async function provisioningPlane(): Promise<PlaneOutcome> {
       fixture = await growTenants(db, fixture, dataset.tenants);
       console.error(`bench: ${dataset.id} tenants seeded in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
-    // The machine's speed drifts over minutes: every round takes the one-query floor again at its
-    // head, and each scenario's ratio is to the floor of its own round.
+    // The machine's speed drifts over minutes: every round runs the one-query floor (at its head once
+    // data is seeded; among the floors before), and each scenario's ratio is to its own round's floor.
     const order = dataset ? [queryFloor, ...scenarios] : scenarios;
     for (let round = 1; round <= rounds; round++) {
       const runs: Array<{ scenario: Scenario; run: ScenarioRun }> = [];
