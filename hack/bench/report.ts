@@ -78,12 +78,14 @@ function rows(outcomes: ScenarioOutcome[]): Row[] {
   const medianOf = (runs: ScenarioRun[], pick: (run: ScenarioRun) => number | null | undefined) =>
     median(runs.map(pick).filter((value): value is number => typeof value === 'number'));
   const roundPct = (scenario: Scenario, run: ScenarioRun) => (scenario.id === QUERY_FLOOR ? null : pct(run.result?.rps, run.queryFloorRps));
-  const floorPct = (outcome: ScenarioOutcome | undefined) =>
-    outcome ? medianOf(outcome.runs, (run) => roundPct(outcome.scenario, run)) : null;
+  /** Each round's ratio to its own floor (none for the floor itself). */
+  const roundRatios = ({ scenario, runs }: ScenarioOutcome) =>
+    runs.map((run) => roundPct(scenario, run)).filter((value): value is number => value !== null);
+  const floorPct = (outcome: ScenarioOutcome | undefined) => (outcome ? median(roundRatios(outcome)) : null);
   const bareFloorRps = medianOf(outcomeOf(BARE_FLOOR)?.runs ?? [], (run) => run.result?.rps);
   return outcomes.map((outcome) => {
     const { scenario, runs } = outcome;
-    const ratios = runs.map((run) => roundPct(scenario, run)).filter((value): value is number => value !== null);
+    const ratios = roundRatios(outcome);
     const failed = runs.filter((run) => run.failure);
     const sum = (pick: (result: LoadResult) => number) => runs.reduce((total, run) => total + (run.result ? pick(run.result) : 0), 0);
     const statuses: Record<string, number> = {};
@@ -103,7 +105,7 @@ function rows(outcomes: ScenarioOutcome[]): Row[] {
       non_2xx: runs.some((run) => run.result) ? sum((result) => result.non2xx) : null,
       errors: runs.some((run) => run.result) ? sum((result) => result.errors) : null,
       statuses,
-      pct_of_one_query_floor: floorPct(outcome),
+      pct_of_one_query_floor: median(ratios),
       pct_of_one_query_floor_range: ratios.length ? [Math.min(...ratios), Math.max(...ratios)] : null,
       pct_of_bare_floor: scenario.id === BARE_FLOOR ? null : pct(rps, bareFloorRps),
       baseline: scenario.baseline ?? null,
