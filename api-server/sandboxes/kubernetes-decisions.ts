@@ -2,10 +2,15 @@
  * What the kubernetes provider decides about Sandbox resources, as pure functions of the objects it
  * sees and `now`: the one name a conversation's Sandbox has (so two API replicas can never make two),
  * the spec it writes, how far a Sandbox is (ready, starting, queued for a place, ended), and where a
- * queued one stands in the controller's admission line (creation order). No client, no I/O.
+ * queued one stands in the controller's admission line (creation order), and where its runner
+ * listens. No client, no I/O.
  */
 import { createHash } from 'node:crypto';
+import type { V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, conditionOf, isTerminal, LABELS, REASONS, SANDBOX, type Sandbox, type SandboxSpec } from '../../controller/api/v1alpha1.js';
+import { podHealth } from '../../controller/pod-health.js';
+import { RUNNER_PORT_NAME } from '../../controller/pod-template.js';
+import { tokenSecretName } from '../../controller/sandbox-decisions.js';
 
 /** Generated conversation ids: `con_` and upper-case Crockford base32 (see core/ids.ts). */
 const GENERATED_SUFFIX = /^[0-9A-Z]{1,50}$/;
@@ -84,6 +89,41 @@ export function standingOf(sandbox: Sandbox): SandboxStanding {
     return { kind: 'ready', ...endpoint, tokenSecretName: status.tokenSecretName };
   }
   return { kind: 'starting' };
+}
+
+/** Where a Sandbox's runner listens, and the Secret holding the token it wants. */
+export interface RunnerAddress {
+  podName: string;
+  /** Known when the address was read off the pod itself. */
+  podUid?: string | undefined;
+  host: string;
+  port: number;
+  tokenSecretName: string;
+}
+
+/** The address the controller's status gives a Ready Sandbox. */
+export function statusAddress(sandbox: Sandbox): RunnerAddress | undefined {
+  const standing = standingOf(sandbox);
+  if (standing.kind !== 'ready' || !sandbox.status?.podName) return undefined;
+  return { podName: sandbox.status.podName, host: standing.host, port: standing.port, tokenSecretName: standing.tokenSecretName };
+}
+
+/**
+ * The runner serving `sandbox`, read off its pods: the one it controls (made for it, or adopted from
+ * a pool by a patch that made it the owner), not being deleted, running and ready, with a control
+ * port. The controller writes the same as the Sandbox's Ready status one write later; a Sandbox that
+ * has ended is served by nothing, whatever its pod shows.
+ */
+export function servingPod(sandbox: Sandbox, pods: readonly V1Pod[]): RunnerAddress | undefined {
+  if (standingOf(sandbox).kind === 'ended') return undefined;
+  const uid = sandbox.metadata.uid;
+  const pod = pods.find((p) => !p.metadata?.deletionTimestamp && p.metadata?.ownerReferences?.some((ref) => ref.controller && ref.uid === uid));
+  if (!pod || !uid) return undefined;
+  const health = podHealth(pod);
+  const port = pod.spec?.containers[0]?.ports?.find((p) => p.name === RUNNER_PORT_NAME)?.containerPort;
+  if (health.state !== 'ready' || !port) return undefined;
+  const podName = pod.metadata!.name!;
+  return { podName, podUid: pod.metadata?.uid, host: health.podIP, port, tokenSecretName: tokenSecretName(podName) };
 }
 
 /** Whether the controller has given the Sandbox its place (Admitted=True): it will not be refused for capacity any more. */

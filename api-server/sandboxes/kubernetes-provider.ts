@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import { constantTimeEqual } from '../core/crypto.js';
 import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
-import { holdSpec, newSandbox, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
+import { holdSpec, newSandbox, type RunnerAddress, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
 import { TYPICAL_TURN_SECONDS, untilReady } from './kubernetes-readiness.js';
 import { EgressRecordingRunner, type RunnerRecords } from './kubernetes-records.js';
 import type { SandboxClient } from './kubernetes-sandboxes.js';
@@ -65,7 +65,8 @@ interface Entry {
 /**
  * The `kubernetes` sandbox provider: a turn's runner lives in a pod the controller makes for a
  * `Sandbox` resource; this process writes the resource (create, the sliding `shutdownTime`, delete),
- * watches it until it is Ready or refused, reads its token Secret and connects to the runner.
+ * watches it and the runner pods until its runner is ready or it is refused, takes the runner's token
+ * (read ahead while a pool pod waited, else from its Secret) and connects to the runner.
  *
  * Several API replicas share the cluster: a conversation's Sandbox has one name derived from its id
  * and carries its id as a label, so any replica finds it and none makes a second. Capacity is the
@@ -142,15 +143,15 @@ export class KubernetesSandboxProvider implements SandboxProvider {
 
   /**
    * Admitted once the conversation's held runner is taken, or the controller has given its Sandbox a
-   * place (for a pool pod's adoption, together with Ready); the token read, the connection and the
-   * workspace restore go on behind it.
+   * place (for a pool pod's adoption, as soon as the adopted pod is seen); the token, the connection
+   * and the workspace restore go on behind it.
    */
   async admit(request: AcquireRequest, options: WaitOptions): Promise<Admission> {
     await this.expireLapsedHolds();
     if (this.stopping.signal.aborted) throw new CapacityExhausted(retryHintSeconds(1, TYPICAL_TURN_SECONDS));
     const held = [...this.entries.values()].find((e) => e.view.state === 'held' && e.view.conversationId === request.conversationId);
     if (held) {
-      if (held.runner.alive && standingOf(held.sandbox).kind === 'ready') {
+      if (held.runner.alive && standingOf(held.sandbox).kind !== 'ended') {
         held.view = { ...held.view, state: 'busy', heldUntil: undefined };
         return admission(Promise.resolve({ runner: held.runner, continuing: true }));
       }
@@ -172,15 +173,16 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     let ready: Sandbox;
     let connected: { runner: Runner; egressToken: string };
     for (let attempt = 1; ; attempt++) {
-      ready = await untilReady(await this.sandboxFor(request), options, {
+      let address: RunnerAddress;
+      ({ sandbox: ready, address } = await untilReady(await this.sandboxFor(request), options, {
         client: this.options.client,
         logger: this.options.logger,
         readyTimeoutMs: this.options.readyTimeoutMs,
         stopping: this.stopping.signal,
         onQueuedChange: (delta) => (this.queued += delta),
-      }, onAdmitted);
+      }, onAdmitted));
       try {
-        connected = await this.connectTo(ready);
+        connected = await this.connectTo(address);
         break;
       } catch (error) {
         // A runner we cannot use is no one's: deleted, so the next attempt (or turn) gets a new one. The
@@ -220,7 +222,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const entry = this.entries.get(lease.runner.id);
     if (!entry) return { heldUntil: null };
     const hold = options.hold;
-    if (hold && hold.maxConcurrentWarm > 0 && !options.broken && !options.discard && lease.runner.alive && standingOf(entry.sandbox).kind === 'ready') {
+    if (hold && hold.maxConcurrentWarm > 0 && !options.broken && !options.discard && lease.runner.alive && standingOf(entry.sandbox).kind !== 'ended') {
       const now = this.now();
       const spec = holdSpec(now, hold.idleTtlSeconds, hold.maxConcurrentWarm);
       try {
@@ -256,10 +258,9 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     await Promise.all(lapsed.map((entry) => this.end(entry, { save: true })));
   }
 
-  private async connectTo(sandbox: Sandbox): Promise<{ runner: Runner; egressToken: string }> {
-    const standing = standingOf(sandbox) as Extract<SandboxStanding, { kind: 'ready' }>;
-    const { token, egressToken } = await this.options.client.readTokens(standing.tokenSecretName);
-    const runner = await this.options.connect({ id: sandbox.status!.podName!, host: standing.host, port: standing.port, token });
+  private async connectTo(address: RunnerAddress): Promise<{ runner: Runner; egressToken: string }> {
+    const { token, egressToken } = await this.options.client.pods.tokens(address);
+    const runner = await this.options.connect({ id: address.podName, host: address.host, port: address.port, token });
     return { runner, egressToken };
   }
 

@@ -1,15 +1,17 @@
 /**
- * Waiting for a Sandbox to be Ready, by watching (each change the watch delivers is looked at; nothing
- * polls). Not admitted by the controller (every place of the cluster taken): refused at once
- * (`wait: false`, the Sandbox deleted so it keeps no place in the line), or queued with its place
- * announced whenever it moves, until admitted or the hold limit (`signal`). Ended (a terminal failure
- * the controller reports with its reason): the turn cannot run. Fail-safe direction: whatever ends
- * the wait without a Ready Sandbox ends it with an error, never a lease on a runner not known ready.
+ * Waiting for a Sandbox's runner to be ready, by watching (each change either watch delivers is looked
+ * at; nothing polls): ready once the Sandbox's status says so or, a write earlier, once the pod it
+ * controls is running and ready (`servingPod`). Not admitted by the controller (every place of the
+ * cluster taken): refused at once (`wait: false`, the Sandbox deleted so it keeps no place in the
+ * line), or queued with its place announced whenever it moves, until admitted or the hold limit
+ * (`signal`). Ended (a terminal failure the controller reports with its reason): the turn cannot run.
+ * Fail-safe direction: whatever ends the wait without a ready runner ends it with an error, never a
+ * lease on a runner not known ready.
  */
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import { retryHintSeconds } from '../../sandbox-policy/policy.js';
-import { isAdmitted, queuePosition, standingOf } from './kubernetes-decisions.js';
+import { isAdmitted, queuePosition, type RunnerAddress, standingOf, statusAddress } from './kubernetes-decisions.js';
 import type { SandboxClient } from './kubernetes-sandboxes.js';
 import { CapacityExhausted, SandboxUnavailable, type WaitOptions } from './provider.js';
 
@@ -27,11 +29,17 @@ export interface ReadinessContext {
   onQueuedChange: (delta: number) => void;
 }
 
-/** Resolves with the Sandbox once Ready; `onAdmitted` is told as soon as it has its place (at the latest, when Ready). */
-export function untilReady(sandbox: Sandbox, options: WaitOptions, context: ReadinessContext, onAdmitted: () => void = () => {}): Promise<Sandbox> {
+/** A Sandbox whose runner serves, and where. */
+export interface ReadySandbox {
+  sandbox: Sandbox;
+  address: RunnerAddress;
+}
+
+/** Resolves once the Sandbox's runner is ready; `onAdmitted` is told as soon as it has its place (at the latest, when ready). */
+export function untilReady(sandbox: Sandbox, options: WaitOptions, context: ReadinessContext, onAdmitted: () => void = () => {}): Promise<ReadySandbox> {
   const { client } = context;
   const { name, uid } = sandbox.metadata;
-  return new Promise<Sandbox>((resolve, reject) => {
+  return new Promise<ReadySandbox>((resolve, reject) => {
     let announced = 0;
     let queued = false;
     let settled = false;
@@ -39,15 +47,16 @@ export function untilReady(sandbox: Sandbox, options: WaitOptions, context: Read
       if (queued !== value) context.onQueuedChange(value ? 1 : -1);
       queued = value;
     };
-    const finish = (outcome: { sandbox: Sandbox } | { error: Error; discard: boolean }) => {
+    const finish = (outcome: { ready: ReadySandbox } | { error: Error; discard: boolean }) => {
       if (settled) return;
       settled = true;
       setQueued(false);
       unsubscribe();
+      unsubscribePods();
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       context.stopping.removeEventListener('abort', onStop);
-      if ('sandbox' in outcome) return resolve(outcome.sandbox);
+      if ('ready' in outcome) return resolve(outcome.ready);
       if (!outcome.discard) return reject(outcome.error);
       client.delete(sandbox).then(
         () => reject(outcome.error),
@@ -58,13 +67,17 @@ export function untilReady(sandbox: Sandbox, options: WaitOptions, context: Read
       );
     };
     const refusal = () => new CapacityExhausted(retryHintSeconds(queuePosition(client.cachedAll(), name), TYPICAL_TURN_SECONDS));
-    const evaluate = (current: Sandbox | undefined) => {
-      if (!current || current.metadata.uid !== uid) return;
+    // The cache may be behind the create's answer, or ahead of it.
+    const latest = () => {
+      const cached = client.cached(name);
+      return cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(sandbox.metadata.resourceVersion) ? cached : sandbox;
+    };
+    const evaluate = (current: Sandbox) => {
       const standing = standingOf(current);
-      if (standing.kind === 'ready' || (standing.kind === 'starting' && isAdmitted(current))) onAdmitted();
+      const address = standing.kind === 'ended' ? undefined : (statusAddress(current) ?? client.pods.servingFor(current));
+      if (address || (standing.kind === 'starting' && isAdmitted(current))) onAdmitted();
+      if (address) return finish({ ready: { sandbox: current, address } });
       switch (standing.kind) {
-        case 'ready':
-          return finish({ sandbox: current });
         case 'ended':
           return finish({ error: new SandboxUnavailable(`the sandbox could not start (${standing.reason}): ${standing.message}`), discard: false });
         case 'queued': {
@@ -86,8 +99,9 @@ export function untilReady(sandbox: Sandbox, options: WaitOptions, context: Read
         return finish({ error: new SandboxUnavailable('the sandbox was deleted before its runner was ready'), discard: false });
       }
       // Any Sandbox leaving the line moves this one up in it.
-      evaluate(client.cached(name));
+      evaluate(latest());
     });
+    const unsubscribePods = client.pods.subscribe(() => evaluate(latest()));
     const onAbort = () => finish({ error: refusal(), discard: true });
     const onStop = () => finish({ error: new CapacityExhausted(1), discard: false });
     options.signal?.addEventListener('abort', onAbort, { once: true });
@@ -102,8 +116,6 @@ export function untilReady(sandbox: Sandbox, options: WaitOptions, context: Read
     );
     timer.unref();
     if (options.signal?.aborted) return onAbort();
-    // The cache may be behind the create's answer, or ahead of it.
-    const cached = client.cached(name);
-    evaluate(cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(sandbox.metadata.resourceVersion) ? cached : sandbox);
+    evaluate(latest());
   });
 }

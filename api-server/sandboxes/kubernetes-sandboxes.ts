@@ -3,13 +3,14 @@
  * then watch from the list's resourceVersion, re-listed on 410 and restarted on errors, see
  * controller/informer.ts) whose cache answers lookups, and whose events wake whoever waits for a
  * Sandbox to change, so nothing polls. Writes go straight to the API server; the cache catches up
- * through the watch.
+ * through the watch. Beside it, the runner pods' watch (`pods`), started and stopped with it.
  */
-import { CoreV1Api, CustomObjectsApi, type KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
+import { CustomObjectsApi, type KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { GROUP, LABELS, SANDBOX, type Sandbox, type SandboxSpec, VERSION } from '../../controller/api/v1alpha1.js';
 import { Informer, type InformerEvent } from '../../controller/informer.js';
 import { httpStatus, statusMessage } from '../../controller/kube-errors.js';
+import { RunnerPods } from './kubernetes-runner-pods.js';
 
 /** A missed event costs at most this long (the watch itself delivers changes at once). */
 const RESYNC_MS = 60_000;
@@ -21,9 +22,9 @@ export type SandboxListener = (event: InformerEvent, sandbox: Sandbox) => void;
 
 export class SandboxClient {
   private readonly custom: CustomObjectsApi;
-  private readonly core: CoreV1Api;
   private readonly objects: KubernetesObjectApi;
   private readonly informer: Informer<Sandbox>;
+  readonly pods: RunnerPods;
   private readonly listeners = new Set<SandboxListener>();
   /** Sandboxes this process deleted that the watch has not shown gone yet: the cache hides them (read your own writes). */
   private readonly deleting = new Set<string>();
@@ -34,7 +35,7 @@ export class SandboxClient {
     logger: Logger,
   ) {
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
-    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.pods = new RunnerPods(kubeConfig, namespace, logger);
     this.objects = KubernetesObjectApi.makeApiClient(kubeConfig);
     this.informer = new Informer<Sandbox>({
       kubeConfig,
@@ -50,14 +51,14 @@ export class SandboxClient {
     });
   }
 
-  /** Resolves once the first list is in the cache. */
-  start(): Promise<void> {
-    return this.informer.start();
+  /** Resolves once the first lists are in the caches. */
+  async start(): Promise<void> {
+    await Promise.all([this.informer.start(), this.pods.start()]);
   }
 
-  stop(): Promise<void> {
+  async stop(): Promise<void> {
     this.listeners.clear();
-    return this.informer.stop();
+    await Promise.all([this.informer.stop(), this.pods.stop()]);
   }
 
   /** Sees every change the watch delivers; returns the unsubscribe. */
@@ -150,14 +151,6 @@ export class SandboxClient {
         resolve();
       });
     });
-  }
-
-  /** The runner's credentials, from the Secret the controller made with its pod: the connection token and the egress password. */
-  async readTokens(secretName: string): Promise<{ token: string; egressToken: string }> {
-    const secret = await this.core.readNamespacedSecret({ name: secretName, namespace: this.namespace });
-    const [token, egressToken] = [secret.data?.token, secret.data?.['egress-token']];
-    if (!token || !egressToken) throw new Error(`Secret ${secretName} lacks the runner's token or egress token`);
-    return { token: Buffer.from(token, 'base64').toString('utf8'), egressToken: Buffer.from(egressToken, 'base64').toString('utf8') };
   }
 
   private collection() {

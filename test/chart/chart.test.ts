@@ -357,10 +357,11 @@ describe('charts/acis: RBAC', () => {
     expect(find(objects, 'Role', 'acis-controller').rules).toEqual(expected);
   });
 
-  it('gives the API server Sandboxes, the runner token Secrets by name, RepositorySyncs and the sync credential Secrets, never pods, status or lists of Secrets', () => {
+  it('gives the API server Sandboxes, a read-only watch of pods, the runner token Secrets by name, RepositorySyncs and the sync credential Secrets, never writes to pods, status or lists of Secrets', () => {
     const rules = find(objects, 'Role', 'acis-api').rules as RbacRule[];
     expect(rules).toEqual([
       { apiGroups: ['acis.dev'], resources: ['sandboxes'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
       { apiGroups: ['acis.dev'], resources: ['repositorysyncs'], verbs: ['get', 'create', 'update', 'delete'] },
       { apiGroups: ['acis.dev'], resources: ['repositorysyncs/finalizers'], verbs: ['update'] },
@@ -380,7 +381,7 @@ describe('charts/acis: RBAC', () => {
 
   it('drops the API server\'s sync rules when syncs run in process', async () => {
     const inProcess = await renderChart({ set: ['repositorySync.jobs=false'] });
-    expect((find(inProcess, 'Role', 'acis-api').rules as RbacRule[]).map((rule) => rule.resources)).toEqual([['sandboxes'], ['secrets']]);
+    expect((find(inProcess, 'Role', 'acis-api').rules as RbacRule[]).map((rule) => rule.resources)).toEqual([['sandboxes'], ['pods'], ['secrets']]);
     expect(ofKind(inProcess, 'NetworkPolicy').map((policy) => policy.metadata.name)).not.toContain('acis-repository-sync');
   });
 });

@@ -56,6 +56,8 @@ export interface KubeTestServer {
   countRequests(filter?: RequestFilter): number;
   /** Makes the next matching request fail (see FailureRule). */
   failNext(rule: FailureRule): void;
+  /** Forgets the injected failures not used yet. */
+  clearFailures(): void;
   /**
    * Ends open watches (of one resource, or all) from the server side: cleanly, as an API server
    * ending a watch does, or `abrupt`ly (the connection reset), as a crash or a network cut does.
@@ -167,6 +169,9 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
     },
     failNext(rule) {
       failures.push(rule);
+    },
+    clearFailures() {
+      failures.length = 0;
     },
     closeWatches,
     compact() {

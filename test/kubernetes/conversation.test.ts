@@ -271,10 +271,14 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
         .list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=runners' })
         .items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
     const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods(), 60_000);
+    // The API server reads a ready pool pod's tokens while it waits, once: the claim reads no Secret.
+    const tokenReads = () => cluster.server.countRequests({ verb: 'get', resource: 'secrets', name: `${poolPod!.metadata.name}-token` });
+    await eventually(cluster, () => tokenReads() === 1);
     const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
     const reply = await t.request('POST', `/conversations/${created.body.id}/messages?stream=false`, { token: key, body: { content: '[[reply: from the pool]]' } });
     expect(reply.body).toMatchObject({ status: 'completed', content: 'from the pool' });
     expect(sandboxOf(created.body.id)!.status).toMatchObject({ launch: 'pool', podName: poolPod!.metadata.name });
+    expect(tokenReads()).toBe(1);
     await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods()[0]!.metadata.name !== poolPod!.metadata.name, 60_000);
     cluster.server.store.delete('sandboxwarmpools', NAMESPACE, 'runners');
     expect((await t.request('DELETE', `/conversations/${created.body.id}`, { token: key })).status).toBe(204);

@@ -1,6 +1,17 @@
+import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { Condition, Sandbox, SandboxStatus } from '../../controller/api/v1alpha1.js';
-import { holdSpec, isAdmitted, newSandbox, parseEndpoint, queuePosition, sandboxName, standingOf } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import {
+  holdSpec,
+  isAdmitted,
+  newSandbox,
+  parseEndpoint,
+  queuePosition,
+  sandboxName,
+  servingPod,
+  standingOf,
+  statusAddress,
+} from '../../api-server/sandboxes/kubernetes-decisions.js';
 
 const AT = '2026-01-01T00:00:00Z';
 
@@ -109,5 +120,53 @@ describe('queuePosition(sandboxes, name)', () => {
       sandbox('d', queued, { creationTimestamp: later }),
     ];
     expect(['a', 'b', 'c', 'd'].map((name) => queuePosition(all, name))).toEqual([1, 2, 3, 4]);
+  });
+});
+
+describe('statusAddress(sandbox)', () => {
+  it('is the endpoint, pod and token Secret of a Ready status, and nothing before', () => {
+    const ready: SandboxStatus = { phase: 'Ready', podName: 'p', endpoint: '10.0.0.7:7070', tokenSecretName: 'p-token', conditions: [condition('Ready', 'True', 'RunnerReady')] };
+    expect(statusAddress(sandbox('a', ready))).toEqual({ podName: 'p', host: '10.0.0.7', port: 7070, tokenSecretName: 'p-token' });
+    expect(statusAddress(sandbox('a', { ...ready, phase: 'Starting', conditions: [] }))).toBeUndefined();
+    expect(statusAddress(sandbox('a', ready, { deletionTimestamp: AT }))).toBeUndefined();
+  });
+});
+
+describe('servingPod(sandbox, pods)', () => {
+  const owner = sandbox('a', { phase: 'Starting', podName: 'pool-x' });
+  function pod(name: string, changes: { ownerUid?: string | null; ready?: boolean; deleting?: boolean; port?: string } = {}): V1Pod {
+    const { ownerUid = owner.metadata.uid, ready = true, deleting = false, port = 'control' } = changes;
+    return {
+      metadata: {
+        name,
+        uid: `uid-${name}`,
+        ...(ownerUid && { ownerReferences: [{ apiVersion: 'acis.dev/v1alpha1', kind: 'Sandbox', name: 'a', uid: ownerUid, controller: true }] }),
+        ...(deleting && { deletionTimestamp: new Date(AT) }),
+      },
+      spec: { containers: [{ name: 'runner', ports: [{ name: port, containerPort: 7070 }] }] },
+      status: { phase: 'Running', podIP: '10.0.0.9', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
+    };
+  }
+
+  it('is the ready pod the Sandbox controls (adopted or its own), before any Ready status', () => {
+    expect(servingPod(owner, [pod('other', { ownerUid: 'uid-b' }), pod('pool-x')])).toEqual({
+      podName: 'pool-x',
+      podUid: 'uid-pool-x',
+      host: '10.0.0.9',
+      port: 7070,
+      tokenSecretName: 'pool-x-token',
+    });
+  });
+
+  it.each<[string, Sandbox, V1Pod[]]>([
+    ['no pod yet', owner, []],
+    ['a pool pod it does not own yet', owner, [pod('pool-x', { ownerUid: null })]],
+    ['another Sandbox’s pod', owner, [pod('pool-x', { ownerUid: 'uid-b' })]],
+    ['its pod not ready', owner, [pod('pool-x', { ready: false })]],
+    ['its pod being deleted', owner, [pod('pool-x', { deleting: true })]],
+    ['its pod without a control port', owner, [pod('pool-x', { port: 'metrics' })]],
+    ['the Sandbox ended, its pod still up', sandbox('a', { phase: 'Expired' }), [pod('pool-x')]],
+  ])('nothing serves: %s', (_, subject, pods) => {
+    expect(servingPod(subject, pods)).toBeUndefined();
   });
 });

@@ -65,7 +65,6 @@ describe('KubernetesSandboxProvider.acquire / release', () => {
     expect(sandbox!.metadata.name).toBe(sandboxName(conversation));
     expect(sandbox!.metadata.labels).toMatchObject({ 'acis.dev/tenant': TENANT, 'acis.dev/conversation': conversation, 'acis.dev/agent-type': 'vendor-agent-sdk' });
     expect(sandbox!.spec).toMatchObject({ conversationId: conversation, tenantId: TENANT, agentType: 'vendor-agent-sdk', mode: 'pooled' });
-    expect(sandbox!.status?.phase).toBe('Ready');
     expect(lease.continuing).toBe(false);
     expect(lease.runner.id).toBe(sandbox!.status?.podName);
     // The fixture runner says whether it was started with a token; the connector checked it sent the Secret's.
@@ -76,6 +75,28 @@ describe('KubernetesSandboxProvider.acquire / release', () => {
     await sandboxGone(conversation);
     expect(provider.views()).toEqual([]);
     expect(lease.runner.alive).toBe(false);
+  });
+
+  it('connects as soon as the pod its Sandbox controls is ready, not waiting for the controller’s Ready status', async () => {
+    const { provider } = await replica();
+    const conversation = conversationId();
+    // Every status write of the controller fails: only the pod can say the runner is ready.
+    cluster.server.failNext({ verb: 'update', resource: 'sandboxes', subresource: 'status', status: 500, times: 1_000_000 });
+    try {
+      const lease = await provider.acquire(request(conversation), { wait: false });
+      const [sandbox] = sandboxesOf(conversation);
+      expect(sandbox!.status?.phase).toBeUndefined();
+      const pods = cluster.server.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/sandbox=${sandbox!.metadata.name}` }).items;
+      expect(pods.map((pod) => pod.metadata.name)).toEqual([lease.runner.id]);
+      expect(pods[0]!.metadata.ownerReferences).toEqual([expect.objectContaining({ kind: 'Sandbox', uid: sandbox!.metadata.uid, controller: true })]);
+      expect((lease.runner as unknown as { greeting: string }).greeting).toBe('runner has a token');
+      cluster.server.clearFailures();
+      await eventually(cluster, () => sandboxesOf(conversation)[0]?.status?.phase === 'Ready');
+      expect(await release(provider, lease)).toEqual({ heldUntil: null });
+      await sandboxGone(conversation);
+    } finally {
+      cluster.server.clearFailures();
+    }
   });
 
   it('two replicas acquiring for one conversation at once get one Sandbox', async () => {

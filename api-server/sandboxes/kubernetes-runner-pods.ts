@@ -1,0 +1,102 @@
+/**
+ * The API server's view of the namespace's runner pods: one label-selected watch (list, then watch,
+ * as the controller keeps it), for the two steps of a claim that need not wait for the controller's
+ * status write. A Sandbox's runner is known ready as soon as the pod it controls is (adopted from a
+ * warm pool by the controller's patch, or started for it and passed the kubelet's probe), one write
+ * before the status says so; and the tokens of a warm-pool pod are read while it waits in its pool
+ * (its Secret by name, the same `get` a claim makes; never listed or watched), so a claim that adopts
+ * it reads no Secret on its way to the runner.
+ */
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { LABELS, MANAGED_BY, RUNNER_COMPONENT, type Sandbox } from '../../controller/api/v1alpha1.js';
+import { Informer } from '../../controller/informer.js';
+import { httpStatus, statusMessage } from '../../controller/kube-errors.js';
+import { isPodReady } from '../../controller/pod-health.js';
+import { tokenSecretName } from '../../controller/sandbox-decisions.js';
+import { type RunnerAddress, servingPod } from './kubernetes-decisions.js';
+
+/** A missed event costs at most this long (the watch itself delivers changes at once). */
+const RESYNC_MS = 60_000;
+const RUNNER_SELECTOR = `${LABELS.managedBy}=${MANAGED_BY},${LABELS.component}=${RUNNER_COMPONENT}`;
+
+/** A runner's two credentials: the connection token and its egress password. */
+export interface RunnerTokens {
+  token: string;
+  egressToken: string;
+}
+
+export class RunnerPods {
+  private readonly core: CoreV1Api;
+  private readonly informer: Informer<V1Pod>;
+  private readonly listeners = new Set<() => void>();
+  /** Tokens read ahead for ready pool pods, by pod uid; dropped with the pod. */
+  private readonly prefetched = new Map<string, Promise<RunnerTokens>>();
+
+  constructor(
+    kubeConfig: KubeConfig,
+    readonly namespace: string,
+    private readonly logger: Logger,
+  ) {
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.informer = new Informer<V1Pod>({
+      kubeConfig,
+      path: `/api/v1/namespaces/${namespace}/pods`,
+      labelSelector: RUNNER_SELECTOR,
+      list: () => this.core.listNamespacedPod({ namespace, labelSelector: RUNNER_SELECTOR }),
+      resyncMs: RESYNC_MS,
+      onEvent: (event, pod) => {
+        const uid = pod.metadata?.uid;
+        if (uid && event === 'delete') this.prefetched.delete(uid);
+        else if (uid && pod.metadata?.labels?.[LABELS.pool] && isPodReady(pod) && !this.prefetched.has(uid)) this.prefetch(uid, pod.metadata!.name!);
+        for (const listener of this.listeners) listener();
+      },
+      onError: (error, retryInMs) =>
+        logger.warn({ error: statusMessage(error), code: httpStatus(error), retry_in_ms: retryInMs }, 'runner pod watch failed; restarting'),
+    });
+  }
+
+  start(): Promise<void> {
+    return this.informer.start();
+  }
+
+  stop(): Promise<void> {
+    this.listeners.clear();
+    this.prefetched.clear();
+    return this.informer.stop();
+  }
+
+  /** Told of every change the watch delivers; returns the unsubscribe. */
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The ready runner pod `sandbox` controls, as the cache shows it. */
+  servingFor(sandbox: Sandbox): RunnerAddress | undefined {
+    return servingPod(sandbox, this.informer.list(this.namespace));
+  }
+
+  /** The runner's tokens: read ahead while it was a pool pod, else read now from its Secret. */
+  tokens(address: RunnerAddress): Promise<RunnerTokens> {
+    return (address.podUid && this.prefetched.get(address.podUid)) || this.readTokens(address.tokenSecretName);
+  }
+
+  private prefetch(uid: string, podName: string): void {
+    const read = this.readTokens(tokenSecretName(podName));
+    this.prefetched.set(uid, read);
+    read.catch((error: unknown) => {
+      // A claim of this pod reads the Secret again.
+      if (this.prefetched.get(uid) === read) this.prefetched.delete(uid);
+      this.logger.debug({ error: statusMessage(error), pod: podName }, 'reading a pool pod’s tokens ahead failed');
+    });
+  }
+
+  /** From the Secret the controller made with the pod: keys `token` and `egress-token`. */
+  private async readTokens(secretName: string): Promise<RunnerTokens> {
+    const secret = await this.core.readNamespacedSecret({ name: secretName, namespace: this.namespace });
+    const [token, egressToken] = [secret.data?.token, secret.data?.['egress-token']];
+    if (!token || !egressToken) throw new Error(`Secret ${secretName} lacks the runner's token or egress token`);
+    return { token: Buffer.from(token, 'base64').toString('utf8'), egressToken: Buffer.from(egressToken, 'base64').toString('utf8') };
+  }
+}
