@@ -3,7 +3,8 @@
  * for each measured turn, the ms from sending the message to each step of the claim that reaches
  * the Kubernetes API (the API server's Sandbox create, the controller's adoption patch of the pool
  * pod, the status write that binds it and the one that says Ready, the API server's read of the
- * runner's token Secret), and to the first agent line. What lies between the token read and the
+ * runner's token Secret, negative when it was read ahead while the pod waited in its pool), and to the
+ * first agent line. What lies between the token read and the
  * first line is the runner connection (connect, hello), the turn sent and the runtime's answer.
  * The API test server runs in the bench process, so its clock is the client's.
  */
@@ -20,7 +21,6 @@ interface Seen {
   adopted?: number;
   bound?: number;
   ready?: number;
-  tokenRead?: number;
   pod?: string;
 }
 
@@ -34,7 +34,8 @@ export interface ClaimTrace {
 
 export function traceClaims(cluster: KubeTestServer): ClaimTrace {
   const bySandbox = new Map<string, Seen>();
-  const sandboxOfPod = new Map<string, string>();
+  /** A runner pod's first token read, by pod name: the claim's, or the API server's ahead of any claim. */
+  const tokenReads = new Map<string, number>();
   const seen = (name: string) => bySandbox.get(name) ?? bySandbox.set(name, {}).get(name)!;
   const unsubscribe = cluster.store.store.subscribe((change) => {
     const at = performance.now();
@@ -46,15 +47,15 @@ export function traceClaims(cluster: KubeTestServer): ClaimTrace {
       if (change.type === 'ADDED') entry.created ??= at;
       if (object.status?.podName && entry.bound === undefined) {
         entry.bound = at;
-        entry.pod = object.status.podName;
-        sandboxOfPod.set(object.status.podName, name);
+        entry.pod ??= object.status.podName;
       }
       if (object.status?.phase === 'Ready') entry.ready ??= at;
     } else if (change.storageKey === '/pods') {
       const owner = object.metadata.ownerReferences?.find((ref) => ref.controller && ref.kind === 'Sandbox');
       if (owner) {
-        seen(owner.name).adopted ??= at;
-        sandboxOfPod.set(name, owner.name);
+        const entry = seen(owner.name);
+        entry.adopted ??= at;
+        entry.pod ??= name;
       }
     }
   });
@@ -65,8 +66,8 @@ export function traceClaims(cluster: KubeTestServer): ClaimTrace {
     const at = performance.now();
     for (const record of records) {
       if (record.resource !== 'secrets' || record.verb !== 'get' || !record.name?.endsWith('-token')) continue;
-      const sandbox = sandboxOfPod.get(record.name.slice(0, -'-token'.length));
-      if (sandbox) seen(sandbox).tokenRead ??= at;
+      const pod = record.name.slice(0, -'-token'.length);
+      if (!tokenReads.has(pod)) tokenReads.set(pod, at);
     }
     return push.apply(requests, records);
   };
@@ -80,7 +81,7 @@ export function traceClaims(cluster: KubeTestServer): ClaimTrace {
       add('pod adopted', entry.adopted);
       add('status bound', entry.bound);
       add('status Ready', entry.ready);
-      add('token read', entry.tokenRead);
+      add('token read', entry.pod === undefined ? undefined : tokenReads.get(entry.pod));
       steps['first line'].push(timing.firstLineMs);
     },
     steps: () => steps,

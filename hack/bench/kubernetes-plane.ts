@@ -269,7 +269,7 @@ function renderMarkdown(
     const steps = info.claimSteps;
     lines.push(
       '',
-      'Where a pooled first message\'s time goes (ms after the message was sent, p50 over the measured turns; the steps the Kubernetes API sees):',
+      'Where a pooled first message\'s time goes (ms after the message was sent, p50 over the measured turns; the steps the Kubernetes API sees; a negative token read was made ahead, while the pod waited in its pool):',
       '',
       `| ${CLAIM_STEPS.join(' | ')} |`,
       `|${CLAIM_STEPS.map(() => '---:').join('|')}|`,
