@@ -10,6 +10,7 @@ import { type AdmissionCandidate, admitInOrder, type RunnerView, warmCapReleases
 import { ANNOTATIONS, conditionOf, isTerminal, LABELS, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
 import type { Informer } from './informer.js';
 import { isPodReady } from './pod-health.js';
+import { isControlledBy } from './pod-template.js';
 import type { SandboxObservation } from './sandbox-decisions.js';
 
 /** How long a create or delete may stay unseen before it is assumed lost (client-go uses 5 min). */
@@ -73,7 +74,7 @@ export class ClusterView {
   /** Pods whose controller reference is the object with `uid` (ownership by UID, never by labels). */
   ownedPods(uid: string | undefined): V1Pod[] {
     if (!uid) return [];
-    return this.pods.list(this.namespace).filter((p) => p.metadata?.ownerReferences?.some((r) => r.controller && r.uid === uid));
+    return this.pods.list(this.namespace).filter((p) => isControlledBy(p, uid));
   }
 
   pendingCreates(key: string, now: number): readonly string[] {

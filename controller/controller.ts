@@ -21,7 +21,7 @@ import {
 } from './api/v1alpha1.js';
 import { ClusterView, objectKey } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
-import { Informer, type InformerEvent } from './informer.js';
+import { Informer, type InformerEvent, warnOnRestart } from './informer.js';
 import { KubeClient } from './kube-client.js';
 import { httpStatus, statusMessage } from './kube-errors.js';
 import { LeaderElection } from './leader-election.js';
@@ -109,15 +109,13 @@ export async function startController(options: {
     if (event === 'delete' || pod.metadata?.labels?.[LABELS.pool]) enqueueWaitingAndPools();
   };
 
-  const onInformerError = (what: string) => (error: unknown, retryInMs: number) =>
-    logger.warn({ error: statusMessage(error), code: httpStatus(error), resource: what, retry_in_ms: retryInMs }, 'watch failed; restarting');
   const sandboxes: Informer<Sandbox> = new Informer<Sandbox>({
     kubeConfig,
     path: `/apis/acis.dev/v1alpha1/namespaces/${ns}/${SANDBOX.plural}`,
     list: () => client.listCustom<Sandbox>(ns, SANDBOX.plural),
     resyncMs: config.resyncMs,
     onEvent: onSandbox,
-    onError: onInformerError(SANDBOX.plural),
+    onError: warnOnRestart(logger, SANDBOX.plural),
   });
   const pools: Informer<SandboxWarmPool> = new Informer<SandboxWarmPool>({
     kubeConfig,
@@ -125,7 +123,7 @@ export async function startController(options: {
     list: () => client.listCustom<SandboxWarmPool>(ns, SANDBOX_WARM_POOL.plural),
     resyncMs: config.resyncMs,
     onEvent: (_event, pool) => enqueuePool(pool.metadata.name),
-    onError: onInformerError(SANDBOX_WARM_POOL.plural),
+    onError: warnOnRestart(logger, SANDBOX_WARM_POOL.plural),
   });
   const syncs: Informer<RepositorySync> = new Informer<RepositorySync>({
     kubeConfig,
@@ -133,7 +131,7 @@ export async function startController(options: {
     list: () => client.listCustom<RepositorySync>(ns, REPOSITORY_SYNC.plural),
     resyncMs: config.resyncMs,
     onEvent: (_event, sync) => enqueueSync(sync.metadata.name),
-    onError: onInformerError(REPOSITORY_SYNC.plural),
+    onError: warnOnRestart(logger, REPOSITORY_SYNC.plural),
   });
   const syncJobSelector = `${LABELS.managedBy}=${MANAGED_BY},${LABELS.component}=${SYNC_COMPONENT}`;
   const jobs: Informer<V1Job> = new Informer<V1Job>({
@@ -146,7 +144,7 @@ export async function startController(options: {
       const owner = job.metadata?.labels?.[SYNC_LABEL];
       if (owner && event !== 'resync') enqueueSync(owner);
     },
-    onError: onInformerError('jobs'),
+    onError: warnOnRestart(logger, 'jobs'),
   });
   const runnerSelector = `${LABELS.managedBy}=${MANAGED_BY}`;
   const pods: Informer<V1Pod> = new Informer<V1Pod>({
@@ -156,7 +154,7 @@ export async function startController(options: {
     list: () => client.core.listNamespacedPod({ namespace: ns, labelSelector: runnerSelector }),
     resyncMs: config.resyncMs,
     onEvent: onPod,
-    onError: onInformerError('pods'),
+    onError: warnOnRestart(logger, 'pods'),
   });
   const view = new ClusterView(sandboxes, pools, pods, ns, config.maxSandboxes, config.runnerImage);
 

@@ -8,6 +8,8 @@
  * `resyncMs` each cached object is delivered again, so a missed event costs at most one period.
  */
 import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { httpStatus, statusMessage } from './kube-errors.js';
 
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';
 
@@ -23,6 +25,11 @@ export interface InformerOptions<T extends object> {
   onError?: (error: unknown, retryInMs: number) => void;
   /** Called after each (re-)list: metrics, readiness. */
   onList?: () => void;
+}
+
+/** An informer's `onError` that says which watch failed, why, and when it restarts. */
+export function warnOnRestart(logger: Logger, resource: string): NonNullable<InformerOptions<object>['onError']> {
+  return (error, retryInMs) => logger.warn({ error: statusMessage(error), code: httpStatus(error), resource, retry_in_ms: retryInMs }, 'watch failed; restarting');
 }
 
 const MIN_BACKOFF_MS = 100;

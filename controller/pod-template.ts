@@ -26,6 +26,11 @@ export function controllerRef(owner: RunnerOwner): V1OwnerReference {
   return { apiVersion: API_VERSION, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };
 }
 
+/** Whether `object` is controlled by the owner with this uid (its controller reference). */
+export function isControlledBy(object: { metadata?: { ownerReferences?: V1OwnerReference[] } }, uid: string | undefined): boolean {
+  return uid !== undefined && (object.metadata?.ownerReferences?.some((ref) => ref.controller && ref.uid === uid) ?? false);
+}
+
 /** Labels a runner pod carries while it serves `sandbox` (set on creation, or on adoption from a pool). */
 export function sandboxPodLabels(sandbox: Sandbox): Record<string, string> {
   return {

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, conditionOf, isTerminal, LABELS, REASONS, SANDBOX, type Sandbox, type SandboxSpec } from '../../controller/api/v1alpha1.js';
 import { podHealth } from '../../controller/pod-health.js';
-import { RUNNER_PORT_NAME } from '../../controller/pod-template.js';
+import { isControlledBy, RUNNER_PORT_NAME } from '../../controller/pod-template.js';
 import { tokenSecretName } from '../../controller/sandbox-decisions.js';
 
 /** Generated conversation ids: `con_` and upper-case Crockford base32 (see core/ids.ts). */
@@ -116,9 +116,8 @@ export function statusAddress(sandbox: Sandbox): RunnerAddress | undefined {
  */
 export function servingPod(sandbox: Sandbox, pods: readonly V1Pod[]): RunnerAddress | undefined {
   if (standingOf(sandbox).kind === 'ended') return undefined;
-  const uid = sandbox.metadata.uid;
-  const pod = pods.find((p) => !p.metadata?.deletionTimestamp && p.metadata?.ownerReferences?.some((ref) => ref.controller && ref.uid === uid));
-  if (!pod || !uid) return undefined;
+  const pod = pods.find((p) => !p.metadata?.deletionTimestamp && isControlledBy(p, sandbox.metadata.uid));
+  if (!pod) return undefined;
   const health = podHealth(pod);
   const port = pod.spec?.containers[0]?.ports?.find((p) => p.name === RUNNER_PORT_NAME)?.containerPort;
   if (health.state !== 'ready' || !port) return undefined;

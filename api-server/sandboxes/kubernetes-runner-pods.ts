@@ -10,14 +10,12 @@
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LABELS, MANAGED_BY, RUNNER_COMPONENT, type Sandbox } from '../../controller/api/v1alpha1.js';
-import { Informer } from '../../controller/informer.js';
-import { httpStatus, statusMessage } from '../../controller/kube-errors.js';
+import { Informer, warnOnRestart } from '../../controller/informer.js';
+import { statusMessage } from '../../controller/kube-errors.js';
 import { isPodReady } from '../../controller/pod-health.js';
 import { tokenSecretName } from '../../controller/sandbox-decisions.js';
 import { type RunnerAddress, servingPod } from './kubernetes-decisions.js';
 
-/** A missed event costs at most this long (the watch itself delivers changes at once). */
-const RESYNC_MS = 60_000;
 const RUNNER_SELECTOR = `${LABELS.managedBy}=${MANAGED_BY},${LABELS.component}=${RUNNER_COMPONENT}`;
 
 /** A runner's two credentials: the connection token and its egress password. */
@@ -37,6 +35,7 @@ export class RunnerPods {
     kubeConfig: KubeConfig,
     readonly namespace: string,
     private readonly logger: Logger,
+    resyncMs: number,
   ) {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.informer = new Informer<V1Pod>({
@@ -44,15 +43,14 @@ export class RunnerPods {
       path: `/api/v1/namespaces/${namespace}/pods`,
       labelSelector: RUNNER_SELECTOR,
       list: () => this.core.listNamespacedPod({ namespace, labelSelector: RUNNER_SELECTOR }),
-      resyncMs: RESYNC_MS,
+      resyncMs,
       onEvent: (event, pod) => {
         const uid = pod.metadata?.uid;
         if (uid && event === 'delete') this.prefetched.delete(uid);
         else if (uid && pod.metadata?.labels?.[LABELS.pool] && isPodReady(pod) && !this.prefetched.has(uid)) this.prefetch(uid, pod.metadata!.name!);
         for (const listener of this.listeners) listener();
       },
-      onError: (error, retryInMs) =>
-        logger.warn({ error: statusMessage(error), code: httpStatus(error), retry_in_ms: retryInMs }, 'runner pod watch failed; restarting'),
+      onError: warnOnRestart(logger, 'pods'),
     });
   }
 

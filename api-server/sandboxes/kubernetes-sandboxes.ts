@@ -8,8 +8,8 @@
 import { CustomObjectsApi, type KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { GROUP, LABELS, SANDBOX, type Sandbox, type SandboxSpec, VERSION } from '../../controller/api/v1alpha1.js';
-import { Informer, type InformerEvent } from '../../controller/informer.js';
-import { httpStatus, statusMessage } from '../../controller/kube-errors.js';
+import { Informer, type InformerEvent, warnOnRestart } from '../../controller/informer.js';
+import { httpStatus } from '../../controller/kube-errors.js';
 import { RunnerPods } from './kubernetes-runner-pods.js';
 
 /** A missed event costs at most this long (the watch itself delivers changes at once). */
@@ -35,7 +35,7 @@ export class SandboxClient {
     logger: Logger,
   ) {
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
-    this.pods = new RunnerPods(kubeConfig, namespace, logger);
+    this.pods = new RunnerPods(kubeConfig, namespace, logger, RESYNC_MS);
     this.objects = KubernetesObjectApi.makeApiClient(kubeConfig);
     this.informer = new Informer<Sandbox>({
       kubeConfig,
@@ -46,8 +46,7 @@ export class SandboxClient {
         if (event === 'delete') this.deleting.delete(sandbox.metadata.uid!);
         for (const listener of this.listeners) listener(event, sandbox);
       },
-      onError: (error, retryInMs) =>
-        logger.warn({ error: statusMessage(error), code: httpStatus(error), retry_in_ms: retryInMs }, 'Sandbox watch failed; restarting'),
+      onError: warnOnRestart(logger, SANDBOX.plural),
     });
   }
 
