@@ -75,16 +75,18 @@ export class RunnerPods {
     return servingPod(sandbox, this.informer.list(this.namespace));
   }
 
-  /** The runner's tokens: read ahead while it was a pool pod, else read now from its Secret. */
+  /** The runner's tokens: read ahead while it was a pool pod (read again if that read failed), else read now from its Secret. */
   tokens(address: RunnerAddress): Promise<RunnerTokens> {
-    return (address.podUid && this.prefetched.get(address.podUid)) || this.readTokens(address.tokenSecretName);
+    const ahead = address.podUid ? this.prefetched.get(address.podUid) : undefined;
+    const now = () => this.readTokens(address.tokenSecretName);
+    return ahead ? ahead.catch(now) : now();
   }
 
   private prefetch(uid: string, podName: string): void {
     const read = this.readTokens(tokenSecretName(podName));
     this.prefetched.set(uid, read);
     read.catch((error: unknown) => {
-      // A claim of this pod reads the Secret again.
+      // Read again on the pod's next event, or by a claim of it.
       if (this.prefetched.get(uid) === read) this.prefetched.delete(uid);
       this.logger.debug({ error: statusMessage(error), pod: podName }, 'reading a pool pod’s tokens ahead failed');
     });
