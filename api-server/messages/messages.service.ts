@@ -82,10 +82,12 @@ export async function startMessageRun(
   const unavailable = deps.runtime.provider.unavailableReason;
   const refusal = missingSecretProblem(body, secrets, context.bodyPointer) ?? (unavailable ? sandboxUnavailableProblem(unavailable) : undefined);
 
+  // Named before the admission: the runner being readied for the run may be told which run it serves.
+  const ids = { userMessageId: deps.newId('message'), assistantMessageId: deps.newId('message') };
   let admission: Admission | undefined;
   if (context.onCapacity === 'reject' && !refusal) {
     try {
-      admission = await deps.runtime.provider.admit(sandboxFor(conversation), { wait: false });
+      admission = await deps.runtime.provider.admit(sandboxFor(conversation, ids.assistantMessageId), { wait: false });
     } catch (error) {
       if (!(error instanceof CapacityExhausted)) throw error;
       deps.metrics.capacityRejected('reject');
@@ -96,9 +98,8 @@ export async function startMessageRun(
     }
   }
 
-  let ids: { userMessageId: string; assistantMessageId: string };
   try {
-    ids = await insertTurnMessages(deps, conversation, body, !refusal);
+    await insertTurnMessages(deps, conversation, ids, body, !refusal);
   } catch (error) {
     if (admission) await admission.lease.then((lease) => deps.runtime.provider.release(lease, {}), () => undefined);
     if (isUniqueViolation(error)) throw conversationBusy();
@@ -127,10 +128,14 @@ export async function startMessageRun(
  * statement (one round trip on the way to the runner); in a transaction with the message's `secrets`,
  * vaulted for the run alone, when there are any to vault.
  */
-async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversationRow, body: SendBody, vaultSecrets: boolean) {
+async function insertTurnMessages(
+  deps: AppDeps,
+  conversation: ScopedConversationRow,
+  { userMessageId, assistantMessageId }: { userMessageId: string; assistantMessageId: string },
+  body: SendBody,
+  vaultSecrets: boolean,
+): Promise<void> {
   const now = deps.now();
-  const userMessageId = deps.newId('message');
-  const assistantMessageId = deps.newId('message');
   const common = {
     conversation_id: conversation.id,
     skill_ids: body.skill_ids ? json(body.skill_ids) : null,
@@ -182,7 +187,6 @@ async function insertTurnMessages(deps: AppDeps, conversation: ScopedConversatio
   } else {
     await store(deps.db);
   }
-  return { userMessageId, assistantMessageId };
 }
 
 /** A title from the first message: its first line, shortened. */

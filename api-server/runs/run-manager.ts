@@ -22,7 +22,7 @@ import { presentMessage } from '../messages/messages.presenter.js';
 import { storeRunOutcome } from '../messages/messages.repository.js';
 import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
-import { loadRunSkills } from '../skills/materialise.js';
+import { loadRunSkills, type RunSkill } from '../skills/materialise.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import { ReplyBuilder } from './reply.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
@@ -186,12 +186,15 @@ export class RunManager {
   private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
     const { conversation } = request;
     if (request.refusal) return this.abort(request, stream, request.refusal);
+    // Read while the runner gets ready; awaited (and a failure met) once there is one to give them to.
+    const skills = loadRunSkills(this.deps, request.skillIds);
+    skills.catch(() => undefined);
     let lease: Lease;
     let queuedMs: number | undefined;
     try {
       if (request.lease) lease = await request.lease;
       else {
-        lease = await this.deps.provider.acquire(sandboxFor(conversation), {
+        lease = await this.deps.provider.acquire(sandboxFor(conversation, request.assistantMessageId), {
           wait: request.onCapacity === 'hold',
           signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
           onQueued: (position, retryHint) => {
@@ -223,7 +226,7 @@ export class RunManager {
       }
       return this.abort(request, stream, problem);
     }
-    const { lease: ready, skillsDelivered } = await this.withSkills(request, lease);
+    const { lease: ready, skillsDelivered } = await this.withSkills(request, lease, skills);
     return this.runTurn(request, stream, ready, skillsDelivered, masker, startedMs);
   }
 
@@ -234,15 +237,15 @@ export class RunManager {
    * behind the skills, unanswered (the runner starts a turn only once the workspace changes sent
    * before it are done, and never after one failed): `skillsDelivered` settles with their answer.
    */
-  private async withSkills(request: RunRequest, lease: Lease): Promise<{ lease: Lease; skillsDelivered: Promise<void> }> {
+  private async withSkills(request: RunRequest, lease: Lease, loaded: Promise<RunSkill[]>): Promise<{ lease: Lease; skillsDelivered: Promise<void> }> {
     let current = lease;
     try {
-      const skills = await loadRunSkills(this.deps, request.skillIds);
+      const skills = await loaded;
       const names = skills.map((skill) => skill.name);
       const offered = current.runner.sessionSkills;
       if (current.continuing && (offered?.length !== names.length || offered.some((name, i) => name !== names[i]))) {
         await this.deps.provider.release(current, { broken: true });
-        current = await this.deps.provider.acquire(sandboxFor(request.conversation), {
+        current = await this.deps.provider.acquire(sandboxFor(request.conversation, request.assistantMessageId), {
           wait: true,
           signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
         });
@@ -467,8 +470,8 @@ export class RunManager {
 }
 
 /** What the sandbox provider needs of a conversation to place its run. */
-export function sandboxFor(conversation: ScopedConversationRow): AcquireRequest {
-  return { agentType: conversation.agent_type, conversationId: conversation.id, tenantId: conversation.tenant_id };
+export function sandboxFor(conversation: ScopedConversationRow, runId: string): AcquireRequest {
+  return { agentType: conversation.agent_type, conversationId: conversation.id, tenantId: conversation.tenant_id, runId };
 }
 
 /** This node cannot start runners; `reason` says what is missing and how to install it. */

@@ -52,6 +52,13 @@ const CONNECT_ATTEMPTS = 2;
 /** How many times an acquire replaces an ended Sandbox that another replica keeps putting back. */
 const MAX_CREATE_ATTEMPTS = 3;
 
+interface Connected {
+  runner: Runner;
+  egressToken: string;
+  /** The run's egress binding being written beside the connection (settled before the lease is given). */
+  egressBound: Promise<void> | undefined;
+}
+
 interface Entry {
   sandbox: Sandbox;
   runner: Runner;
@@ -171,7 +178,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const savedWorkspace = this.options.records?.loadWorkspace(request.conversationId);
     savedWorkspace?.catch(() => undefined);
     let ready: Sandbox;
-    let connected: { runner: Runner; egressToken: string };
+    let connected: Connected;
     for (let attempt = 1; ; attempt++) {
       let address: RunnerAddress;
       ({ sandbox: ready, address } = await untilReady(await this.sandboxFor(request), options, {
@@ -182,7 +189,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         onQueuedChange: (delta) => (this.queued += delta),
       }, onAdmitted));
       try {
-        connected = await this.connectTo(address);
+        connected = await this.connectTo(address, request.runId);
         break;
       } catch (error) {
         // A runner we cannot use is no one's: deleted, so the next attempt (or turn) gets a new one. The
@@ -195,7 +202,9 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       }
     }
     const { egressToken } = connected;
-    const runner = this.options.records ? new EgressRecordingRunner(connected.runner, this.options.records, egressToken) : connected.runner;
+    const runner = this.options.records
+      ? new EgressRecordingRunner(connected.runner, this.options.records, egressToken, connected.egressBound && request.runId)
+      : connected.runner;
     const entry: Entry = {
       sandbox: ready,
       runner,
@@ -209,6 +218,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
     if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
     try {
+      await connected.egressBound;
       const saved = await savedWorkspace;
       if (saved) await runner.importWorkspace(saved);
     } catch (error) {
@@ -258,10 +268,27 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     await Promise.all(lapsed.map((entry) => this.end(entry, { save: true })));
   }
 
-  private async connectTo(address: RunnerAddress): Promise<{ runner: Runner; egressToken: string }> {
+  /**
+   * Connects to the runner at `address`. The run's egress binding is written meanwhile, rather than on
+   * the turn's way out (it must be in place before the turn, whose first request may reach another
+   * replica's egress proxy), and cleared again when the connection fails.
+   */
+  private async connectTo(address: RunnerAddress, runId: string | undefined): Promise<Connected> {
+    const { records } = this.options;
     const { token, egressToken } = await this.options.client.pods.tokens(address);
-    const runner = await this.options.connect({ id: address.podName, host: address.host, port: address.port, token });
-    return { runner, egressToken };
+    const egressBound = records && runId ? records.bindEgress(address.podName, egressToken, runId) : undefined;
+    egressBound?.catch(() => undefined);
+    try {
+      const runner = await this.options.connect({ id: address.podName, host: address.host, port: address.port, token });
+      return { runner, egressToken, egressBound };
+    } catch (error) {
+      if (records && runId && egressBound) {
+        // Once the write has settled, so that it cannot land after the clearing.
+        await egressBound.catch(() => undefined);
+        await records.clearEgress(address.podName, runId).catch(() => undefined);
+      }
+      throw error;
+    }
   }
 
   /** The conversation's Sandbox: the one in the cluster unless it has ended, else a new one. */

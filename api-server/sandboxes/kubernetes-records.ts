@@ -69,12 +69,17 @@ export async function runOfRunner(db: Db, runnerId: string): Promise<string | un
   return row?.run_id;
 }
 
-/** A runner whose turns record, for their duration, the run its egress credential stands for. */
+/**
+ * A runner whose turns record, for their duration, the run its egress credential stands for. The
+ * provider may have written that binding already, for the run the runner was acquired for
+ * (`boundFor`): that run's turn uses it, and a runner killed before any turn clears it.
+ */
 export class EgressRecordingRunner implements Runner {
   constructor(
     private readonly inner: Runner,
     private readonly records: RunnerRecords,
     private readonly egressToken: string,
+    private boundFor?: string,
   ) {}
 
   get id(): string {
@@ -103,7 +108,9 @@ export class EgressRecordingRunner implements Runner {
 
   async runTurn(turn: TurnRequest, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome> {
     const { runId } = turn;
-    if (runId) await this.records.bindEgress(this.id, this.egressToken, runId);
+    const bound = this.boundFor;
+    this.boundFor = undefined;
+    if (runId && runId !== bound) await this.records.bindEgress(this.id, this.egressToken, runId);
     try {
       return await this.inner.runTurn(turn, onEvent);
     } finally {
@@ -124,7 +131,10 @@ export class EgressRecordingRunner implements Runner {
     return this.inner.importWorkspace(archive);
   }
 
-  kill(): Promise<void> {
-    return this.inner.kill();
+  async kill(): Promise<void> {
+    const unused = this.boundFor;
+    this.boundFor = undefined;
+    await this.inner.kill();
+    if (unused) await this.records.clearEgress(this.id, unused).catch(() => undefined);
   }
 }

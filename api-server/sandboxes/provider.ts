@@ -10,6 +10,12 @@ export interface AcquireRequest {
   agentType: string;
   conversationId: string;
   tenantId: string;
+  /**
+   * The run (assistant message) the runner is acquired for. A provider whose runners' egress
+   * credentials are recorded for other processes binds the credential to it as soon as the runner is
+   * known, beside the connection, rather than on the turn's way out.
+   */
+  runId?: string | undefined;
 }
 
 export interface WaitOptions {

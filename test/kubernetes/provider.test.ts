@@ -5,6 +5,9 @@
  * answers a connection with whether it got its token), reached by `greetingConnector`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateToLatest, openDatabase, type DatabaseHandle } from '../../api-server/core/db/database.js';
+import { databaseRunnerRecords, type RunnerRecords } from '../../api-server/sandboxes/kubernetes-records.js';
+import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
 import type { RunningController } from '../../controller/controller.js';
 import { KubernetesSandboxProvider, type RunnerConnector } from '../../api-server/sandboxes/kubernetes-provider.js';
 import { SandboxClient } from '../../api-server/sandboxes/kubernetes-sandboxes.js';
@@ -29,7 +32,11 @@ afterAll(async () => {
 });
 
 /** A provider as one API replica builds it; `states` records what the conversation rows would show. */
-async function replica(now?: () => number, connect: RunnerConnector = greetingConnector): Promise<{ provider: KubernetesSandboxProvider; states: StateLog }> {
+async function replica(
+  now?: () => number,
+  connect: RunnerConnector = greetingConnector,
+  records?: RunnerRecords,
+): Promise<{ provider: KubernetesSandboxProvider; states: StateLog }> {
   const states = new StateLog();
   const provider = new KubernetesSandboxProvider({
     client: new SandboxClient(cluster.kubeConfig, NAMESPACE, quietLogger),
@@ -40,6 +47,7 @@ async function replica(now?: () => number, connect: RunnerConnector = greetingCo
     },
     readyTimeoutMs: 20_000,
     ...(now && { now }),
+    ...(records && { records }),
   });
   await provider.start();
   providers.push(provider);
@@ -271,5 +279,57 @@ describe('KubernetesSandboxProvider when a pod dies', () => {
     await sandboxGone(conversation);
     await states.until((s) => !s.warm);
     expect(provider.views()).toEqual([]);
+  });
+});
+
+describe('KubernetesSandboxProvider with egress records (shared by the replicas)', () => {
+  let databaseUrl: string;
+  let database: DatabaseHandle;
+  let records: RunnerRecords;
+  const bindings = () => database.db.selectFrom('runner_egress').select(['runner_id', 'run_id']).execute();
+
+  beforeAll(async () => {
+    databaseUrl = await createTestDatabase();
+    database = await openDatabase({ databaseUrl, dataDir: '', poolSize: 2 });
+    await migrateToLatest(database.db);
+    records = databaseRunnerRecords(database.db, 'node-test', () => new Date());
+  });
+  afterAll(async () => {
+    await database?.close();
+    if (databaseUrl) await dropTestDatabase(databaseUrl);
+  });
+
+  it('binds the run’s egress credential beside the connection, keeps it through the run’s turn and clears it after', async () => {
+    const { provider } = await replica(undefined, greetingConnector, records);
+    const conversation = conversationId();
+    const lease = await provider.acquire({ ...request(conversation), runId: 'msg_AHEAD' }, { wait: false });
+    // In place once the lease is given, before any turn: the turn's first request may reach another replica's proxy.
+    expect(await bindings()).toEqual([{ runner_id: lease.runner.id, run_id: 'msg_AHEAD' }]);
+    const turn = lease.runner.runTurn({ content: 'hello', runId: 'msg_AHEAD' }, () => {});
+    expect(await bindings()).toEqual([{ runner_id: lease.runner.id, run_id: 'msg_AHEAD' }]);
+    await lease.runner.kill();
+    expect(await turn).toMatchObject({ kind: 'crashed' });
+    expect(await bindings()).toEqual([]);
+    await provider.release(lease, { broken: true });
+    await sandboxGone(conversation);
+  });
+
+  it('a binding no turn used goes with the runner; a failed connection leaves none', async () => {
+    const { provider } = await replica(undefined, greetingConnector, records);
+    const conversation = conversationId();
+    const lease = await provider.acquire({ ...request(conversation), runId: 'msg_UNUSED' }, { wait: false });
+    expect(await bindings()).toEqual([{ runner_id: lease.runner.id, run_id: 'msg_UNUSED' }]);
+    await provider.release(lease, {});
+    expect(await bindings()).toEqual([]);
+    await sandboxGone(conversation);
+
+    const refused: RunnerConnector = async () => {
+      throw new Error('refused by the runner');
+    };
+    const failing = await replica(undefined, refused, records);
+    const other = conversationId();
+    await expect(failing.provider.acquire({ ...request(other), runId: 'msg_REFUSED' }, { wait: false })).rejects.toThrow('refused by the runner');
+    expect(await bindings()).toEqual([]);
+    await sandboxGone(other);
   });
 });
