@@ -229,7 +229,10 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
       ACIS_CONTROLLER_METRICS_PORT: '0',
     });
-    await server.store.waitUntil(() => poolPods().filter(ready).length === 1, 90_000, `the chart's warm pool's runner Ready\n${controller.output()}`);
+    // Ready as the controller sees it too (it writes the pool's status from its own cache), so the
+    // first Sandbox adopts it rather than starting cold while that cache catches up.
+    const poolReady = () => (server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as (KubeObject & { status?: { readyReplicas?: number } }) | undefined)?.status?.readyReplicas === 1;
+    await server.store.waitUntil(() => poolPods().filter(ready).length === 1 && poolReady(), 90_000, `the chart's warm pool's runner Ready\n${controller.output()}`);
   }, 240_000);
 
   it('serves a conversation: the reply streams from the warm-pool runner pod, its model calls through the egress proxy the NetworkPolicies let it reach', async () => {
