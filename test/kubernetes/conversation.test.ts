@@ -270,7 +270,10 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
       cluster.server.store
         .list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=runners' })
         .items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
-    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods(), 60_000);
+    // Ready as the controller sees it too (the pool's status is written from its cache): else the
+    // Sandbox could start cold while that cache catches up.
+    const poolReady = () => (cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'runners') as any)?.status?.readyReplicas === 1;
+    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && poolReady() && readyPoolPods(), 60_000);
     // The API server reads a ready pool pod's tokens while it waits, once: the claim reads no Secret.
     const tokenReads = () => cluster.server.countRequests({ verb: 'get', resource: 'secrets', name: `${poolPod!.metadata.name}-token` });
     await eventually(cluster, () => tokenReads() === 1);

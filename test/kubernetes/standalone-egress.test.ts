@@ -164,7 +164,9 @@ describe('the egress proxy as its own process, resolving runs through the API se
     createPool(cluster, POOL, 1);
     const readyPoolPods = () =>
       cluster.server.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
-    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods(), 60_000);
+    // Ready as the controller sees it too (the pool's status is written from its cache), so the Sandbox adopts it.
+    const poolReady = () => (cluster.server.store.get('sandboxwarmpools', NAMESPACE, POOL) as any)?.status?.readyReplicas === 1;
+    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && poolReady() && readyPoolPods(), 60_000);
     const podName = poolPod!.metadata.name!;
     const credential = credentialOf(podName);
     // A pooled runner stands for no run: nothing to substitute.
