@@ -1,7 +1,8 @@
 /**
  * The sandbox provider seam: what the run manager and the message routes need of whatever hosts
- * runners. `local` (LocalSandboxProvider: bubblewrap children of this node) implements it today; the
- * `kubernetes` provider (Sandbox resources the controller turns into pods) is the next.
+ * runners. `local` (LocalSandboxProvider: bubblewrap children of this node) and `kubernetes`
+ * (KubernetesSandboxProvider: Sandbox resources the controller turns into pods) implement it;
+ * ACIS_SANDBOX_PROVIDER chooses.
  */
 import type { RunnerView } from '../../sandbox-policy/policy.js';
 import type { Runner } from './runner.js';
