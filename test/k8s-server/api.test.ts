@@ -90,6 +90,16 @@ describe('makeInformer against the test server', () => {
   });
 });
 
+describe('connections', () => {
+  it('keeps a connection between requests and announces no keep-alive timeout, as kube-apiserver (Go) does', async () => {
+    const first = await fetch(`${server.url}/api/v1/namespaces/default/secrets`);
+    await first.text();
+    expect(first.headers.get('connection')).toBe('keep-alive');
+    // A client therefore keeps its connections as its own settings say (undici: 4 s unless told).
+    expect(first.headers.get('keep-alive')).toBeNull();
+  });
+});
+
 describe('watch', () => {
   it('replays changes after a resourceVersion, reports selector exits as DELETED and sends bookmarks', async () => {
     const created = await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: { name: 'watched', labels: { tier: 'a' } } });

@@ -4,9 +4,9 @@
  * it implements and what it does not.
  */
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -132,9 +132,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const ca = options.tls ? await createEphemeralCa('ACIS Kubernetes API test server CA') : undefined;
   const leaf = await ca?.issueLeaf('127.0.0.1');
   const server = leaf ? createTlsServer({ cert: leaf.certPem, key: leaf.keyPem }, handler) : createServer(handler);
-  // kube-apiserver keeps an idle connection 90 s. A short hint here (Node sends it as `Keep-Alive:
-  // timeout=N`) makes undici, which subtracts 2 s from it, open a new connection for every request.
-  server.keepAliveTimeout = 90_000;
+  closeWhenIdle(server, leaf ? 'secureConnection' : 'connection', API_IDLE_TIMEOUT_MS);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `${leaf ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const directory = await mkdtemp(path.join(tmpdir(), 'acis-kube-'));
@@ -189,4 +187,28 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
       await rm(directory, { recursive: true, force: true });
     },
   };
+}
+
+/** kube-apiserver's idle timeout for a kept connection (Go's net/http `IdleTimeout`, as it sets it). */
+const API_IDLE_TIMEOUT_MS = 90_000;
+
+/**
+ * Closes a connection once no request has used it for `idleMs`, and says nothing of it in the
+ * answers, as kube-apiserver does: Go's net/http sends no `Keep-Alive: timeout` header, so a client
+ * keeps an idle connection as long as its own setting says (undici: 4 s unless told). Node's own
+ * keep-alive timeout would announce itself in that header, so it is off and this does its work.
+ */
+function closeWhenIdle(server: HttpServer, connected: 'connection' | 'secureConnection', idleMs: number): void {
+  server.keepAliveTimeout = 0;
+  // By the socket requests arrive on (over TLS, the TLS socket, not the TCP one under it).
+  const timers = new WeakMap<Socket, NodeJS.Timeout>();
+  const arm = (socket: Socket) => {
+    clearTimeout(timers.get(socket));
+    timers.set(socket, setTimeout(() => socket.destroy(), idleMs).unref());
+  };
+  server.on(connected, arm);
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    clearTimeout(timers.get(request.socket));
+    response.once('close', () => arm(request.socket));
+  });
 }
