@@ -53,6 +53,8 @@ export class ConnectionSharingKubeConfig extends KubeConfig {
     if (!shared) {
       shared = this.keptAlive(made);
       this.dispatchers.set(key, shared);
+      // A failure (the credentials could not be read just then) is this request's; the next tries again.
+      shared.catch(() => this.dispatchers.delete(key));
     }
     const dispatcher = await shared;
     context.setDispatcher(dispatcher);
