@@ -177,6 +177,28 @@ export function runnerPods(cluster: Cluster, labelSelector = 'app.kubernetes.io/
   return cluster.server.store.list('pods', NAMESPACE, { labelSelector }).items;
 }
 
+/** A pool's runner pods the kubelet reports ready. */
+export function readyPoolPods(cluster: Cluster, pool: string): KubeObject[] {
+  return runnerPods(cluster, `acis.dev/pool=${pool}`).filter((p: any) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+}
+
+/**
+ * A pool's ready runner pods once there are `count`, ready as the controller sees them too (it writes
+ * the pool's `readyReplicas` from its own cache): a Sandbox created then adopts one instead of
+ * starting cold while that cache catches up.
+ */
+export function untilPoolReady(cluster: Cluster, pool: string, count: number, timeoutMs = 60_000): Promise<KubeObject[]> {
+  return eventually(
+    cluster,
+    () => {
+      const pods = readyPoolPods(cluster, pool);
+      const status = (cluster.server.store.get('sandboxwarmpools', NAMESPACE, pool) as { status?: { readyReplicas?: number } } | undefined)?.status;
+      return pods.length === count && status?.readyReplicas === count && pods;
+    },
+    timeoutMs,
+  );
+}
+
 /** Polls `check` on every store change until it holds (for conditions over several objects). */
 export function eventually<T>(cluster: Cluster, check: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
   return new Promise((resolve, reject) => {

@@ -7,21 +7,19 @@ import {
   phaseIs,
   runnerPods,
   clusterForFile,
+  readyPoolPods,
   waitForSandbox,
 } from './harness.js';
 
 const file = clusterForFile();
 
-const readyPoolPods = (pool: string) =>
-  runnerPods(file.cluster, `acis.dev/pool=${pool}`).filter((p: any) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
-
 describe('SandboxWarmPool', () => {
   it('fills to replicas, a claim adopts a ready pod without starting one, and the pool refills behind it', async () => {
     createPool(file.cluster, 'agents', 2);
-    await eventually(file.cluster, () => readyPoolPods('agents').length === 2);
+    await eventually(file.cluster, () => readyPoolPods(file.cluster, 'agents').length === 2);
     const pool = await file.cluster.server.store.waitFor('sandboxwarmpools', NAMESPACE, 'agents', (p: any) => p?.status?.readyReplicas === 2);
     expect((pool as any).status).toMatchObject({ replicas: 2, desiredReplicas: 2, readyReplicas: 2, availableReplicas: 2, selector: 'acis.dev/pool=agents' });
-    const before = new Set(readyPoolPods('agents').map((p) => p.metadata.name));
+    const before = new Set(readyPoolPods(file.cluster, 'agents').map((p) => p.metadata.name));
 
     // Every status the Sandbox shows on its way: an adopted ready pod makes it Ready in the write that binds it.
     const phases: string[] = [];
@@ -52,9 +50,9 @@ describe('SandboxWarmPool', () => {
 
     expect(adopted.metadata.annotations).toMatchObject({ 'acis.dev/adopted-from': 'agents', 'acis.dev/adopted-at': expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
 
-    await eventually(file.cluster, () => readyPoolPods('agents').length === 2);
+    await eventually(file.cluster, () => readyPoolPods(file.cluster, 'agents').length === 2);
     stopWatching();
-    expect(readyPoolPods('agents').map((p) => p.metadata.name)).not.toContain(adopted.metadata.name);
+    expect(readyPoolPods(file.cluster, 'agents').map((p) => p.metadata.name)).not.toContain(adopted.metadata.name);
     // The replacement waited the refill delay (300 ms by default) after the claim, off its first turn's CPU.
     expect(seen.replaced! - seen.adopted!).toBeGreaterThanOrEqual(250);
     const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'claim-1').map((e: any) => e.reason);
@@ -78,12 +76,12 @@ describe('SandboxWarmPool', () => {
 
   it('scaling the pool down removes unclaimed pods, and up adds them', async () => {
     createPool(file.cluster, 'scaled', 3, 'scaled-agent');
-    await eventually(file.cluster, () => readyPoolPods('scaled').length === 3);
+    await eventually(file.cluster, () => readyPoolPods(file.cluster, 'scaled').length === 3);
     const current = file.cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'scaled') as any;
     file.cluster.server.store.update('sandboxwarmpools', NAMESPACE, 'scaled', { ...current, spec: { ...current.spec, replicas: 1 } });
     await eventually(file.cluster, () => runnerPods(file.cluster, 'acis.dev/pool=scaled').filter((p: any) => !p.metadata.deletionTimestamp).length === 1);
     const again = file.cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'scaled') as any;
     file.cluster.server.store.update('sandboxwarmpools', NAMESPACE, 'scaled', { ...again, spec: { ...again.spec, replicas: 2 } });
-    await eventually(file.cluster, () => readyPoolPods('scaled').length === 2);
+    await eventually(file.cluster, () => readyPoolPods(file.cluster, 'scaled').length === 2);
   });
 });

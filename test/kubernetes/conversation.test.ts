@@ -17,7 +17,17 @@ import type { ControllerConfig } from '../../controller/config.js';
 import type { RunningController } from '../../controller/controller.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
+import {
+  createPool,
+  NAMESPACE,
+  readyPoolPods,
+  type SandboxObject,
+  startCluster,
+  startTestController,
+  type Cluster,
+  eventually,
+  untilPoolReady,
+} from '../controller/harness.js';
 import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { hmacAssertion } from '../helpers/approver.js';
@@ -266,14 +276,7 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
 
   it('a first message is served by a runner adopted from the warm pool, and the pool refills', async () => {
     createPool(cluster, 'runners', 1);
-    const readyPoolPods = () =>
-      cluster.server.store
-        .list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=runners' })
-        .items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
-    // Ready as the controller sees it too (the pool's status is written from its cache): else the
-    // Sandbox could start cold while that cache catches up.
-    const poolReady = () => (cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'runners') as any)?.status?.readyReplicas === 1;
-    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && poolReady() && readyPoolPods(), 60_000);
+    const [poolPod] = await untilPoolReady(cluster, 'runners', 1);
     // The API server reads a ready pool pod's tokens while it waits, once: the claim reads no Secret.
     const tokenReads = () => cluster.server.countRequests({ verb: 'get', resource: 'secrets', name: `${poolPod!.metadata.name}-token` });
     await eventually(cluster, () => tokenReads() === 1);
@@ -282,7 +285,7 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     expect(reply.body).toMatchObject({ status: 'completed', content: 'from the pool' });
     expect(sandboxOf(created.body.id)!.status).toMatchObject({ launch: 'pool', podName: poolPod!.metadata.name });
     expect(tokenReads()).toBe(1);
-    await eventually(cluster, () => readyPoolPods().length === 1 && readyPoolPods()[0]!.metadata.name !== poolPod!.metadata.name, 60_000);
+    await eventually(cluster, () => readyPoolPods(cluster, 'runners').length === 1 && readyPoolPods(cluster, 'runners')[0]!.metadata.name !== poolPod!.metadata.name, 60_000);
     cluster.server.store.delete('sandboxwarmpools', NAMESPACE, 'runners');
     expect((await t.request('DELETE', `/conversations/${created.body.id}`, { token: key })).status).toBe(204);
     await eventually(cluster, () => !sandboxOf(created.body.id) && cluster.server.store.list('pods', NAMESPACE).items.length === 0);

@@ -19,7 +19,7 @@ import { tokenSecretName } from '../../controller/sandbox-decisions.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
 import { MISSING_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually } from '../controller/harness.js';
+import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually, untilPoolReady } from '../controller/harness.js';
 import { type AcisProcess, cleanEnv, freePort, ROOT, startEgressProxyProcess, stopAcis } from '../helpers/acis-process.js';
 import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
@@ -162,11 +162,7 @@ async function dumpDatabase(): Promise<string> {
 describe('the egress proxy as its own process, resolving runs through the API server', () => {
   it('a canary reaches its destinations through the standalone proxy only while its run is in progress, the model through it too, and is found nowhere else', async () => {
     createPool(cluster, POOL, 1);
-    const readyPoolPods = () =>
-      cluster.server.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
-    // Ready as the controller sees it too (the pool's status is written from its cache), so the Sandbox adopts it.
-    const poolReady = () => (cluster.server.store.get('sandboxwarmpools', NAMESPACE, POOL) as any)?.status?.readyReplicas === 1;
-    const [poolPod] = await eventually(cluster, () => readyPoolPods().length === 1 && poolReady() && readyPoolPods(), 60_000);
+    const [poolPod] = await untilPoolReady(cluster, POOL, 1);
     const podName = poolPod!.metadata.name!;
     const credential = credentialOf(podName);
     // A pooled runner stands for no run: nothing to substitute.
