@@ -4,7 +4,7 @@ import type { Db } from '../core/db/database.js';
 import type { TenantsTable } from '../core/db/schema.js';
 import { type PageDirection, pageQuery } from '../core/pagination.js';
 
-/** A tenant's columns; its rendered `api_json` is read only by list pages. */
+/** A tenant's columns; its rendered `api_json` is read only where it is sent as it is (list pages, the warm upsert). */
 export type TenantRow = Omit<Selectable<TenantsTable>, 'api_json'>;
 export type TenantInsert = Insertable<TenantsTable>;
 export type TenantUpdate = Updateable<TenantsTable>;
@@ -33,13 +33,23 @@ export async function findTenant(db: Db, integrationId: string, tenantId: string
   return (await selectTenant(db, integrationId, tenantId))[0];
 }
 
-// The warm upsert's one query.
 const selectTenantByExternalId = compiledOnce((db: Db, integrationId: string, externalId: string) =>
   db.selectFrom('tenants').select(TENANT_COLUMNS).where('integration_id', '=', integrationId).where('external_id', '=', externalId),
 );
 
 export async function findTenantByExternalId(db: Db, integrationId: string, externalId: string): Promise<TenantRow | undefined> {
   return (await selectTenantByExternalId(db, integrationId, externalId))[0];
+}
+
+// The warm upsert's one query: the stored representation, which a warm upsert that changes nothing
+// sends as it is (no row to parse, present and serialise again).
+const selectTenantJsonByExternalId = compiledOnce((db: Db, integrationId: string, externalId: string) =>
+  db.selectFrom('tenants').select('api_json as json').where('integration_id', '=', integrationId).where('external_id', '=', externalId),
+);
+
+/** The tenant's API representation as PostgreSQL keeps it (`api_json`, migration 0010). */
+export async function findTenantJsonByExternalId(db: Db, integrationId: string, externalId: string): Promise<string | undefined> {
+  return (await selectTenantJsonByExternalId(db, integrationId, externalId))[0]?.json;
 }
 
 /** Inserts unless the (integration, external id) is taken; undefined means another writer holds it. */

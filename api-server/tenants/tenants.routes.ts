@@ -83,7 +83,7 @@ export const tenantRoutes = [
     },
     handler: async ({ deps, principal, params, body }) => {
       const { created, tenant } = await upsertTenant(deps, principal, params.external_id, body);
-      return { status: created ? 201 : 200, body: presentTenant(tenant) };
+      return { status: created ? 201 : 200, body: tenant, contentType: 'application/json' };
     },
   }),
   defineRoute({

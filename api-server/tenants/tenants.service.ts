@@ -10,6 +10,7 @@ import {
   deleteTenant,
   findTenant,
   findTenantByExternalId,
+  findTenantJsonByExternalId,
   insertTenantIfAbsent,
   selectTenantPage,
   type TenantRow,
@@ -103,19 +104,24 @@ export async function createTenant(
   throw problems.externalIdConflict(holder?.id, 'A tenant with this external_id exists.');
 }
 
+/** A tenant as a response shows it: presented from its row, or the JSON text PostgreSQL keeps (`api_json`). */
+export type TenantRepresentation = z.output<typeof Tenant> | string;
+
 /**
  * Get-or-create-or-refresh. Concurrent calls for one external id collapse on the unique constraint:
  * exactly one inserts (201), the others read the winner's row and merge into it (200). A suspended
  * tenant is returned as it is; status is not an upsert field, so nothing here reactivates it.
+ * The warm path reads the tenant's stored representation: sent as it is when nothing changes, and
+ * compared with the body otherwise (it holds every field an upsert merges into).
  */
 export async function upsertTenant(
   deps: AppDeps,
   principal: ServicePrincipal,
   externalId: string,
   body: z.output<typeof UpsertTenantBody>,
-): Promise<{ created: boolean; tenant: TenantRow }> {
-  let existing = await findTenantByExternalId(deps.db, principal.integrationId, externalId);
-  if (!existing) {
+): Promise<{ created: boolean; tenant: TenantRepresentation }> {
+  let stored = await findTenantJsonByExternalId(deps.db, principal.integrationId, externalId);
+  if (stored === undefined) {
     const parentId = await resolveParent(deps, principal, body.parent_id);
     const row = newTenantRow(deps, principal, {
       externalId,
@@ -125,15 +131,19 @@ export async function upsertTenant(
       metadata: body.metadata,
     });
     const created = await insertTenantIfAbsent(deps.db, row);
-    if (created) return { created: true, tenant: created };
-    existing = await findTenantByExternalId(deps.db, principal.integrationId, externalId);
-    if (!existing) throw new Error('tenant vanished between a conflicting insert and its read');
+    if (created) return { created: true, tenant: presentTenant(created) };
+    stored = await findTenantJsonByExternalId(deps.db, principal.integrationId, externalId);
+    if (stored === undefined) throw new Error('tenant vanished between a conflicting insert and its read');
   }
-  if (body.parent_id !== undefined && body.parent_id !== existing.parent_id) {
+  const { parent_id: parentId, ...mergeable } = body;
+  if (parentId === undefined && isEmpty(mergeable)) return { created: false, tenant: stored };
+  const existing = JSON.parse(stored) as z.output<typeof Tenant>;
+  if (parentId !== undefined && parentId !== existing.parent_id) {
     throw problems.invalid([{ pointer: '/parent_id', message: 'parent_id cannot change after creation' }]);
   }
-  const { parent_id: _ignored, ...mergeable } = body;
-  return { created: false, tenant: await applyChanges(deps, existing, mergeable) };
+  const changes = changedFields(existing, mergeable);
+  if (isEmpty(changes)) return { created: false, tenant: stored };
+  return { created: false, tenant: presentTenant(await writeChanges(deps, existing.id, changes)) };
 }
 
 export async function patchTenant(
@@ -143,17 +153,14 @@ export async function patchTenant(
   body: z.output<typeof PatchTenantBody>,
 ): Promise<TenantRow> {
   const tenant = await getTenantInScope(deps, principal, tenantId);
-  return applyChanges(deps, tenant, body);
+  const changes = changedFields(tenant, body);
+  return isEmpty(changes) ? tenant : writeChanges(deps, tenant.id, changes);
 }
 
-async function applyChanges(
-  deps: AppDeps,
-  tenant: TenantRow,
-  patch: { name?: string | null; status?: 'active' | 'suspended'; settings?: object; metadata?: object },
-): Promise<TenantRow> {
-  const changes = changedFields(tenant, patch);
-  if (isEmpty(changes)) return tenant;
-  return updateTenant(deps.db, tenant.id, {
+type TenantChanges = { name?: string | null; status?: 'active' | 'suspended'; settings?: object; metadata?: object };
+
+function writeChanges(deps: AppDeps, tenantId: string, changes: TenantChanges): Promise<TenantRow> {
+  return updateTenant(deps.db, tenantId, {
     ...(changes.name !== undefined && { name: changes.name }),
     ...(changes.status !== undefined && { status: changes.status }),
     ...(changes.settings !== undefined && { settings: json(changes.settings) }),

@@ -194,6 +194,35 @@ describe('PUT /tenants/by-external-id/{external_id}', () => {
     expect(reactivated.body.status).toBe('active');
   });
 
+  it('answers a warm upsert exactly as GET /tenants/{id} presents the tenant, whether or not it changes anything', async () => {
+    const path = `/tenants/by-external-id/${encodeURIComponent(eid('ü "stored" \\ tenant'))}`;
+    const fields = {
+      name: 'Ünïcödé "name" \\ \u2028 😀',
+      settings: { filler_enabled: false, default_agent_type: 'custom', max_idle_ttl_seconds: 60, max_concurrent_warm: 0 },
+      metadata: { 'key with "quotes"': '\n\t \u0001', unicode: 'ü 😀 \u2028', empty: '' },
+    };
+    const cold = await t.request('PUT', path, { token: key, body: fields });
+    expect(cold.status, JSON.stringify(cold.body)).toBe(201);
+    const asFetched = async () => (await t.request('GET', `/tenants/${cold.body.id}`, { token: key })).body;
+    const steps: Array<[string, object]> = [
+      ['empty body', {}],
+      ['the same fields again', fields],
+      ['the same parent', { parent_id: cold.body.parent_id }],
+      ['a change', { name: 'Renamed', metadata: { plan: 'gold' } }],
+      ['empty body after the change', {}],
+    ];
+    for (const [step, body] of steps) {
+      const warm = await t.request('PUT', path, { token: key, body });
+      expect(warm.status, step).toBe(200);
+      expect(warm.body, step).toEqual(await asFetched());
+    }
+    expect(await asFetched()).toMatchObject({ name: 'Renamed', metadata: { plan: 'gold' }, settings: fields.settings });
+    const moved = await t.request('PUT', path, { token: key, body: { parent_id: cold.body.id } });
+    expect(moved.status).toBe(422);
+    expect(moved.body.errors).toEqual([expect.objectContaining({ pointer: '/parent_id' })]);
+    expect(await asFetched()).toMatchObject({ name: 'Renamed', parent_id: cold.body.parent_id });
+  });
+
   it('refuses external ids longer than 255 characters after trimming (400) and accepts 255', async () => {
     const ok = await t.request('PUT', `/tenants/by-external-id/${'e'.repeat(255)}`, { token: key, body: {} });
     expect(ok.status).toBe(201);
@@ -434,7 +463,8 @@ describe('response headers', () => {
       expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
       expect(res.headers.get('content-length')).toBe(String(Buffer.byteLength(res.text)));
     }
-    expect(warm.text).toBe(JSON.stringify(warm.body));
+    expect(upserted.text).toBe(JSON.stringify(upserted.body));
+    expect(warm.body).toEqual({ ...upserted.body });
     const missing = await t.request('GET', `/tenants/by-external-id/${eid('no-such')}`, { token: key });
     expect(missing.status).toBe(404);
     expect(missing.headers.get('content-type')).toBe('application/problem+json');
