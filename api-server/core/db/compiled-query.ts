@@ -1,5 +1,6 @@
 import { type Compilable, type CompiledQuery, type Kysely, type QueryResult, RawNode } from 'kysely';
 import type { Database } from './schema.js';
+import { statementRunnerFor } from './database.js';
 
 type AnyDb = Kysely<Database>;
 
@@ -15,7 +16,8 @@ interface Template {
  * bind their arguments. Kysely otherwise rebuilds the operation tree and compiles it on every call,
  * 5-17 µs for the hot provisioning lookups. `build` must use each argument only as a value (no
  * branching on it, no transformation), which the first call checks: it builds the query with marker
- * values and finds each of them among the compiled parameters.
+ * values and finds each of them among the compiled parameters. On the database itself it runs straight
+ * on the pool (`statementRunnerFor`); in a transaction, through kysely on the transaction's connection.
  */
 export function compiledOnce<Args extends unknown[], Row>(
   build: (db: AnyDb, ...args: Args) => Compilable<Row>,
@@ -24,6 +26,8 @@ export function compiledOnce<Args extends unknown[], Row>(
   return async (db, ...args) => {
     template ??= compileTemplate(db, build, args.length);
     const parameters = template.slots.map((slot) => ('argument' in slot ? args[slot.argument] : slot.constant));
+    const run = statementRunnerFor(db);
+    if (run) return (await run(template.sql, parameters)) as Row[];
     const compiled: CompiledQuery<Row> = { sql: template.sql, query: template.query, parameters, queryId: QUERY_ID };
     const result: QueryResult<Row> = await db.executeQuery(compiled);
     return result.rows;
