@@ -1,6 +1,6 @@
 import { type Compilable, type CompiledQuery, type Kysely, type QueryResult, RawNode } from 'kysely';
 import type { Database } from './schema.js';
-import { statementRunnerFor } from './database.js';
+import { statementRunnerFor } from './prepared-statements.js';
 
 type AnyDb = Kysely<Database>;
 
