@@ -265,7 +265,9 @@ describe('GET /metrics', () => {
     expect(delta('acis_run_hold_seconds_sum', { outcome: 'served' })).toBeGreaterThan(0);
     expect(delta('acis_runs_total', { status: 'completed' })).toBe(2);
     expect(sumOf(await scrape(), 'acis_runs_queued')).toBe(0);
-  });
+    // Two agent runs one after the other on the node's one runner, the second starting its runtime
+    // once the first ends: on a loaded 2-core machine that alone took over the default 30 s.
+  }, 90_000);
 
   it('counts an approval that expired, and the run it failed by its problem', async () => {
     const conversationId = await newConversation();
