@@ -91,7 +91,10 @@ describe('npm start (the compiled build on the embedded database)', () => {
     expect(approved.status, approved.text).toBe(200);
 
     const visible = withoutPings(await lines);
-    expect(visible.map((l) => l.type).slice(-2)).toEqual(['message_end', 'result']);
+    // On failure the message shows the line the run ended with (an error line carries its problem)
+    // and what the server logged (warnings and errors).
+    const ending = `${JSON.stringify(visible.at(-1))}\n${server.output()}`;
+    expect(visible.map((l) => l.type).slice(-2), ending).toEqual(['message_end', 'result']);
     const reply = visible.at(-2)!.message;
     expect(reply.status).toBe('completed');
     const bashResult = reply.parts.find((part: any) => part.type === 'tool_result' && JSON.stringify(part).includes('compiled runner'));
