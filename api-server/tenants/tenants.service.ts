@@ -111,8 +111,8 @@ export type TenantRepresentation = z.output<typeof Tenant> | string;
  * Get-or-create-or-refresh. Concurrent calls for one external id collapse on the unique constraint:
  * exactly one inserts (201), the others read the winner's row and merge into it (200). A suspended
  * tenant is returned as it is; status is not an upsert field, so nothing here reactivates it.
- * The warm path reads the tenant's stored representation: sent as it is when nothing changes, and
- * compared with the body otherwise (it holds every field an upsert merges into).
+ * The warm path reads the tenant's stored representation, compares the body with it (it holds every
+ * field an upsert merges into, and the parent), and sends it as it is when nothing changes.
  */
 export async function upsertTenant(
   deps: AppDeps,
@@ -135,10 +135,9 @@ export async function upsertTenant(
     stored = await findTenantJsonByExternalId(deps.db, principal.integrationId, externalId);
     if (stored === undefined) throw new Error('tenant vanished between a conflicting insert and its read');
   }
-  const { parent_id: parentId, ...mergeable } = body;
-  if (parentId === undefined && isEmpty(mergeable)) return { created: false, tenant: stored };
+  const { parent_id: requestedParentId, ...mergeable } = body;
   const existing = JSON.parse(stored) as z.output<typeof Tenant>;
-  if (parentId !== undefined && parentId !== existing.parent_id) {
+  if (requestedParentId !== undefined && requestedParentId !== existing.parent_id) {
     throw problems.invalid([{ pointer: '/parent_id', message: 'parent_id cannot change after creation' }]);
   }
   const changes = changedFields(existing, mergeable);
