@@ -136,18 +136,18 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
 
     if (runs('warm')) {
       cases.push(
-        await measureCase('warm', api, userId, { warmupTurns, turns }, async (conversationId) => {
+        ...(await measureCase('warm', [{ api, userId }], { warmupTurns, turns }, async (conversationId) => {
         const state = (await api.call('GET', `/conversations/${conversationId}`, undefined, 200)).runtime.sandbox_state;
         if (state !== 'warm') throw new Error(`the warm conversation shows sandbox_state ${state}`);
         // The pre-started runner it claimed on its first turn is the one it holds now.
           if (prestarted && runnersOf(server).some((runner) => runner.pid === prestarted.pid)) {
             memory.heldRunner = treeRss(prestarted.pid);
           }
-        }),
+        })),
       );
     }
-    if (runs('pooled')) cases.push(await measureCase('pooled', api, userId, { warmupTurns, turns }));
-    if (runs('pooled-first')) cases.push(await measureFirstMessages('pooled-first', api, userId, { warmupTurns, turns }));
+    if (runs('pooled')) cases.push(...(await measureCase('pooled', [{ api, userId }], { warmupTurns, turns })));
+    if (runs('pooled-first')) cases.push(...(await measureFirstMessages('pooled-first', [{ api, userId }], { warmupTurns, turns })));
     if (selected === undefined) {
       try {
         Object.assign(memory, await streamMemory(server, api, userId, streams));
@@ -163,13 +163,13 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
     await settle();
     const [prestarted] = runnersOf(server);
     if (prestarted) memory.idleRunnerWithoutPrewarm = treeRss(prestarted.pid);
-    cases.push(await measureFirstMessages('pooled-first-unprewarmed', api, userId, { warmupTurns, turns }));
+    cases.push(...(await measureFirstMessages('pooled-first-unprewarmed', [{ api, userId }], { warmupTurns, turns })));
     await server.stop();
   }
   if (runs('cold')) {
     log('ACIS with ACIS_POOL_SIZE=0: cold starts with session resume');
     const { server, api, userId } = await startAcis(0);
-    cases.push(await measureCase('cold', api, userId, { warmupTurns, turns }));
+    cases.push(...(await measureCase('cold', [{ api, userId }], { warmupTurns, turns })));
     await server.stop();
   }
 
@@ -209,86 +209,112 @@ function runnersOf(server: ServerProcess) {
   return childrenOf(server.pid).filter((child) => child.name === 'bwrap' || commandLine(child.pid).includes('sandbox/runner.ts'));
 }
 
+/** Where a case's turns go: an ACIS server and its provisioned user. */
+export interface TurnTarget {
+  api: Api;
+  userId: string;
+  /** Each measured turn's conversation, when its message was sent (performance.now()) and its timing. */
+  onMeasured?: (conversationId: string, sentAt: number, timing: TurnTiming) => void;
+}
+
 /**
- * One case on a conversation of its own: warm-up turns (the first makes the session), measured
- * turns, then a turn that asks the stub for the history it was sent, which proves the measured
- * turns ran with the whole conversation (a start that lost the session would be fast and wrong).
+ * Each round sends one turn to every target, the first target first in even rounds and last in odd
+ * ones, so that targets compared in one run see the same machine, turn by turn, rather than one
+ * after the other (a machine's pace drifts over minutes).
+ */
+function roundOrder<T>(targets: readonly T[], round: number): T[] {
+  return round % 2 === 0 ? [...targets] : [...targets].reverse();
+}
+
+/**
+ * One case on a conversation of its own per target: warm-up turns (the first makes the session),
+ * measured turns, then a turn that asks the stub for the history it was sent, which proves the
+ * measured turns ran with the whole conversation (a start that lost the session would be fast and
+ * wrong). One result per target, in the targets' order.
  */
 export async function measureCase(
   id: CaseRun['id'],
-  api: Api,
-  userId: string,
+  targets: readonly TurnTarget[],
   counts: { warmupTurns: number; turns: number },
   afterWarmup?: (conversationId: string) => Promise<void>,
-): Promise<CaseRun> {
+): Promise<CaseRun[]> {
   log(`${id} ...`);
-  const timings: TurnTiming[] = [];
-  const refillMs: number[] = [];
-  const other = new OtherCpu(process.pid);
+  const states = targets.map((target) => ({ target, conversationId: '', timings: [] as TurnTiming[], refillMs: [] as number[], other: new OtherCpu(process.pid) }));
+  const results = (failure?: string) =>
+    states.map(({ timings, refillMs, other }) => ({ id, timings, otherCpuShare: other.share(), ...(failure ? { failure } : id === 'pooled' && { refillMs }) }));
   try {
     const mode = id === 'warm' ? 'warm' : 'pooled';
-    const conversation = await api.call('POST', '/conversations', { user_id: userId, runtime: { mode } }, 201);
+    for (const state of states) {
+      state.conversationId = (await state.target.api.call('POST', '/conversations', { user_id: state.target.userId, runtime: { mode } }, 201)).id;
+    }
     // The first turn makes the session, so it is never measured.
     const warmup = Math.max(1, counts.warmupTurns);
     const total = warmup + counts.turns;
     for (let n = 0; n < total; n++) {
-      await settle();
-      if (n >= warmup) other.begin();
-      const timing = await acisTurn(api, conversation.id, prompt(n));
-      other.end();
-      if (n >= warmup) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
-      if (n === warmup - 1) await afterWarmup?.(conversation.id);
-      // A pooled claim leaves the pool one short: the node starts a runner to replace it.
-      if (id === 'pooled') {
-        const sinceTerminal = timing.sinceTerminalMs();
-        const busyMs = await settle();
-        if (busyMs !== null && n >= warmup) refillMs.push(sinceTerminal + busyMs);
+      for (const state of roundOrder(states, n)) {
+        await settle();
+        if (n >= warmup) state.other.begin();
+        const timing = await acisTurn(state.target.api, state.conversationId, prompt(n));
+        state.other.end();
+        if (n >= warmup) {
+          state.timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
+          state.target.onMeasured?.(state.conversationId, timing.sentAt, timing);
+        }
+        if (n === warmup - 1) await afterWarmup?.(state.conversationId);
+        // A pooled claim leaves the pool one short: the node starts a runner to replace it.
+        if (id === 'pooled') {
+          const sinceTerminal = timing.sinceTerminalMs();
+          const busyMs = await settle();
+          if (busyMs !== null && n >= warmup) state.refillMs.push(sinceTerminal + busyMs);
+        }
       }
     }
-    await settle();
-    const check = await acisTurn(api, conversation.id, '[[echo-history]]');
-    const expected = `History: ${total} earlier user turns`;
-    if (!check.content.startsWith(expected)) throw new Error(`the session lost turns: expected "${expected}…", got "${check.content.slice(0, 200)}"`);
-    log(`${id}: ${summary(timings)}`);
-    return { id, timings, otherCpuShare: other.share(), ...(id === 'pooled' && { refillMs }) };
+    for (const state of states) {
+      await settle();
+      const check = await acisTurn(state.target.api, state.conversationId, '[[echo-history]]');
+      const expected = `History: ${total} earlier user turns`;
+      if (!check.content.startsWith(expected)) throw new Error(`the session lost turns: expected "${expected}…", got "${check.content.slice(0, 200)}"`);
+    }
+    for (const { timings } of states) log(`${id}: ${summary(timings)}`);
+    return results();
   } catch (error) {
     log(`${id}: FAILED: ${(error as Error).message}`);
-    return { id, timings, otherCpuShare: other.share(), failure: (error as Error).message };
+    return results((error as Error).message);
   }
 }
 
 /**
  * A pooled conversation's first message, each turn on a new conversation, once the node is idle
- * again (its pool refilled, the runner's runtime prewarmed): what a host sees when a user starts a chat.
+ * again (its pool refilled, the runner's runtime prewarmed): what a host sees when a user starts a
+ * chat. One result per target, in the targets' order.
  */
 export async function measureFirstMessages(
   id: 'pooled-first' | 'pooled-first-unprewarmed',
-  api: Api,
-  userId: string,
+  targets: readonly TurnTarget[],
   counts: { warmupTurns: number; turns: number },
-  /** Each measured turn's conversation, when its message was sent (performance.now()) and its timing. */
-  onMeasured?: (conversationId: string, sentAt: number, timing: TurnTiming) => void,
-): Promise<CaseRun> {
+): Promise<CaseRun[]> {
   log(`${id} ...`);
-  const timings: TurnTiming[] = [];
-  const other = new OtherCpu(process.pid);
+  const states = targets.map((target) => ({ target, timings: [] as TurnTiming[], other: new OtherCpu(process.pid) }));
+  const results = (failure?: string) => states.map(({ timings, other }) => ({ id, timings, otherCpuShare: other.share(), ...(failure && { failure }) }));
   try {
     for (let n = 0; n < counts.warmupTurns + counts.turns; n++) {
-      const conversation = await api.call('POST', '/conversations', { user_id: userId, runtime: { mode: 'pooled' } }, 201);
-      await settle();
-      const measured = n >= counts.warmupTurns;
-      if (measured) other.begin();
-      const timing = await acisTurn(api, conversation.id, prompt(n));
-      other.end();
-      if (!timing.content) throw new Error('the first message got an empty reply');
-      if (measured) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
-      if (measured) onMeasured?.(conversation.id, timing.sentAt, timing);
+      for (const { target, timings, other } of roundOrder(states, n)) {
+        const conversation = await target.api.call('POST', '/conversations', { user_id: target.userId, runtime: { mode: 'pooled' } }, 201);
+        await settle();
+        const measured = n >= counts.warmupTurns;
+        if (measured) other.begin();
+        const timing = await acisTurn(target.api, conversation.id, prompt(n));
+        other.end();
+        if (!timing.content) throw new Error('the first message got an empty reply');
+        if (measured) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
+        if (measured) target.onMeasured?.(conversation.id, timing.sentAt, timing);
+      }
     }
-    log(`${id}: ${summary(timings)}`);
-    return { id, timings, otherCpuShare: other.share() };
+    for (const { timings } of states) log(`${id}: ${summary(timings)}`);
+    return results();
   } catch (error) {
     log(`${id}: FAILED: ${(error as Error).message}`);
-    return { id, timings, otherCpuShare: other.share(), failure: (error as Error).message };
+    return results((error as Error).message);
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * The kubernetes plane of `npm run bench`: time from `POST /conversations/{id}/messages` to the
  * first agent line and to the terminal line under ACIS_SANDBOX_PROVIDER=kubernetes, beside the same
- * cases under the local provider in the same run, for
+ * cases under the local provider in the same run, the two servers running side by side and each
+ * case's turns alternating between them (so that both see the machine in the same state), for
  *  - warm: a later turn of a warm conversation (held Sandbox, live session);
  *  - pooled-first: a pooled conversation's first message, served by a runner pod adopted from a
  *    SandboxWarmPool of one (local: the node's pre-started runner), each turn a new conversation sent
@@ -77,23 +78,9 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   const runs: Array<CaseRun & { provider: Provider }> = [];
   let adoptReadyMs: number[] = [];
   let claimSteps: Record<ClaimStep, number[]> | undefined;
-  const record = (provider: Provider, run: CaseRun) => runs.push({ ...run, provider });
+  /** A case's runs, local first, kubernetes second (the order of the targets). */
+  const record = ([local, kubernetes]: CaseRun[]) => runs.push({ ...local!, provider: 'local' }, { ...kubernetes!, provider: 'kubernetes' });
   const cases = selectedCases();
-
-  if (cases.has('warm') || cases.has('pooled-first')) {
-    log('local provider, ACIS_POOL_SIZE=1: warm turns and pooled first messages');
-    const { server, api, userId } = await startAcis('local-pool-1', { ACIS_POOL_SIZE: '1' });
-    await settle();
-    if (cases.has('warm')) record('local', await measureCase('warm', api, userId, counts));
-    if (cases.has('pooled-first')) record('local', await measureFirstMessages('pooled-first', api, userId, counts));
-    await server.stop();
-  }
-  if (cases.has('cold')) {
-    log('local provider, ACIS_POOL_SIZE=0: cold starts with resume');
-    const { server, api, userId } = await startAcis('local-pool-0', { ACIS_POOL_SIZE: '0' });
-    record('local', await measureCase('cold', api, userId, counts));
-    await server.stop();
-  }
 
   log('kubernetes provider: API test server, simulated kubelet, controller');
   const cluster = await startKubeTestServer({ crdDirectories: [path.join(ctx.root, 'crds')], bookmarkIntervalMs: 200, tls: true });
@@ -121,39 +108,52 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
     ACIS_CONTROLLER_WORKERS: '4',
   });
   ctx.defer(() => controller.stop());
-  const { server, api, userId } = await startAcis('kubernetes', {
+  const kube = await startAcis('kubernetes', {
     ACIS_SANDBOX_PROVIDER: 'kubernetes',
     KUBECONFIG: cluster.kubeconfigPath,
     ACIS_K8S_NAMESPACE: NAMESPACE,
     ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
     ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
   });
-  await settle();
-  if (cases.has('warm')) record('kubernetes', await measureCase('warm', api, userId, counts));
-  if (cases.has('pooled-first')) {
-    log(`SandboxWarmPool ${POOL} of ${POOL_REPLICAS} (the chart's default)`);
-    cluster.store.create('sandboxwarmpools', NAMESPACE, {
-      apiVersion: 'acis.dev/v1alpha1',
-      kind: 'SandboxWarmPool',
-      metadata: { name: POOL },
-      spec: { agentType: AGENT_TYPE, replicas: POOL_REPLICAS },
-    } as KubeObject);
-    await until('ready pool pods', () => readyPoolPods(cluster).length === POOL_REPLICAS);
-    const launched = launchesOf(cluster);
-    const trace = traceClaims(cluster);
-    const pooledFirst = await measureFirstMessages('pooled-first', api, userId, counts, trace.turn);
-    launched.close();
-    trace.close();
-    claimSteps = trace.steps();
-    // Every first message must have been served by an adopted pod, not a cold one.
-    const coldLaunches = [...launched.byName.values()].filter((launch) => launch === 'cold').length;
-    adoptReadyMs = launched.readyMs;
-    record('kubernetes', coldLaunches > 0 && !pooledFirst.failure ? { ...pooledFirst, failure: `${coldLaunches} first messages were served by cold pods` } : pooledFirst);
-    cluster.store.delete('sandboxwarmpools', NAMESPACE, POOL);
-    await until('pool pods left', () => cluster.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.length === 0, 'none');
+
+  // Each case's turns alternate between the two providers (measureCase, measureFirstMessages).
+  if (cases.has('warm') || cases.has('pooled-first')) {
+    log('local provider beside it, ACIS_POOL_SIZE=1: warm turns and pooled first messages');
+    const local = await startAcis('local-pool-1', { ACIS_POOL_SIZE: '1' });
+    await settle();
+    if (cases.has('warm')) record(await measureCase('warm', [local, kube], counts));
+    if (cases.has('pooled-first')) {
+      log(`SandboxWarmPool ${POOL} of ${POOL_REPLICAS} (the chart's default)`);
+      cluster.store.create('sandboxwarmpools', NAMESPACE, {
+        apiVersion: 'acis.dev/v1alpha1',
+        kind: 'SandboxWarmPool',
+        metadata: { name: POOL },
+        spec: { agentType: AGENT_TYPE, replicas: POOL_REPLICAS },
+      } as KubeObject);
+      await until('ready pool pods', () => readyPoolPods(cluster).length === POOL_REPLICAS);
+      const launched = launchesOf(cluster);
+      const trace = traceClaims(cluster);
+      const [localRun, pooledFirst] = await measureFirstMessages('pooled-first', [local, { ...kube, onMeasured: trace.turn }], counts);
+      launched.close();
+      trace.close();
+      claimSteps = trace.steps();
+      // Every first message must have been served by an adopted pod, not a cold one.
+      const coldLaunches = [...launched.byName.values()].filter((launch) => launch === 'cold').length;
+      adoptReadyMs = launched.readyMs;
+      const kubeRun = coldLaunches > 0 && !pooledFirst!.failure ? { ...pooledFirst!, failure: `${coldLaunches} first messages were served by cold pods` } : pooledFirst!;
+      record([localRun!, kubeRun]);
+      cluster.store.delete('sandboxwarmpools', NAMESPACE, POOL);
+      await until('pool pods left', () => cluster.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.length === 0, 'none');
+    }
+    await local.server.stop();
   }
-  if (cases.has('cold')) record('kubernetes', await measureCase('cold', api, userId, counts));
-  await server.stop();
+  if (cases.has('cold')) {
+    log('local provider beside it, ACIS_POOL_SIZE=0: cold starts with resume');
+    const local = await startAcis('local-pool-0', { ACIS_POOL_SIZE: '0' });
+    record(await measureCase('cold', [local, kube], counts));
+    await local.server.stop();
+  }
+  await kube.server.stop();
   await controller.stop();
 
   const markdown = renderMarkdown(runs, { turns, warmupTurns, probePeriodMs, adoptReadyMs, claimSteps });
@@ -227,7 +227,7 @@ function renderMarkdown(
     '### Kubernetes provider beside the local provider',
     '',
     `${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}; ` +
-      `${info.warmupTurns} warm-up and ${info.turns} measured turns per case, one at a time once the machine is idle; ` +
+      `${info.warmupTurns} warm-up and ${info.turns} measured turns per case, one at a time once the machine is idle, the two providers' turns alternating; ` +
       `simulated kubelet probing readiness every ${info.probePeriodMs} ms. Milliseconds from sending the message to the first agent line / the terminal \`result\`.`,
     '',
     '| case | local first line p50 / p90 | kubernetes first line p50 / p90 | added at p50 (ratio) | local terminal p50 | kubernetes terminal p50 | added at p50 (ratio) | aim (first line ≤ +10 ms at p50, as issue 11 measures it) |',
