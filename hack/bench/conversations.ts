@@ -213,6 +213,8 @@ function runnersOf(server: ServerProcess) {
 export interface TurnTarget {
   api: Api;
   userId: string;
+  /** Names the target in the progress lines when a case has several. */
+  label?: string;
   /** Each measured turn's conversation, when its message was sent (performance.now()) and its timing. */
   onMeasured?: (conversationId: string, sentAt: number, timing: TurnTiming) => void;
 }
@@ -275,7 +277,7 @@ export async function measureCase(
       const expected = `History: ${total} earlier user turns`;
       if (!check.content.startsWith(expected)) throw new Error(`the session lost turns: expected "${expected}…", got "${check.content.slice(0, 200)}"`);
     }
-    for (const { timings } of states) log(`${id}: ${summary(timings)}`);
+    for (const { target, timings } of states) log(`${id}${target.label ? ` (${target.label})` : ''}: ${summary(timings)}`);
     return results();
   } catch (error) {
     log(`${id}: FAILED: ${(error as Error).message}`);
@@ -310,7 +312,7 @@ export async function measureFirstMessages(
         if (measured) target.onMeasured?.(conversation.id, timing.sentAt, timing);
       }
     }
-    for (const { timings } of states) log(`${id}: ${summary(timings)}`);
+    for (const { target, timings } of states) log(`${id}${target.label ? ` (${target.label})` : ''}: ${summary(timings)}`);
     return results();
   } catch (error) {
     log(`${id}: FAILED: ${(error as Error).message}`);

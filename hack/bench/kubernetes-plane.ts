@@ -108,18 +108,21 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
     ACIS_CONTROLLER_WORKERS: '4',
   });
   ctx.defer(() => controller.stop());
-  const kube = await startAcis('kubernetes', {
-    ACIS_SANDBOX_PROVIDER: 'kubernetes',
-    KUBECONFIG: cluster.kubeconfigPath,
-    ACIS_K8S_NAMESPACE: NAMESPACE,
-    ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
-    ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
-  });
+  const kube = {
+    ...(await startAcis('kubernetes', {
+      ACIS_SANDBOX_PROVIDER: 'kubernetes',
+      KUBECONFIG: cluster.kubeconfigPath,
+      ACIS_K8S_NAMESPACE: NAMESPACE,
+      ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`,
+      ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
+    })),
+    label: 'kubernetes',
+  };
 
   // Each case's turns alternate between the two providers (measureCase, measureFirstMessages).
   if (cases.has('warm') || cases.has('pooled-first')) {
     log('local provider beside it, ACIS_POOL_SIZE=1: warm turns and pooled first messages');
-    const local = await startAcis('local-pool-1', { ACIS_POOL_SIZE: '1' });
+    const local = { ...(await startAcis('local-pool-1', { ACIS_POOL_SIZE: '1' })), label: 'local' };
     await settle();
     if (cases.has('warm')) record(await measureCase('warm', [local, kube], counts));
     if (cases.has('pooled-first')) {
@@ -149,7 +152,7 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   }
   if (cases.has('cold')) {
     log('local provider beside it, ACIS_POOL_SIZE=0: cold starts with resume');
-    const local = await startAcis('local-pool-0', { ACIS_POOL_SIZE: '0' });
+    const local = { ...(await startAcis('local-pool-0', { ACIS_POOL_SIZE: '0' })), label: 'local' };
     record(await measureCase('cold', [local, kube], counts));
     await local.server.stop();
   }
