@@ -5,7 +5,9 @@
  * run (sdk-floors.ts); and the resident memory of runners and of open streams.
  *
  * Everything runs in its own process: the model stub (hack/model-stub), ACIS (with its runners), and
- * the plain floors' SDK processes; turns are sequential, each started once the machine is idle again.
+ * the plain floors' SDK processes; turns are sequential, each started once the machine is idle again,
+ * and the floors' turns alternate with ACIS's (alternation.ts), so that each case and its floors are
+ * measured in the same minutes.
  * Environment: BENCH_TURNS (measured turns per case, default 20), BENCH_WARMUP_TURNS (default 3),
  * BENCH_SANDBOX_FLOORS=0 (skip the floors in bubblewrap), BENCH_STREAMS (follower streams for the
  * per-stream memory, default 50), BENCH_ACIS_LOG_LEVEL (default warn), ACIS_SANDBOX_ISOLATION, passed
@@ -34,6 +36,7 @@ import { acisArgs, freePort, type ServerProcess, startServerProcess } from './pr
 import { childrenOf, commandLine, OtherCpu, processInfo, treeRss, waitQuiet } from './proc-tree.js';
 import { type FloorId, runSdkFloors, type TurnTiming, type Where } from './sdk-floors.js';
 import { envCount } from './env.js';
+import { Alternation, alone, type Slot } from './alternation.js';
 
 export interface PlaneContext {
   root: string;
@@ -108,69 +111,86 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
   // The pooled claim is also compared with the design floor of a fresh resume in a host started ahead.
   const floorKinds =
     selected && new Set<FloorId>([...selected].flatMap((id) => (id === 'pooled' ? [CASES[id].floor, 'fresh-in-host' as const] : [CASES[id].floor])));
-  const floors = await runSdkFloors(
-    { root, stubUrl: stub.url, runDir, appRoot: ctx.root, warmupTurns, turns, prompt, settle, log },
+  // The floors and ACIS run side by side, taking turns on the machine (alternation.ts).
+  const alternation = new Alternation(2);
+  const floorSlot = alternation.slotOf(0);
+  const slot = alternation.slotOf(1);
+  const floorsMeasured = runSdkFloors(
+    { root, stubUrl: stub.url, runDir, appRoot: ctx.root, warmupTurns, turns, prompt, settle, slot: floorSlot, log },
     wheres,
     floorKinds,
-  );
-  for (const floor of floors) {
-    log(`floor ${floor.where} ${floor.kind}: ${floor.failure ? `FAILED: ${floor.failure}` : summary(floor.timings)}`);
-  }
+  ).finally(() => alternation.end(0));
 
   const cases: CaseRun[] = [];
   const memory: MemoryFigures = {};
+  const plan = { warmupTurns, turns, slot };
   const startAcis = (poolSize: number, env: Record<string, string> = {}) =>
-    startBenchAcis(ctx, {
-      dataDir: path.join(root, `acis-pool-${poolSize}-${Object.values(env).join('-') || 'default'}`),
-      label: `pool ${poolSize}`,
-      stubUrl: stub.url,
-      env: { ACIS_POOL_SIZE: String(poolSize), ACIS_SANDBOX_ISOLATION: isolation, ...env },
+    slot(async () => {
+      const started = await startBenchAcis(ctx, {
+        dataDir: path.join(root, `acis-pool-${poolSize}-${Object.values(env).join('-') || 'default'}`),
+        label: `pool ${poolSize}`,
+        stubUrl: stub.url,
+        env: { ACIS_POOL_SIZE: String(poolSize), ACIS_SANDBOX_ISOLATION: isolation, ...env },
+      });
+      // Its pre-started runner is up before the floors take the machine back.
+      await settle();
+      return started;
     });
+  const stopAcis = (server: ServerProcess) => slot(() => server.stop());
 
-  if (runs('warm') || runs('pooled') || runs('pooled-first')) {
-    log('ACIS with ACIS_POOL_SIZE=1: warm and pooled conversations, memory');
-    const { server, api, userId } = await startAcis(1);
-    await settle();
-    const [prestarted] = runnersOf(server);
-    if (prestarted) memory.idleRunner = treeRss(prestarted.pid);
+  const acisMeasured = (async () => {
+    if (runs('warm') || runs('pooled') || runs('pooled-first')) {
+      log('ACIS with ACIS_POOL_SIZE=1: warm and pooled conversations, memory');
+      const { server, api, userId } = await startAcis(1);
+      const [prestarted] = runnersOf(server);
+      if (prestarted) memory.idleRunner = treeRss(prestarted.pid);
 
-    if (runs('warm')) {
-      cases.push(
-        ...(await measureCase('warm', [{ api, userId }], { warmupTurns, turns }, async (conversationId) => {
-        const state = (await api.call('GET', `/conversations/${conversationId}`, undefined, 200)).runtime.sandbox_state;
-        if (state !== 'warm') throw new Error(`the warm conversation shows sandbox_state ${state}`);
-        // The pre-started runner it claimed on its first turn is the one it holds now.
-          if (prestarted && runnersOf(server).some((runner) => runner.pid === prestarted.pid)) {
-            memory.heldRunner = treeRss(prestarted.pid);
-          }
-        })),
-      );
-    }
-    if (runs('pooled')) cases.push(...(await measureCase('pooled', [{ api, userId }], { warmupTurns, turns })));
-    if (runs('pooled-first')) cases.push(...(await measureFirstMessages('pooled-first', [{ api, userId }], { warmupTurns, turns })));
-    if (selected === undefined) {
-      try {
-        Object.assign(memory, await streamMemory(server, api, userId, streams));
-      } catch (error) {
-        memory.failure = (error as Error).message;
+      if (runs('warm')) {
+        cases.push(
+          ...(await measureCase('warm', [{ api, userId }], plan, async (conversationId) => {
+            const state = (await api.call('GET', `/conversations/${conversationId}`, undefined, 200)).runtime.sandbox_state;
+            if (state !== 'warm') throw new Error(`the warm conversation shows sandbox_state ${state}`);
+            // The pre-started runner it claimed on its first turn is the one it holds now.
+            if (prestarted && runnersOf(server).some((runner) => runner.pid === prestarted.pid)) {
+              memory.heldRunner = treeRss(prestarted.pid);
+            }
+          })),
+        );
       }
+      if (runs('pooled')) cases.push(...(await measureCase('pooled', [{ api, userId }], plan)));
+      if (runs('pooled-first')) cases.push(...(await measureFirstMessages('pooled-first', [{ api, userId }], plan)));
+      if (selected === undefined) {
+        try {
+          Object.assign(memory, await slot(() => streamMemory(server, api, userId, streams)));
+        } catch (error) {
+          memory.failure = (error as Error).message;
+        }
+      }
+      await stopAcis(server);
     }
-    await server.stop();
-  }
-  if (runs('pooled-first-unprewarmed')) {
-    log('ACIS with ACIS_POOL_PREWARM=0: first messages and the idle runner without a prewarmed runtime');
-    const { server, api, userId } = await startAcis(1, { ACIS_POOL_PREWARM: '0' });
-    await settle();
-    const [prestarted] = runnersOf(server);
-    if (prestarted) memory.idleRunnerWithoutPrewarm = treeRss(prestarted.pid);
-    cases.push(...(await measureFirstMessages('pooled-first-unprewarmed', [{ api, userId }], { warmupTurns, turns })));
-    await server.stop();
-  }
-  if (runs('cold')) {
-    log('ACIS with ACIS_POOL_SIZE=0: cold starts with session resume');
-    const { server, api, userId } = await startAcis(0);
-    cases.push(...(await measureCase('cold', [{ api, userId }], { warmupTurns, turns })));
-    await server.stop();
+    if (runs('pooled-first-unprewarmed')) {
+      log('ACIS with ACIS_POOL_PREWARM=0: first messages and the idle runner without a prewarmed runtime');
+      const { server, api, userId } = await startAcis(1, { ACIS_POOL_PREWARM: '0' });
+      const [prestarted] = runnersOf(server);
+      if (prestarted) memory.idleRunnerWithoutPrewarm = treeRss(prestarted.pid);
+      cases.push(...(await measureFirstMessages('pooled-first-unprewarmed', [{ api, userId }], plan)));
+      await stopAcis(server);
+    }
+    if (runs('cold')) {
+      log('ACIS with ACIS_POOL_SIZE=0: cold starts with session resume');
+      const { server, api, userId } = await startAcis(0);
+      cases.push(...(await measureCase('cold', [{ api, userId }], plan)));
+      await stopAcis(server);
+    }
+  })().finally(() => alternation.end(1));
+
+  // Both loops end before anything is reported or torn down, even when one of them failed.
+  const [floorsOutcome, acisOutcome] = await Promise.allSettled([floorsMeasured, acisMeasured]);
+  if (floorsOutcome.status === 'rejected') throw floorsOutcome.reason;
+  if (acisOutcome.status === 'rejected') throw acisOutcome.reason;
+  const floors = floorsOutcome.value;
+  for (const floor of floors) {
+    log(`floor ${floor.where} ${floor.kind}: ${floor.failure ? `FAILED: ${floor.failure}` : summary(floor.timings)}`);
   }
 
   const info: ConversationRunInfo = {
@@ -209,6 +229,13 @@ function runnersOf(server: ServerProcess) {
   return childrenOf(server.pid).filter((child) => child.name === 'bwrap' || commandLine(child.pid).includes('sandbox/runner.ts'));
 }
 
+/** How many turns a case makes, and in whose slots (alone, unless it alternates with the floors). */
+export interface MeasurePlan {
+  warmupTurns: number;
+  turns: number;
+  slot?: Slot;
+}
+
 /** Where a case's turns go: an ACIS server and its provisioned user. */
 export interface TurnTarget {
   api: Api;
@@ -237,9 +264,10 @@ function roundOrder<T>(targets: readonly T[], round: number): T[] {
 export async function measureCase(
   id: CaseRun['id'],
   targets: readonly TurnTarget[],
-  counts: { warmupTurns: number; turns: number },
+  plan: MeasurePlan,
   afterWarmup?: (conversationId: string) => Promise<void>,
 ): Promise<CaseRun[]> {
+  const slot = plan.slot ?? alone;
   log(`${id} ...`);
   const states = targets.map((target) => ({ target, conversationId: '', timings: [] as TurnTiming[], refillMs: [] as number[], other: new OtherCpu(process.pid) }));
   const results = (failure?: string) =>
@@ -250,30 +278,34 @@ export async function measureCase(
       state.conversationId = (await state.target.api.call('POST', '/conversations', { user_id: state.target.userId, runtime: { mode } }, 201)).id;
     }
     // The first turn makes the session, so it is never measured.
-    const warmup = Math.max(1, counts.warmupTurns);
-    const total = warmup + counts.turns;
+    const warmup = Math.max(1, plan.warmupTurns);
+    const total = warmup + plan.turns;
     for (let n = 0; n < total; n++) {
       for (const state of roundOrder(states, n)) {
-        await settle();
-        if (n >= warmup) state.other.begin();
-        const timing = await acisTurn(state.target.api, state.conversationId, prompt(n));
-        state.other.end();
-        if (n >= warmup) {
-          state.timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
-          state.target.onMeasured?.(state.conversationId, timing.sentAt, timing);
-        }
-        if (n === warmup - 1) await afterWarmup?.(state.conversationId);
-        // A pooled claim leaves the pool one short: the node starts a runner to replace it.
-        if (id === 'pooled') {
-          const sinceTerminal = timing.sinceTerminalMs();
-          const busyMs = await settle();
-          if (busyMs !== null && n >= warmup) state.refillMs.push(sinceTerminal + busyMs);
-        }
+        await slot(async () => {
+          await settle();
+          if (n >= warmup) state.other.begin();
+          const timing = await acisTurn(state.target.api, state.conversationId, prompt(n));
+          state.other.end();
+          if (n >= warmup) {
+            state.timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
+            state.target.onMeasured?.(state.conversationId, timing.sentAt, timing);
+          }
+          if (n === warmup - 1) await afterWarmup?.(state.conversationId);
+          // A pooled claim leaves the pool one short: the node starts a runner to replace it.
+          if (id === 'pooled') {
+            const sinceTerminal = timing.sinceTerminalMs();
+            const busyMs = await settle();
+            if (busyMs !== null && n >= warmup) state.refillMs.push(sinceTerminal + busyMs);
+          }
+        });
       }
     }
     for (const state of states) {
-      await settle();
-      const check = await acisTurn(state.target.api, state.conversationId, '[[echo-history]]');
+      const check = await slot(async () => {
+        await settle();
+        return acisTurn(state.target.api, state.conversationId, '[[echo-history]]');
+      });
       const expected = `History: ${total} earlier user turns`;
       if (!check.content.startsWith(expected)) throw new Error(`the session lost turns: expected "${expected}…", got "${check.content.slice(0, 200)}"`);
     }
@@ -293,23 +325,26 @@ export async function measureCase(
 export async function measureFirstMessages(
   id: 'pooled-first' | 'pooled-first-unprewarmed',
   targets: readonly TurnTarget[],
-  counts: { warmupTurns: number; turns: number },
+  plan: MeasurePlan,
 ): Promise<CaseRun[]> {
+  const slot = plan.slot ?? alone;
   log(`${id} ...`);
   const states = targets.map((target) => ({ target, timings: [] as TurnTiming[], other: new OtherCpu(process.pid) }));
   const results = (failure?: string) => states.map(({ timings, other }) => ({ id, timings, otherCpuShare: other.share(), ...(failure && { failure }) }));
   try {
-    for (let n = 0; n < counts.warmupTurns + counts.turns; n++) {
+    for (let n = 0; n < plan.warmupTurns + plan.turns; n++) {
       for (const { target, timings, other } of roundOrder(states, n)) {
-        const conversation = await target.api.call('POST', '/conversations', { user_id: target.userId, runtime: { mode: 'pooled' } }, 201);
-        await settle();
-        const measured = n >= counts.warmupTurns;
-        if (measured) other.begin();
-        const timing = await acisTurn(target.api, conversation.id, prompt(n));
-        other.end();
-        if (!timing.content) throw new Error('the first message got an empty reply');
-        if (measured) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
-        if (measured) target.onMeasured?.(conversation.id, timing.sentAt, timing);
+        await slot(async () => {
+          const conversation = await target.api.call('POST', '/conversations', { user_id: target.userId, runtime: { mode: 'pooled' } }, 201);
+          await settle();
+          const measured = n >= plan.warmupTurns;
+          if (measured) other.begin();
+          const timing = await acisTurn(target.api, conversation.id, prompt(n));
+          other.end();
+          if (!timing.content) throw new Error('the first message got an empty reply');
+          if (measured) timings.push({ firstLineMs: timing.firstLineMs, terminalMs: timing.terminalMs });
+          if (measured) target.onMeasured?.(conversation.id, timing.sentAt, timing);
+        });
       }
     }
     for (const { target, timings } of states) log(`${id}${target.label ? ` (${target.label})` : ''}: ${summary(timings)}`);

@@ -12,6 +12,7 @@ import ts from 'typescript';
 import { OtherCpu } from './proc-tree.js';
 import { bwrapCommand, SANDBOX_APP, SANDBOX_HOME, SANDBOX_RUN, runnerCommand } from '../../sandbox/bwrap.js';
 import { type FloorKind, openSdkHost, runnerLikeOptions } from './sdk-host.js';
+import type { Slot } from './alternation.js';
 
 export type Where = 'plain' | 'bwrap';
 
@@ -51,6 +52,8 @@ export interface FloorOptions {
   prompt(n: number): string;
   /** Awaited before every turn: the machine is idle again. */
   settle(): Promise<unknown>;
+  /** Runs each turn (and each host start or compile around them) in the floors' turn on the machine. */
+  slot: Slot;
   log(line: string): void;
 }
 
@@ -78,7 +81,7 @@ export async function timeTurn(start: number, messages: AsyncIterable<Line>): Pr
 /** The floors of `wanted` (every one when undefined), plainly and/or in bubblewrap (`wheres`), in that order. */
 export async function runSdkFloors(options: FloorOptions, wheres: Where[], wanted?: ReadonlySet<FloorId>): Promise<FloorRun[]> {
   const runs: FloorRun[] = [];
-  const hostDir = wheres.includes('bwrap') ? await compileSdkHost(options) : '';
+  const hostDir = wheres.includes('bwrap') ? await options.slot(() => compileSdkHost(options)) : '';
   for (const where of wheres) {
     const kinds: FloorId[] =
       where === 'plain' ? ['live', 'prestarted', 'prestarted-new', 'fresh'] : ['live', 'prestarted', 'prestarted-new', 'fresh', 'fresh-in-host'];
@@ -121,16 +124,28 @@ type OpenHost = (kind: FloorKind, resume: string | undefined) => { ready: Promis
 async function floorTurns(kind: FloorId, open: OpenHost, options: FloorOptions, other: OtherCpu): Promise<TurnTiming[]> {
   const timings: TurnTiming[] = [];
   const total = options.warmupTurns + options.turns;
+  const { slot } = options;
   if (kind === 'live') {
-    const host = open('live', undefined);
+    // The host starts in the floors' slot too: its start would slow the other loop's turn.
+    const host = await slot(async () => {
+      const opened = open('live', undefined);
+      try {
+        await opened.ready;
+        return opened;
+      } catch (error) {
+        await opened.close();
+        throw error;
+      }
+    });
     try {
-      await host.ready;
       for (let n = 0; n < total; n++) {
-        await options.settle();
-        if (n >= options.warmupTurns) other.begin();
-        const { firstLineMs, terminalMs } = await timeTurn(performance.now(), host.turn(options.prompt(n)));
-        other.end();
-        if (n >= options.warmupTurns) timings.push({ firstLineMs, terminalMs });
+        await slot(async () => {
+          await options.settle();
+          if (n >= options.warmupTurns) other.begin();
+          const { firstLineMs, terminalMs } = await timeTurn(performance.now(), host.turn(options.prompt(n)));
+          other.end();
+          if (n >= options.warmupTurns) timings.push({ firstLineMs, terminalMs });
+        });
       }
     } finally {
       await host.close();
@@ -139,28 +154,34 @@ async function floorTurns(kind: FloorId, open: OpenHost, options: FloorOptions, 
   }
   if (kind === 'prestarted-new') {
     for (let n = 0; n < total; n++) {
-      const host = open('prestarted', undefined);
-      try {
-        await host.ready;
-        await options.settle();
-        const measured = n >= options.warmupTurns;
-        if (measured) other.begin();
-        const { firstLineMs, terminalMs } = await timeTurn(performance.now(), host.turn(options.prompt(n)));
-        other.end();
-        if (measured) timings.push({ firstLineMs, terminalMs });
-      } finally {
-        await host.close();
-      }
+      await slot(async () => {
+        const host = open('prestarted', undefined);
+        try {
+          await host.ready;
+          await options.settle();
+          const measured = n >= options.warmupTurns;
+          if (measured) other.begin();
+          const { firstLineMs, terminalMs } = await timeTurn(performance.now(), host.turn(options.prompt(n)));
+          other.end();
+          if (measured) timings.push({ firstLineMs, terminalMs });
+        } finally {
+          await host.close();
+        }
+      });
     }
     return timings;
   }
-  const sessionId = await oneTurn(open('fresh', undefined), options.prompt(-1));
-  for (let n = 0; n < total; n++) {
+  const resumingKind: FloorKind = kind === 'fresh-in-host' ? 'fresh' : kind;
+  const sessionId = await slot(() => oneTurn(open('fresh', undefined), options.prompt(-1)));
+  for (let n = 0; n < total; n++) await slot(() => resumedTurn(n));
+  return timings;
+
+  async function resumedTurn(n: number): Promise<void> {
     await options.settle();
     const measured = n >= options.warmupTurns;
     if (measured) other.begin();
     let start = performance.now();
-    const host = open(kind === 'fresh-in-host' ? 'fresh' : kind, sessionId);
+    const host = open(resumingKind, sessionId);
     try {
       await host.ready;
       if (kind !== 'fresh') {
@@ -176,7 +197,6 @@ async function floorTurns(kind: FloorId, open: OpenHost, options: FloorOptions, 
       await host.close();
     }
   }
-  return timings;
 }
 
 async function oneTurn(host: ReturnType<OpenHost>, content: string): Promise<string> {
