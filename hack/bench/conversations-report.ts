@@ -194,7 +194,7 @@ export function renderConversationsMarkdown(info: ConversationRunInfo, cases: Ca
     '',
     `${info.date}; Node ${info.node}; ${info.cpus}. ACIS: \`${info.acisCommand}\`, runners isolated with \`${info.isolation}\`,`,
     'filler off at the tenant, one conversation per case, turns one at a time, each sent once every bench process',
-    '(stub, ACIS, runners, SDK processes) is idle again. Times are ms from sending the turn (ACIS: before',
+    '(stub, ACIS, runners, SDK processes) is idle again, the floors\' turns alternating with ACIS\'s. Times are ms from sending the turn (ACIS: before',
     '`POST /conversations/{id}/messages`; floors: handing the prompt to the SDK, or calling `query()`) to the first',
     `agent line and to the terminal \`result\`; ${info.warmupTurns} warm-up turns, then ${info.turns} measured turns per case. The model stub runs`,
     'in its own process and answers at once. A last turn per case asks the stub for the history it was sent,',
