@@ -23,7 +23,7 @@ import { createLogger, type RunningServer, startServer } from '../../api-server/
 import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.js';
 import { writeSkills } from '../../sandbox/workspace-ops.js';
 import { createGitRepository, manifest, serveGitOverHttp } from '../../test/helpers/git-server.js';
-import type { PlaneContext, PlaneResult } from './conversations.js';
+import type { PlaneContext, PlaneResult } from './plane.js';
 import { percentile } from './stats.js';
 import { envCount } from './env.js';
 
