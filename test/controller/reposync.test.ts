@@ -232,7 +232,7 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     const synced = await eventually(cluster, () => reposync(id!)?.status?.state === 'ready' && reposync(id!));
     expect(synced.status.observedRequestGeneration).toBe(2);
     await eventually(cluster, () => secretOf(id!, 1) === undefined && secretOf(id!, 2) === undefined, 30_000);
-  });
+  }, 90_000);
 
   it('a GitHub App credential reaches the Job as an installation token minted by the API server, never as the private key', async () => {
     const app = await t.request('POST', '/credentials', {
