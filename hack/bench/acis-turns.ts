@@ -15,6 +15,7 @@ import type { PlaneContext } from './plane.js';
 import { acisArgs, freePort, startServerProcess } from './processes.js';
 import { OtherCpu, waitQuiet } from './proc-tree.js';
 import type { TurnTiming } from './sdk-floors.js';
+import { median } from './stats.js';
 
 const log = (line: string) => console.error(`bench: turns: ${line}`);
 
@@ -53,9 +54,14 @@ export async function startBenchAcis(ctx: PlaneContext, options: { dataDir: stri
   return { server, api, userId: await provision(api) };
 }
 
+/** A progress line's p50s: the same median (stats.ts) as the report's tables. */
 export function summary(timings: TurnTiming[]): string {
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
-  return `first line p50 ${median(timings.map((t) => t.firstLineMs)).toFixed(1)} ms, terminal p50 ${median(timings.map((t) => t.terminalMs)).toFixed(1)} ms`;
+  const p50 = (values: number[]) => (median(values) ?? Number.NaN).toFixed(1);
+  return `first line p50 ${p50(timings.map((t) => t.firstLineMs))} ms, terminal p50 ${p50(timings.map((t) => t.terminalMs))} ms`;
+}
+
+function logSummaries(id: CaseRun['id'], states: ReadonlyArray<{ target: TurnTarget; timings: TurnTiming[] }>): void {
+  for (const { target, timings } of states) log(`${id}${target.label ? ` (${target.label})` : ''}: ${summary(timings)}`);
 }
 
 /** How many turns a case makes, and in whose slots (alone, unless it alternates with the floors). */
@@ -138,7 +144,7 @@ export async function measureCase(
       const expected = `History: ${total} earlier user turns`;
       if (!check.content.startsWith(expected)) throw new Error(`the session lost turns: expected "${expected}…", got "${check.content.slice(0, 200)}"`);
     }
-    for (const { target, timings } of states) log(`${id}${target.label ? ` (${target.label})` : ''}: ${summary(timings)}`);
+    logSummaries(id, states);
     return results();
   } catch (error) {
     log(`${id}: FAILED: ${(error as Error).message}`);
@@ -176,7 +182,7 @@ export async function measureFirstMessages(
         });
       }
     }
-    for (const { target, timings } of states) log(`${id}${target.label ? ` (${target.label})` : ''}: ${summary(timings)}`);
+    logSummaries(id, states);
     return results();
   } catch (error) {
     log(`${id}: FAILED: ${(error as Error).message}`);
