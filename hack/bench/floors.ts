@@ -1,23 +1,110 @@
+import { createHmac, hash, randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
 import pg from 'pg';
 
 /**
  * The floor servers the provisioning plane is measured against, each run as its own process by
- * run.ts (`floors.ts bare|one-query`, PORT and DATABASE_URL from the environment):
+ * run.ts (`floors.ts bare|one-query|token-exchange`, PORT and DATABASE_URL from the environment):
  * - bare: Koa + @koa/router answering a small JSON body, the most a Node HTTP route can do here;
  * - one-query: the same route running one raw `SELECT 1` through a pg Pool sized like ACIS's
- *   default, the most any route that touches the database once can do here.
+ *   default, the most any route that touches the database once can do here;
+ * - token-exchange: `POST /auth/token-exchange` written plainly on that stack, against ACIS's own
+ *   database: the service key's hash looked up once and kept, the body read and parsed, the same
+ *   lookup as a named prepared statement, an HS256 JWT signed with node:crypto, the same answer.
+ *   It checks nothing else (no ids, metrics, rate limit, input schema or problem documents), so
+ *   it is what the route's own work costs on this stack, whatever framework carries it.
  */
-const FLOOR_KINDS = ['bare', 'one-query'];
+const FLOOR_KINDS = ['bare', 'one-query', 'token-exchange'];
 
 /** ACIS_DB_POOL_SIZE's default (api-server/config.ts), so both sides have the same connections. */
 const POOL_SIZE = 20;
 
+/** The statement ACIS's token exchange runs (api-server/auth/auth.service.ts), as kysely compiles it. */
+const EXCHANGE_SQL =
+  'select "tenants"."id" as "tenant_id", "tenants"."status" as "tenant_status", "users"."id" as "user_id", "users"."status" as "user_status" ' +
+  'from "tenants" inner join "users" on "users"."tenant_id" = "tenants"."id" ' +
+  'where "tenants"."integration_id" = $1 and "tenants"."external_id" = $2 and "users"."external_id" = $3';
+
+const TOKEN_TTL_SECONDS = 900;
+const JWT_HEADER = Buffer.from(JSON.stringify({ alg: 'HS256', typ: 'JWT' })).toString('base64url');
+
+function readBody(request: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    request.on('error', reject);
+  });
+}
+
+function tokenExchangeRoute(router: Router, pool: pg.Pool): void {
+  const signingKey = randomBytes(32);
+  const integrations = new Map<string, string | null>();
+  const integrationOf = async (authorization: string): Promise<string | null> => {
+    const keyHash = hash('sha256', authorization.slice('Bearer '.length), 'hex');
+    let integrationId = integrations.get(keyHash);
+    if (integrationId === undefined) {
+      const { rows } = await pool.query<{ integration_id: string }>(
+        'select integration_id from service_keys where key_hash = $1 and revoked_at is null',
+        [keyHash],
+      );
+      integrationId = rows[0]?.integration_id ?? null;
+      integrations.set(keyHash, integrationId);
+    }
+    return integrationId;
+  };
+
+  router.post('/auth/token-exchange', async (ctx) => {
+    const integrationId = await integrationOf(ctx.get('authorization'));
+    if (!integrationId) {
+      ctx.status = 401;
+      return;
+    }
+    const body = JSON.parse(await readBody(ctx.req));
+    const { rows } = await pool.query({
+      name: 'token-exchange',
+      text: EXCHANGE_SQL,
+      values: [integrationId, body.tenant_external_id, body.user_external_id],
+    });
+    const row = rows[0];
+    if (!row) {
+      ctx.status = 404;
+      return;
+    }
+    if (row.tenant_status === 'suspended' || row.user_status === 'suspended') {
+      ctx.status = 403;
+      return;
+    }
+    const issuedAt = Math.floor(Date.now() / 1000);
+    const claims = {
+      tid: row.tenant_id,
+      iid: integrationId,
+      iss: 'acis',
+      aud: 'acis:conversations',
+      sub: row.user_id,
+      iat: issuedAt,
+      exp: issuedAt + TOKEN_TTL_SECONDS,
+      jti: randomBytes(12).toString('hex'),
+    };
+    const signingInput = `${JWT_HEADER}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+    const signature = createHmac('sha256', signingKey).update(signingInput).digest('base64url');
+    ctx.body = {
+      object: 'token',
+      token: `${signingInput}.${signature}`,
+      token_type: 'Bearer',
+      expires_at: new Date(claims.exp * 1000).toISOString(),
+      tenant_id: row.tenant_id,
+      user_id: row.user_id,
+    };
+  });
+}
+
 async function main(kind: string | undefined): Promise<void> {
   if (!kind || !FLOOR_KINDS.includes(kind)) throw new Error(`usage: floors.ts ${FLOOR_KINDS.join('|')}`);
   const port = Number(process.env.PORT);
-  const pool = kind === 'one-query' ? new pg.Pool({ connectionString: process.env.DATABASE_URL, max: POOL_SIZE }) : null;
+  const pool = kind === 'bare' ? null : new pg.Pool({ connectionString: process.env.DATABASE_URL, max: POOL_SIZE });
 
   const router = new Router();
   router.get('/healthz', (ctx) => {
@@ -31,6 +118,7 @@ async function main(kind: string | undefined): Promise<void> {
       ctx.body = { object: 'floor', value: 1 };
     }
   });
+  if (kind === 'token-exchange') tokenExchangeRoute(router, pool!);
   const app = new Koa();
   app.use(router.routes());
   const server = app.listen(port, '127.0.0.1');

@@ -2,7 +2,7 @@ import type { RequestPlan } from './load.js';
 import type { Fixture } from './seed.js';
 
 /** The servers a scenario can load; each runs in its own process (see run.ts). */
-export type Target = 'bare' | 'one-query' | 'acis';
+export type Target = 'bare' | 'one-query' | 'token-exchange' | 'acis';
 
 /** Sizes the integration is grown to, in this order; the scenarios of each run after its seeding. */
 export const DATASETS = [
@@ -36,6 +36,13 @@ const fullPage = (body: any) =>
 
 const bearer = (fixture: Fixture) => ({ authorization: `Bearer ${fixture.serviceKey}` });
 
+const exchangePlan = (fixture: Fixture): RequestPlan => (n) => ({
+  method: 'POST',
+  path: '/auth/token-exchange',
+  headers: bearer(fixture),
+  body: fixture.exchangePairs[n % fixture.exchangePairs.length],
+});
+
 /** The provisioning requests, at one integration size. */
 function provisioning(dataset: DatasetId): Scenario[] {
   const baseline = dataset === '1k' ? undefined : (name: string) => `${name}@1k`;
@@ -48,12 +55,18 @@ function provisioning(dataset: DatasetId): Scenario[] {
       expectStatus: 200,
       check: (body) => (typeof body?.token === 'string' ? undefined : 'expected a token'),
       baseline: baseline?.('token-exchange'),
-      plan: (fixture) => (n) => ({
-        method: 'POST',
-        path: '/auth/token-exchange',
-        headers: bearer(fixture),
-        body: fixture.exchangePairs[n % fixture.exchangePairs.length],
-      }),
+      plan: exchangePlan,
+    },
+    {
+      // The same requests to the route written plainly on the one-query floor's stack (floors.ts).
+      id: `token-exchange-floor@${dataset}`,
+      title: 'floor: the same token exchange, plain Koa + pg',
+      target: 'token-exchange',
+      dataset,
+      expectStatus: 200,
+      check: (body) => (typeof body?.token === 'string' ? undefined : 'expected a token'),
+      baseline: baseline?.('token-exchange-floor'),
+      plan: exchangePlan,
     },
     {
       id: `tenant-upsert-warm@${dataset}`,
