@@ -6,41 +6,50 @@ import pg from 'pg';
 
 /**
  * The floor servers the provisioning plane is measured against, each run as its own process by
- * run.ts (`floors.ts bare|one-query|token-exchange`, PORT and DATABASE_URL from the environment):
+ * run.ts (`floors.ts bare|one-query|routes`, PORT and DATABASE_URL from the environment):
  * - bare: Koa + @koa/router answering a small JSON body, the most a Node HTTP route can do here;
  * - one-query: the same route running one raw `SELECT 1` through a pg Pool sized like ACIS's
  *   default, the most any route that touches the database once can do here;
- * - token-exchange: `POST /auth/token-exchange` written plainly on that stack, against ACIS's own
- *   database: the service key's hash looked up once and kept, the body read and parsed, the same
- *   lookup as a named prepared statement, an HS256 JWT signed with node:crypto, the same answer.
- *   It checks nothing else (no ids, metrics, rate limit, input schema or problem documents), so
- *   it is what the route's own work costs on this stack, whatever framework carries it.
+ * - routes: token exchange and the warm tenant upsert written plainly on that stack, against ACIS's
+ *   own database: the service key's hash looked up once and kept, the body read and parsed, ACIS's
+ *   statement as a named prepared statement, and the same answer (token exchange signs an HS256 JWT
+ *   with node:crypto; the upsert sends the tenant's stored `api_json` when the body changes
+ *   nothing, the only case it answers). They check nothing else (no request ids, metrics, rate
+ *   limit, input schemas or problem documents), so they are what these routes' own work costs on
+ *   this stack, whatever framework carries it.
  */
-const FLOOR_KINDS = ['bare', 'one-query', 'token-exchange'];
+const FLOOR_KINDS = ['bare', 'one-query', 'routes'];
 
 /** ACIS_DB_POOL_SIZE's default (api-server/config.ts), so both sides have the same connections. */
 const POOL_SIZE = 20;
 
-/** The statement ACIS's token exchange runs (api-server/auth/auth.service.ts), as kysely compiles it. */
+/** The statements ACIS runs for these routes (auth.service.ts, tenants.repository.ts). */
 const EXCHANGE_SQL =
   'select "tenants"."id" as "tenant_id", "tenants"."status" as "tenant_status", "users"."id" as "user_id", "users"."status" as "user_status" ' +
   'from "tenants" inner join "users" on "users"."tenant_id" = "tenants"."id" ' +
   'where "tenants"."integration_id" = $1 and "tenants"."external_id" = $2 and "users"."external_id" = $3';
 
+const TENANT_JSON_SQL = 'select "api_json" as "json" from "tenants" where "integration_id" = $1 and "external_id" = $2';
+
 const TOKEN_TTL_SECONDS = 900;
 const JWT_HEADER = Buffer.from(JSON.stringify({ alg: 'HS256', typ: 'JWT' })).toString('base64url');
 
-function readBody(request: IncomingMessage): Promise<string> {
+function readJson(request: IncomingMessage): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    request.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch (error) {
+        reject(error);
+      }
+    });
     request.on('error', reject);
   });
 }
 
-function tokenExchangeRoute(router: Router, pool: pg.Pool): void {
-  const signingKey = randomBytes(32);
+function plainRoutes(router: Router, pool: pg.Pool): void {
   const integrations = new Map<string, string | null>();
   const integrationOf = async (authorization: string): Promise<string | null> => {
     const keyHash = hash('sha256', authorization.slice('Bearer '.length), 'hex');
@@ -55,28 +64,20 @@ function tokenExchangeRoute(router: Router, pool: pg.Pool): void {
     }
     return integrationId;
   };
+  const signingKey = randomBytes(32);
 
   router.post('/auth/token-exchange', async (ctx) => {
     const integrationId = await integrationOf(ctx.get('authorization'));
-    if (!integrationId) {
-      ctx.status = 401;
-      return;
-    }
-    const body = JSON.parse(await readBody(ctx.req));
+    if (!integrationId) return void (ctx.status = 401);
+    const body = await readJson(ctx.req);
     const { rows } = await pool.query({
       name: 'token-exchange',
       text: EXCHANGE_SQL,
       values: [integrationId, body.tenant_external_id, body.user_external_id],
     });
     const row = rows[0];
-    if (!row) {
-      ctx.status = 404;
-      return;
-    }
-    if (row.tenant_status === 'suspended' || row.user_status === 'suspended') {
-      ctx.status = 403;
-      return;
-    }
+    if (!row) return void (ctx.status = 404);
+    if (row.tenant_status === 'suspended' || row.user_status === 'suspended') return void (ctx.status = 403);
     const issuedAt = Math.floor(Date.now() / 1000);
     const claims = {
       tid: row.tenant_id,
@@ -99,6 +100,24 @@ function tokenExchangeRoute(router: Router, pool: pg.Pool): void {
       user_id: row.user_id,
     };
   });
+
+  router.put('/tenants/by-external-id/:externalId', async (ctx) => {
+    const integrationId = await integrationOf(ctx.get('authorization'));
+    if (!integrationId) return void (ctx.status = 401);
+    const body = await readJson(ctx.req);
+    const { rows } = await pool.query<{ json: string }>({
+      name: 'tenant-json',
+      text: TENANT_JSON_SQL,
+      values: [integrationId, ctx.params.externalId],
+    });
+    const stored = rows[0]?.json;
+    if (stored === undefined) return void (ctx.status = 501);
+    const tenant = JSON.parse(stored) as Record<string, unknown>;
+    const unchanged = Object.entries(body).every(([field, value]) => JSON.stringify(tenant[field]) === JSON.stringify(value));
+    if (!unchanged) return void (ctx.status = 501);
+    ctx.type = 'application/json';
+    ctx.body = stored;
+  });
 }
 
 async function main(kind: string | undefined): Promise<void> {
@@ -118,7 +137,7 @@ async function main(kind: string | undefined): Promise<void> {
       ctx.body = { object: 'floor', value: 1 };
     }
   });
-  if (kind === 'token-exchange') tokenExchangeRoute(router, pool!);
+  if (kind === 'routes') plainRoutes(router, pool!);
   const app = new Koa();
   app.use(router.routes());
   const server = app.listen(port, '127.0.0.1');

@@ -2,7 +2,7 @@ import type { RequestPlan } from './load.js';
 import type { Fixture } from './seed.js';
 
 /** The servers a scenario can load; each runs in its own process (see run.ts). */
-export type Target = 'bare' | 'one-query' | 'token-exchange' | 'acis';
+export type Target = 'bare' | 'one-query' | 'routes' | 'acis';
 
 /** Sizes the integration is grown to, in this order; the scenarios of each run after its seeding. */
 export const DATASETS = [
@@ -43,6 +43,13 @@ const exchangePlan = (fixture: Fixture): RequestPlan => (n) => ({
   body: fixture.exchangePairs[n % fixture.exchangePairs.length],
 });
 
+const warmUpsertPlan = (fixture: Fixture): RequestPlan => (n) => ({
+  method: 'PUT',
+  path: `/tenants/by-external-id/${encodeURIComponent(fixture.warmTenantExternalIds[n % fixture.warmTenantExternalIds.length]!)}`,
+  headers: bearer(fixture),
+  body: {},
+});
+
 /** The provisioning requests, at one integration size. */
 function provisioning(dataset: DatasetId): Scenario[] {
   const baseline = dataset === '1k' ? undefined : (name: string) => `${name}@1k`;
@@ -61,7 +68,7 @@ function provisioning(dataset: DatasetId): Scenario[] {
       // The same requests to the route written plainly on the one-query floor's stack (floors.ts).
       id: `token-exchange-floor@${dataset}`,
       title: 'floor: the same token exchange, plain Koa + pg',
-      target: 'token-exchange',
+      target: 'routes',
       dataset,
       expectStatus: 200,
       check: (body) => (typeof body?.token === 'string' ? undefined : 'expected a token'),
@@ -75,12 +82,16 @@ function provisioning(dataset: DatasetId): Scenario[] {
       dataset,
       expectStatus: 200,
       baseline: baseline?.('tenant-upsert-warm'),
-      plan: (fixture) => (n) => ({
-        method: 'PUT',
-        path: `/tenants/by-external-id/${encodeURIComponent(fixture.warmTenantExternalIds[n % fixture.warmTenantExternalIds.length]!)}`,
-        headers: bearer(fixture),
-        body: {},
-      }),
+      plan: warmUpsertPlan,
+    },
+    {
+      id: `tenant-upsert-warm-floor@${dataset}`,
+      title: 'floor: the same warm upsert, plain Koa + pg',
+      target: 'routes',
+      dataset,
+      expectStatus: 200,
+      baseline: baseline?.('tenant-upsert-warm-floor'),
+      plan: warmUpsertPlan,
     },
     {
       id: `tenants-list-first@${dataset}`,
