@@ -81,9 +81,9 @@ export async function requireWellFormedUrl(ctx: Context, next: Next): Promise<vo
 }
 
 function checkPercentEncoding(ctx: Context): void {
-  if (!ctx.path.split('/').every((segment) => decodes(segment))) {
-    throw problems.badRequest([], 'The URL path is not valid percent-encoded UTF-8.');
-  }
+  // The path decodes as a whole exactly when each segment does: a UTF-8 sequence never spans a `/`.
+  if (!decodes(ctx.path)) throw problems.badRequest([], 'The URL path is not valid percent-encoded UTF-8.');
+  if (ctx.querystring === '') return;
   const errors: FieldError[] = [];
   for (const pair of ctx.querystring.split('&')) {
     const [name = '', value = ''] = pair.replace(/\+/g, ' ').split(/=(.*)/s);
