@@ -27,7 +27,8 @@ import { envCount, envNumber } from './env.js';
  * (rounds of the provisioning scenarios at each data size, each led by the one-query floor; default 3),
  * BENCH_CPU_PROF=1 (servers write V8 CPU profiles under .data/bench/profiles), BENCH_SCENARIOS
  * (comma-separated scenario ids or id prefixes such as `token-exchange` or `tenants-list-first@1M`:
- * only those run, beside the two floors; a dataset is only seeded when one of them needs it),
+ * only those run, beside the two floors (a route's prefix also picks its plain floor, e.g. `token-exchange-floor@1k`);
+ * a dataset is only seeded when one of them needs it),
  * BENCH_ADMIN_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres); the conversation
  * plane's own variables are listed in conversations.ts.
  */
