@@ -50,49 +50,39 @@ const warmUpsertPlan = (fixture: Fixture): RequestPlan => (n) => ({
   body: {},
 });
 
+/** The same requests sent to the route written plainly on the one-query floor's stack (floors.ts). */
+function plainFloorOf(scenario: Scenario, title: string): Scenario {
+  const floorId = (id: string) => id.replace('@', '-floor@');
+  return { ...scenario, id: floorId(scenario.id), title, target: 'routes', baseline: scenario.baseline && floorId(scenario.baseline) };
+}
+
 /** The provisioning requests, at one integration size. */
 function provisioning(dataset: DatasetId): Scenario[] {
   const baseline = dataset === '1k' ? undefined : (name: string) => `${name}@1k`;
+  const tokenExchange: Scenario = {
+    id: `token-exchange@${dataset}`,
+    title: 'POST /auth/token-exchange',
+    target: 'acis',
+    dataset,
+    expectStatus: 200,
+    check: (body) => (typeof body?.token === 'string' ? undefined : 'expected a token'),
+    baseline: baseline?.('token-exchange'),
+    plan: exchangePlan,
+  };
+  const warmUpsert: Scenario = {
+    id: `tenant-upsert-warm@${dataset}`,
+    title: 'PUT /tenants/by-external-id/{eid} `{}` (warm)',
+    target: 'acis',
+    dataset,
+    expectStatus: 200,
+    baseline: baseline?.('tenant-upsert-warm'),
+    plan: warmUpsertPlan,
+  };
   return [
-    {
-      id: `token-exchange@${dataset}`,
-      title: 'POST /auth/token-exchange',
-      target: 'acis',
-      dataset,
-      expectStatus: 200,
-      check: (body) => (typeof body?.token === 'string' ? undefined : 'expected a token'),
-      baseline: baseline?.('token-exchange'),
-      plan: exchangePlan,
-    },
-    {
-      // The same requests to the route written plainly on the one-query floor's stack (floors.ts).
-      id: `token-exchange-floor@${dataset}`,
-      title: 'floor: the same token exchange, plain Koa + pg',
-      target: 'routes',
-      dataset,
-      expectStatus: 200,
-      check: (body) => (typeof body?.token === 'string' ? undefined : 'expected a token'),
-      baseline: baseline?.('token-exchange-floor'),
-      plan: exchangePlan,
-    },
-    {
-      id: `tenant-upsert-warm@${dataset}`,
-      title: 'PUT /tenants/by-external-id/{eid} `{}` (warm)',
-      target: 'acis',
-      dataset,
-      expectStatus: 200,
-      baseline: baseline?.('tenant-upsert-warm'),
-      plan: warmUpsertPlan,
-    },
-    {
-      id: `tenant-upsert-warm-floor@${dataset}`,
-      title: 'floor: the same warm upsert, plain Koa + pg',
-      target: 'routes',
-      dataset,
-      expectStatus: 200,
-      baseline: baseline?.('tenant-upsert-warm-floor'),
-      plan: warmUpsertPlan,
-    },
+    tokenExchange,
+    plainFloorOf(tokenExchange, 'floor: the same token exchange, plain Koa + pg'),
+    warmUpsert,
+    plainFloorOf(warmUpsert, 'floor: the same warm upsert, plain Koa + pg'),
     {
       id: `tenants-list-first@${dataset}`,
       title: 'GET /tenants?limit=20 (first page)',
