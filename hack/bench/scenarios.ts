@@ -75,6 +75,7 @@ function provisioning(dataset: DatasetId): Scenario[] {
     target: 'acis',
     dataset,
     expectStatus: 200,
+    check: (body) => (body?.object === 'tenant' && typeof body.id === 'string' ? undefined : 'expected a tenant'),
     baseline: baseline?.('tenant-upsert-warm'),
     plan: warmUpsertPlan,
   };
