@@ -1,8 +1,9 @@
-import { createHmac, hash, randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Router from '@koa/router';
 import Koa from 'koa';
 import pg from 'pg';
+import { hashServiceKey } from '../../api-server/core/crypto.js';
 
 /**
  * The floor servers the provisioning plane is measured against, each run as its own process by
@@ -52,7 +53,7 @@ function readJson(request: IncomingMessage): Promise<Record<string, unknown>> {
 function plainRoutes(router: Router, pool: pg.Pool): void {
   const integrations = new Map<string, string | null>();
   const integrationOf = async (authorization: string): Promise<string | null> => {
-    const keyHash = hash('sha256', authorization.slice('Bearer '.length), 'hex');
+    const keyHash = hashServiceKey(authorization.slice('Bearer '.length));
     let integrationId = integrations.get(keyHash);
     if (integrationId === undefined) {
       const { rows } = await pool.query<{ integration_id: string }>(
