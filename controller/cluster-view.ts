@@ -8,9 +8,9 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { type Expectations, inFlight, NO_EXPECTATIONS } from '../sandbox-policy/expectations.js';
 import { type AdmissionCandidate, admitInOrder, type RunnerView, warmCapReleases } from '../sandbox-policy/policy.js';
 import { ANNOTATIONS, conditionOf, isTerminal, LABELS, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
-import type { Informer } from './informer.js';
-import { isPodReady } from './pod-health.js';
-import { isControlledBy } from './pod-template.js';
+import type { Informer } from '../kube/informer.js';
+import { isPodReady } from './api/pod-health.js';
+import { isControlledBy } from '../kube/owner-references.js';
 import type { SandboxObservation } from './sandbox-decisions.js';
 
 /** How long a create or delete may stay unseen before it is assumed lost (client-go uses 5 min). */

@@ -9,6 +9,7 @@ import type { KubeConfig, V1Job, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { observed } from '../sandbox-policy/expectations.js';
 import {
+  GROUP,
   isTerminal,
   LABELS,
   MANAGED_BY,
@@ -18,19 +19,20 @@ import {
   SANDBOX_WARM_POOL,
   type Sandbox,
   type SandboxWarmPool,
+  VERSION,
 } from './api/v1alpha1.js';
 import { ClusterView, objectKey } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
-import { Informer, type InformerEvent, warnOnRestart } from './informer.js';
-import { KubeClient } from './kube-client.js';
-import { httpStatus, statusMessage } from './kube-errors.js';
-import { LeaderElection } from './leader-election.js';
+import { Informer, type InformerEvent, warnOnRestart } from '../kube/informer.js';
+import { KubeClient } from '../kube/kube-client.js';
+import { httpStatus, statusMessage } from '../kube/kube-errors.js';
+import { LeaderElection } from '../kube/leader-election.js';
 import { createMetrics, type ControllerMetrics, type HealthEndpoint, serveHealth } from './metrics.js';
 import { reconcilePool } from './pool-reconciler.js';
 import { SYNC_COMPONENT, SYNC_LABEL } from './reposync-decisions.js';
 import { reconcileRepositorySync } from './reposync-reconciler.js';
 import { type ReconcileContext, reconcileSandbox } from './sandbox-reconciler.js';
-import { type ProcessResult, WorkQueue } from './work-queue.js';
+import { type ProcessResult, WorkQueue } from '../kube/work-queue.js';
 
 export interface RunningController {
   readonly metricsPort: number;
@@ -51,7 +53,7 @@ export async function startController(options: {
   const { config, kubeConfig, logger } = options;
   const now = options.now ?? Date.now;
   const ns = config.namespace;
-  const client = new KubeClient(kubeConfig, { component: MANAGED_BY, instance: config.identity });
+  const client = new KubeClient(kubeConfig, { component: MANAGED_BY, instance: config.identity }, { group: GROUP, version: VERSION });
 
   let sandboxQueue: WorkQueue | undefined;
   let poolQueue: WorkQueue | undefined;
@@ -111,7 +113,7 @@ export async function startController(options: {
 
   const sandboxes: Informer<Sandbox> = new Informer<Sandbox>({
     kubeConfig,
-    path: `/apis/acis.dev/v1alpha1/namespaces/${ns}/${SANDBOX.plural}`,
+    path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOX.plural}`,
     list: () => client.listCustom<Sandbox>(ns, SANDBOX.plural),
     resyncMs: config.resyncMs,
     onEvent: onSandbox,
@@ -119,7 +121,7 @@ export async function startController(options: {
   });
   const pools: Informer<SandboxWarmPool> = new Informer<SandboxWarmPool>({
     kubeConfig,
-    path: `/apis/acis.dev/v1alpha1/namespaces/${ns}/${SANDBOX_WARM_POOL.plural}`,
+    path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOX_WARM_POOL.plural}`,
     list: () => client.listCustom<SandboxWarmPool>(ns, SANDBOX_WARM_POOL.plural),
     resyncMs: config.resyncMs,
     onEvent: (_event, pool) => enqueuePool(pool.metadata.name),
@@ -127,7 +129,7 @@ export async function startController(options: {
   });
   const syncs: Informer<RepositorySync> = new Informer<RepositorySync>({
     kubeConfig,
-    path: `/apis/acis.dev/v1alpha1/namespaces/${ns}/${REPOSITORY_SYNC.plural}`,
+    path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${REPOSITORY_SYNC.plural}`,
     list: () => client.listCustom<RepositorySync>(ns, REPOSITORY_SYNC.plural),
     resyncMs: config.resyncMs,
     onEvent: (_event, sync) => enqueueSync(sync.metadata.name),

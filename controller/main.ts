@@ -4,7 +4,7 @@
  * replica takes over at once.
  */
 import { pino } from 'pino';
-import { ConnectionSharingKubeConfig } from './cluster-access.js';
+import { ConnectionSharingKubeConfig } from '../kube/cluster-access.js';
 import { ControllerConfigError, loadControllerConfig } from './config.js';
 import { startController } from './controller.js';
 

@@ -5,14 +5,12 @@
  * service-account token, no service links) and reaches the outside only through the egress proxy.
  */
 import type { V1OwnerReference, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
-import { API_VERSION, LABELS, MANAGED_BY, type Resources, RUNNER_COMPONENT, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
+import { API_VERSION, LABELS, MANAGED_BY, type Resources, RUNNER_COMPONENT, RUNNER_PORT_NAME, type Sandbox, type SandboxWarmPool, tokenSecretName } from './api/v1alpha1.js';
 import type { ControllerConfig } from './config.js';
-import { tokenSecretName } from './sandbox-decisions.js';
+
 
 export type RunnerOwner = Sandbox | SandboxWarmPool;
 
-/** The container port of the runner's control connection. */
-export const RUNNER_PORT_NAME = 'control';
 /** The runner's uid and gid inside its image (not root). */
 const RUNNER_UID = 10001;
 /** Where the egress proxy's CA certificate is mounted (the runner image's ACIS_EGRESS_CA_FILE is its `ca.crt`). */
@@ -24,11 +22,6 @@ export const MODEL_KEY_PLACEHOLDER = '{{secret:ANTHROPIC_API_KEY}}';
 
 export function controllerRef(owner: RunnerOwner): V1OwnerReference {
   return { apiVersion: API_VERSION, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };
-}
-
-/** Whether `object` is controlled by the owner with this uid (its controller reference). */
-export function isControlledBy(object: { metadata?: { ownerReferences?: V1OwnerReference[] } }, uid: string | undefined): boolean {
-  return uid !== undefined && (object.metadata?.ownerReferences?.some((ref) => ref.controller && ref.uid === uid) ?? false);
 }
 
 /** Labels a runner pod carries while it serves `sandbox` (set on creation, or on adoption from a pool). */

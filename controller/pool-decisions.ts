@@ -10,7 +10,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { poolDeficit, type RunnerView } from '../sandbox-policy/policy.js';
 import { LABELS, type SandboxWarmPool, type SandboxWarmPoolStatus } from './api/v1alpha1.js';
-import { isPodReady } from './pod-health.js';
+import { isPodReady } from './api/pod-health.js';
 
 export interface PoolObservation {
   /** Unclaimed pods whose controller reference is this pool. */

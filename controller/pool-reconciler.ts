@@ -7,11 +7,11 @@ import { randomBytes } from 'node:crypto';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
 import { API_VERSION, SANDBOX_WARM_POOL } from './api/v1alpha1.js';
 import { statusChanged } from './conditions.js';
-import { httpStatus } from './kube-errors.js';
+import { httpStatus } from '../kube/kube-errors.js';
 import { decidePool } from './pool-decisions.js';
 import { runnerPod, tokenSecret } from './pod-template.js';
 import type { ReconcileContext } from './sandbox-reconciler.js';
-import type { ProcessResult } from './work-queue.js';
+import type { ProcessResult } from '../kube/work-queue.js';
 
 export async function reconcilePool(ctx: ReconcileContext, namespace: string, name: string): Promise<ProcessResult> {
   const { view, client, config } = ctx;

@@ -15,16 +15,15 @@ import {
   type RepositorySync,
   type RepositorySyncStatus,
   syncCredentialSecretName,
+  SYNC_CREDENTIAL_KEY,
 } from './api/v1alpha1.js';
 import { withoutUndefined } from './conditions.js';
 import type { ControllerConfig } from './config.js';
-import type { EventRecord } from './kube-client.js';
+import type { EventRecord } from '../kube/kube-client.js';
 
 export const SYNC_COMPONENT = 'repository-sync';
 export const SYNC_LABEL = 'acis.dev/repository-sync';
 const CREDENTIAL_DIR = '/var/run/acis/credential';
-/** The credential Secret's key, and so the file name it is mounted under. */
-export const CREDENTIAL_KEY = 'credential';
 /** A finished Job stays this long for `kubectl logs`, then Kubernetes removes it. */
 const FINISHED_JOB_TTL_SECONDS = 3600;
 /** How many generations back one reconcile looks for credential Secrets left to delete. */
@@ -232,7 +231,7 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
                 { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: config.databaseSecret, key: 'DATABASE_URL' } } },
                 { name: 'ACIS_SYNC_CLAIM', value: sync.spec.claim },
                 { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
-                ...(credential ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${CREDENTIAL_KEY}` }] : []),
+                ...(credential ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${SYNC_CREDENTIAL_KEY}` }] : []),
               ],
               securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, privileged: false, capabilities: { drop: ['ALL'] } },
               resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } },

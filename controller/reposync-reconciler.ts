@@ -7,11 +7,11 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, REPOSITORY_SYNC, type RepositorySync } from './api/v1alpha1.js';
 import { statusChanged } from './conditions.js';
-import type { Informer } from './informer.js';
-import { httpStatus, statusMessage } from './kube-errors.js';
+import type { Informer } from '../kube/informer.js';
+import { httpStatus, statusMessage } from '../kube/kube-errors.js';
 import { decideRepositorySync, SYNC_LABEL, syncJobName } from './reposync-decisions.js';
 import type { ReconcileContext } from './sandbox-reconciler.js';
-import type { ProcessResult } from './work-queue.js';
+import type { ProcessResult } from '../kube/work-queue.js';
 
 export interface SyncCaches {
   syncs: Informer<RepositorySync>;

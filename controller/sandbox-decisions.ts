@@ -6,9 +6,9 @@
  * wait for the cache, never start a second pod.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { conditionOf, isTerminal, REASONS, type Sandbox, type SandboxStatus } from './api/v1alpha1.js';
+import { conditionOf, isTerminal, REASONS, type Sandbox, type SandboxStatus, tokenSecretName } from './api/v1alpha1.js';
 import { setCondition } from './conditions.js';
-import { podHealth } from './pod-health.js';
+import { podHealth } from './api/pod-health.js';
 
 export interface SandboxObservation {
   now: number;
@@ -192,10 +192,6 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
 }
 
 /** The Secret holding a runner pod's connection token (created with the pod, key `token`). */
-export function tokenSecretName(podName: string): string {
-  return `${podName}-token`;
-}
-
 function hasFinished(pod: V1Pod): boolean {
   return pod.status?.phase === 'Failed' || pod.status?.phase === 'Succeeded';
 }

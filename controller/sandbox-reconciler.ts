@@ -8,17 +8,17 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
-import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox } from './api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
 import { createdAt } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
-import type { KubeClient } from './kube-client.js';
-import { httpStatus, statusMessage } from './kube-errors.js';
+import type { KubeClient } from '../kube/kube-client.js';
+import { httpStatus, statusMessage } from '../kube/kube-errors.js';
 import type { ControllerMetrics } from './metrics.js';
 import { controllerRef, runnerPod, sandboxPodLabels, tokenSecret } from './pod-template.js';
 import { statusChanged } from './conditions.js';
-import { decideSandbox, type SandboxAction, type SandboxDecision, type SandboxObservation, tokenSecretName } from './sandbox-decisions.js';
-import type { ProcessResult } from './work-queue.js';
+import { decideSandbox, type SandboxAction, type SandboxDecision, type SandboxObservation } from './sandbox-decisions.js';
+import type { ProcessResult } from '../kube/work-queue.js';
 
 export interface ReconcileContext {
   view: ClusterView;

@@ -11,10 +11,10 @@ import type { Db } from '../core/db/database.js';
 import { ProblemError } from '../core/problems.js';
 import type { AppDeps } from '../deps.js';
 import type { RunManager } from '../runs/run-manager.js';
-import type { KubernetesSandboxProvider } from '../sandboxes/kubernetes-provider.js';
-import { egressRunOf, runOfRunner } from '../sandboxes/kubernetes-records.js';
-import type { RunAbortSignals } from '../sandboxes/kubernetes-run-aborts.js';
-import { LocalSandboxProvider } from '../sandboxes/local-provider.js';
+import type { KubernetesSandboxProvider } from '../sandboxes/kubernetes/provider.js';
+import { egressRunOf, runOfRunner } from '../sandboxes/kubernetes/records.js';
+import type { RunAbortSignals } from '../runs/run-aborts.js';
+import { LocalSandboxProvider } from '../sandboxes/local/provider.js';
 import { secretsForRun } from '../secrets/secrets.service.js';
 import type { EgressRunners } from './egress-runners.js';
 

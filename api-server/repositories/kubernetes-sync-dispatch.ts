@@ -11,10 +11,9 @@
  */
 import { CoreV1Api, CustomObjectsApi, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { GROUP, REPOSITORY_SYNC, type RepositorySync, syncCredentialSecretName, VERSION } from '../../controller/api/v1alpha1.js';
-import { loadKubeConfig } from '../../controller/cluster-access.js';
-import { httpStatus } from '../../controller/kube-errors.js';
-import { CREDENTIAL_KEY } from '../../controller/reposync-decisions.js';
+import { GROUP, REPOSITORY_SYNC, type RepositorySync, SYNC_CREDENTIAL_KEY, syncCredentialSecretName, VERSION } from '../../controller/api/v1alpha1.js';
+import { loadKubeConfig } from '../../kube/cluster-access.js';
+import { httpStatus } from '../../kube/kube-errors.js';
 import type { Db } from '../core/db/database.js';
 import { deliveredCredential, type GitCredentialSource } from './git-credentials.js';
 import { isCurrentSync, type RepositoryRow } from './repositories.repository.js';
@@ -63,7 +62,7 @@ export function kubernetesSyncDispatch(deps: {
         ],
       },
       type: 'Opaque',
-      data: { [CREDENTIAL_KEY]: Buffer.from(credential).toString('base64') },
+      data: { [SYNC_CREDENTIAL_KEY]: Buffer.from(credential).toString('base64') },
     };
     await core.createNamespacedSecret({ namespace, body: secret }).catch(async (error: unknown) => {
       if (httpStatus(error) !== 409) throw error;

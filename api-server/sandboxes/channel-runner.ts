@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { Channel } from '../../sandbox/channel.js';
-import { isRunnerLine, type RunnerLine, type ServerCommand } from '../../sandbox/protocol.js';
+import type { Channel } from '../../runner/channel.js';
+import { isRunnerLine, type RunnerLine, type ServerCommand } from '../../runner/protocol.js';
 import { type RunSkill, wireSkills } from '../skills/materialise.js';
 import {
   type AgentEvent,

@@ -6,8 +6,8 @@
  * the provider's business.
  */
 import type { Logger } from 'pino';
-import { DEFAULT_RECONNECT_SECONDS } from '../../sandbox/runner-config.js';
-import { LinkRefused, openLinkClient } from '../../sandbox/link-client.js';
+import { DEFAULT_RECONNECT_SECONDS } from '../../runner/runner-config.js';
+import { LinkRefused, openLinkClient } from '../../runner/link-client.js';
 import { ChannelRunner } from './channel-runner.js';
 import type { Runner } from './runner.js';
 

@@ -1,5 +1,5 @@
 import { type Db, json } from '../core/db/database.js';
-import { type SessionKeyLike, sessionStoreKey } from '../../sandbox/protocol.js';
+import { type SessionKeyLike, sessionStoreKey } from '../../runner/protocol.js';
 import { forgetSkillListings } from '../skills/skill-listings.js';
 
 /**

@@ -14,7 +14,7 @@
  */
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { WireSkill } from '../../sandbox/protocol.js';
+import type { WireSkill } from '../../runner/protocol.js';
 import type { Db } from '../core/db/database.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import { MANIFEST } from '../repositories/catalog.js';

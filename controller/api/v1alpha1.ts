@@ -29,6 +29,13 @@ export const ANNOTATIONS = {
   adoptedAt: 'acis.dev/adopted-at',
 } as const;
 export const MANAGED_BY = 'acis-controller';
+/** The container port of a runner's control connection. */
+export const RUNNER_PORT_NAME = 'control';
+
+/** The Secret holding a runner pod's control and egress tokens (keys `token`, `egress-token`). */
+export function tokenSecretName(podName: string): string {
+  return `${podName}-token`;
+}
 export const RUNNER_COMPONENT = 'runner';
 
 export interface ObjectMeta {
@@ -183,6 +190,9 @@ export interface RepositorySyncSpec {
  * The credential Secret of one generation's attempt: one per generation, so the API server can write
  * the next before bumping while the controller deletes the one before, without either racing the other.
  */
+/** The credential Secret's key, and so the file name a sync Job mounts it under. */
+export const SYNC_CREDENTIAL_KEY = 'credential';
+
 export function syncCredentialSecretName(syncName: string, requestGeneration: number): string {
   return `${syncName}-credential-${requestGeneration}`;
 }

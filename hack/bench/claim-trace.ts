@@ -8,7 +8,7 @@
  * first line is the runner connection (connect, hello), the turn sent and the runtime's answer.
  * The API test server runs in the bench process, so its clock is the client's.
  */
-import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import type { KubeTestServer } from '../../test/k8s/server.js';
 import type { KubeObject } from '../../test/k8s/store.js';
 import type { TurnTiming } from './sdk-floors.js';

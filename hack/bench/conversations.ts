@@ -18,7 +18,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { serveUnixToTcp } from '../../sandbox/bridge.js';
+import { serveUnixToTcp } from '../../runner/bridge.js';
 import { type Api, measureCase, measureFirstMessages, ndjsonLines, prompt, settle, startBenchAcis, startStub, summary } from './acis-turns.js';
 import { Alternation } from './alternation.js';
 import {
@@ -171,7 +171,7 @@ function selectedCases(): Set<CaseId> | undefined {
 
 /** The runners of an ACIS server: those of its children that are bwrap, or the runner itself with isolation none (not tsx's esbuild). */
 function runnersOf(server: ServerProcess) {
-  return childrenOf(server.pid).filter((child) => child.name === 'bwrap' || commandLine(child.pid).includes('sandbox/runner.ts'));
+  return childrenOf(server.pid).filter((child) => child.name === 'bwrap' || commandLine(child.pid).includes('runner/runner.ts'));
 }
 
 /**

@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import type { SDKMessage } from '@anthropic-ai/claude-agent-sdk';
 import ts from 'typescript';
 import { OtherCpu } from './proc-tree.js';
-import { bwrapCommand, SANDBOX_APP, SANDBOX_HOME, SANDBOX_RUN, runnerCommand } from '../../sandbox/bwrap.js';
+import { bwrapCommand, SANDBOX_APP, SANDBOX_HOME, SANDBOX_RUN, runnerCommand } from '../../runner/bwrap.js';
 import { type FloorKind, openSdkHost, runnerLikeOptions } from './sdk-host.js';
 import type { Slot } from './alternation.js';
 

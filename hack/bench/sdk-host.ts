@@ -28,7 +28,7 @@ export interface SdkHost {
   close(): Promise<void>;
 }
 
-/** The options sandbox/runner.ts gives the SDK, so a floor runs the same agent as a runner. */
+/** The options runner/runner.ts gives the SDK, so a floor runs the same agent as a runner. */
 export function runnerLikeOptions(cwd: string, env: Record<string, string | undefined>, resume?: string): Options {
   return {
     cwd,

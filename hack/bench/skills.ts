@@ -21,7 +21,7 @@ import { promisify } from 'node:util';
 import { loadConfig } from '../../api-server/config.js';
 import { createLogger, type RunningServer, startServer } from '../../api-server/server.js';
 import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.js';
-import { writeSkills } from '../../sandbox/workspace-ops.js';
+import { writeSkills } from '../../runner/workspace-ops.js';
 import { createGitRepository, manifest, serveGitOverHttp } from '../../test/helpers/git-server.js';
 import type { PlaneContext, PlaneResult } from './plane.js';
 import { percentile } from './stats.js';

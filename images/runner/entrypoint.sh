@@ -13,4 +13,4 @@ if [ -r "${ACIS_EGRESS_CA_FILE:-}" ]; then
   export SSL_CERT_FILE="${bundle}" CURL_CA_BUNDLE="${bundle}" GIT_SSL_CAINFO="${bundle}" \
     REQUESTS_CA_BUNDLE="${bundle}" NODE_EXTRA_CA_CERTS="${ACIS_EGRESS_CA_FILE}"
 fi
-exec node /app/dist/sandbox/runner.js "$@"
+exec node /app/dist/runner/runner.js "$@"

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { cleanEnv, freePort, killLeftovers, ROOT, runAcis, startEgressProxyProcess, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
 import { helm } from '../helpers/kube-tools.js';

@@ -53,7 +53,7 @@ async function dockerignorePatterns(): Promise<string[]> {
 
 const IMAGES = [
   { name: 'acis', file: 'images/acis/Dockerfile', uid: 1000, entry: 'dist/api-server/main.js' },
-  { name: 'runner', file: 'images/runner/Dockerfile', uid: 10001, entry: 'dist/sandbox/runner.js' },
+  { name: 'runner', file: 'images/runner/Dockerfile', uid: 10001, entry: 'dist/runner/runner.js' },
 ] as const;
 
 describe.each(IMAGES)('images: $file', ({ file, uid }) => {
@@ -106,11 +106,11 @@ describe('images: what they start', () => {
     }
   });
 
-  it('the runner image holds dist/sandbox only, so the runner imports nothing from outside sandbox/', async () => {
+  it('the runner image holds dist/runner only, so the runner imports nothing from outside runner/', async () => {
     const runnerImage = await readFile(path.join(ROOT, 'images/runner/Dockerfile'), 'utf8');
-    expect(runnerImage).toContain('COPY --from=build /src/dist/sandbox ./dist/sandbox');
-    for (const file of (await readdir(path.join(ROOT, 'sandbox'))).filter((name) => name.endsWith('.ts'))) {
-      const source = await readFile(path.join(ROOT, 'sandbox', file), 'utf8');
+    expect(runnerImage).toContain('COPY --from=build /src/dist/runner ./dist/runner');
+    for (const file of (await readdir(path.join(ROOT, 'runner'))).filter((name) => name.endsWith('.ts'))) {
+      const source = await readFile(path.join(ROOT, 'runner', file), 'utf8');
       expect(source.match(/from '\.\.\/[^']*'/g) ?? [], file).toEqual([]);
     }
   });
@@ -126,7 +126,7 @@ describe('images: what they start', () => {
       await writeFile(path.join(scratch, 'ca.crt'), '-----BEGIN CERTIFICATE-----\nEGRESS\n-----END CERTIFICATE-----\n');
       const env = { PATH: `${scratch}:${process.env.PATH}`, HOME: path.join(scratch, 'home'), TMPDIR: scratch, ACIS_EGRESS_CA_FILE: path.join(scratch, 'ca.crt') };
       const { stdout } = await run('sh', [script, '--flag'], { env });
-      expect(stdout).toContain('args=/app/dist/sandbox/runner.js --flag');
+      expect(stdout).toContain('args=/app/dist/runner/runner.js --flag');
       const bundle = path.join(scratch, 'acis-ca-bundle.pem');
       expect(stdout).toContain(`ssl=${bundle} git=${bundle}`);
       expect(await readFile(bundle, 'utf8')).toContain('EGRESS');

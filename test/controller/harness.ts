@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../../controller/cluster-access.js';
+import { loadKubeConfig } from '../../kube/cluster-access.js';
 import { pino } from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { loadControllerConfig, type ControllerConfig } from '../../controller/config.js';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { Options, SDKMessage, SDKUserMessage } from '@anthropic-ai/claude-agent-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { AgentSessions, skillOverrides } from '../../sandbox/agent-session.js';
+import { AgentSessions, skillOverrides } from '../../runner/agent-session.js';
 import { conversationDirs, resultOf, sdkEnv, userMessage } from '../helpers/agent-sdk.js';
 
 let stub: ModelStub;

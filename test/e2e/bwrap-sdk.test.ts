@@ -13,9 +13,9 @@ import { fileURLToPath } from 'node:url';
 import type { SDKMessage } from '@anthropic-ai/claude-agent-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
-import { isRunnerLine, type RunnerLine } from '../../sandbox/protocol.js';
-import { bwrapCommand, SANDBOX_HOME, SANDBOX_RUN, SANDBOX_WORKSPACE, runnerCommand } from '../../sandbox/bwrap.js';
+import { type Bridge, serveUnixToTcp } from '../../runner/bridge.js';
+import { isRunnerLine, type RunnerLine } from '../../runner/protocol.js';
+import { bwrapCommand, SANDBOX_HOME, SANDBOX_RUN, SANDBOX_WORKSPACE, runnerCommand } from '../../runner/bwrap.js';
 import { resultOf, streamedText } from '../helpers/agent-sdk.js';
 
 const appRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../api-server/config.js';
-import { LocalSandboxProvider } from '../../api-server/sandboxes/local-provider.js';
+import { LocalSandboxProvider } from '../../api-server/sandboxes/local/provider.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 
 let stub: ModelStub;

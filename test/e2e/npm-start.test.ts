@@ -1,7 +1,7 @@
 /**
  * What `npm start` runs: the compiled build (`npm run build`, then `node dist/api-server/main.js
  * serve`) on the embedded database with nothing configured but the model endpoint, a bootstrap key
- * and an admin token. Its runners start from the compiled runner (dist/sandbox/runner.js), a path
+ * and an admin token. Its runners start from the compiled runner (dist/runner/runner.js), a path
  * the source-run suites never take: a message with a tool call, an approval raised through the
  * platform tool and approved, and the reply in history.
  */
@@ -83,7 +83,7 @@ describe('npm start (the compiled build on the embedded database)', () => {
       if (line.type === 'approval') markParked(line.approval);
     });
     const approval = await parked;
-    expect((await commandLines()).some((line) => line.includes('dist/sandbox/runner.js'))).toBe(true);
+    expect((await commandLines()).some((line) => line.includes('dist/runner/runner.js'))).toBe(true);
 
     const approved = await api('POST', `/approvals/${approval.id}/approve`, BOOTSTRAP_KEY, {
       signature: hmacAssertion(approval.id, 'approve', approver.body),

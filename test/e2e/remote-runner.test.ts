@@ -1,5 +1,5 @@
 /**
- * A runner served over TCP, as in a pod: the real runner (`sandbox/runner.ts`, with ACIS_RUNNER_LISTEN)
+ * A runner served over TCP, as in a pod: the real runner (`runner/runner.ts`, with ACIS_RUNNER_LISTEN)
  * hosting the real Agent SDK against the model stub, driven by `connectRemoteRunner`. Between the two
  * stands a TCP proxy the test can cut, standing for the network: a connection dropped mid-turn is
  * restored and the turn's events arrive exactly once; a runner left alone past the reconnect window
@@ -18,7 +18,7 @@ import { connectRemoteRunner, RunnerRefused } from '../../api-server/sandboxes/r
 import type { AgentEvent, Runner } from '../../api-server/sandboxes/runner.js';
 import type { ConversationSessionStore } from '../../api-server/sandboxes/session-store.js';
 import type { RunSkill } from '../../api-server/skills/materialise.js';
-import { sessionStoreKey } from '../../sandbox/protocol.js';
+import { sessionStoreKey } from '../../runner/protocol.js';
 import { conversationDirs, sdkEnv } from '../helpers/agent-sdk.js';
 import { cuttableNetwork } from '../helpers/cuttable-network.js';
 
@@ -51,7 +51,7 @@ interface RunnerProcess {
 async function startRunner(name: string, reconnectSeconds = 30): Promise<RunnerProcess> {
   const dirs = await conversationDirs(root, name);
   const tsx = pathToFileURL(path.join(APP_ROOT, 'node_modules/tsx/dist/esm/index.mjs')).href;
-  const child = spawn(process.execPath, ['--import', tsx, path.join(APP_ROOT, 'sandbox', 'runner.ts')], {
+  const child = spawn(process.execPath, ['--import', tsx, path.join(APP_ROOT, 'runner', 'runner.ts')], {
     cwd: dirs.cwd,
     env: {
       ...sdkEnv(stub.url, dirs.home),

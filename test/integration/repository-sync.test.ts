@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.js';
-import { writeSkills } from '../../sandbox/workspace-ops.js';
+import { writeSkills } from '../../runner/workspace-ops.js';
 import { commandLines } from '../helpers/acis-process.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
 import { syncEnded, unique } from '../helpers/provision.js';

@@ -7,7 +7,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkSandboxRuntime } from '../../api-server/sandboxes/sandbox-runtime.js';
+import { checkSandboxRuntime } from '../../api-server/sandboxes/local/sandbox-runtime.js';
 import { isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { provisionUser } from '../helpers/provision.js';
 import { problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';

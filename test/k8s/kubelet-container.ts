@@ -6,7 +6,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { connect } from 'node:net';
-import { bwrapCommand, nodeRuntimeDirs, type Bind } from '../../sandbox/bwrap.js';
+import { bwrapCommand, nodeRuntimeDirs, type Bind } from '../../runner/bwrap.js';
 import type { KubeObjects } from './objects.js';
 import { fieldValue } from './selectors.js';
 import type { KubeObject } from './store.js';

@@ -5,7 +5,7 @@
  * share the host's network, each on its own loopback IP, so the runner listens on that IP as a real
  * pod's 0.0.0.0 would.
  */
-import { runnerCommand } from '../../sandbox/bwrap.js';
+import { runnerCommand } from '../../runner/bwrap.js';
 import type { KubeletImage } from './kubelet.js';
 
 export function runnerImage(appRoot: string, options: { compiled?: boolean } = {}): KubeletImage {

@@ -1,7 +1,7 @@
 /**
  * A conversation through the REST API with ACIS_SANDBOX_PROVIDER=kubernetes: the API server writes
  * Sandbox resources, the controller (in process) makes runner pods, the simulated kubelet runs the
- * real runner (sandbox/runner.ts, serving its protocol on TCP) in bubblewrap, and the real Agent SDK
+ * real runner (runner/runner.ts, serving its protocol on TCP) in bubblewrap, and the real Agent SDK
  * in it talks to the model stub through the API server's egress proxy with its pod's credential: the
  * pod holds only the placeholder of the platform's key, which the proxy replaces on model calls. Echo
  * servers (HTTP, and HTTPS under a CA of their own) stand for the rest of the world.
@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ControllerConfig } from '../../controller/config.js';
 import type { RunningController } from '../../controller/controller.js';
-import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import {
   createPool,

@@ -11,7 +11,7 @@ import {
   servingPod,
   standingOf,
   statusAddress,
-} from '../../api-server/sandboxes/kubernetes-decisions.js';
+} from '../../api-server/sandboxes/kubernetes/decisions.js';
 
 const AT = '2026-01-01T00:00:00Z';
 

@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
 import { pino } from 'pino';
-import type { RunnerConnector } from '../../api-server/sandboxes/kubernetes-provider.js';
+import type { RunnerConnector } from '../../api-server/sandboxes/kubernetes/provider.js';
 import type { Runner, TurnOutcome } from '../../api-server/sandboxes/runner.js';
 
 export const quietLogger = pino({ level: process.env.PROVIDER_LOG_LEVEL ?? 'silent' });

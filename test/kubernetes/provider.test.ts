@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateToLatest, openDatabase, type DatabaseHandle } from '../../api-server/core/db/database.js';
-import { databaseRunnerRecords, type RunnerRecords } from '../../api-server/sandboxes/kubernetes-records.js';
+import { databaseRunnerRecords, type RunnerRecords } from '../../api-server/sandboxes/kubernetes/records.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
 import type { RunningController } from '../../controller/controller.js';
-import { KubernetesSandboxProvider, type RunnerConnector } from '../../api-server/sandboxes/kubernetes-provider.js';
-import { SandboxClient } from '../../api-server/sandboxes/kubernetes-sandboxes.js';
-import { sandboxName } from '../../api-server/sandboxes/kubernetes-decisions.js';
+import { KubernetesSandboxProvider, type RunnerConnector } from '../../api-server/sandboxes/kubernetes/provider.js';
+import { SandboxClient } from '../../api-server/sandboxes/kubernetes/sandboxes.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import { CapacityExhausted, type Lease, type SandboxProvider } from '../../api-server/sandboxes/provider.js';
 import { conversationId, eventually, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster } from '../controller/harness.js';
 import { greetingConnector, quietLogger, StateLog } from './provider-harness.js';

@@ -39,6 +39,6 @@ describe('loadControllerConfig(env)', () => {
   });
 
   it('splits the runner command on spaces', () => {
-    expect(loadControllerConfig({ ACIS_RUNNER_COMMAND: 'node  dist/sandbox/runner.js' }).runnerCommand).toEqual(['node', 'dist/sandbox/runner.js']);
+    expect(loadControllerConfig({ ACIS_RUNNER_COMMAND: 'node  dist/runner/runner.js' }).runnerCommand).toEqual(['node', 'dist/runner/runner.js']);
   });
 });

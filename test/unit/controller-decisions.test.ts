@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { Sandbox, SandboxStatus, SandboxWarmPool } from '../../controller/api/v1alpha1.js';
 import { setCondition, statusChanged } from '../../controller/conditions.js';
-import { podHealth } from '../../controller/pod-health.js';
+import { podHealth } from '../../controller/api/pod-health.js';
 import { decidePool } from '../../controller/pool-decisions.js';
 import { decideSandbox, type SandboxObservation } from '../../controller/sandbox-decisions.js';
 

@@ -5,11 +5,11 @@
  */
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Channel } from '../../sandbox/channel.js';
-import { LineSplitter } from '../../sandbox/lines.js';
-import { LinkRefused, openLinkClient } from '../../sandbox/link-client.js';
-import { type LinkServer, type LinkServerOptions, serveLink } from '../../sandbox/link-server.js';
-import { decodeFrame, encodeControl, encodeData, LinkEndpoint, Outbox, PEER_CLOSED } from '../../sandbox/link.js';
+import type { Channel } from '../../runner/channel.js';
+import { LineSplitter } from '../../runner/lines.js';
+import { LinkRefused, openLinkClient } from '../../runner/link-client.js';
+import { type LinkServer, type LinkServerOptions, serveLink } from '../../runner/link-server.js';
+import { decodeFrame, encodeControl, encodeData, LinkEndpoint, Outbox, PEER_CLOSED } from '../../runner/link.js';
 import { cuttableNetwork } from '../helpers/cuttable-network.js';
 
 describe('LineSplitter', () => {

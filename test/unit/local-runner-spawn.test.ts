@@ -4,7 +4,7 @@
  */
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { LocalRunner } from '../../api-server/sandboxes/local-runner.js';
+import { LocalRunner } from '../../api-server/sandboxes/local/runner.js';
 
 describe('LocalRunner whose process cannot be spawned', () => {
   it('fails ready, ends its exit, answers a turn as crashed and can be killed', async () => {

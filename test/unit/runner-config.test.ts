@@ -1,6 +1,6 @@
 /** The runner's environment: stdio by default, TCP with a token when ACIS_RUNNER_LISTEN is set, every problem at once. */
 import { describe, expect, it } from 'vitest';
-import { agentEnvironment, DEFAULT_RECONNECT_SECONDS, readRunnerConfig } from '../../sandbox/runner-config.js';
+import { agentEnvironment, DEFAULT_RECONNECT_SECONDS, readRunnerConfig } from '../../runner/runner-config.js';
 
 const TOKEN = 'abcdefghijklmnopqrstuvwxyz';
 const noFile = (file: string): string => {

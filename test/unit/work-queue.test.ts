@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WorkQueue } from '../../controller/work-queue.js';
+import { WorkQueue } from '../../kube/work-queue.js';
 
 function deferred() {
   let resolve!: () => void;

@@ -3,7 +3,7 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { exportWorkspace, importWorkspace, writeSkills } from '../../sandbox/workspace-ops.js';
+import { exportWorkspace, importWorkspace, writeSkills } from '../../runner/workspace-ops.js';
 
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 let cwd: string;

@@ -126,7 +126,7 @@ function lstatOrNull(file: string) {
 
 /**
  * How a sandbox starts the runner: node_modules and package.json (for `"type": "module"`) bound
- * read-only under /opt/acis, with either the compiled runner (`dist/sandbox`, what `npm start` runs:
+ * read-only under /opt/acis, with either the compiled runner (`dist/runner`, what `npm start` runs:
  * no loader, no transpiling at each start) or, from a source checkout, its TypeScript through tsx's
  * loader. Nothing else of the checkout (notably a data dir holding the master key) is bound.
  */
@@ -138,12 +138,12 @@ export function runnerCommand(appRoot: string, compiled: boolean): { runtimeDirs
   ];
   if (compiled) {
     return {
-      runtimeDirs: [...common, { source: path.join(appRoot, 'dist', 'sandbox'), target: `${SANDBOX_APP}/dist/sandbox` }],
-      command: ['node', `${SANDBOX_APP}/dist/sandbox/runner.js`],
+      runtimeDirs: [...common, { source: path.join(appRoot, 'dist', 'runner'), target: `${SANDBOX_APP}/dist/runner` }],
+      command: ['node', `${SANDBOX_APP}/dist/runner/runner.js`],
     };
   }
   return {
-    runtimeDirs: [...common, { source: path.join(appRoot, 'sandbox'), target: `${SANDBOX_APP}/sandbox` }],
-    command: ['node', '--import', `file://${SANDBOX_APP}/node_modules/tsx/dist/esm/index.mjs`, `${SANDBOX_APP}/sandbox/runner.ts`],
+    runtimeDirs: [...common, { source: path.join(appRoot, 'runner'), target: `${SANDBOX_APP}/runner` }],
+    command: ['node', '--import', `file://${SANDBOX_APP}/node_modules/tsx/dist/esm/index.mjs`, `${SANDBOX_APP}/runner/runner.ts`],
   };
 }

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { bwrapCommand } from '../../sandbox/bwrap.js';
+import { bwrapCommand } from '../../../runner/bwrap.js';
 
 const PROBE_TIMEOUT_MS = 15_000;
 

@@ -50,7 +50,7 @@ export function localRunnerProcess(options: LocalRunnerProcessOptions): { file: 
   if (!isolated) {
     return {
       file: process.execPath,
-      args: compiled ? [path.join(appRoot, 'dist', 'sandbox', 'runner.js')] : ['--import', 'tsx', path.join(appRoot, 'sandbox', 'runner.ts')],
+      args: compiled ? [path.join(appRoot, 'dist', 'runner', 'runner.js')] : ['--import', 'tsx', path.join(appRoot, 'runner', 'runner.ts')],
       cwd: dirs.workspace,
       env: {
         ...shared,

@@ -7,10 +7,10 @@
  */
 import { CustomObjectsApi, type KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { GROUP, LABELS, SANDBOX, type Sandbox, type SandboxSpec, VERSION } from '../../controller/api/v1alpha1.js';
-import { Informer, type InformerEvent, warnOnRestart } from '../../controller/informer.js';
-import { httpStatus } from '../../controller/kube-errors.js';
-import { RunnerPods } from './kubernetes-runner-pods.js';
+import { GROUP, LABELS, SANDBOX, type Sandbox, type SandboxSpec, VERSION } from '../../../controller/api/v1alpha1.js';
+import { Informer, type InformerEvent, warnOnRestart } from '../../../kube/informer.js';
+import { httpStatus } from '../../../kube/kube-errors.js';
+import { RunnerPods } from './runner-pods.js';
 
 /** A missed event costs at most this long (the watch itself delivers changes at once). */
 const RESYNC_MS = 60_000;

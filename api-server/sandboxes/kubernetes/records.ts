@@ -7,9 +7,9 @@
  * already failed, which resolves to no secrets.
  */
 import { createHash } from 'node:crypto';
-import { constantTimeEqual } from '../core/crypto.js';
-import type { Db } from '../core/db/database.js';
-import type { AgentEvent, Runner, TurnOutcome, TurnRequest } from './runner.js';
+import { constantTimeEqual } from '../../core/crypto.js';
+import type { Db } from '../../core/db/database.js';
+import type { AgentEvent, Runner, TurnOutcome, TurnRequest } from '../runner.js';
 
 export interface RunnerRecords {
   /** From now until `clearEgress`, the runner's egress credential stands for `runId`. */

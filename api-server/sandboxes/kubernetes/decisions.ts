@@ -7,10 +7,10 @@
  */
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
-import { API_VERSION, conditionOf, isTerminal, LABELS, REASONS, SANDBOX, type Sandbox, type SandboxSpec } from '../../controller/api/v1alpha1.js';
-import { podHealth } from '../../controller/pod-health.js';
-import { isControlledBy, RUNNER_PORT_NAME } from '../../controller/pod-template.js';
-import { tokenSecretName } from '../../controller/sandbox-decisions.js';
+import { API_VERSION, conditionOf, isTerminal, LABELS, REASONS, RUNNER_PORT_NAME, SANDBOX, type Sandbox, type SandboxSpec, tokenSecretName } from '../../../controller/api/v1alpha1.js';
+import { podHealth } from '../../../controller/api/pod-health.js';
+import { isControlledBy } from '../../../kube/owner-references.js';
+
 
 /** Generated conversation ids: `con_` and upper-case Crockford base32 (see core/ids.ts). */
 const GENERATED_SUFFIX = /^[0-9A-Z]{1,50}$/;

@@ -9,12 +9,12 @@
  */
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { LABELS, MANAGED_BY, RUNNER_COMPONENT, type Sandbox } from '../../controller/api/v1alpha1.js';
-import { Informer, warnOnRestart } from '../../controller/informer.js';
-import { statusMessage } from '../../controller/kube-errors.js';
-import { isPodReady } from '../../controller/pod-health.js';
-import { tokenSecretName } from '../../controller/sandbox-decisions.js';
-import { type RunnerAddress, servingPod } from './kubernetes-decisions.js';
+import { LABELS, MANAGED_BY, RUNNER_COMPONENT, type Sandbox, tokenSecretName } from '../../../controller/api/v1alpha1.js';
+import { Informer, warnOnRestart } from '../../../kube/informer.js';
+import { statusMessage } from '../../../kube/kube-errors.js';
+import { isPodReady } from '../../../controller/api/pod-health.js';
+
+import { type RunnerAddress, servingPod } from './decisions.js';
 
 const RUNNER_SELECTOR = `${LABELS.managedBy}=${MANAGED_BY},${LABELS.component}=${RUNNER_COMPONENT}`;
 

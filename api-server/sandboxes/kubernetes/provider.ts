@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
-import type { Sandbox } from '../../controller/api/v1alpha1.js';
-import { constantTimeEqual } from '../core/crypto.js';
-import { retryHintSeconds, type RunnerView } from '../../sandbox-policy/policy.js';
-import { holdSpec, newSandbox, type RunnerAddress, type SandboxStanding, sandboxName, standingOf } from './kubernetes-decisions.js';
-import { TYPICAL_TURN_SECONDS, untilReady } from './kubernetes-readiness.js';
-import { EgressRecordingRunner, type RunnerRecords } from './kubernetes-records.js';
-import type { SandboxClient } from './kubernetes-sandboxes.js';
+import type { Sandbox } from '../../../controller/api/v1alpha1.js';
+import { constantTimeEqual } from '../../core/crypto.js';
+import { retryHintSeconds, type RunnerView } from '../../../sandbox-policy/policy.js';
+import { holdSpec, newSandbox, type RunnerAddress, type SandboxStanding, sandboxName, standingOf } from './decisions.js';
+import { TYPICAL_TURN_SECONDS, untilReady } from './readiness.js';
+import { EgressRecordingRunner, type RunnerRecords } from './records.js';
+import type { SandboxClient } from './sandboxes.js';
 import {
   type AcquireRequest,
   type Admission,
@@ -16,8 +16,8 @@ import {
   type SandboxProvider,
   type SandboxStateListener,
   type WaitOptions,
-} from './provider.js';
-import type { Runner } from './runner.js';
+} from '../provider.js';
+import type { Runner } from '../runner.js';
 
 /** Where a ready Sandbox's runner listens, and the token it wants in the hello. */
 export interface RunnerEndpoint {

@@ -3,7 +3,7 @@
  * the kubelet reports it → starting, ready or failed (terminal or not yet).
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { REASONS } from './api/v1alpha1.js';
+import { REASONS } from './v1alpha1.js';
 
 export type PodHealth =
   | { state: 'ready'; podIP: string }

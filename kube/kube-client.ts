@@ -1,7 +1,8 @@
 /**
- * The few API calls the controller makes, over @kubernetes/client-node: creating, patching and
- * deleting pods and Secrets, writing the status subresource of our custom resources (with the
- * resourceVersion read, so a stale write is refused with 409), and recording Events.
+ * The few API calls an operator makes, over @kubernetes/client-node: creating, patching and
+ * deleting pods and Secrets, writing the status subresource of custom resources of one API group
+ * and version (with the resourceVersion read, so a stale write is refused with 409), and recording
+ * Events.
  */
 import {
   BatchV1Api,
@@ -15,8 +16,21 @@ import {
   type V1Pod,
   type V1Secret,
 } from '@kubernetes/client-node';
-import { GROUP, type ObjectMeta, VERSION } from './api/v1alpha1.js';
 import { httpStatus } from './kube-errors.js';
+
+/** The metadata this client reads of an object it writes. */
+interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+}
+
+/** The API group and version of the custom resources a client writes status for. */
+export interface CustomResourceGroup {
+  group: string;
+  version: string;
+}
 
 export interface EventRecord {
   type: 'Normal' | 'Warning';
@@ -34,6 +48,7 @@ export class KubeClient {
   constructor(
     kubeConfig: KubeConfig,
     private readonly reporter: { component: string; instance: string },
+    private readonly customResources: CustomResourceGroup,
   ) {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -43,7 +58,7 @@ export class KubeClient {
   }
 
   listCustom<T>(namespace: string, plural: string): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }> {
-    return this.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural }) as Promise<{ items: T[] }>;
+    return this.custom.listNamespacedCustomObject({ ...this.customResources, namespace, plural }) as Promise<{ items: T[] }>;
   }
 
   /** Creates an object; one that already exists (a retry after a lost answer) is not an error. */
@@ -74,8 +89,7 @@ export class KubeClient {
   /** Writes the status subresource; returns the object as the server stored it. */
   async replaceStatus<T extends { apiVersion?: string; kind?: string; metadata: ObjectMeta; status?: unknown }>(plural: string, object: T): Promise<T> {
     return (await this.custom.replaceNamespacedCustomObjectStatus({
-      group: GROUP,
-      version: VERSION,
+      ...this.customResources,
       namespace: object.metadata.namespace!,
       plural,
       name: object.metadata.name,

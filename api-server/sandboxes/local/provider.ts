@@ -3,11 +3,11 @@ import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { type Bridge, serveUnixToTcp } from '../../sandbox/bridge.js';
-import { localRunnerProcess } from '../../sandbox/runner-process.js';
-import type { Config } from '../config.js';
-import { constantTimeEqual, randomToken } from '../core/crypto.js';
-import { LocalRunner } from './local-runner.js';
+import { type Bridge, serveUnixToTcp } from '../../../runner/bridge.js';
+import { localRunnerProcess } from '../../../runner/runner-process.js';
+import type { Config } from '../../config.js';
+import { constantTimeEqual, randomToken } from '../../core/crypto.js';
+import { LocalRunner } from './runner.js';
 import { serveModelGateway } from './model-gateway.js';
 import {
   type CapacityLimits,
@@ -18,9 +18,9 @@ import {
   poolDeficit,
   retryHintSeconds,
   type RunnerView,
-} from '../../sandbox-policy/policy.js';
-import * as transition from '../../sandbox-policy/transitions.js';
-import { AGENT_TYPES } from './agent-types.js';
+} from '../../../sandbox-policy/policy.js';
+import * as transition from '../../../sandbox-policy/transitions.js';
+import { AGENT_TYPES } from '../agent-types.js';
 import {
   type AcquireRequest,
   type Admission,
@@ -32,13 +32,13 @@ import {
   type SandboxStateListener,
   SandboxUnavailable,
   type WaitOptions,
-} from './provider.js';
+} from '../provider.js';
 import { checkSandboxRuntime, type SandboxRuntime } from './sandbox-runtime.js';
 
 /** The package root (holding node_modules and the runner's source), from source or from dist/ alike. */
 const APP_ROOT = packageRoot(path.dirname(fileURLToPath(import.meta.url)));
 /** Running compiled (`npm start`): runners start from the compiled runner beside this build, not through tsx. */
-const COMPILED_RUNNER = import.meta.url.endsWith('.js') && existsSync(path.join(APP_ROOT, 'dist', 'sandbox', 'runner.js'));
+const COMPILED_RUNNER = import.meta.url.endsWith('.js') && existsSync(path.join(APP_ROOT, 'dist', 'runner', 'runner.js'));
 
 function packageRoot(from: string): string {
   for (let dir = from; ; dir = path.dirname(dir)) {

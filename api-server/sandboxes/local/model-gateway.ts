@@ -9,7 +9,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Outgoi
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import type { Bridge } from '../../sandbox/bridge.js';
+import type { Bridge } from '../../../runner/bridge.js';
 
 export interface ModelGatewayOptions {
   /** ANTHROPIC_BASE_URL: where requests go (its path is prefixed to theirs). */

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { Logger } from 'pino';
-import { stdioChannel } from '../../sandbox/stdio-channel.js';
-import { ChannelRunner } from './channel-runner.js';
+import { stdioChannel } from '../../../runner/stdio-channel.js';
+import { ChannelRunner } from '../channel-runner.js';
 
 /** How many recent stderr chunks a crash report quotes. */
 const STDERR_TAIL_CHUNKS = 20;

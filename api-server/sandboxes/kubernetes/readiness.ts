@@ -9,11 +9,11 @@
  * lease on a runner not known ready.
  */
 import type { Logger } from 'pino';
-import type { Sandbox } from '../../controller/api/v1alpha1.js';
-import { retryHintSeconds } from '../../sandbox-policy/policy.js';
-import { isAdmitted, queuePosition, type RunnerAddress, standingOf, statusAddress } from './kubernetes-decisions.js';
-import type { SandboxClient } from './kubernetes-sandboxes.js';
-import { CapacityExhausted, SandboxUnavailable, type WaitOptions } from './provider.js';
+import type { Sandbox } from '../../../controller/api/v1alpha1.js';
+import { retryHintSeconds } from '../../../sandbox-policy/policy.js';
+import { isAdmitted, queuePosition, type RunnerAddress, standingOf, statusAddress } from './decisions.js';
+import type { SandboxClient } from './sandboxes.js';
+import { CapacityExhausted, SandboxUnavailable, type WaitOptions } from '../provider.js';
 
 /** A rough turn length for `retry_hint_seconds`, as the local provider uses. */
 export const TYPICAL_TURN_SECONDS = 5;

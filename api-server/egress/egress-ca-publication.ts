@@ -7,7 +7,7 @@
  */
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { httpStatus } from '../../controller/kube-errors.js';
+import { httpStatus } from '../../kube/kube-errors.js';
 
 export const CA_CONFIGMAP_KEY = 'ca.crt';
 const PUBLISH_ATTEMPTS = 5;
