@@ -9,8 +9,8 @@
  * The API test server runs in the bench process, so its clock is the client's.
  */
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
-import type { KubeTestServer } from '../../test/k8s/server.js';
-import type { KubeObject } from '../../test/k8s/store.js';
+import type { KubeTestServer } from '../k8s/server.js';
+import type { KubeObject } from '../k8s/store.js';
 import type { TurnTiming } from './sdk-floors.js';
 
 export const CLAIM_STEPS = ['sandbox created', 'pod adopted', 'status bound', 'status Ready', 'token read', 'first line'] as const;

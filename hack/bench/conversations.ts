@@ -163,7 +163,7 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
 }
 
 /** The cases BENCH_SCENARIOS names (exactly or by prefix); undefined (all) when it is unset or names none of them. */
-function selectedCases(): Set<CaseId> | undefined {
+export function selectedCases(): Set<CaseId> | undefined {
   const wanted = (process.env.BENCH_SCENARIOS ?? '').split(',').map((id) => id.trim()).filter(Boolean);
   const picked = CASE_IDS.filter((id) => wanted.some((w) => id === w || id.startsWith(w)));
   return picked.length === 0 ? undefined : new Set(picked);

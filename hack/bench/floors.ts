@@ -7,7 +7,7 @@ import { hashServiceKey } from '../../api-server/core/crypto.js';
 
 /**
  * The floor servers the provisioning plane is measured against, each run as its own process by
- * run.ts (`floors.ts bare|one-query|routes`, PORT and DATABASE_URL from the environment):
+ * provisioning-plane.ts (`floors.ts bare|one-query|routes`, PORT and DATABASE_URL from the environment):
  * - bare: Koa + @koa/router answering a small JSON body, the most a Node HTTP route can do here;
  * - one-query: the same route running one raw `SELECT 1` through a pg Pool sized like ACIS's
  *   default, the most any route that touches the database once can do here;

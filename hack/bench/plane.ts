@@ -6,6 +6,8 @@ export interface PlaneContext {
   newDatabase(): Promise<string>;
   /** Registers an undo step (run newest first, also on failure and Ctrl-C). */
   defer(step: () => Promise<unknown>): void;
+  /** True once Ctrl-C (or SIGTERM) arrived: a plane's long loops stop instead of starting more work. */
+  interrupted(): boolean;
 }
 
 export interface PlaneResult {

@@ -24,7 +24,7 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-/** Extra node flags for every server process, e.g. `--cpu-prof` (see run.ts). */
+/** Extra node flags for every server process, e.g. `--cpu-prof` (see provisioning-plane.ts). */
 let nodeFlags: string[] = [];
 export function setServerNodeFlags(flags: string[]): void {
   nodeFlags = flags;

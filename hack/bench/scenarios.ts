@@ -1,7 +1,7 @@
 import type { RequestPlan } from './load.js';
 import type { Fixture } from './seed.js';
 
-/** The servers a scenario can load; each runs in its own process (see run.ts). */
+/** The servers a scenario can load; each runs in its own process (see provisioning-plane.ts). */
 export type Target = 'bare' | 'one-query' | 'routes' | 'acis';
 
 /** Sizes the integration is grown to, in this order; the scenarios of each run after its seeding. */
@@ -148,3 +148,14 @@ export const SCENARIOS: Scenario[] = [
   },
   ...DATASETS.flatMap((dataset) => provisioning(dataset.id)),
 ];
+
+/** The scenarios BENCH_SCENARIOS names (all when unset), always with the floors the ratios need. */
+export function selectedScenarios(): Scenario[] {
+  const wanted = (process.env.BENCH_SCENARIOS ?? '').split(',').map((id) => id.trim()).filter(Boolean);
+  if (wanted.length === 0) return SCENARIOS;
+  const picked = SCENARIOS.filter(
+    (s) => s.id === BARE_FLOOR || s.id === QUERY_FLOOR || wanted.some((id) => s.id === id || s.id.startsWith(id)),
+  );
+  if (picked.length === 2) throw new Error(`BENCH_SCENARIOS matches no scenario: ${wanted.join(', ')}`);
+  return picked;
+}

@@ -22,7 +22,7 @@ import { loadConfig } from '../../api-server/config.js';
 import { createLogger, type RunningServer, startServer } from '../../api-server/server.js';
 import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.js';
 import { writeSkills } from '../../runner/workspace-ops.js';
-import { createGitRepository, manifest, serveGitOverHttp } from '../../test/helpers/git-server.js';
+import { createGitRepository, manifest, serveGitOverHttp } from '../git-server.js';
 import type { PlaneContext, PlaneResult } from './plane.js';
 import { percentile } from './stats.js';
 import { envCount } from './env.js';

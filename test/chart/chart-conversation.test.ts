@@ -26,10 +26,10 @@ import { cleanEnv, freePort, killLeftovers, ROOT, runAcis, startEgressProxyProce
 import { helm } from '../helpers/kube-tools.js';
 import { deltaText, isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
-import { startKubelet, type Kubelet } from '../k8s/kubelet.js';
-import { runnerImage } from '../k8s/runner-image.js';
-import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
-import type { KubeObject } from '../k8s/store.js';
+import { startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
+import { runnerImage } from '../../hack/k8s/runner-image.js';
+import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
 import { CHART, EGRESS_IN_API_VALUES, NAMESPACE } from './chart-render.js';
 import { containerEnv, createDeploymentCaFiles, podTemplate, type RenderedPodTemplate } from './deployment-pod.js';
 import { recordingKubeconfig, refused, rulesOf, type RecordingKubeconfig } from './rbac-recorder.js';

@@ -12,7 +12,7 @@ import { loadConfig } from '../../api-server/config.js';
 import { loadControllerConfig } from '../../controller/config.js';
 import { loadEgressConfig } from '../../egress-proxy/egress-config.js';
 import { ROOT } from '../helpers/acis-process.js';
-import { pruneAndDefault, validateAgainstSchema, type JsonSchema } from '../k8s/schema-validation.js';
+import { pruneAndDefault, validateAgainstSchema, type JsonSchema } from '../../hack/k8s/schema-validation.js';
 import { CHART, EGRESS_IN_API_VALUES, find, KIND_VALUES, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
 import { schemaProblems } from './kube-schema.js';
 import { connectionAllowed, type NetworkPolicy, type PodEndpoint, selects } from './network-policy-eval.js';

@@ -8,8 +8,8 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { KubeTestServer } from '../k8s/server.js';
-import type { KubeObject } from '../k8s/store.js';
+import type { KubeTestServer } from '../../hack/k8s/server.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
 
 const run = promisify(execFile);
 

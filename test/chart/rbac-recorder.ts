@@ -6,8 +6,8 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { createServer, request as forward, type Server } from 'node:http';
-import type { KubeTestServer } from '../k8s/server.js';
-import type { KubeObject } from '../k8s/store.js';
+import type { KubeTestServer } from '../../hack/k8s/server.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
 
 export interface ResourceRequest {
   verb: string;

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConnectionSharingKubeConfig, loadKubeConfig } from '../../kube/cluster-access.js';
-import { startKubeTestServer } from '../k8s/server.js';
+import { startKubeTestServer } from '../../hack/k8s/server.js';
 
 /** An API endpoint that answers one Secret and counts the connections made to it and the tokens sent. */
 let server: Server;

@@ -12,9 +12,9 @@ import { afterAll, beforeAll } from 'vitest';
 import { loadControllerConfig, type ControllerConfig } from '../../controller/config.js';
 import { type RunningController, startController } from '../../controller/controller.js';
 import type { Sandbox, SandboxSpec } from '../../controller/api/v1alpha1.js';
-import { type KubeletImage, startKubelet, type Kubelet } from '../k8s/kubelet.js';
-import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
-import type { KubeObject } from '../k8s/store.js';
+import { type KubeletImage, startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
+import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');

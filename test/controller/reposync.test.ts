@@ -17,7 +17,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
 import { ROOT } from '../helpers/acis-process.js';
-import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
+import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../../hack/git-server.js';
 import { type GitHubStub, startGitHubStub } from '../helpers/github-stub.js';
 import { kubectl } from '../helpers/kube-tools.js';
 import { syncEnded, unique } from '../helpers/provision.js';

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdGenerator } from '../../api-server/core/ids.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { hmacAssertion } from '../helpers/approver.js';
-import { createGitRepository, manifest } from '../helpers/git-server.js';
+import { createGitRepository, manifest } from '../../hack/git-server.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type Exposition, parsePrometheusText, samplesOf, sumOf } from '../helpers/prometheus-text.js';
 import { type ProvisionedUser, provisionUser, syncEnded, unique } from '../helpers/provision.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { cleanEnv, killLeftovers, serveAcis, stopAcis } from '../helpers/acis-process.js';
-import { createGitRepository, type GitRepository, manifest } from '../helpers/git-server.js';
+import { createGitRepository, type GitRepository, manifest } from '../../hack/git-server.js';
 import { type ProvisionedUser, provisionUser, syncEnded, unique } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
 

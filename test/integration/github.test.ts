@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGitRepository, type GitHttpServer, type GitRepository, manifest, serveGitOverHttp } from '../helpers/git-server.js';
+import { createGitRepository, type GitHttpServer, type GitRepository, manifest, serveGitOverHttp } from '../../hack/git-server.js';
 import { type GitHubStub, startGitHubStub } from '../helpers/github-stub.js';
 import { syncEnded, unique } from '../helpers/provision.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadRunSkills, wireSkills } from '../../api-server/skills/materialise.js';
 import { writeSkills } from '../../runner/workspace-ops.js';
 import { commandLines } from '../helpers/acis-process.js';
-import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../helpers/git-server.js';
+import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../../hack/git-server.js';
 import { syncEnded, unique } from '../helpers/provision.js';
 import { startSshServer } from '../helpers/ssh-server.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';

@@ -1,9 +1,9 @@
 import path from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
+import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
 
-const FIXTURES = path.resolve(import.meta.dirname, '../k8s/fixtures');
+const FIXTURES = path.resolve(import.meta.dirname, 'fixtures');
 const WIDGETS = '/apis/example.test/v1/namespaces/default/widgets';
 
 let server: KubeTestServer;

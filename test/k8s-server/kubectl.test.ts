@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { helm, kubectl, type ToolResult } from '../helpers/kube-tools.js';
-import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
+import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
 
-const FIXTURES = path.resolve(import.meta.dirname, '../k8s/fixtures');
+const FIXTURES = path.resolve(import.meta.dirname, 'fixtures');
 
 let server: KubeTestServer;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { missingResources, podResources, usage } from '../k8s/kubelet-scheduling.js';
-import type { KubeObject } from '../k8s/store.js';
+import { missingResources, podResources, usage } from '../../hack/k8s/kubelet-scheduling.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
 
 function pod(nodeName: string | undefined, resources: Record<string, Record<string, string>>, phase = 'Running'): KubeObject {
   return { metadata: { name: 'p' }, spec: { nodeName, containers: [{ name: 'main', image: 'x', resources }] }, status: { phase } };

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ROOT } from '../helpers/acis-process.js';
 import { kubectl } from '../helpers/kube-tools.js';
-import { PORT_ENV_ANNOTATION, startKubelet, type Kubelet } from '../k8s/kubelet.js';
-import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
-import type { KubeObject } from '../k8s/store.js';
+import { PORT_ENV_ANNOTATION, startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
+import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
 
 /** Programs standing in for images: node one-liners. */
 const WEB = `

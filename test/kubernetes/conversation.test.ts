@@ -33,7 +33,7 @@ import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../
 import { hmacAssertion } from '../helpers/approver.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
-import { runnerImage } from '../k8s/runner-image.js';
+import { runnerImage } from '../../hack/k8s/runner-image.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNER_IMAGE = 'acis-runner:e2e';

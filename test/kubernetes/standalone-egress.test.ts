@@ -25,8 +25,8 @@ import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
-import type { KubeObject } from '../k8s/store.js';
-import { runnerImage } from '../k8s/runner-image.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
+import { runnerImage } from '../../hack/k8s/runner-image.js';
 
 const RUNNER_IMAGE = 'acis-runner:standalone-egress';
 const PLATFORM_KEY = `sk-platform-${randomBytes(12).toString('hex')}`;

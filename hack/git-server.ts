@@ -1,6 +1,7 @@
 /**
- * Real git repositories for the sync suites: built with the git CLI, reachable as `file://` URLs or
- * over smart HTTP (`git http-backend` behind a small Node server that requires basic auth).
+ * Real git repositories for the sync suites and the bench's skills plane: built with the git CLI,
+ * reachable as `file://` URLs or over smart HTTP (`git http-backend` behind a small Node server that
+ * requires basic auth). Like the model stub, it stands where the outside world (a git host) stands.
  */
 import { execFile, spawn } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
