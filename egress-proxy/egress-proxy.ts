@@ -5,7 +5,7 @@
  *
  * Invariants:
  * - Nothing is forwarded for a request without valid run credentials (`Proxy-Authorization: Basic
- *   base64(run_id:run_token)`, checked by `resolveRun`): it gets 407, or 503 when `resolveRun` cannot
+ *   base64(runner_id:runner_token)`, checked by `resolveRun`): it gets 407, or 503 when `resolveRun` cannot
  *   answer. Inside a tunnel the CONNECT's credentials are resolved again for every request, so a run that
  *   ended stops substituting at once.
  * - A run's credentials only ever reach that run's values: substitution and masking use exactly the map
@@ -72,8 +72,9 @@ import {
   type Masker,
 } from './secret-substitution.js';
 
+/** A runner's proxy credential (Proxy-Authorization's user and password); `resolveRun` says which run it stands for now. */
 export interface RunCredential {
-  runId: string;
+  runnerId: string;
   token: string;
 }
 
@@ -95,7 +96,7 @@ export interface EgressProxyOptions {
    */
   resolveRun(credential: RunCredential): RunSecrets | undefined | Promise<RunSecrets | undefined>;
   /** A placeholder named an alias the run lacks; the run is to be aborted (missing-secret). `token` is the credential's. */
-  onMissing(runId: string, alias: string, token: string): void;
+  onMissing(runnerId: string, alias: string, token: string): void;
   /** Where the deployment CA lives (created on first start), e.g. `$ACIS_DATA_DIR/egress-ca`. */
   caDir: string;
   /** ACIS_EGRESS_ALLOW: comma-separated `host` or `host:port` that may be reached although private. */
@@ -121,7 +122,7 @@ export interface EgressProxyOptions {
 
 export interface EgressProxy {
   readonly port: number;
-  /** `http://host:port`; runners use `http://<run_id>:<run_token>@host:port` as HTTP(S)_PROXY. */
+  /** `http://host:port`; runners use `http://<runner_id>:<runner_token>@host:port` as HTTP(S)_PROXY. */
   readonly url: string;
   /** The deployment CA runners must trust. */
   readonly caCertificatePem: string;
@@ -240,7 +241,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     try {
       return await options.resolveRun(credential);
     } catch (err) {
-      logger.warn({ run_id: credential.runId, err: err instanceof Error ? err.message : String(err) }, 'run lookup failed: request refused');
+      logger.warn({ runner_id: credential.runnerId, err: err instanceof Error ? err.message : String(err) }, 'run lookup failed: request refused');
       return LOOKUP_FAILED;
     }
   }
@@ -307,7 +308,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       tls.once('secure', () => clearTimeout(deadline));
       tls.once('close', () => clearTimeout(deadline));
       tls.on('error', (err) => {
-        logger.debug({ run_id: auth.credential.runId, destination: authority(destination), err: err.message }, 'tunnel closed on error');
+        logger.debug({ runner_id: auth.credential.runnerId, destination: authority(destination), err: err.message }, 'tunnel closed on error');
         tls.destroy();
       });
       tunnels.set(tls, { credential: auth.credential, route: routed });
@@ -348,8 +349,8 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   // ---- forwarding ---------------------------------------------------------------------------------------
 
   function forward(req: IncomingMessage, res: ServerResponse, credential: RunCredential, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
-    const runId = credential.runId;
-    if (isModelEndpoint(model, to.scheme, to.destination)) return forwardToModel(req, res, runId, runSecrets, to, rawTarget);
+    const runnerId = credential.runnerId;
+    if (isModelEndpoint(model, to.scheme, to.destination)) return forwardToModel(req, res, runnerId, runSecrets, to, rawTarget);
     const started = performance.now();
     const masker = maskerFor(runSecrets);
     const secrets = countingLookups(runSecrets, metrics.substituted);
@@ -366,11 +367,11 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     const hasBody = req.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
     const substitutable = hasBody && !isEncoded(req.headers['content-encoding']) && isTextual(req.headers['content-type']);
     if (hasBody && !substitutable) {
-      logger.debug({ run_id: runId, destination: authority(to.destination) }, 'request body passed unscanned (encoded or not text)');
+      logger.debug({ runner_id: runnerId, destination: authority(to.destination) }, 'request body passed unscanned (encoded or not text)');
     }
 
     const send = (body: Buffer | Readable | undefined): void => {
-      const upstream = openUpstream(req, res, runId, to, target, headers, masker, started);
+      const upstream = openUpstream(req, res, runnerId, to, target, headers, masker, started);
       if (body === undefined) upstream.end();
       else if (Buffer.isBuffer(body)) upstream.end(body);
       else {
@@ -418,7 +419,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   }
 
   /** A model call: the platform's key in place of the runner's key headers; target, other headers and body untouched. */
-  function forwardToModel(req: IncomingMessage, res: ServerResponse, runId: string, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
+  function forwardToModel(req: IncomingMessage, res: ServerResponse, runnerId: string, runSecrets: RunSecrets, to: Route, rawTarget: string): void {
     const started = performance.now();
     const masker = modelMaskerFor(runSecrets);
     const headers = requestHeaders(req, undefined, to, masker !== undefined);
@@ -428,7 +429,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     const declared = req.headers['content-length'];
     if (declared !== undefined) headers['content-length'] = declared;
     else if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
-    const upstream = openUpstream(req, res, runId, to, rawTarget.startsWith('/') ? rawTarget : `/${rawTarget}`, headers, masker, started);
+    const upstream = openUpstream(req, res, runnerId, to, rawTarget.startsWith('/') ? rawTarget : `/${rawTarget}`, headers, masker, started);
     req.pipe(upstream);
     res.once('close', () => {
       if (!upstream.writableFinished || !res.writableFinished) upstream.destroy();
@@ -438,7 +439,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   function openUpstream(
     req: IncomingMessage,
     res: ServerResponse,
-    runId: string,
+    runnerId: string,
     to: Route,
     target: string,
     headers: OutgoingHttpHeaders,
@@ -473,7 +474,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       metrics.request('forwarded');
       const log = () =>
         logger.debug(
-          { run_id: runId, method: req.method, destination: authority(to.destination), status, ms: Math.round(performance.now() - started) },
+          { runner_id: runnerId, method: req.method, destination: authority(to.destination), status, ms: Math.round(performance.now() - started) },
           'egress request',
         );
       if (!masker || !bodyful) {
@@ -491,7 +492,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       if (res.headersSent || res.destroyed) return void res.destroy();
       metrics.request('upstream-error');
       const untrusted = typeof err.code === 'string' && /CERT|SIGNATURE|ISSUER|ALTNAME|SELF_SIGNED/.test(err.code);
-      logger.warn({ run_id: runId, destination: authority(to.destination), code: err.code }, 'upstream request failed');
+      logger.warn({ runner_id: runnerId, destination: authority(to.destination), code: err.code }, 'upstream request failed');
       respond(
         res,
         502,
@@ -522,11 +523,11 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
 
   function refuseSecret(res: ServerResponse, credential: RunCredential, destination: Destination, err: unknown): void {
     if (err instanceof MissingSecretError) {
-      logger.warn({ run_id: credential.runId, alias: err.alias, destination: authority(destination) }, 'placeholder without a secret: run to be aborted');
+      logger.warn({ runner_id: credential.runnerId, alias: err.alias, destination: authority(destination) }, 'placeholder without a secret: run to be aborted');
       try {
-        options.onMissing(credential.runId, err.alias, credential.token);
+        options.onMissing(credential.runnerId, err.alias, credential.token);
       } catch (hookErr) {
-        logger.error({ err: hookErr, run_id: credential.runId }, 'onMissing hook failed');
+        logger.error({ err: hookErr, runner_id: credential.runnerId }, 'onMissing hook failed');
       }
       return refuse(res, missingStatus, 'missing-secret', `missing secret: {{secret:${err.alias}}} is not vaulted for this run`);
     }
@@ -540,7 +541,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   }
 
   function logRefusal(credential: RunCredential, destination: Destination, reason: string): void {
-    logger.warn({ run_id: credential.runId, destination: authority(destination), reason }, 'egress destination refused');
+    logger.warn({ runner_id: credential.runnerId, destination: authority(destination), reason }, 'egress destination refused');
   }
 
   function failInternally(res: ServerResponse, err: unknown): void {
@@ -591,7 +592,7 @@ export function parseProxyAuthorization(header: string | undefined): RunCredenti
   const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon <= 0 || colon === decoded.length - 1) return undefined;
-  return { runId: decoded.slice(0, colon), token: decoded.slice(colon + 1) };
+  return { runnerId: decoded.slice(0, colon), token: decoded.slice(colon + 1) };
 }
 
 /** Splits `http(s)://[userinfo@]authority[/path?query]` keeping the target exactly as the client spelled it. */
