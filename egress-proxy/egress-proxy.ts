@@ -71,6 +71,7 @@ import {
   substituteTarget,
   type Masker,
 } from './secret-substitution.js';
+import { placeholderFor } from './placeholder.js';
 
 /** A runner's proxy credential (Proxy-Authorization's user and password); `resolveRun` says which run it stands for now. */
 export interface RunCredential {
@@ -529,7 +530,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       } catch (hookErr) {
         logger.error({ err: hookErr, runner_id: credential.runnerId }, 'onMissing hook failed');
       }
-      return refuse(res, missingStatus, 'missing-secret', `missing secret: {{secret:${err.alias}}} is not vaulted for this run`);
+      return refuse(res, missingStatus, 'missing-secret', `missing secret: ${placeholderFor(err.alias)} is not vaulted for this run`);
     }
     if (err instanceof SecretPlacementError) return refuse(res, 400, 'secret-placement', err.message);
     failInternally(res, err);

@@ -12,7 +12,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import type { RunCredential, RunSecrets } from './egress-proxy.js';
-import { ALIAS_PATTERN } from './secret-substitution.js';
+import { ALIAS_PATTERN } from './placeholder.js';
 
 const RunsFileSchema = z.record(
   z.string().min(1),

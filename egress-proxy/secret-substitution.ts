@@ -2,8 +2,7 @@
  * Placeholder substitution (outbound) and value masking (inbound) for the egress proxy.
  *
  * Invariants:
- * - A placeholder is exactly `{{secret:ALIAS}}` with ALIAS matching ^[A-Z][A-Z0-9_]{0,63}$; anything else
- *   (lower case, too long, unterminated) is ordinary text and passes through unchanged.
+ * - A placeholder is what placeholder.ts says it is; anything else is ordinary text and passes through unchanged.
  * - Substitution is one left-to-right pass: a substituted value is never rescanned, so a value that itself
  *   contains placeholder-like text goes out verbatim and cannot pull in another alias.
  * - A placeholder whose alias the run does not have is an error (MissingSecretError), never passed through:
@@ -21,13 +20,19 @@
  * more, not less: the proxy masks every response body it can decode, whatever its content type.
  */
 import { Transform, type TransformCallback } from 'node:stream';
+import {
+  MAX_ALIAS_LENGTH,
+  PLACEHOLDER_PREFIX,
+  PLACEHOLDER_SUFFIX,
+  isAliasByte,
+  isAliasFirstByte,
+  placeholderFor,
+  replacePlaceholders,
+  replacePlaceholdersInTarget,
+} from './placeholder.js';
 
-export const ALIAS_PATTERN = /^[A-Z][A-Z0-9_]{0,63}$/;
-const MAX_ALIAS_LENGTH = 64;
-const PREFIX = Buffer.from('{{secret:', 'latin1');
-const CLOSE_BRACE = 0x7d;
-/** The longest placeholder: prefix, 64 alias characters, `}}`. */
-export const MAX_PLACEHOLDER_LENGTH = PREFIX.length + MAX_ALIAS_LENGTH + 2;
+const PREFIX = Buffer.from(PLACEHOLDER_PREFIX, 'latin1');
+const SUFFIX = Buffer.from(PLACEHOLDER_SUFFIX, 'latin1');
 
 /** Alias → plaintext value, for one run. */
 export type SecretValues = ReadonlyMap<string, string>;
@@ -47,14 +52,9 @@ export class SecretPlacementError extends Error {
   }
 }
 
-export const placeholderFor = (alias: string): string => `{{secret:${alias}}}`;
-
 // ---------------------------------------------------------------------------------------------------------
 // Strings: request target and header values (short, complete, so no streaming needed).
 
-const PLACEHOLDER_IN_TEXT = /\{\{secret:([A-Z][A-Z0-9_]{0,63})\}\}/g;
-// In a request target the braces and colon may arrive percent-encoded (WHATWG URL encodes `{` `}` in paths).
-const PLACEHOLDER_IN_TARGET = /(?:\{|%7[Bb]){2}secret(?::|%3[Aa])([A-Z][A-Z0-9_]{0,63})(?:\}|%7[Dd]){2}/g;
 // What Node accepts in a header value (its own check, as a latin1 string).
 const INVALID_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
@@ -69,7 +69,7 @@ function lookup(values: SecretValues, alias: string): string {
  * `&`, `/` or spaces stays one query value or one path segment.
  */
 export function substituteTarget(target: string, values: SecretValues): string {
-  return target.replace(PLACEHOLDER_IN_TARGET, (_match, alias: string) => encodeURIComponent(lookup(values, alias)));
+  return replacePlaceholdersInTarget(target, (alias) => encodeURIComponent(lookup(values, alias)));
 }
 
 /**
@@ -78,16 +78,11 @@ export function substituteTarget(target: string, values: SecretValues): string {
  * than a chance to inject a header.
  */
 export function substituteHeaderValue(headerValue: string, values: SecretValues): string {
-  return headerValue.replace(PLACEHOLDER_IN_TEXT, (_match, alias: string) => {
+  return replacePlaceholders(headerValue, (alias) => {
     const bytes = Buffer.from(lookup(values, alias), 'utf8').toString('latin1');
     if (INVALID_HEADER_VALUE.test(bytes)) throw new SecretPlacementError(alias, 'a header');
     return bytes;
   });
-}
-
-/** Every alias a text mentions as a placeholder, in order of appearance. */
-export function placeholdersIn(text: string): string[] {
-  return [...text.matchAll(PLACEHOLDER_IN_TEXT)].map((m) => m[1]!);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -145,21 +140,20 @@ interface ScanResult {
   rest: Buffer;
 }
 
-const isUpper = (b: number) => b >= 0x41 && b <= 0x5a;
-const isAliasByte = (b: number) => isUpper(b) || (b >= 0x30 && b <= 0x39) || b === 0x5f;
-
 type PlaceholderAt = { kind: 'match'; alias: string; end: number } | { kind: 'partial' } | { kind: 'none' };
 
 /** Reads the placeholder starting at `start` (where PREFIX has been found). */
 function readPlaceholder(buf: Buffer, start: number): PlaceholderAt {
   const aliasStart = start + PREFIX.length;
   let i = aliasStart;
-  while (i < buf.length && i - aliasStart < MAX_ALIAS_LENGTH && (i === aliasStart ? isUpper(buf[i]!) : isAliasByte(buf[i]!))) i++;
+  while (i < buf.length && i - aliasStart < MAX_ALIAS_LENGTH && (i === aliasStart ? isAliasFirstByte(buf[i]!) : isAliasByte(buf[i]!))) i++;
   if (i >= buf.length) return { kind: 'partial' };
-  if (i === aliasStart || buf[i] !== CLOSE_BRACE) return { kind: 'none' };
-  if (i + 1 >= buf.length) return { kind: 'partial' };
-  if (buf[i + 1] !== CLOSE_BRACE) return { kind: 'none' };
-  return { kind: 'match', alias: buf.toString('latin1', aliasStart, i), end: i + 2 };
+  if (i === aliasStart) return { kind: 'none' };
+  for (let k = 0; k < SUFFIX.length; k++) {
+    if (i + k >= buf.length) return { kind: 'partial' };
+    if (buf[i + k] !== SUFFIX[k]) return { kind: 'none' };
+  }
+  return { kind: 'match', alias: buf.toString('latin1', aliasStart, i), end: i + SUFFIX.length };
 }
 
 /** Start of the longest suffix of `buf` (from `from` on) that is a proper prefix of PREFIX, or buf.length. */

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { placeholderFor } from '../../egress-proxy/placeholder.js';
 import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
 import type { IdGenerator } from '../core/ids.js';
@@ -101,6 +102,6 @@ function decisionAnswer(approval: ApprovalRow): ApprovalAnswer {
     return { isError: true, text: `Denied by ${approval.resolved_by}: do not perform the requested items.${note}` };
   }
   const aliases = approval.requested_items.flatMap((item) => (item.kind === 'secret' && item.alias ? [item.alias] : []));
-  const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map((a) => `{{secret:${a}}}`).join(', ')}.` : '';
+  const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map(placeholderFor).join(', ')}.` : '';
   return { isError: false, text: `Approved by ${approval.resolved_by}.${secrets}${note}` };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { placeholderFor } from '../../egress-proxy/placeholder.js';
 import type { ConversationSessionStore } from '../sandboxes/session-store.js';
 
 /**
@@ -22,8 +23,6 @@ export interface SecretMasker {
   readonly empty: boolean;
 }
 
-export const placeholder = (alias: string) => `{{secret:${alias}}}`;
-
 export function createMasker(secrets: Iterable<readonly [alias: string, value: string]>): SecretMasker {
   const byForm = new Map<string, string>();
   for (const [alias, value] of secrets) {
@@ -37,7 +36,7 @@ export function createMasker(secrets: Iterable<readonly [alias: string, value: s
   const pattern = forms.length > 0 ? new RegExp(forms.map(escapeRegExp).join('|'), 'g') : undefined;
 
   const maskText = (text: string): string =>
-    pattern ? text.replace(pattern, (found) => placeholder(byForm.get(found)!)) : text;
+    pattern ? text.replace(pattern, (found) => placeholderFor(byForm.get(found)!)) : text;
 
   const maskValue = <T>(value: T): T => {
     if (!pattern) return value;
