@@ -60,16 +60,14 @@ import {
   type ResolvedAddress,
 } from './destination-policy.js';
 import { MODEL_KEY_ALIAS, isModelEndpoint, parseModelEndpoint } from './model-endpoint.js';
+import { compileMasker, createMaskingTransform, type Masker } from './secret-masking.js';
 import {
   MissingSecretError,
   SecretPlacementError,
-  compileMasker,
-  createMaskingTransform,
   createSubstitutionTransform,
   scanSubstitute,
   substituteHeaderValue,
   substituteTarget,
-  type Masker,
 } from './secret-substitution.js';
 import { placeholderFor } from './placeholder.js';
 

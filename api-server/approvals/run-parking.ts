@@ -15,7 +15,7 @@ import { ProblemError, problems } from '../core/problems.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import { platformLine, type StreamLine } from '../runs/run-stream.js';
 import type { ApprovalAnswer } from '../sandboxes/runner.js';
-import type { GrowingMasker } from '../secrets/masking.js';
+import type { GrowingMasker } from '../secrets/event-masking.js';
 import { resolveRunSecrets } from '../secrets/secrets.service.js';
 import type { ApprovalGate } from './approval-gate.js';
 import { presentApproval } from './approvals.presenter.js';
