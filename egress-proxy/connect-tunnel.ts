@@ -70,56 +70,10 @@ export function createTunnels(deps: TunnelDeps): Tunnels {
     })().catch((err: unknown) => refusals.failInternally(res, err));
   });
 
-  /** Authenticates and vets a CONNECT; the tunnel to open, or undefined once the socket has been answered. */
-  async function admit(req: IncomingMessage, socket: Duplex): Promise<Tunnel | undefined> {
-    const authenticated = await auth.authenticate(req.headers['proxy-authorization']);
-    if (authenticated === LOOKUP_FAILED) return void refusals.refuseRaw(socket, 'lookup-failed', 503, 'Service Unavailable', '', LOOKUP_FAILED_MESSAGE);
-    if (!authenticated) {
-      const challenge = `Proxy-Authenticate: ${PROXY_AUTH_REALM}\r\n`;
-      return void refusals.refuseRaw(socket, 'auth-required', 407, 'Proxy Authentication Required', challenge, 'run credentials required');
-    }
-    const target = parseAuthority(req.url ?? '');
-    if (!target || target.port === undefined) return void refusals.refuseRaw(socket, 'bad-request', 400, 'Bad Request', '', 'CONNECT takes host:port');
-    const destination = { host: target.host, port: target.port };
-    const routed = await deps.route('https', destination);
-    if (typeof routed === 'string') {
-      refusals.logRefusal(authenticated.credential, destination, routed);
-      const header = 'X-Acis-Egress-Error: destination-refused\r\n';
-      return void refusals.refuseRaw(socket, 'destination-refused', 403, 'Forbidden', header, `egress refused: ${routed}`);
-    }
-    return { credential: authenticated.credential, route: routed };
-  }
-
-  /** Answers the CONNECT and terminates TLS on its socket with a leaf for the destination. */
-  async function terminateTls(socket: Duplex, head: Buffer, tunnel: Tunnel): Promise<void> {
-    const { destination } = tunnel.route;
-    const context = await deps.ca.secureContextFor(destination.host);
-    if (socket.destroyed) return;
-    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    if (head.length > 0) socket.unshift(head);
-    const tls = new TLSSocket(socket as Socket, {
-      isServer: true,
-      secureContext: context,
-      ALPNProtocols: ['http/1.1'],
-      // Leaves are minted for the name the client verifies; the upstream stays the CONNECT target.
-      SNICallback: (servername, callback) => {
-        deps.ca.secureContextFor(canonicalHost(servername) ?? destination.host).then(
-          (ctx) => callback(null, ctx),
-          (err: Error) => callback(err),
-        );
-      },
-    });
-    deps.track(tls);
-    const deadline = setTimeout(() => tls.destroy(), TLS_HANDSHAKE_TIMEOUT_MS);
-    tls.once('secure', () => clearTimeout(deadline));
-    tls.once('close', () => clearTimeout(deadline));
-    tls.on('error', (err) => {
-      logger.debug({ runner_id: tunnel.credential.runnerId, destination: authority(destination), err: err.message }, 'tunnel closed on error');
-      tls.destroy();
-    });
+  const accept = (tls: TLSSocket, tunnel: Tunnel) => {
     tunnels.set(tls, tunnel);
     inner.emit('connection', tls);
-  }
+  };
 
   return {
     inner,
@@ -127,12 +81,63 @@ export function createTunnels(deps: TunnelDeps): Tunnels {
       deps.track(socket);
       socket.on('error', () => socket.destroy());
       void (async () => {
-        const tunnel = await admit(req, socket);
-        if (tunnel) await terminateTls(socket, head, tunnel);
+        const tunnel = await admit(deps, req, socket);
+        if (tunnel) await terminateTls(deps, socket, head, tunnel, (tls) => accept(tls, tunnel));
       })().catch((err: unknown) => {
         logger.error({ err }, 'CONNECT handling failed');
         socket.destroy();
       });
     },
   };
+}
+
+/** Authenticates and vets a CONNECT; the tunnel to open, or undefined once the socket has been answered. */
+async function admit(deps: TunnelDeps, req: IncomingMessage, socket: Duplex): Promise<Tunnel | undefined> {
+  const { auth, refusals } = deps;
+  const authenticated = await auth.authenticate(req.headers['proxy-authorization']);
+  if (authenticated === LOOKUP_FAILED) return void refusals.refuseRaw(socket, 'lookup-failed', 503, 'Service Unavailable', '', LOOKUP_FAILED_MESSAGE);
+  if (!authenticated) {
+    const challenge = `Proxy-Authenticate: ${PROXY_AUTH_REALM}\r\n`;
+    return void refusals.refuseRaw(socket, 'auth-required', 407, 'Proxy Authentication Required', challenge, 'run credentials required');
+  }
+  const target = parseAuthority(req.url ?? '');
+  if (!target || target.port === undefined) return void refusals.refuseRaw(socket, 'bad-request', 400, 'Bad Request', '', 'CONNECT takes host:port');
+  const destination = { host: target.host, port: target.port };
+  const routed = await deps.route('https', destination);
+  if (typeof routed === 'string') {
+    refusals.logRefusal(authenticated.credential, destination, routed);
+    const header = 'X-Acis-Egress-Error: destination-refused\r\n';
+    return void refusals.refuseRaw(socket, 'destination-refused', 403, 'Forbidden', header, `egress refused: ${routed}`);
+  }
+  return { credential: authenticated.credential, route: routed };
+}
+
+/** Answers the CONNECT and terminates TLS on its socket with a leaf for the destination; `accept` takes the TLS socket. */
+async function terminateTls(deps: TunnelDeps, socket: Duplex, head: Buffer, tunnel: Tunnel, accept: (tls: TLSSocket) => void): Promise<void> {
+  const { destination } = tunnel.route;
+  const context = await deps.ca.secureContextFor(destination.host);
+  if (socket.destroyed) return;
+  socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+  if (head.length > 0) socket.unshift(head);
+  const tls = new TLSSocket(socket as Socket, {
+    isServer: true,
+    secureContext: context,
+    ALPNProtocols: ['http/1.1'],
+    // Leaves are minted for the name the client verifies; the upstream stays the CONNECT target.
+    SNICallback: (servername, callback) => {
+      deps.ca.secureContextFor(canonicalHost(servername) ?? destination.host).then(
+        (ctx) => callback(null, ctx),
+        (err: Error) => callback(err),
+      );
+    },
+  });
+  deps.track(tls);
+  const deadline = setTimeout(() => tls.destroy(), TLS_HANDSHAKE_TIMEOUT_MS);
+  tls.once('secure', () => clearTimeout(deadline));
+  tls.once('close', () => clearTimeout(deadline));
+  tls.on('error', (err) => {
+    deps.logger.debug({ runner_id: tunnel.credential.runnerId, destination: authority(destination), err: err.message }, 'tunnel closed on error');
+    tls.destroy();
+  });
+  accept(tls);
 }

@@ -58,67 +58,10 @@ interface Outbound {
 }
 
 export function createForwarding(deps: ForwardingDeps): Forward {
-  const { refusals, metrics, logger, model, modelKey } = deps;
+  const { refusals, metrics, model, modelKey } = deps;
   const maskerFor = maskerPerRun(compileMasker);
   // The run's values and the model key, for what the model endpoint answers.
   const modelMaskerFor = modelKey ? maskerPerRun((secrets) => compileMasker(new Map([...secrets, [MODEL_KEY_ALIAS, modelKey]]))) : maskerFor;
-
-  /** Opens the upstream request, writes `body` into it, and destroys it when the client goes away first. */
-  const send = (out: Outbound, body: Buffer | Readable | undefined): void => {
-    const { req, res, credential, to, target, headers, masker, started } = out;
-    const upstream = deps.upstreams.open(req, res, { runnerId: credential.runnerId, to, target, headers, masker, started });
-    if (body === undefined) upstream.end();
-    else if (Buffer.isBuffer(body)) upstream.end(body);
-    else {
-      body.pipe(upstream);
-      body.once('error', () => upstream.destroy());
-    }
-    res.once('close', () => {
-      if (!upstream.writableFinished || !res.writableFinished) upstream.destroy();
-    });
-  };
-
-  /** Sends the request's body, substituted when the proxy can read it: whole when small, streamed when large. */
-  const sendBody = (out: Outbound, secrets: RunSecrets): void => {
-    const { req, res, headers } = out;
-    const declared = req.headers['content-length'];
-    const hasBody = req.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
-    const substitutable = hasBody && !isEncoded(req.headers['content-encoding']) && isTextual(req.headers['content-type']);
-    if (!hasBody) {
-      if (declared === '0') headers['content-length'] = '0';
-      return send(out, undefined);
-    }
-    if (!substitutable) {
-      logger.debug({ runner_id: out.credential.runnerId, destination: authority(out.to.destination) }, 'request body passed unscanned (encoded or not text)');
-      if (declared !== undefined) headers['content-length'] = declared;
-      else headers['transfer-encoding'] = 'chunked';
-      return send(out, req);
-    }
-    if (declared !== undefined && Number(declared) <= BUFFERED_BODY_LIMIT) {
-      // Small: substitute whole, so a missing alias is found before a byte goes upstream.
-      collect(req)
-        .then((raw) => {
-          let body: Buffer;
-          try {
-            body = scanSubstitute(raw, secrets, true).out;
-          } catch (err) {
-            return refusals.refuseSecret(res, out.credential, out.to.destination, err);
-          }
-          headers['content-length'] = String(body.length);
-          send(out, body);
-        })
-        .catch(() => res.destroy());
-      return;
-    }
-    headers['transfer-encoding'] = 'chunked';
-    const substitution = createSubstitutionTransform(secrets);
-    substitution.once('error', (err) => {
-      req.unpipe(substitution);
-      refusals.refuseSecret(res, out.credential, out.to.destination, err); // destroys the upstream request through res 'close'
-    });
-    req.pipe(substitution);
-    send(out, substitution);
-  };
 
   /** A model call: the platform's key in place of the runner's key headers; target, other headers and body untouched. */
   const forwardToModel: Forward = (req, res, credential, runSecrets, to, rawTarget) => {
@@ -132,7 +75,7 @@ export function createForwarding(deps: ForwardingDeps): Forward {
     if (declared !== undefined) headers['content-length'] = declared;
     else if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
     const target = rawTarget.startsWith('/') ? rawTarget : `/${rawTarget}`;
-    send({ req, res, credential, to, target, headers, masker, started }, req);
+    send(deps.upstreams, { req, res, credential, to, target, headers, masker, started }, req);
   };
 
   return (req, res, credential, runSecrets, to, rawTarget) => {
@@ -148,8 +91,66 @@ export function createForwarding(deps: ForwardingDeps): Forward {
     } catch (err) {
       return refusals.refuseSecret(res, credential, to.destination, err);
     }
-    sendBody({ req, res, credential, to, target, headers, masker, started }, secrets);
+    sendBody(deps, { req, res, credential, to, target, headers, masker, started }, secrets);
   };
+}
+
+/** Opens the upstream request, writes `body` into it, and destroys it when the client goes away first. */
+function send(upstreams: Upstreams, out: Outbound, body: Buffer | Readable | undefined): void {
+  const { req, res, credential, to, target, headers, masker, started } = out;
+  const upstream = upstreams.open(req, res, { runnerId: credential.runnerId, to, target, headers, masker, started });
+  if (body === undefined) upstream.end();
+  else if (Buffer.isBuffer(body)) upstream.end(body);
+  else {
+    body.pipe(upstream);
+    body.once('error', () => upstream.destroy());
+  }
+  res.once('close', () => {
+    if (!upstream.writableFinished || !res.writableFinished) upstream.destroy();
+  });
+}
+
+/** Sends the request's body, substituted when the proxy can read it: whole when small, streamed when large. */
+function sendBody(deps: ForwardingDeps, out: Outbound, secrets: RunSecrets): void {
+  const { req, res, headers } = out;
+  const { upstreams, refusals, logger } = deps;
+  const declared = req.headers['content-length'];
+  const hasBody = req.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
+  const substitutable = hasBody && !isEncoded(req.headers['content-encoding']) && isTextual(req.headers['content-type']);
+  if (!hasBody) {
+    if (declared === '0') headers['content-length'] = '0';
+    return send(upstreams, out, undefined);
+  }
+  if (!substitutable) {
+    logger.debug({ runner_id: out.credential.runnerId, destination: authority(out.to.destination) }, 'request body passed unscanned (encoded or not text)');
+    if (declared !== undefined) headers['content-length'] = declared;
+    else headers['transfer-encoding'] = 'chunked';
+    return send(upstreams, out, req);
+  }
+  if (declared !== undefined && Number(declared) <= BUFFERED_BODY_LIMIT) {
+    // Small: substitute whole, so a missing alias is found before a byte goes upstream.
+    collect(req)
+      .then((raw) => {
+        let body: Buffer;
+        try {
+          body = scanSubstitute(raw, secrets, true).out;
+        } catch (err) {
+          return refusals.refuseSecret(res, out.credential, out.to.destination, err);
+        }
+        headers['content-length'] = String(body.length);
+        send(upstreams, out, body);
+      })
+      .catch(() => res.destroy());
+    return;
+  }
+  headers['transfer-encoding'] = 'chunked';
+  const substitution = createSubstitutionTransform(secrets);
+  substitution.once('error', (err) => {
+    req.unpipe(substitution);
+    refusals.refuseSecret(res, out.credential, out.to.destination, err); // destroys the upstream request through res 'close'
+  });
+  req.pipe(substitution);
+  send(upstreams, out, substitution);
 }
 
 /** The headers sent upstream; `secrets` undefined: values pass unsubstituted. */

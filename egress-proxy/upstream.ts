@@ -50,7 +50,15 @@ export interface Upstreams {
   close(): void;
 }
 
+/** What answering a client from the upstream needs. */
+interface AnswerDeps {
+  refusals: Refusals;
+  metrics: EgressMetrics;
+  logger: EgressLogger;
+}
+
 export function createUpstreams(extraCa: string | undefined, refusals: Refusals, metrics: EgressMetrics, logger: EgressLogger): Upstreams {
+  const deps: AnswerDeps = { refusals, metrics, logger };
   const httpAgent = new HttpAgent({ keepAlive: true });
   // One context built once: a `ca` array on each request would be re-stringified into every pool key.
   const httpsAgent = new HttpsAgent({
@@ -74,57 +82,9 @@ export function createUpstreams(extraCa: string | undefined, refusals: Refusals,
         ? // SNI and the identity check use the destination name; an IP literal is checked against IP SANs.
           httpsRequest({ ...common, agent: httpsAgent, ...(isIP(host) === 0 ? { servername: host } : {}) })
         : httpRequest({ ...common, agent: httpAgent });
-    upstream.on('response', (up: IncomingMessage) => answer(req, res, up, request));
-    upstream.on('error', (err: NodeJS.ErrnoException) => failed(res, err, request));
+    upstream.on('response', (up: IncomingMessage) => answer(deps, req, res, up, request));
+    upstream.on('error', (err: NodeJS.ErrnoException) => failed(deps, res, err, request));
     return upstream;
-  }
-
-  /** Relays the upstream's response, masked when the run has values to mask. */
-  function answer(req: IncomingMessage, res: ServerResponse, up: IncomingMessage, request: UpstreamRequest): void {
-    const { masker } = request;
-    const status = up.statusCode ?? 502;
-    const bodyful = req.method !== 'HEAD' && status !== 204 && status !== 304;
-    const outHeaders = responseHeaders(up, masker);
-    const decoders = masker && bodyful ? decodersFor(up.headers['content-encoding']) : [];
-    if (!decoders) {
-      up.destroy();
-      return refusals.refuse(res, 502, 'undecodable-response', 'the upstream answered in a content-encoding the proxy cannot inspect');
-    }
-    metrics.request('forwarded');
-    const log = () =>
-      logger.debug(
-        {
-          runner_id: request.runnerId,
-          method: req.method,
-          destination: authority(request.to.destination),
-          status,
-          ms: Math.round(performance.now() - request.started),
-        },
-        'egress request',
-      );
-    if (!masker || !bodyful) {
-      res.writeHead(status, up.statusMessage, outHeaders);
-      relay([up], res, log);
-      return;
-    }
-    // The masked body's length is unknown until it is sent: chunked to the client.
-    delete outHeaders['content-length'];
-    if (decoders.length > 0) delete outHeaders['content-encoding'];
-    res.writeHead(status, up.statusMessage, outHeaders);
-    relay([up, ...decoders, createMaskingTransform(masker)], res, log);
-  }
-
-  function failed(res: ServerResponse, err: NodeJS.ErrnoException, request: UpstreamRequest): void {
-    if (res.headersSent || res.destroyed) return void res.destroy();
-    metrics.request('upstream-error');
-    const untrusted = typeof err.code === 'string' && /CERT|SIGNATURE|ISSUER|ALTNAME|SELF_SIGNED/.test(err.code);
-    logger.warn({ runner_id: request.runnerId, destination: authority(request.to.destination), code: err.code }, 'upstream request failed');
-    respond(
-      res,
-      502,
-      untrusted ? 'upstream-certificate' : 'upstream-unreachable',
-      untrusted ? `upstream certificate not trusted (${err.code})` : `upstream unreachable (${err.code ?? err.message})`,
-    );
   }
 
   return {
@@ -134,6 +94,57 @@ export function createUpstreams(extraCa: string | undefined, refusals: Refusals,
       httpsAgent.destroy();
     },
   };
+}
+
+/** Relays the upstream's response, masked when the run has values to mask. */
+function answer(deps: AnswerDeps, req: IncomingMessage, res: ServerResponse, up: IncomingMessage, request: UpstreamRequest): void {
+  const { refusals, metrics, logger } = deps;
+  const { masker } = request;
+  const status = up.statusCode ?? 502;
+  const bodyful = req.method !== 'HEAD' && status !== 204 && status !== 304;
+  const outHeaders = responseHeaders(up, masker);
+  const decoders = masker && bodyful ? decodersFor(up.headers['content-encoding']) : [];
+  if (!decoders) {
+    up.destroy();
+    return refusals.refuse(res, 502, 'undecodable-response', 'the upstream answered in a content-encoding the proxy cannot inspect');
+  }
+  metrics.request('forwarded');
+  const log = () =>
+    logger.debug(
+      {
+        runner_id: request.runnerId,
+        method: req.method,
+        destination: authority(request.to.destination),
+        status,
+        ms: Math.round(performance.now() - request.started),
+      },
+      'egress request',
+    );
+  if (!masker || !bodyful) {
+    res.writeHead(status, up.statusMessage, outHeaders);
+    relay([up], res, log);
+    return;
+  }
+  // The masked body's length is unknown until it is sent: chunked to the client.
+  delete outHeaders['content-length'];
+  if (decoders.length > 0) delete outHeaders['content-encoding'];
+  res.writeHead(status, up.statusMessage, outHeaders);
+  relay([up, ...decoders, createMaskingTransform(masker)], res, log);
+}
+
+/** The upstream could not be reached or failed mid-response: 502 while the client has no answer yet, else a cut response. */
+function failed(deps: AnswerDeps, res: ServerResponse, err: NodeJS.ErrnoException, request: UpstreamRequest): void {
+  const { metrics, logger } = deps;
+  if (res.headersSent || res.destroyed) return void res.destroy();
+  metrics.request('upstream-error');
+  const untrusted = typeof err.code === 'string' && /CERT|SIGNATURE|ISSUER|ALTNAME|SELF_SIGNED/.test(err.code);
+  logger.warn({ runner_id: request.runnerId, destination: authority(request.to.destination), code: err.code }, 'upstream request failed');
+  respond(
+    res,
+    502,
+    untrusted ? 'upstream-certificate' : 'upstream-unreachable',
+    untrusted ? `upstream certificate not trusted (${err.code})` : `upstream unreachable (${err.code ?? err.message})`,
+  );
 }
 
 function responseHeaders(up: IncomingMessage, masker: Masker | undefined): OutgoingHttpHeaders {
