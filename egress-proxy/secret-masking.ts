@@ -55,20 +55,16 @@ export interface Masker {
 export function createMasker(secrets: Iterable<readonly [alias: string, value: string]>): Masker {
   const pairs = maskPairs(secrets);
   const forms = pairs.map((pair) => pair.form);
-  const textPattern = alternation(forms);
-  const headerPattern = alternation(pairs.map((pair) => pair.value.toString('latin1')));
-  const placeholderOfForm = new Map(pairs.map((pair) => [pair.form, pair.placeholder.toString('utf8')]));
-  const placeholderOfBytes = new Map(pairs.map((pair) => [pair.value.toString('latin1'), pair.placeholder.toString('latin1')]));
-
-  const maskText = (text: string): string => (textPattern ? text.replace(textPattern, (found) => placeholderOfForm.get(found)!) : text);
-  const maskValue = <T>(value: T): T => (textPattern ? maskJson(value, maskText) : value);
+  const empty = pairs.length === 0;
+  const maskText = onePassReplacer(new Map(pairs.map((pair) => [pair.form, pair.placeholder.toString('utf8')])));
   return {
     pairs,
     maxValueLength: pairs[0]?.value.length ?? 0,
-    empty: pairs.length === 0,
+    empty,
     maskText,
-    maskHeaderValue: (headerValue) => (headerPattern ? headerValue.replace(headerPattern, (found) => placeholderOfBytes.get(found)!) : headerValue),
-    maskValue,
+    // Header strings are latin1 in Node (one char per byte): the forms' UTF-8 bytes, spelled the same way.
+    maskHeaderValue: onePassReplacer(new Map(pairs.map((pair) => [pair.value.toString('latin1'), pair.placeholder.toString('latin1')]))),
+    maskValue: <T>(value: T): T => (empty ? value : maskJson(value, maskText)),
     pendingLength: (text) => pendingLength(text, forms),
   };
 }
@@ -95,10 +91,18 @@ function maskPairs(secrets: Iterable<readonly [alias: string, value: string]>): 
     .sort((a, b) => b.value.length - a.value.length);
 }
 
-/** One pattern matching any of `texts` (given longest first); undefined for none. */
-function alternation(texts: string[]): RegExp | undefined {
-  // Alternation tries alternatives in order, so longest-first gives longest-at-a-position.
-  return texts.length > 0 ? new RegExp(texts.map(escapeRegExp).join('|'), 'g') : undefined;
+/**
+ * Replaces every occurrence of a key of `replacements` (keys longest first) by its value, in one pass. The
+ * pattern is compiled on first use: the proxy never masks text, the API server never masks header values.
+ */
+function onePassReplacer(replacements: ReadonlyMap<string, string>): (text: string) => string {
+  let pattern: RegExp | undefined;
+  return (text) => {
+    if (replacements.size === 0) return text;
+    // Alternation tries alternatives in order, so longest-first gives longest-at-a-position.
+    pattern ??= new RegExp([...replacements.keys()].map(escapeRegExp).join('|'), 'g');
+    return text.replace(pattern, (found) => replacements.get(found)!);
+  };
 }
 
 function escapeRegExp(text: string): string {
