@@ -7,14 +7,12 @@
  * API server's store, and, for a pool runner, the agent runtime prewarmed.
  */
 import path from 'node:path';
-import { MODEL_KEY_ALIAS } from '../egress-proxy/model-endpoint.js';
-import { placeholderFor } from '../egress-proxy/placeholder.js';
 import { bwrapCommand, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from './bwrap.js';
 
 /** The loopback port inside a sandbox where the runner bridges to the egress proxy. */
 const SANDBOX_PROXY_PORT = 3128;
 /** The platform's key never enters a sandbox: the model gateway replaces this placeholder on the way out. */
-const MODEL_KEY_PLACEHOLDER = placeholderFor(MODEL_KEY_ALIAS);
+const MODEL_KEY_PLACEHOLDER = '{{secret:ANTHROPIC_API_KEY}}';
 
 export interface LocalRunnerProcessOptions {
   /** The package root (the runner's source, or its compiled build, and node_modules). */
