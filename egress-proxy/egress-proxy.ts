@@ -124,7 +124,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   const extraCa = options.extraCaPath ? await readFile(options.extraCaPath, 'utf8') : undefined;
 
   const refusals = createRefusals(options, metrics, logger);
-  const auth = createRunAuthentication(options.resolveRun, logger);
+  const auth = createRunAuthentication(options, logger);
   const upstreams = createUpstreams(extraCa, refusals, metrics, logger);
   const forward = createForwarding({ upstreams, refusals, metrics, logger, model, modelKey: options.modelEndpoint?.apiKey });
   const openSockets = new Set<Duplex>();

@@ -26,11 +26,11 @@ export interface RunAuthentication {
   lookUp(credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed>;
 }
 
-export function createRunAuthentication(resolveRun: EgressProxyOptions['resolveRun'], logger: EgressLogger): RunAuthentication {
+export function createRunAuthentication(options: Pick<EgressProxyOptions, 'resolveRun'>, logger: EgressLogger): RunAuthentication {
   /** `resolveRun`, with a failure to answer told apart from "no run": neither forwards anything. */
   const lookUp = async (credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed> => {
     try {
-      return await resolveRun(credential);
+      return await options.resolveRun(credential);
     } catch (err) {
       logger.warn({ runner_id: credential.runnerId, err: err instanceof Error ? err.message : String(err) }, 'run lookup failed: request refused');
       return LOOKUP_FAILED;
