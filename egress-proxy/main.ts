@@ -56,7 +56,7 @@ async function runSource(
   if (config.runs.source === 'file') {
     return {
       resolveRun: createRunsFileResolver(config.runs.file),
-      onMissing: (runId, alias) => logger.warn({ run_id: runId, alias }, 'missing secret'),
+      onMissing: (runnerId, alias) => logger.warn({ runner_id: runnerId, alias }, 'missing secret'),
     };
   }
   const api = createApiRunResolver(config.runs.url, await readResolveToken(config.runs.token));
@@ -65,8 +65,8 @@ async function runSource(
     resolveRun: api.resolveRun,
     onMissing: (runnerId, alias, token) => {
       api
-        .reportMissing({ runId: runnerId, token }, alias)
-        .catch((err: unknown) => logger.warn({ run_id: runnerId, err: err instanceof Error ? err.message : String(err) }, 'ending a run for a missing secret failed'));
+        .reportMissing({ runnerId, token }, alias)
+        .catch((err: unknown) => logger.warn({ runner_id: runnerId, err: err instanceof Error ? err.message : String(err) }, 'ending a run for a missing secret failed'));
     },
   };
 }

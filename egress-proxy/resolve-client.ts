@@ -47,12 +47,12 @@ export function createApiRunResolver(baseUrl: string, token: string): ApiRunReso
     });
   };
   return {
-    async resolveRun({ runId: runnerId, token: runnerToken }) {
+    async resolveRun({ runnerId, token: runnerToken }) {
       const parsed = ResolveAnswerSchema.safeParse(await call(RESOLVE_PATH, { runner_id: runnerId, token: runnerToken }));
       if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
       return parsed.data.in_progress ? new Map(Object.entries(parsed.data.secrets)) : undefined;
     },
-    async reportMissing({ runId: runnerId, token: runnerToken }, alias) {
+    async reportMissing({ runnerId, token: runnerToken }, alias) {
       const parsed = MissingAnswerSchema.safeParse(await call(MISSING_PATH, { runner_id: runnerId, token: runnerToken, alias }));
       if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
       return parsed.data.in_progress;

@@ -12,7 +12,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { ALIAS_PATTERN } from './secret-substitution.js';
+import { ALIAS_PATTERN } from './placeholder.js';
 
 export const RESOLVE_PATH = '/v1/egress/resolve';
 export const MISSING_PATH = '/v1/egress/missing';

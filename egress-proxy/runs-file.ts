@@ -1,6 +1,7 @@
 /**
  * Runs for the standalone proxy, read from a JSON file (ACIS_EGRESS_RUNS_FILE):
- * `{"<run_id>": {"token": "<run token>", "secrets": {"ALIAS": "value"}}}`.
+ * `{"<runner_id>": {"token": "<runner token>", "secrets": {"ALIAS": "value"}}}`: a runner credential and the
+ * values its requests get.
  *
  * This is the development and demo source of runs: the file holds plaintext values, so keep it 0600 and
  * short-lived. Inside the service the API server hands `createEgressProxy` a resolver over its live runs.
@@ -11,7 +12,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import type { RunCredential, RunSecrets } from './egress-proxy.js';
-import { ALIAS_PATTERN } from './secret-substitution.js';
+import { ALIAS_PATTERN } from './placeholder.js';
 
 const RunsFileSchema = z.record(
   z.string().min(1),
@@ -38,15 +39,15 @@ export function createRunsFileResolver(file: string): (credential: RunCredential
     else {
       const parsed = RunsFileSchema.parse(JSON.parse(await readFile(file, 'utf8')));
       const runs = new Map<string, Run>();
-      for (const [runId, run] of Object.entries(parsed)) {
-        runs.set(runId, { tokenDigest: digest(run.token), secrets: new Map(Object.entries(run.secrets)) });
+      for (const [runnerId, run] of Object.entries(parsed)) {
+        runs.set(runnerId, { tokenDigest: digest(run.token), secrets: new Map(Object.entries(run.secrets)) });
       }
       loaded = { mtimeMs, checkedAt: performance.now(), runs };
     }
     return loaded.runs;
   };
-  return async ({ runId, token }) => {
-    const run = (await load()).get(runId);
+  return async ({ runnerId, token }) => {
+    const run = (await load()).get(runnerId);
     // Digests have one length, so the comparison takes the same time whatever the token.
     return run && timingSafeEqual(run.tokenDigest, digest(token)) ? run.secrets : undefined;
   };

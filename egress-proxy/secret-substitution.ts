@@ -1,33 +1,35 @@
 /**
- * Placeholder substitution (outbound) and value masking (inbound) for the egress proxy.
+ * Placeholder substitution for the egress proxy: a run's values in place of its placeholders on the way out.
+ * (The way back in is masking, secret-masking.ts.)
  *
  * Invariants:
- * - A placeholder is exactly `{{secret:ALIAS}}` with ALIAS matching ^[A-Z][A-Z0-9_]{0,63}$; anything else
- *   (lower case, too long, unterminated) is ordinary text and passes through unchanged.
+ * - A placeholder is what placeholder.ts says it is; anything else is ordinary text and passes through unchanged.
  * - Substitution is one left-to-right pass: a substituted value is never rescanned, so a value that itself
  *   contains placeholder-like text goes out verbatim and cannot pull in another alias.
  * - A placeholder whose alias the run does not have is an error (MissingSecretError), never passed through:
  *   the caller aborts the request before the unresolved text reaches the upstream.
- * - Masking replaces every occurrence of any of the run's values (and of their percent-encoded and
- *   JSON-escaped forms) with the value's placeholder, choosing the earliest match and, at one position, the
- *   longest; it is one pass too, so a placeholder it writes is never masked again.
- * - Streams are never buffered whole: each transform holds back only the bytes that could still become a
- *   match once the next chunk arrives (at most one placeholder, 75 bytes, or the longest value less one), so
- *   splitting the input anywhere yields exactly the output of the unsplit input.
+ * - Streams are never buffered whole: the transform holds back only the bytes that could still become a
+ *   placeholder once the next chunk arrives (at most one placeholder, 75 bytes), so splitting the input
+ *   anywhere yields exactly the output of the unsplit input.
  *
  * Fail-safe direction: substitution goes placeholder → value, so a placeholder it does not see (a body with a
  * content-encoding, a non-text body, base64 around it) reaches the upstream as the useless placeholder and the
- * call fails; it can never leak a value. Masking goes value → placeholder, so there the safe side is to scan
- * more, not less: the proxy masks every response body it can decode, whatever its content type.
+ * call fails; it can never leak a value.
  */
-import { Transform, type TransformCallback } from 'node:stream';
+import type { Transform } from 'node:stream';
+import {
+  MAX_ALIAS_LENGTH,
+  PLACEHOLDER_PREFIX,
+  PLACEHOLDER_SUFFIX,
+  isAliasByte,
+  isAliasFirstByte,
+  replacePlaceholders,
+  replacePlaceholdersInTarget,
+} from './placeholder.js';
+import { scanningTransform, type ScanResult } from './scanning-transform.js';
 
-export const ALIAS_PATTERN = /^[A-Z][A-Z0-9_]{0,63}$/;
-const MAX_ALIAS_LENGTH = 64;
-const PREFIX = Buffer.from('{{secret:', 'latin1');
-const CLOSE_BRACE = 0x7d;
-/** The longest placeholder: prefix, 64 alias characters, `}}`. */
-export const MAX_PLACEHOLDER_LENGTH = PREFIX.length + MAX_ALIAS_LENGTH + 2;
+const PREFIX = Buffer.from(PLACEHOLDER_PREFIX, 'latin1');
+const SUFFIX = Buffer.from(PLACEHOLDER_SUFFIX, 'latin1');
 
 /** Alias → plaintext value, for one run. */
 export type SecretValues = ReadonlyMap<string, string>;
@@ -47,14 +49,9 @@ export class SecretPlacementError extends Error {
   }
 }
 
-export const placeholderFor = (alias: string): string => `{{secret:${alias}}}`;
-
 // ---------------------------------------------------------------------------------------------------------
 // Strings: request target and header values (short, complete, so no streaming needed).
 
-const PLACEHOLDER_IN_TEXT = /\{\{secret:([A-Z][A-Z0-9_]{0,63})\}\}/g;
-// In a request target the braces and colon may arrive percent-encoded (WHATWG URL encodes `{` `}` in paths).
-const PLACEHOLDER_IN_TARGET = /(?:\{|%7[Bb]){2}secret(?::|%3[Aa])([A-Z][A-Z0-9_]{0,63})(?:\}|%7[Dd]){2}/g;
 // What Node accepts in a header value (its own check, as a latin1 string).
 const INVALID_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
@@ -69,7 +66,7 @@ function lookup(values: SecretValues, alias: string): string {
  * `&`, `/` or spaces stays one query value or one path segment.
  */
 export function substituteTarget(target: string, values: SecretValues): string {
-  return target.replace(PLACEHOLDER_IN_TARGET, (_match, alias: string) => encodeURIComponent(lookup(values, alias)));
+  return replacePlaceholdersInTarget(target, (alias) => encodeURIComponent(lookup(values, alias)));
 }
 
 /**
@@ -78,75 +75,15 @@ export function substituteTarget(target: string, values: SecretValues): string {
  * than a chance to inject a header.
  */
 export function substituteHeaderValue(headerValue: string, values: SecretValues): string {
-  return headerValue.replace(PLACEHOLDER_IN_TEXT, (_match, alias: string) => {
+  return replacePlaceholders(headerValue, (alias) => {
     const bytes = Buffer.from(lookup(values, alias), 'utf8').toString('latin1');
     if (INVALID_HEADER_VALUE.test(bytes)) throw new SecretPlacementError(alias, 'a header');
     return bytes;
   });
 }
 
-/** Every alias a text mentions as a placeholder, in order of appearance. */
-export function placeholdersIn(text: string): string[] {
-  return [...text.matchAll(PLACEHOLDER_IN_TEXT)].map((m) => m[1]!);
-}
-
 // ---------------------------------------------------------------------------------------------------------
-// Masking, compiled once per set of values.
-
-interface MaskPair {
-  value: Buffer;
-  placeholder: Buffer;
-}
-
-/** A run's values prepared for masking: longest first, empty values dropped, one pair per distinct form. */
-export interface Masker {
-  readonly pairs: readonly MaskPair[];
-  readonly maxValueLength: number;
-  /** Masks a header value (a latin1 string of bytes, as Node hands headers over). */
-  maskHeaderValue(headerValue: string): string;
-}
-
-export function compileMasker(values: SecretValues): Masker | undefined {
-  const byValue = new Map<string, string>();
-  // Sorted aliases make the choice among aliases sharing one value deterministic.
-  for (const alias of [...values.keys()].sort()) {
-    const value = values.get(alias)!;
-    if (value.length === 0) continue;
-    // Besides the value itself, the forms it most often comes back in: percent-encoded (as the proxy writes
-    // it into a request target, which echo services reflect) and JSON-escaped.
-    for (const form of [value, encodeURIComponent(value), JSON.stringify(value).slice(1, -1)]) {
-      if (!byValue.has(form)) byValue.set(form, alias);
-    }
-  }
-  if (byValue.size === 0) return undefined;
-  const pairs = [...byValue]
-    .map(([form, alias]) => ({ value: Buffer.from(form, 'utf8'), placeholder: Buffer.from(placeholderFor(alias)) }))
-    .sort((a, b) => b.value.length - a.value.length);
-  // Alternation tries alternatives in order, so longest-first gives longest-at-a-position.
-  const pattern = new RegExp(pairs.map((p) => escapeRegExp(p.value.toString('latin1'))).join('|'), 'g');
-  const placeholderOf = new Map(pairs.map((p) => [p.value.toString('latin1'), p.placeholder.toString('latin1')]));
-  return {
-    pairs,
-    maxValueLength: pairs[0]!.value.length,
-    maskHeaderValue: (headerValue) => headerValue.replace(pattern, (match) => placeholderOf.get(match)!),
-  };
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Byte scanning. Each scan takes the pending bytes and whether the stream has ended, and returns what can be
-// emitted now and what must wait for the next chunk.
-
-interface ScanResult {
-  out: Buffer;
-  rest: Buffer;
-}
-
-const isUpper = (b: number) => b >= 0x41 && b <= 0x5a;
-const isAliasByte = (b: number) => isUpper(b) || (b >= 0x30 && b <= 0x39) || b === 0x5f;
+// Streamed bodies, as bytes (scanning-transform.ts says what a scan returns).
 
 type PlaceholderAt = { kind: 'match'; alias: string; end: number } | { kind: 'partial' } | { kind: 'none' };
 
@@ -154,12 +91,14 @@ type PlaceholderAt = { kind: 'match'; alias: string; end: number } | { kind: 'pa
 function readPlaceholder(buf: Buffer, start: number): PlaceholderAt {
   const aliasStart = start + PREFIX.length;
   let i = aliasStart;
-  while (i < buf.length && i - aliasStart < MAX_ALIAS_LENGTH && (i === aliasStart ? isUpper(buf[i]!) : isAliasByte(buf[i]!))) i++;
+  while (i < buf.length && i - aliasStart < MAX_ALIAS_LENGTH && (i === aliasStart ? isAliasFirstByte(buf[i]!) : isAliasByte(buf[i]!))) i++;
   if (i >= buf.length) return { kind: 'partial' };
-  if (i === aliasStart || buf[i] !== CLOSE_BRACE) return { kind: 'none' };
-  if (i + 1 >= buf.length) return { kind: 'partial' };
-  if (buf[i + 1] !== CLOSE_BRACE) return { kind: 'none' };
-  return { kind: 'match', alias: buf.toString('latin1', aliasStart, i), end: i + 2 };
+  if (i === aliasStart) return { kind: 'none' };
+  for (let k = 0; k < SUFFIX.length; k++) {
+    if (i + k >= buf.length) return { kind: 'partial' };
+    if (buf[i + k] !== SUFFIX[k]) return { kind: 'none' };
+  }
+  return { kind: 'match', alias: buf.toString('latin1', aliasStart, i), end: i + SUFFIX.length };
 }
 
 /** Start of the longest suffix of `buf` (from `from` on) that is a proper prefix of PREFIX, or buf.length. */
@@ -208,74 +147,8 @@ export function scanSubstitute(
   return { out: Buffer.concat(parts), rest: Buffer.from(buf.subarray(holdFrom)) };
 }
 
-/** Earliest position ≥ from where the rest of `buf` is a proper prefix of some value (could still complete). */
-function partialValueStart(buf: Buffer, from: number, masker: Masker): number {
-  for (let start = Math.max(from, buf.length - (masker.maxValueLength - 1)); start < buf.length; start++) {
-    const tail = buf.subarray(start);
-    for (const { value } of masker.pairs) {
-      if (value.length > tail.length && value[0] === tail[0] && value.subarray(0, tail.length).equals(tail)) return start;
-    }
-  }
-  return buf.length;
-}
-
-export function scanMask(buf: Buffer, masker: Masker, final: boolean): ScanResult {
-  const parts: Buffer[] = [];
-  let emitted = 0;
-  // Next occurrence of each value at or after `emitted`; recomputed only once passed.
-  const next = masker.pairs.map((p) => buf.indexOf(p.value));
-  for (;;) {
-    let best = -1;
-    for (let i = 0; i < next.length; i++) {
-      if (next[i]! !== -1 && next[i]! < emitted) next[i] = buf.indexOf(masker.pairs[i]!.value, emitted);
-      // Strictly earlier only: pairs are longest first, so a tie keeps the longer value.
-      if (next[i]! !== -1 && (best === -1 || next[i]! < next[best]!)) best = i;
-    }
-    // A value that might still complete and starts no later than this match would win over it: wait for it.
-    const pending = final ? buf.length : partialValueStart(buf, emitted, masker);
-    if (best === -1 || next[best]! >= pending) {
-      parts.push(buf.subarray(emitted, pending));
-      return { out: Buffer.concat(parts), rest: Buffer.from(buf.subarray(pending)) };
-    }
-    const at = next[best]!;
-    parts.push(buf.subarray(emitted, at), masker.pairs[best]!.placeholder);
-    emitted = at + masker.pairs[best]!.value.length;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Transforms.
-
-function scanningTransform(scan: (buf: Buffer, final: boolean) => ScanResult): Transform {
-  let rest: Buffer = Buffer.alloc(0);
-  const step = (buf: Buffer, final: boolean, callback: TransformCallback) => {
-    let result: ScanResult;
-    try {
-      result = scan(buf, final);
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    rest = result.rest;
-    callback(null, result.out.length > 0 ? result.out : undefined);
-  };
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      step(rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk, false, callback);
-    },
-    flush(callback) {
-      step(rest, true, callback);
-    },
-  });
-}
-
 /** Placeholders → the run's values; errors with MissingSecretError on an alias the run lacks. */
 export function createSubstitutionTransform(values: SecretValues): Transform {
   const encoded = new Map<string, Buffer>();
   return scanningTransform((buf, final) => scanSubstitute(buf, values, final, encoded));
-}
-
-/** The run's values → their placeholders. */
-export function createMaskingTransform(masker: Masker): Transform {
-  return scanningTransform((buf, final) => scanMask(buf, masker, final));
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { listQuery } from '../core/pagination.js';
-import { IdParam, ListOf, SecretAlias, Timestamp } from '../core/schemas.js';
-import { SecretValue } from '../secrets/secrets.schemas.js';
+import { IdParam, ListOf, Timestamp } from '../core/schemas.js';
+import { SecretAlias, SecretValue } from '../secrets/secrets.schemas.js';
 
 export const APPROVAL_REASON_MAX = 4_000;
 export const APPROVAL_ITEM_DESCRIPTION_MAX = 2_000;

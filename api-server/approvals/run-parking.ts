@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { placeholderFor } from '../../egress-proxy/placeholder.js';
 import type { Vault } from '../core/crypto.js';
 import { type Db, json } from '../core/db/database.js';
 import type { IdGenerator } from '../core/ids.js';
@@ -14,7 +15,7 @@ import { ProblemError, problems } from '../core/problems.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import { platformLine, type StreamLine } from '../runs/run-stream.js';
 import type { ApprovalAnswer } from '../sandboxes/runner.js';
-import type { GrowingMasker } from '../secrets/masking.js';
+import type { GrowingMasker } from '../secrets/event-masking.js';
 import { resolveRunSecrets } from '../secrets/secrets.service.js';
 import type { ApprovalGate } from './approval-gate.js';
 import { presentApproval } from './approvals.presenter.js';
@@ -101,6 +102,6 @@ function decisionAnswer(approval: ApprovalRow): ApprovalAnswer {
     return { isError: true, text: `Denied by ${approval.resolved_by}: do not perform the requested items.${note}` };
   }
   const aliases = approval.requested_items.flatMap((item) => (item.kind === 'secret' && item.alias ? [item.alias] : []));
-  const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map((a) => `{{secret:${a}}}`).join(', ')}.` : '';
+  const secrets = aliases.length > 0 ? ` Requested secrets are usable as ${aliases.map(placeholderFor).join(', ')}.` : '';
   return { isError: false, text: `Approved by ${approval.resolved_by}.${secrets}${note}` };
 }

@@ -34,8 +34,6 @@ export const SkillName = z
   .max(128)
   .regex(/^[a-z0-9][a-z0-9-]*$/, 'must match ^[a-z0-9][a-z0-9-]*$');
 
-export const SecretAlias = z.string().regex(/^[A-Z][A-Z0-9_]{0,63}$/, 'must match ^[A-Z][A-Z0-9_]{0,63}$');
-
 /** S3-style bucket URI (`s3://bucket/optional/prefix/`). */
 export const BucketUri = z
   .string()

@@ -78,7 +78,7 @@ export function startEgressProxy(deps: AppDeps, runners: EgressRunners, logger: 
     // adds the platform's key there. Local runners use the model gateway, and the proxy knows no model.
     modelEndpoint:
       deps.config.sandboxProvider === 'kubernetes' ? { baseUrl: deps.config.anthropicBaseUrl, apiKey: deps.config.anthropicApiKey } : undefined,
-    resolveRun: ({ runId: runnerId, token }) => egressSecrets(deps, runners, runnerId, token),
+    resolveRun: ({ runnerId, token }) => egressSecrets(deps, runners, runnerId, token),
     onMissing: (runnerId, alias) => {
       runners.abortMissing(runnerId, alias).catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
     },

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { Metadata, SecretAlias } from '../core/schemas.js';
+import { Metadata } from '../core/schemas.js';
+import { SecretAlias } from '../secrets/secrets.schemas.js';
 
 /** Shapes shared by sends and conversations (which carry `initial_message`), kept apart to avoid an import cycle. */
 

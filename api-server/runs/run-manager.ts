@@ -20,7 +20,7 @@ import type { TurnOutcome } from '../sandboxes/runner.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
 import { storeRunOutcome } from '../messages/messages.repository.js';
-import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/masking.js';
+import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/event-masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
 import { loadRunSkills, type RunSkill } from '../skills/materialise.js';
 import { type FillerOptions, streamFiller } from './filler.js';

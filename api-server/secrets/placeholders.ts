@@ -1,5 +1,5 @@
-/** `{{secret:ALIAS}}`, the only form in which the agent (and a message) refers to a vaulted value. */
-const PLACEHOLDER = /\{\{secret:([A-Z][A-Z0-9_]{0,63})\}\}/g;
+/** Where a send names vaulted values, by pointer; what a placeholder is, is egress-proxy/placeholder.ts's to say. */
+import { placeholdersIn } from '../../egress-proxy/placeholder.js';
 
 export interface SecretReference {
   alias: string;
@@ -19,7 +19,7 @@ export function findSecretReferences(
   const found: SecretReference[] = [];
   const visit = (value: unknown, pointer: string): void => {
     if (typeof value === 'string') {
-      for (const match of value.matchAll(PLACEHOLDER)) found.push({ alias: match[1]!, pointer });
+      for (const alias of placeholdersIn(value)) found.push({ alias, pointer });
     } else if (Array.isArray(value)) {
       value.forEach((item, index) => visit(item, `${pointer}/${index}`));
     } else if (value !== null && typeof value === 'object') {

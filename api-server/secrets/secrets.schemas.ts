@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import { listQuery } from '../core/pagination.js';
-import { IdParam, ListOf, SecretAlias, Timestamp } from '../core/schemas.js';
+import { ALIAS_PATTERN } from '../../egress-proxy/placeholder.js';
+import { IdParam, ListOf, Timestamp } from '../core/schemas.js';
+
+/** The alias a secret is vaulted under and named by in placeholders (egress-proxy/placeholder.ts). */
+export const SecretAlias = z.string().regex(ALIAS_PATTERN, `must match ${ALIAS_PATTERN.source}`);
 
 /** A secret value: write-only, never in any response. 64 KiB (as characters) like a message's `secrets`. */
 export const SecretValue = z.string().min(1).max(65_536);

@@ -10,6 +10,7 @@ import {
 } from '../conversations/conversations.service.js';
 import { getTenantInScope } from '../tenants/tenants.service.js';
 import { getUserInScope } from '../users/users.service.js';
+import { placeholderFor } from '../../egress-proxy/placeholder.js';
 import { findSecretReferences } from './placeholders.js';
 import {
   deleteSecret,
@@ -195,7 +196,7 @@ export function missingSecretProblem(
     detail:
       `No secret is vaulted under ${aliases.join(', ')} at any scope (message, conversation, user or tenant); ` +
       're-send the message with the secret attached.',
-    errors: missing.map((ref) => ({ pointer: ref.pointer, message: `{{secret:${ref.alias}}} names no vaulted secret` })),
+    errors: missing.map((ref) => ({ pointer: ref.pointer, message: `${placeholderFor(ref.alias)} names no vaulted secret` })),
   });
 }
 

@@ -72,9 +72,9 @@ const runs: Record<string, { token: string; secrets: RunSecrets }> = {
 };
 /** How many more lookups answer before they fail (the API server a standalone proxy asks going down); unset: all do. */
 let lookupsLeft: number | undefined;
-const resolveRun = ({ runId, token }: { runId: string; token: string }) => {
+const resolveRun = ({ runnerId, token }: { runnerId: string; token: string }) => {
   if (lookupsLeft !== undefined && lookupsLeft-- <= 0) throw new Error('the run source is down');
-  return runs[runId]?.token === token ? runs[runId].secrets : undefined;
+  return runs[runnerId]?.token === token ? runs[runnerId].secrets : undefined;
 };
 
 beforeAll(async () => {
@@ -93,14 +93,14 @@ beforeAll(async () => {
     allow: `127.0.0.1:${httpPort},localhost:${httpsPort}`,
     extraCaPath: extraCa,
     resolveRun,
-    onMissing: (runId, alias) => missing.push([runId, alias]),
+    onMissing: (runnerId, alias) => missing.push([runnerId, alias]),
   });
   // No allow entry for the HTTP echo, no extra CA for the HTTPS one, another missing-secret status.
   strict = await createEgressProxy({
     caDir: path.join(dir, 'strict-ca'),
     allow: `localhost:${httpsPort}`,
     resolveRun,
-    onMissing: (runId, alias) => missing.push([runId, alias]),
+    onMissing: (runnerId, alias) => missing.push([runnerId, alias]),
     missingSecretStatus: 502,
   });
   proxyCaFile = path.join(dir, 'proxy-ca.pem');

@@ -102,10 +102,10 @@ describe('startEgressResolveServer', () => {
 describe('createApiRunResolver', () => {
   it('resolves through the listener, and throws (never answers "no run") when it cannot be asked', async () => {
     const resolver = createApiRunResolver(url, TOKEN);
-    expect(await resolver.resolveRun({ runId: 'acis-runner-busy', token: 'egress-token-busy' })).toEqual(new Map([['CANARY', CANARY]]));
-    expect(await resolver.resolveRun({ runId: 'acis-runner-busy', token: 'nope' })).toBeUndefined();
-    await expect(createApiRunResolver(url, `${TOKEN}x`).resolveRun({ runId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
-    await expect(createApiRunResolver('http://127.0.0.1:1', TOKEN).resolveRun({ runId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
+    expect(await resolver.resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).toEqual(new Map([['CANARY', CANARY]]));
+    expect(await resolver.resolveRun({ runnerId: 'acis-runner-busy', token: 'nope' })).toBeUndefined();
+    await expect(createApiRunResolver(url, `${TOKEN}x`).resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
+    await expect(createApiRunResolver('http://127.0.0.1:1', TOKEN).resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
   });
 });
 

@@ -1,10 +1,9 @@
 import type { Transform } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { compileMasker, createMaskingTransform } from '../../egress-proxy/secret-masking.js';
 import {
   MissingSecretError,
   SecretPlacementError,
-  compileMasker,
-  createMaskingTransform,
   createSubstitutionTransform,
   substituteHeaderValue,
   substituteTarget,

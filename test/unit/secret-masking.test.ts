@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createMasker, EventMasker, GrowingMasker, maskedSessionStore } from '../../api-server/secrets/masking.js';
+import { EventMasker, GrowingMasker, maskedSessionStore } from '../../api-server/secrets/event-masking.js';
+import { compileMasker, createMasker, createMaskingTransform } from '../../egress-proxy/secret-masking.js';
 import { findSecretReferences } from '../../api-server/secrets/placeholders.js';
 
 const masker = (entries: Record<string, string>) => createMasker(new Map(Object.entries(entries)));
@@ -173,5 +174,35 @@ describe('GrowingMasker', () => {
     masker.add(new Map([['TOKEN', 'token-two']]));
     expect(masker.maskText('token-one then token-two')).toBe('{{secret:TOKEN}} then {{secret:TOKEN}}');
     expect(masker.pendingLength('ends with token-t')).toBe('token-t'.length);
+  });
+});
+
+describe('createMasker: one masker for the API server and the egress proxy', () => {
+  const value = 'p@ss "w/rd" ✓';
+  const forms = { raw: value, 'percent-encoded': encodeURIComponent(value), 'JSON-escaped': JSON.stringify(value).slice(1, -1) };
+  const one = masker({ PASS: value });
+
+  it.each(Object.entries(forms))('catches the %s form in text, header values, JSON values and streamed bytes', async (_name, form) => {
+    expect(new Set(Object.values(forms)).size).toBe(3);
+    expect(one.maskText(`a ${form} b`)).toBe('a {{secret:PASS}} b');
+    expect(one.maskHeaderValue(Buffer.from(`x=${form}`).toString('latin1'))).toBe('x={{secret:PASS}}');
+    expect(one.maskValue({ [form]: [form] })).toEqual({ '{{secret:PASS}}': ['{{secret:PASS}}'] });
+    const bytes = Buffer.from(`<${form}>`);
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      const transform = createMaskingTransform(one);
+      const out: Buffer[] = [];
+      transform.on('data', (chunk: Buffer) => out.push(chunk));
+      const ended = new Promise((resolve) => transform.once('end', resolve));
+      transform.write(bytes.subarray(0, cut));
+      transform.end(bytes.subarray(cut));
+      await ended;
+      expect(Buffer.concat(out).toString()).toBe('<{{secret:PASS}}>');
+    }
+    expect(one.pendingLength(`x ${form.slice(0, -1)}`)).toBe(form.length - 1);
+  });
+
+  it('gives a value shared by two aliases the first in sort order, whatever order they came in', () => {
+    expect(masker({ ZED: 'same-value', ALPHA: 'same-value' }).maskText('same-value')).toBe('{{secret:ALPHA}}');
+    expect(compileMasker(new Map([['ZED', 'same-value'], ['ALPHA', 'same-value']]))!.maskText('same-value')).toBe('{{secret:ALPHA}}');
   });
 });

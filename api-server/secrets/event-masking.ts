@@ -1,79 +1,16 @@
+/**
+ * The API server's masking of a run: every event the agent produces is masked before it is streamed, stored
+ * or folded into the reply, and so is every transcript entry the session store receives. Defence in depth:
+ * the agent only ever sees `{{secret:ALIAS}}` placeholders, but should a value of the run reach it anyway (an
+ * upstream echoing it, a file), it becomes its placeholder again. Which forms of a value are caught is the
+ * one masker's to say (egress-proxy/secret-masking.ts), the same as the egress proxy's.
+ */
 import { randomUUID } from 'node:crypto';
+import { createMasker, type Masker } from '../../egress-proxy/secret-masking.js';
 import type { ConversationSessionStore } from '../sandboxes/session-store.js';
 
-/**
- * Defence in depth: the agent only ever sees `{{secret:ALIAS}}` placeholders, but should a value of
- * the run reach it anyway (an upstream echoing it, a file), every event is scanned before it is
- * streamed, stored or folded into the reply, and each occurrence of a value becomes its placeholder
- * again. A value is looked for as it is and in its JSON-escaped form (how it appears inside JSON
- * text, e.g. a tool's input or a JSON body quoted in a tool result). Other encodings (base64, URL
- * encoding, a value split across lines) are not recognised.
- */
-export interface SecretMasker {
-  /** The string with every occurrence of a value replaced by its placeholder. */
-  maskText(text: string): string;
-  /** A copy of a JSON value with every string (keys included) masked; the value itself when nothing matched. */
-  maskValue<T>(value: T): T;
-  /**
-   * The length of the longest tail of `text` that is the beginning of a value (so the rest of the
-   * value may follow in the next chunk); 0 when none.
-   */
-  pendingLength(text: string): number;
-  readonly empty: boolean;
-}
-
-export const placeholder = (alias: string) => `{{secret:${alias}}}`;
-
-export function createMasker(secrets: Iterable<readonly [alias: string, value: string]>): SecretMasker {
-  const byForm = new Map<string, string>();
-  for (const [alias, value] of secrets) {
-    if (value === '') continue;
-    byForm.set(value, alias);
-    const escaped = JSON.stringify(value).slice(1, -1);
-    if (!byForm.has(escaped)) byForm.set(escaped, alias);
-  }
-  // Longest first: where one value contains another, the longer one is replaced whole.
-  const forms = [...byForm.keys()].sort((a, b) => b.length - a.length);
-  const pattern = forms.length > 0 ? new RegExp(forms.map(escapeRegExp).join('|'), 'g') : undefined;
-
-  const maskText = (text: string): string =>
-    pattern ? text.replace(pattern, (found) => placeholder(byForm.get(found)!)) : text;
-
-  const maskValue = <T>(value: T): T => {
-    if (!pattern) return value;
-    if (typeof value === 'string') return maskText(value) as T;
-    if (Array.isArray(value)) {
-      const items = value.map(maskValue);
-      return items.some((item, i) => item !== value[i]) ? (items as T) : value;
-    }
-    if (value !== null && typeof value === 'object') {
-      let changed = false;
-      const entries = Object.entries(value).map(([key, item]) => {
-        const masked = [maskText(key), maskValue(item)] as const;
-        if (masked[0] !== key || masked[1] !== item) changed = true;
-        return masked;
-      });
-      return changed ? (Object.fromEntries(entries) as T) : value;
-    }
-    return value;
-  };
-
-  const pendingLength = (text: string): number => {
-    let longest = 0;
-    for (const form of forms) {
-      // Only a tail shorter than the whole form can still grow into it.
-      for (let i = Math.max(0, text.length - form.length + 1); i < text.length - longest; i++) {
-        if (text.charCodeAt(i) === form.charCodeAt(0) && form.startsWith(text.slice(i))) {
-          longest = text.length - i;
-          break;
-        }
-      }
-    }
-    return longest;
-  };
-
-  return { maskText, maskValue, pendingLength, empty: !pattern };
-}
+/** What a run's masking needs of a masker: the one masker, or a GrowingMasker over it. */
+export type SecretMasker = Pick<Masker, 'maskText' | 'maskValue' | 'pendingLength' | 'empty'>;
 
 /**
  * The masker of a run whose values can grow while it runs (an approval supplied secrets): every
@@ -168,10 +105,6 @@ function streamedDelta(event: Event): { index: unknown; field: string; text: str
 function withDeltaText(event: Event, field: string, text: string): Event {
   const inner = event.event as Record<string, unknown>;
   return { ...event, event: { ...inner, delta: { ...(inner.delta as Event), [field]: text } } };
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 /**

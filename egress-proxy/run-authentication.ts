@@ -1,0 +1,57 @@
+/**
+ * Which run a request speaks for: the runner's credential (`Proxy-Authorization: Basic
+ * base64(runner_id:runner_token)`) as `resolveRun` answers it now.
+ *
+ * Invariant: a request is forwarded only with an answer in hand. No credential, or one that stands for no run,
+ * is `undefined` (the caller answers 407); a `resolveRun` that throws is LOOKUP_FAILED (the caller answers 503),
+ * never taken for a run. Credentials are resolved per request, never cached here, so a run that ended stops
+ * substituting at once.
+ */
+import type { EgressLogger, EgressProxyOptions, RunCredential, RunSecrets } from './egress-proxy.js';
+
+/** `resolveRun` threw: whether the credential stands for a run is unknown, so nothing is forwarded. */
+export const LOOKUP_FAILED = Symbol('lookup failed');
+export type LookupFailed = typeof LOOKUP_FAILED;
+export const LOOKUP_FAILED_MESSAGE = 'the egress proxy cannot look the run up now; retry';
+
+export interface AuthenticatedRun {
+  credential: RunCredential;
+  secrets: RunSecrets;
+}
+
+export interface RunAuthentication {
+  /** The run a Proxy-Authorization header stands for now. */
+  authenticate(header: string | undefined): Promise<AuthenticatedRun | undefined | LookupFailed>;
+  /** The run's values for a credential already parsed (a tunnel's, looked up again for each request in it). */
+  lookUp(credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed>;
+}
+
+export function createRunAuthentication(options: Pick<EgressProxyOptions, 'resolveRun'>, logger: EgressLogger): RunAuthentication {
+  /** `resolveRun`, with a failure to answer told apart from "no run": neither forwards anything. */
+  const lookUp = async (credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed> => {
+    try {
+      return await options.resolveRun(credential);
+    } catch (err) {
+      logger.warn({ runner_id: credential.runnerId, err: err instanceof Error ? err.message : String(err) }, 'run lookup failed: request refused');
+      return LOOKUP_FAILED;
+    }
+  };
+  return {
+    lookUp,
+    async authenticate(header) {
+      const credential = parseProxyAuthorization(header);
+      if (!credential) return undefined;
+      const secrets = await lookUp(credential);
+      return secrets === LOOKUP_FAILED ? secrets : secrets ? { credential, secrets } : undefined;
+    },
+  };
+}
+
+export function parseProxyAuthorization(header: string | undefined): RunCredential | undefined {
+  const match = /^Basic\s+([A-Za-z0-9+/]+={0,2})\s*$/i.exec(header ?? '');
+  if (!match) return undefined;
+  const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon <= 0 || colon === decoded.length - 1) return undefined;
+  return { runnerId: decoded.slice(0, colon), token: decoded.slice(colon + 1) };
+}
