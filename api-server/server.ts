@@ -10,7 +10,7 @@ import type { Config } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
 import { migrateToLatest, openDatabase } from './core/db/database.js';
 import type { AppDeps } from './deps.js';
-import { egressRunners, egressSecrets, missingSecretAtEgress, startEgressProxy } from './egress/egress-wiring.js';
+import { egressCredentials, egressSecrets, missingSecretAtEgress, startEgressProxy } from './egress/egress-wiring.js';
 import { type EgressResolveServer, startEgressResolveServer } from './egress/resolve-server.js';
 import { followRun } from './runs/follow.js';
 import { answerClientErrors } from './core/http/client-error.js';
@@ -199,15 +199,15 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       });
       await aborts.start();
     }
-    const runners = egressRunners(deps.db, local ?? sandboxes!, runs, aborts);
-    egress = await startEgressProxy(deps, runners, logger);
+    const credentials = egressCredentials(provider, runs, aborts);
+    egress = await startEgressProxy(deps, credentials, logger);
     if (config.egressResolve) {
       egressResolve = await startEgressResolveServer({
         ...config.egressResolve.listen,
         token: await readResolveToken(config.egressResolve.token),
-        resolve: (runnerId, token) => egressSecrets(deps, runners, runnerId, token),
-        standsForRun: async (runnerId, token) => (await runners.egressRun(runnerId, token)) !== undefined,
-        abortMissing: (runnerId, alias) => runners.abortMissing(runnerId, alias),
+        resolve: (runnerId, token) => egressSecrets(deps, credentials, runnerId, token),
+        standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
+        abortMissing: (runnerId, alias) => credentials.abortMissing(runnerId, alias),
         logger: logger.child({ component: 'egress-resolve' }),
       });
     }

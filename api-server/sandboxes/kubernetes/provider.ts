@@ -10,7 +10,9 @@ import {
   type Admission,
   admission,
   CapacityExhausted,
+  type EgressCredentials,
   type Lease,
+  type MissingSecretAbort,
   type ReleaseOptions,
   type SandboxProvider,
   type SandboxStateListener,
@@ -122,14 +124,22 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     await this.options.client.stop();
   }
 
-  /** The run an egress credential of a runner of this process stands for now (see RunnerRegistry.egressRun). */
-  egressRun(runnerId: string, token: string): string | undefined {
-    return this.registry.egressRun(runnerId, token);
-  }
-
-  /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */
-  currentRun(runnerId: string): string | undefined {
-    return this.registry.currentRun(runnerId);
+  /**
+   * A runner pod's request may reach the proxy of any replica (or a standalone proxy asking any
+   * replica): beyond this process's own runners, its credential is looked up in the records every
+   * replica writes, and its run is ended on the replica hosting it (`abort.elsewhere`).
+   */
+  egressCredentials(abort: MissingSecretAbort): EgressCredentials {
+    const { records } = this.options;
+    return {
+      egressRun: async (runnerId, token) => this.registry.egressRun(runnerId, token) ?? records?.egressRun(runnerId, token),
+      abortMissing: async (runnerId, alias) => {
+        const here = this.registry.currentRun(runnerId);
+        if (here) return void abort.here(here, alias);
+        const runId = await records?.runOf(runnerId);
+        if (runId) await abort.elsewhere?.(runId, alias);
+      },
+    };
   }
 
   views(): RunnerView[] {

@@ -15,7 +15,9 @@ import {
   type AcquireRequest,
   type Admission,
   admission,
+  type EgressCredentials,
   type Lease,
+  type MissingSecretAbort,
   type ReleaseOptions,
   type SandboxProvider,
   type SandboxStateListener,
@@ -110,14 +112,15 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.topUpPool();
   }
 
-  /** The run an egress credential stands for now (see RunnerRegistry.egressRun). */
-  egressRun(runnerId: string, token: string): string | undefined {
-    return this.registry.egressRun(runnerId, token);
-  }
-
-  /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */
-  currentRun(runnerId: string): string | undefined {
-    return this.registry.currentRun(runnerId);
+  /** Its runners are this process's alone: so are their credentials and their runs. */
+  egressCredentials(abort: MissingSecretAbort): EgressCredentials {
+    return {
+      egressRun: (runnerId, token) => this.registry.egressRun(runnerId, token),
+      abortMissing: async (runnerId, alias) => {
+        const runId = this.registry.currentRun(runnerId);
+        if (runId) abort.here(runId, alias);
+      },
+    };
   }
 
   async stop(): Promise<void> {
