@@ -4,12 +4,11 @@
  * (KubernetesSandboxProvider: Sandbox resources the controller turns into pods) implement it;
  * ACIS_SANDBOX_PROVIDER chooses.
  */
-import type { RunnerView } from '../../sandbox-policy/policy.js';
+import type { AcquireRequest as PlacementRequest, RunnerView } from '../../sandbox-policy/policy.js';
 import type { Runner } from './runner.js';
 
-export interface AcquireRequest {
-  agentType: string;
-  conversationId: string;
+/** What the capacity policy places (agent type, conversation), and what the provider needs beyond it. */
+export interface AcquireRequest extends PlacementRequest {
   tenantId: string;
   /**
    * The run (assistant message) the runner is acquired for. A provider whose runners' egress
