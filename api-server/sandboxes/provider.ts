@@ -88,6 +88,12 @@ export interface EgressCredentials {
   abortMissing(runnerId: string, alias: string): Promise<void>;
 }
 
+/** The egress proxy runners go through: its port on this host and the CA it terminates TLS with. */
+export interface EgressEndpoint {
+  port: number;
+  caCertificatePem: string;
+}
+
 /** How a run is ended for a secret missing at the egress proxy. */
 export interface MissingSecretAbort {
   /** Ends a run this process hosts. */

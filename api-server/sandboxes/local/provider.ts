@@ -16,6 +16,7 @@ import {
   type Admission,
   admission,
   type EgressCredentials,
+  type EgressEndpoint,
   type Lease,
   type MissingSecretAbort,
   type ReleaseOptions,
@@ -41,12 +42,6 @@ function packageRoot(from: string): string {
 }
 /** Where the host's TLS roots are (Debian family), to bundle with the egress CA. */
 const SYSTEM_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
-
-/** The egress proxy runners go through: its loopback port on this host and the CA it terminates TLS with. */
-export interface EgressEndpoint {
-  port: number;
-  caCertificatePem: string;
-}
 
 interface RunnerEntry extends RegisteredRunner {
   readonly runner: LocalRunner;
