@@ -52,7 +52,7 @@ interface RunnerEntry extends RegisteredRunner {
  * The `local` sandbox provider: runner processes on this node, each in its own bubblewrap sandbox
  * with a private workspace and HOME, reaching the model endpoint only through a Unix socket bridge.
  * Capacity, pooling, warm holds and their expiry follow the pure policy in sandbox-policy/, and every
- * change of a runner's state goes through its transitions.
+ * change of a runner's state goes through its transitions (kept by the runner registry).
  */
 export class LocalSandboxProvider implements SandboxProvider {
   private readonly registry: RunnerRegistry<RunnerEntry>;
