@@ -4,37 +4,32 @@ import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { EgressProxy } from '../egress-proxy/egress-proxy.js';
 import { readResolveToken } from '../egress-proxy/resolve-protocol.js';
+import { clusterNamespace } from '../kube/cluster-access.js';
 import { createApp } from './app.js';
 import { ApprovalGate } from './approvals/approval-gate.js';
 import type { Config } from './config.js';
-import { createVault, loadMasterKey, parseMasterKey } from './core/crypto.js';
-import { migrateToLatest, openDatabase } from './core/db/database.js';
-import type { AppDeps } from './deps.js';
-import { egressRunners, egressSecrets, missingSecretAtEgress, startEgressProxy } from './egress/egress-wiring.js';
-import { type EgressResolveServer, startEgressResolveServer } from './egress/resolve-server.js';
-import { followRun } from './runs/follow.js';
+import { createVault, loadMasterKey, parseMasterKey, type Vault } from './core/crypto.js';
+import { type DatabaseHandle, migrateToLatest, openDatabase } from './core/db/database.js';
 import { answerClientErrors } from './core/http/client-error.js';
 import { purgeExpiredIdempotencyKeys } from './core/idempotency.js';
 import { createIdGenerator } from './core/ids.js';
 import { Metrics } from './core/metrics.js';
 import { ProblemError } from './core/problems.js';
 import { RateLimiter } from './core/rate-limit.js';
+import type { AppDeps } from './deps.js';
+import { egressCredentials, egressSecrets, missingSecretAtEgress, startEgressProxy } from './egress/egress-wiring.js';
+import { type EgressResolveServer, startEgressResolveServer } from './egress/resolve-server.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
-import { clusterNamespace, loadKubeConfig } from '../kube/cluster-access.js';
-import { vaultGitCredentials } from './repositories/git-credentials.js';
+import { type GitCredentialSource, vaultGitCredentials } from './repositories/git-credentials.js';
 import { kubernetesSyncDispatch } from './repositories/kubernetes-sync-dispatch.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
+import { followRun } from './runs/follow.js';
 import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
-import { RunManager } from './runs/run-manager.js';
-import { KubernetesSandboxProvider } from './sandboxes/kubernetes/provider.js';
-import { publishEgressCa } from './egress/egress-ca-publication.js';
-import { databaseRunnerRecords, type RunnerRecords } from './sandboxes/kubernetes/records.js';
 import { RunAbortSignals } from './runs/run-aborts.js';
-import { SandboxClient } from './sandboxes/kubernetes/sandboxes.js';
-import { LocalSandboxProvider } from './sandboxes/local/provider.js';
-import { connectRemoteRunner } from './sandboxes/remote-runner.js';
-import type { SandboxStateListener } from './sandboxes/provider.js';
+import { RunManager } from './runs/run-manager.js';
+import type { EgressCredentials, SandboxProvider } from './sandboxes/provider.js';
+import { type ChosenProvider, createSandboxProvider } from './sandboxes/provider-factory.js';
 import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
 
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
@@ -81,9 +76,14 @@ export function createLogger(config: Pick<Config, 'logLevel'>, destination?: Des
   );
 }
 
+/** Stops what has started, should the start fail further on; run last started, first stopped. */
+type Undo = () => Promise<void>;
+
 /**
  * Opens the database, migrates it, bootstraps the configured integration and serves the API.
  * `shutdown()` ends runs, then runners and background work, then the listener, the database last.
+ * A start that fails part-way stops what it had started (not the runners: none is taken yet), the
+ * database last.
  */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config);
@@ -92,237 +92,274 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     dataDir: config.dataDir,
     poolSize: config.dbPoolSize,
   });
-  let egress: EgressProxy | undefined;
-  let egressResolve: EgressResolveServer | undefined;
-  let approvals: ApprovalGate | undefined;
-  let aborts: RunAbortSignals | undefined;
+  const undo: Undo[] = [() => database.close()];
   try {
-    const applied = await migrateToLatest(database.db);
-    if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
-    const now = options.now ?? (() => new Date());
-    const newId = createIdGenerator();
-    const nodeId = await resolveNodeId(config.dataDir);
-    const metrics = new Metrics();
-    const showSandboxState: SandboxStateListener = async (conversationId, state) => {
-      await database.db
-        .updateTable('conversations')
-        .set({ sandbox_state: state.warm ? 'warm' : 'cold', sandbox_expires_at: state.expiresAt })
-        .where('id', '=', conversationId)
-        .execute();
-    };
-    // Hold expiry follows the same clock as the timestamps the API shows.
-    const clock = () => now().getTime();
-    const sandboxes =
-      config.sandboxProvider === 'kubernetes'
-        ? kubernetesProvider(config, logger, showSandboxState, clock, databaseRunnerRecords(database.db, nodeId, now))
-        : undefined;
-    const local = sandboxes ? undefined : new LocalSandboxProvider(config, logger, showSandboxState, clock);
-    const provider = sandboxes ?? local!;
-    metrics.watchRunners({
-      runnerStates: () => provider.views().map((view) => view.state),
-      queuedRuns: () => provider.queuedRuns(),
-      ...(local && { local: { poolSize: config.poolSize, capacity: config.maxSandboxes } }),
-    });
-    const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
-    approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });
-    await approvals.start();
-    const gitCredential = vaultGitCredentials({ db: database.db, vault, githubApiUrl: config.githubApiUrl });
-    const repositorySync = new RepositorySyncWorker({
-      db: database.db,
-      gitCredential,
-      logger,
-      now,
-      newId,
-      nodeId,
-      checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
-      allowFileRepos: config.allowFileRepos,
-      timeoutMs: config.syncTimeoutSeconds * 1000,
-      metrics,
-      ...(config.repositorySyncRunner === 'kubernetes' && {
-        dispatch: kubernetesSyncDispatch({
-          db: database.db,
-          namespace: clusterNamespace(config.k8sNamespace),
-          kubeconfigPath: config.kubeconfigPath,
-          gitCredential,
-          logger,
-          attemptDeadlineMs: (config.syncJobDeadlineSeconds + config.syncTimeoutSeconds) * 1000,
-        }),
-      }),
-    });
-    const runs = new RunManager({
-      db: database.db,
-      logger,
-      now,
-      newId,
-      provider,
-      nodeId,
-      maxHoldSeconds: config.maxHoldSeconds,
-      filler: { baseUrl: config.anthropicBaseUrl, apiKey: config.anthropicApiKey, model: config.fillerModel, logger },
-      vault,
-      approvals,
-      approvalTtlSeconds: config.approvalTtlSeconds,
-      metrics,
-    });
-    const deps: AppDeps = {
-      db: database.db,
-      config,
-      logger,
-      vault,
-      newId,
-      now,
-      validateResponses: options.validateResponses ?? false,
-      rateLimiter: new RateLimiter({
-        db: database.db,
-        logger,
-        config: config.rateLimits,
-        onRefused: (rateClass) => metrics.rateLimitRefused(rateClass),
-      }),
-      metrics,
-      runtime: { nodeId, provider, runs, approvals },
-      repositorySync,
-      followRun: (messageId, after, signal) => followRun(deps, messageId, after, signal),
-    };
-    const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
-    await heartbeat(deps.db, nodeId, now());
-    const failed = await failOrphanedRuns(deps.db, { nodeId, includeOwn: true, now: now(), baseUrl });
-    if (failed > 0) logger.warn({ runs: failed }, 'runs left in progress by a stopped process were marked failed');
-    await sweepEndedRunSecrets(deps.db);
-    await coolLapsedHolds(deps.db, now());
-    const resumed = await repositorySync.recoverOrphans(true);
-    if (resumed > 0) logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
-    if (sandboxes && config.databaseUrl) {
-      aborts = new RunAbortSignals({
-        db: database.db,
-        databaseUrl: config.databaseUrl,
-        logger,
-        onAbort: ({ runId, alias }) => runs.abortRun(runId, missingSecretAtEgress(alias)),
-      });
-      await aborts.start();
-    }
-    const runners = egressRunners(deps.db, local ?? sandboxes!, runs, aborts);
-    egress = await startEgressProxy(deps, runners, logger);
-    if (config.egressResolve) {
-      egressResolve = await startEgressResolveServer({
-        ...config.egressResolve.listen,
-        token: await readResolveToken(config.egressResolve.token),
-        resolve: (runnerId, token) => egressSecrets(deps, runners, runnerId, token),
-        standsForRun: async (runnerId, token) => (await runners.egressRun(runnerId, token)) !== undefined,
-        abortMissing: (runnerId, alias) => runners.abortMissing(runnerId, alias),
-        logger: logger.child({ component: 'egress-resolve' }),
-      });
-    }
-    if (local) await local.start({ port: egress.port, caCertificatePem: egress.caCertificatePem });
-    else {
-      if (config.egressCaConfigMap) {
-        await publishEgressCa({
-          kubeConfig: loadKubeConfig(config.kubeconfigPath),
-          namespace: clusterNamespace(config.k8sNamespace),
-          name: config.egressCaConfigMap,
-          certificatePem: egress.caCertificatePem,
-          logger,
-        });
-      }
-      await sandboxes!.start();
-    }
-    if (config.bootstrapServiceKey) {
-      const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
-      if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
-    }
-
-    const server = createApp(deps).listen(config.port, config.host);
-    answerClientErrors(server, deps);
-    await new Promise<void>((resolve, reject) => {
-      server.once('listening', resolve);
-      server.once('error', reject);
-    });
-    const port = (server.address() as AddressInfo).port;
-    const closeServer = closerOf(server);
-    const purge = setInterval(() => {
-      purgeExpiredIdempotencyKeys(deps).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
-    }, PURGE_INTERVAL_MS);
-    purge.unref();
-    const beat = setInterval(() => {
-      void (async () => {
-        await heartbeat(deps.db, nodeId, now());
-        await failOrphanedRuns(deps.db, { nodeId, includeOwn: false, now: now(), baseUrl });
-        // A message's secrets live as long as its run; those of runs failed above go now.
-        await sweepEndedRunSecrets(deps.db);
-        // Our own lapsed holds first (a late timer), so the sweep below only cools other nodes' leftovers.
-        await provider.expireLapsedHolds();
-        await coolLapsedHolds(deps.db, now());
-        await repositorySync.recoverOrphans(false);
-        await repositorySync.startRequested();
-      })().catch((err: unknown) => logger.warn({ err }, 'node heartbeat failed'));
-    }, HEARTBEAT_MS);
-    beat.unref();
-    const gate = approvals;
-    const sweep = setInterval(() => {
-      gate.expireDue().catch((err: unknown) => logger.warn({ err }, 'approval expiry sweep failed'));
-    }, APPROVAL_SWEEP_MS);
-    sweep.unref();
-    logger.info({ port, host: config.host, database: database.kind }, 'ACIS listening');
-
-    let shuttingDown: Promise<void> | undefined;
-    const shutdown = (graceMs: number) =>
-      (shuttingDown ??= (async () => {
-        // The listener stays open while runs finish: their streams and re-attaches are served, and a
-        // new message gets a 503 it can retry elsewhere rather than a refused connection.
-        runs.close();
-        clearInterval(purge);
-        clearInterval(sweep);
-        if (!(await runs.drain(graceMs))) {
-          logger.warn({ grace_seconds: graceMs / 1000 }, 'runs still in progress at the shutdown deadline are ended as failed');
-          runs.endAll(
-            new ProblemError('shutting-down', 503, {
-              detail: `The server shut down before the run finished (it waited ${Math.round(graceMs / 1000)} s); send the message again.`,
-            }),
-          );
-        }
-        // Kills every runner (the ended runs' and the pooled and held ones) and ends the turns still queued for one.
-        await provider.stop();
-        await runs.drain();
-        clearInterval(beat);
-        await repositorySync.stop();
-        await gate.stop();
-        await aborts?.stop();
-        await egressResolve?.close();
-        await egress?.close();
-        await closeServer(CLOSE_LINGER_MS);
-        await database.close();
-      })());
-    return {
-      url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
-      port,
-      deps,
-      shutdown,
-      stop: () => shutdown(0),
-    };
+    return await assemble(config, options, logger, database, undo);
   } catch (error) {
-    await egressResolve?.close();
-    await egress?.close();
-    await aborts?.stop();
-    await approvals?.stop();
-    await database.close();
+    for (const step of undo.reverse()) await step();
     throw error;
   }
 }
 
-function kubernetesProvider(
-  config: Config,
-  logger: Logger,
-  onSandboxState: SandboxStateListener,
-  now: () => number,
-  records: RunnerRecords,
-): KubernetesSandboxProvider {
-  return new KubernetesSandboxProvider({
-    records,
-    client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), clusterNamespace(config.k8sNamespace), logger),
-    connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger }),
-    logger,
-    onSandboxState,
-    readyTimeoutMs: config.sandboxReadyTimeoutSeconds * 1000,
-    now,
+/** The start in its order: state first, then what reaches out (egress, runners), the listener last. */
+async function assemble(config: Config, options: StartOptions, logger: Logger, database: DatabaseHandle, undo: Undo[]): Promise<RunningServer> {
+  const applied = await migrateToLatest(database.db);
+  if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
+  const now = options.now ?? (() => new Date());
+  const nodeId = await resolveNodeId(config.dataDir);
+  const metrics = new Metrics();
+  const sandboxes = createSandboxProvider({ config, logger, db: database.db, nodeId, now });
+  metrics.watchRunners({
+    runnerStates: () => sandboxes.provider.views().map((view) => view.state),
+    queuedRuns: () => sandboxes.provider.queuedRuns(),
+    ...(sandboxes.nodeCapacity && { local: sandboxes.nodeCapacity }),
   });
+  const vault = createVault(await loadMasterKey(config.masterKey, config.dataDir), config.previousMasterKeys.map(parseMasterKey));
+  const approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });
+  undo.push(() => approvals.stop());
+  await approvals.start();
+  const deps = createDeps({ config, options, logger, database, now, nodeId, metrics, vault, approvals, provider: sandboxes.provider });
+  const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
+  await recoverFromStoppedProcesses(deps, baseUrl);
+  const aborts = await startRunAborts(deps, sandboxes, undo);
+  const egress = await startEgress(deps, egressCredentials(sandboxes.provider, deps.runtime.runs, aborts), undo);
+  await sandboxes.start({ port: egress.proxy.port, caCertificatePem: egress.proxy.caCertificatePem });
+  if (config.bootstrapServiceKey) {
+    const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
+    if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
+  }
+  const listener = await listen(deps);
+  const loops = startBackgroundLoops(deps, baseUrl);
+  logger.info({ port: listener.port, host: config.host, database: database.kind }, 'ACIS listening');
+  const shutdown = shutdownOnce({ deps, loops, aborts, egress, closeServer: listener.closeServer, database });
+  return {
+    url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${listener.port}`,
+    port: listener.port,
+    deps,
+    shutdown,
+    stop: () => shutdown(0),
+  };
+}
+
+interface DepsParts {
+  config: Config;
+  options: StartOptions;
+  logger: Logger;
+  database: DatabaseHandle;
+  now: () => Date;
+  nodeId: string;
+  metrics: Metrics;
+  vault: Vault;
+  approvals: ApprovalGate;
+  provider: SandboxProvider;
+}
+
+/** What the routes and services are given: the run manager over the provider, repository syncs, the rate limiter. */
+function createDeps(parts: DepsParts): AppDeps {
+  const { config, logger, database, now, nodeId, metrics, vault, approvals, provider } = parts;
+  const newId = createIdGenerator();
+  const gitCredential = vaultGitCredentials({ db: database.db, vault, githubApiUrl: config.githubApiUrl });
+  const runs = new RunManager({
+    db: database.db,
+    logger,
+    now,
+    newId,
+    provider,
+    nodeId,
+    maxHoldSeconds: config.maxHoldSeconds,
+    filler: { baseUrl: config.anthropicBaseUrl, apiKey: config.anthropicApiKey, model: config.fillerModel, logger },
+    vault,
+    approvals,
+    approvalTtlSeconds: config.approvalTtlSeconds,
+    metrics,
+  });
+  const deps: AppDeps = {
+    db: database.db,
+    config,
+    logger,
+    vault,
+    newId,
+    now,
+    validateResponses: parts.options.validateResponses ?? false,
+    rateLimiter: new RateLimiter({
+      db: database.db,
+      logger,
+      config: config.rateLimits,
+      onRefused: (rateClass) => metrics.rateLimitRefused(rateClass),
+    }),
+    metrics,
+    runtime: { nodeId, provider, runs, approvals },
+    repositorySync: createRepositorySync(parts, newId, gitCredential),
+    followRun: (messageId, after, signal) => followRun(deps, messageId, after, signal),
+  };
+  return deps;
+}
+
+/** Syncs run in this process, or as Kubernetes Jobs (ACIS_REPOSITORY_SYNC_RUNNER=kubernetes). */
+function createRepositorySync(parts: DepsParts, newId: AppDeps['newId'], gitCredential: GitCredentialSource): RepositorySyncWorker {
+  const { config, logger, database } = parts;
+  return new RepositorySyncWorker({
+    db: database.db,
+    gitCredential,
+    logger,
+    now: parts.now,
+    newId,
+    nodeId: parts.nodeId,
+    checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
+    allowFileRepos: config.allowFileRepos,
+    timeoutMs: config.syncTimeoutSeconds * 1000,
+    metrics: parts.metrics,
+    ...(config.repositorySyncRunner === 'kubernetes' && {
+      dispatch: kubernetesSyncDispatch({
+        db: database.db,
+        namespace: clusterNamespace(config.k8sNamespace),
+        kubeconfigPath: config.kubeconfigPath,
+        gitCredential,
+        logger,
+        attemptDeadlineMs: (config.syncJobDeadlineSeconds + config.syncTimeoutSeconds) * 1000,
+      }),
+    }),
+  });
+}
+
+/** What a stopped process (this node's last life, or a dead node) left behind: failed, swept, cooled, resumed. */
+async function recoverFromStoppedProcesses(deps: AppDeps, baseUrl: string): Promise<void> {
+  const { nodeId } = deps.runtime;
+  await heartbeat(deps.db, nodeId, deps.now());
+  const failed = await failOrphanedRuns(deps.db, { nodeId, includeOwn: true, now: deps.now(), baseUrl });
+  if (failed > 0) deps.logger.warn({ runs: failed }, 'runs left in progress by a stopped process were marked failed');
+  await sweepEndedRunSecrets(deps.db);
+  await coolLapsedHolds(deps.db, deps.now());
+  const resumed = await deps.repositorySync.recoverOrphans(true);
+  if (resumed > 0) deps.logger.warn({ repositories: resumed }, 'repository syncs left in flight by a stopped process were started again');
+}
+
+/** Run aborts signalled across replicas: only when runs span them and share a PostgreSQL server. */
+async function startRunAborts(deps: AppDeps, sandboxes: ChosenProvider, undo: Undo[]): Promise<RunAbortSignals | undefined> {
+  const { databaseUrl } = deps.config;
+  if (!sandboxes.runsSpanReplicas || !databaseUrl) return undefined;
+  const { runs } = deps.runtime;
+  const aborts = new RunAbortSignals({
+    db: deps.db,
+    databaseUrl,
+    logger: deps.logger,
+    onAbort: ({ runId, alias }) => runs.abortRun(runId, missingSecretAtEgress(alias)),
+  });
+  undo.push(() => aborts.stop());
+  await aborts.start();
+  return aborts;
+}
+
+interface StartedEgress {
+  proxy: EgressProxy;
+  /** The listener a standalone proxy resolves through (ACIS_EGRESS_RESOLVE_LISTEN), when configured. */
+  resolve: EgressResolveServer | undefined;
+}
+
+/** The in-process egress proxy and, when configured, the resolve listener for standalone proxies. */
+async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: Undo[]): Promise<StartedEgress> {
+  const { config, logger } = deps;
+  const proxy = await startEgressProxy(deps, credentials, logger);
+  undo.push(() => proxy.close());
+  if (!config.egressResolve) return { proxy, resolve: undefined };
+  const resolve = await startEgressResolveServer({
+    ...config.egressResolve.listen,
+    token: await readResolveToken(config.egressResolve.token),
+    resolve: (runnerId, token) => egressSecrets(deps, credentials, runnerId, token),
+    standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
+    abortMissing: (runnerId, alias) => credentials.abortMissing(runnerId, alias),
+    logger: logger.child({ component: 'egress-resolve' }),
+  });
+  undo.push(() => resolve.close());
+  return { proxy, resolve };
+}
+
+/** Serves the API on the configured host and port; resolves once it listens. */
+async function listen(deps: AppDeps): Promise<{ port: number; closeServer: (lingerMs: number) => Promise<void> }> {
+  const server = createApp(deps).listen(deps.config.port, deps.config.host);
+  answerClientErrors(server, deps);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  return { port: (server.address() as AddressInfo).port, closeServer: closerOf(server) };
+}
+
+interface BackgroundLoops {
+  purge: NodeJS.Timeout;
+  beat: NodeJS.Timeout;
+  sweep: NodeJS.Timeout;
+}
+
+/** The idempotency purge, the node heartbeat (and the sweeps it carries), and the approval expiry sweep. */
+function startBackgroundLoops(deps: AppDeps, baseUrl: string): BackgroundLoops {
+  const { logger, now } = deps;
+  const { nodeId, provider, approvals } = deps.runtime;
+  const purge = setInterval(() => {
+    purgeExpiredIdempotencyKeys(deps).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
+  }, PURGE_INTERVAL_MS);
+  const beat = setInterval(() => {
+    void (async () => {
+      await heartbeat(deps.db, nodeId, now());
+      await failOrphanedRuns(deps.db, { nodeId, includeOwn: false, now: now(), baseUrl });
+      // A message's secrets live as long as its run; those of runs failed above go now.
+      await sweepEndedRunSecrets(deps.db);
+      // Our own lapsed holds first (a late timer), so the sweep below only cools other nodes' leftovers.
+      await provider.expireLapsedHolds();
+      await coolLapsedHolds(deps.db, now());
+      await deps.repositorySync.recoverOrphans(false);
+      await deps.repositorySync.startRequested();
+    })().catch((err: unknown) => logger.warn({ err }, 'node heartbeat failed'));
+  }, HEARTBEAT_MS);
+  const sweep = setInterval(() => {
+    approvals.expireDue().catch((err: unknown) => logger.warn({ err }, 'approval expiry sweep failed'));
+  }, APPROVAL_SWEEP_MS);
+  for (const timer of [purge, beat, sweep]) timer.unref();
+  return { purge, beat, sweep };
+}
+
+interface RunningParts {
+  deps: AppDeps;
+  loops: BackgroundLoops;
+  aborts: RunAbortSignals | undefined;
+  egress: StartedEgress;
+  closeServer: (lingerMs: number) => Promise<void>;
+  database: DatabaseHandle;
+}
+
+/** `shutdown(graceMs)`, which runs once however often it is called. */
+function shutdownOnce(parts: RunningParts): (graceMs: number) => Promise<void> {
+  let shuttingDown: Promise<void> | undefined;
+  return (graceMs) => (shuttingDown ??= stopInOrder(parts, graceMs));
+}
+
+/** Runs first, then the runners, background work, egress, the listener, and the database last. */
+async function stopInOrder({ deps, loops, aborts, egress, closeServer, database }: RunningParts, graceMs: number): Promise<void> {
+  const { runs, provider, approvals } = deps.runtime;
+  // The listener stays open while runs finish: their streams and re-attaches are served, and a
+  // new message gets a 503 it can retry elsewhere rather than a refused connection.
+  runs.close();
+  clearInterval(loops.purge);
+  clearInterval(loops.sweep);
+  if (!(await runs.drain(graceMs))) {
+    deps.logger.warn({ grace_seconds: graceMs / 1000 }, 'runs still in progress at the shutdown deadline are ended as failed');
+    runs.endAll(
+      new ProblemError('shutting-down', 503, {
+        detail: `The server shut down before the run finished (it waited ${Math.round(graceMs / 1000)} s); send the message again.`,
+      }),
+    );
+  }
+  // Kills every runner (the ended runs' and the pooled and held ones) and ends the turns still queued for one.
+  await provider.stop();
+  await runs.drain();
+  clearInterval(loops.beat);
+  await deps.repositorySync.stop();
+  await approvals.stop();
+  await aborts?.stop();
+  await egress.resolve?.close();
+  await egress.proxy.close();
+  await closeServer(CLOSE_LINGER_MS);
+  await database.close();
 }
 
 /**

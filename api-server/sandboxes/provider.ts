@@ -4,12 +4,11 @@
  * (KubernetesSandboxProvider: Sandbox resources the controller turns into pods) implement it;
  * ACIS_SANDBOX_PROVIDER chooses.
  */
-import type { RunnerView } from '../../sandbox-policy/policy.js';
+import type { AcquireRequest as PlacementRequest, RunnerView } from '../../sandbox-policy/policy.js';
 import type { Runner } from './runner.js';
 
-export interface AcquireRequest {
-  agentType: string;
-  conversationId: string;
+/** What the capacity policy places (agent type, conversation), and what the provider needs beyond it. */
+export interface AcquireRequest extends PlacementRequest {
   tenantId: string;
   /**
    * The run (assistant message) the runner is acquired for. A provider whose runners' egress
@@ -76,6 +75,33 @@ export class SandboxUnavailable extends Error {
  */
 export type SandboxStateListener = (conversationId: string, state: { warm: boolean; expiresAt: Date | null }) => Promise<void>;
 
+/**
+ * The runners' only route out, as the egress proxy (in process, or standalone through the resolve
+ * listener) sees them. A credential is a runner's (user: runner id, password: a token given at spawn)
+ * and stands for the run whose turn is in progress on it, so exactly that run's values are
+ * substituted; at any other time it stands for nothing.
+ */
+export interface EgressCredentials {
+  /** The run a runner's egress credential stands for now, if any. */
+  egressRun(runnerId: string, token: string): string | undefined | Promise<string | undefined>;
+  /** Ends the run in progress on the runner (already authenticated) for a secret it lacks, wherever that run is hosted. */
+  abortMissing(runnerId: string, alias: string): Promise<void>;
+}
+
+/** The egress proxy runners go through: its port on this host and the CA it terminates TLS with. */
+export interface EgressEndpoint {
+  port: number;
+  caCertificatePem: string;
+}
+
+/** How a run is ended for a secret missing at the egress proxy. */
+export interface MissingSecretAbort {
+  /** Ends a run this process hosts. */
+  here(runId: string, alias: string): void;
+  /** Has the replica hosting the run end it (absent with one node only: the embedded database). */
+  elsewhere?: ((runId: string, alias: string) => Promise<void>) | undefined;
+}
+
 export interface SandboxProvider {
   /** Set when this node cannot start runners at all: what is missing and how to get it. */
   readonly unavailableReason: string | undefined;
@@ -92,6 +118,8 @@ export interface SandboxProvider {
   discardConversation(conversationId: string): Promise<void>;
   /** Recycles holds whose deadline has passed (the heartbeat's safety net behind the timers). */
   expireLapsedHolds(): Promise<void>;
+  /** Whose runs its runners' egress credentials stand for, and how such a run is ended for a missing secret. */
+  egressCredentials(abort: MissingSecretAbort): EgressCredentials;
   /** The runners as the capacity policy sees them. */
   views(): RunnerView[];
   /** Acquires waiting for capacity now. */

@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../../controller/api/v1alpha1.js';
-import { constantTimeEqual } from '../../core/crypto.js';
 import { retryHintSeconds, type RunnerView } from '../../../sandbox-policy/policy.js';
 import { holdSpec, newSandbox, type RunnerAddress, type SandboxStanding, sandboxName, standingOf } from './decisions.js';
 import { TYPICAL_TURN_SECONDS, untilReady } from './readiness.js';
@@ -11,13 +10,16 @@ import {
   type Admission,
   admission,
   CapacityExhausted,
+  type EgressCredentials,
   type Lease,
+  type MissingSecretAbort,
   type ReleaseOptions,
   type SandboxProvider,
   type SandboxStateListener,
   type WaitOptions,
 } from '../provider.js';
 import type { Runner } from '../runner.js';
+import { type RegisteredRunner, RunnerRegistry } from '../runner-registry.js';
 
 /** Where a ready Sandbox's runner listens, and the token it wants in the hello. */
 export interface RunnerEndpoint {
@@ -59,14 +61,10 @@ interface Connected {
   egressBound: Promise<void> | undefined;
 }
 
-interface Entry {
+/** A runner of this process; its egress token is the pod's, from its token Secret. */
+interface Entry extends RegisteredRunner {
+  /** The runner's Sandbox as last seen (the watch keeps it current). */
   sandbox: Sandbox;
-  runner: Runner;
-  /** The password of the pod's egress credential (user: the runner id), from its token Secret. */
-  egressToken: string;
-  view: RunnerView;
-  /** Its conversation was last shown warm (so ending it must show the conversation cold). */
-  shownWarm: boolean;
 }
 
 /**
@@ -85,24 +83,29 @@ interface Entry {
  * the runner's turn: the run becomes a failed message with an error line.
  */
 export class KubernetesSandboxProvider implements SandboxProvider {
-  /** Leased and held runners of this process, by runner id. */
-  private readonly entries = new Map<string, Entry>();
+  /** Leased and held runners of this process. */
+  private readonly registry: RunnerRegistry<Entry>;
   /** Acquires waiting for a place in the cluster. */
   private queued = 0;
   private readonly now: () => number;
-  private expiryTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   private readonly stopping = new AbortController();
 
   constructor(private readonly options: KubernetesProviderOptions) {
     this.now = options.now ?? Date.now;
+    this.registry = new RunnerRegistry({
+      logger: options.logger,
+      onSandboxState: options.onSandboxState,
+      onHoldsLapsed: () => this.expireLapsedHolds(),
+      now: this.now,
+    });
   }
 
   readonly unavailableReason: string | undefined = undefined;
 
   async start(): Promise<void> {
     this.unsubscribe = this.options.client.subscribe((event, sandbox) => {
-      const entry = [...this.entries.values()].find((e) => e.sandbox.metadata.uid === sandbox.metadata.uid);
+      const entry = this.registry.all().find((e) => e.sandbox.metadata.uid === sandbox.metadata.uid);
       if (!entry) return;
       if (event !== 'delete') entry.sandbox = sandbox;
       const standing: SandboxStanding = event === 'delete' ? { kind: 'ended', reason: 'Deleted', message: 'the Sandbox was deleted' } : standingOf(sandbox);
@@ -113,31 +116,34 @@ export class KubernetesSandboxProvider implements SandboxProvider {
 
   async stop(): Promise<void> {
     this.stopping.abort();
-    clearTimeout(this.expiryTimer);
     this.unsubscribe?.();
     // Like the local provider: what this process held ends with it; the next message (on any replica) resumes cold.
-    await Promise.all([...this.entries.values()].map((entry) => this.end(entry, { save: entry.view.state === 'held' })));
+    const ending = this.registry.all().map((entry) => ({ entry, save: entry.view.state === 'held' }));
+    this.registry.stop();
+    await Promise.all(ending.map(({ entry, save }) => this.dispose(entry, { save })));
     await this.options.client.stop();
   }
 
   /**
-   * The run an egress credential stands for now: the run whose turn is in progress on that runner (a
-   * runner of this process). A held runner's credential stands for nothing (the proxy answers 407).
+   * A runner pod's request may reach the proxy of any replica (or a standalone proxy asking any
+   * replica): beyond this process's own runners, its credential is looked up in the records every
+   * replica writes, and its run is ended on the replica hosting it (`abort.elsewhere`).
    */
-  egressRun(runnerId: string, token: string): string | undefined {
-    const entry = this.entries.get(runnerId);
-    if (!entry || entry.view.state !== 'busy') return undefined;
-    if (!constantTimeEqual(Buffer.from(entry.egressToken), Buffer.from(token))) return undefined;
-    return entry.runner.currentRunId;
-  }
-
-  /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */
-  currentRun(runnerId: string): string | undefined {
-    return this.entries.get(runnerId)?.runner.currentRunId;
+  egressCredentials(abort: MissingSecretAbort): EgressCredentials {
+    const { records } = this.options;
+    return {
+      egressRun: async (runnerId, token) => this.registry.egressRun(runnerId, token) ?? records?.egressRun(runnerId, token),
+      abortMissing: async (runnerId, alias) => {
+        const here = this.registry.currentRun(runnerId);
+        if (here) return void abort.here(here, alias);
+        const runId = await records?.runOf(runnerId);
+        if (runId) await abort.elsewhere?.(runId, alias);
+      },
+    };
   }
 
   views(): RunnerView[] {
-    return [...this.entries.values()].map((entry) => entry.view);
+    return this.registry.views();
   }
 
   queuedRuns(): number {
@@ -156,10 +162,10 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   async admit(request: AcquireRequest, options: WaitOptions): Promise<Admission> {
     await this.expireLapsedHolds();
     if (this.stopping.signal.aborted) throw new CapacityExhausted(retryHintSeconds(1, TYPICAL_TURN_SECONDS));
-    const held = [...this.entries.values()].find((e) => e.view.state === 'held' && e.view.conversationId === request.conversationId);
+    const [held] = this.registry.heldFor(request.conversationId);
     if (held) {
       if (held.runner.alive && standingOf(held.sandbox).kind !== 'ended') {
-        held.view = { ...held.view, state: 'busy', heldUntil: undefined };
+        this.registry.resume(held);
         return admission(Promise.resolve({ runner: held.runner, continuing: true }));
       }
       await this.end(held, { save: false });
@@ -205,14 +211,8 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const runner = this.options.records
       ? new EgressRecordingRunner(connected.runner, this.options.records, egressToken, connected.egressBound && request.runId)
       : connected.runner;
-    const entry: Entry = {
-      sandbox: ready,
-      runner,
-      egressToken,
-      shownWarm: false,
-      view: { id: runner.id, agentType: request.agentType, state: 'busy', conversationId: request.conversationId, tenantId: request.tenantId, lastUsedAt: this.now() },
-    };
-    this.entries.set(runner.id, entry);
+    const entry = this.registry.add({ sandbox: ready, runner, egressToken }, request.agentType);
+    this.registry.claim(entry, { conversationId: request.conversationId, tenantId: request.tenantId });
     // Ended while we connected: the watch's event came before the entry existed.
     const latest = this.options.client.cached(ready.metadata.name);
     const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
@@ -229,7 +229,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   }
 
   async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
-    const entry = this.entries.get(lease.runner.id);
+    const entry = this.registry.get(lease.runner.id);
     if (!entry) return { heldUntil: null };
     const hold = options.hold;
     if (hold && hold.maxConcurrentWarm > 0 && !options.broken && !options.discard && lease.runner.alive && standingOf(entry.sandbox).kind !== 'ended') {
@@ -238,9 +238,9 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       try {
         if (!(await this.options.client.patchSpec(entry.sandbox, spec))) throw new Error('the Sandbox is gone');
         const heldUntil = Date.parse(spec.shutdownTime);
-        entry.view = { ...entry.view, state: 'held', lastUsedAt: now, heldUntil };
-        await this.showState(entry, { warm: true, expiresAt: new Date(heldUntil) });
-        this.armExpiry();
+        this.registry.turnEnded(entry);
+        this.registry.hold(entry, heldUntil);
+        await this.registry.showWarm(entry, new Date(heldUntil));
         return { heldUntil: new Date(heldUntil) };
       } catch (error) {
         this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'moving a Sandbox shutdownTime failed; it is released instead');
@@ -252,20 +252,16 @@ export class KubernetesSandboxProvider implements SandboxProvider {
 
   /** The conversation is gone: its Sandbox goes, whichever replica held it. */
   async discardConversation(conversationId: string): Promise<void> {
-    for (const entry of [...this.entries.values()]) {
-      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) await this.end(entry, { save: false });
-    }
+    for (const entry of this.registry.heldFor(conversationId)) await this.end(entry, { save: false });
     const leftover = this.options.client.cachedForConversation(conversationId);
     // A Sandbox busy with a turn on this process is ended with the turn.
-    if (leftover && ![...this.entries.values()].some((e) => e.sandbox.metadata.uid === leftover.metadata.uid)) {
+    if (leftover && !this.registry.all().some((e) => e.sandbox.metadata.uid === leftover.metadata.uid)) {
       await this.options.client.delete(leftover);
     }
   }
 
   async expireLapsedHolds(): Promise<void> {
-    const now = this.now();
-    const lapsed = [...this.entries.values()].filter((e) => e.view.state === 'held' && (e.view.heldUntil ?? Infinity) <= now);
-    await Promise.all(lapsed.map((entry) => this.end(entry, { save: true })));
+    await Promise.all(this.registry.lapsedHolds().map((entry) => this.end(entry, { save: true })));
   }
 
   /**
@@ -309,7 +305,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
 
   /** A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. */
   private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>): Promise<void> {
-    if (this.entries.get(entry.runner.id) !== entry) return;
+    if (!this.registry.has(entry)) return;
     this.options.logger.warn(
       { sandbox: entry.sandbox.metadata.name, runner_id: entry.runner.id, reason: standing.reason, message: standing.message, state: entry.view.state },
       'a sandbox in use ended',
@@ -327,8 +323,11 @@ export class KubernetesSandboxProvider implements SandboxProvider {
    * runner still answers), connection closed, Sandbox deleted, conversation shown cold.
    */
   private async end(entry: Entry, options: { save: boolean }): Promise<void> {
-    if (this.entries.get(entry.runner.id) !== entry) return;
-    this.entries.delete(entry.runner.id);
+    if (this.registry.remove(entry)) await this.dispose(entry, options);
+  }
+
+  /** `end` once the entry is no longer registered. */
+  private async dispose(entry: Entry, options: { save: boolean }): Promise<void> {
     const { records } = this.options;
     const { conversationId } = entry.view;
     if (options.save && records && conversationId && entry.runner.alive) {
@@ -345,28 +344,6 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       // The controller still expires it at its shutdownTime.
       this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'deleting a Sandbox failed');
     }
-    if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
-  }
-
-  private async showState(entry: Entry, state: { warm: boolean; expiresAt: Date | null }): Promise<void> {
-    const { conversationId } = entry.view;
-    if (!conversationId) return;
-    entry.shownWarm = state.warm;
-    try {
-      await this.options.onSandboxState(conversationId, state);
-    } catch (error) {
-      this.options.logger.error({ err: error, conversation_id: conversationId }, 'recording sandbox state failed');
-    }
-  }
-
-  private armExpiry(): void {
-    clearTimeout(this.expiryTimer);
-    if (this.stopping.signal.aborted) return;
-    const deadlines = this.views().flatMap((view) => (view.state === 'held' && view.heldUntil !== undefined ? [view.heldUntil] : []));
-    if (deadlines.length === 0) return;
-    this.expiryTimer = setTimeout(() => {
-      void this.expireLapsedHolds().then(() => this.armExpiry());
-    }, Math.max(0, Math.min(...deadlines) - this.now()));
-    this.expiryTimer.unref();
+    await this.registry.showCold(entry);
   }
 }

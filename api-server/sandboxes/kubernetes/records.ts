@@ -15,6 +15,10 @@ export interface RunnerRecords {
   /** From now until `clearEgress`, the runner's egress credential stands for `runId`. */
   bindEgress(runnerId: string, egressToken: string, runId: string): Promise<void>;
   clearEgress(runnerId: string, runId: string): Promise<void>;
+  /** The run a runner pod's egress credential stands for now, whichever replica hosts it. */
+  egressRun(runnerId: string, egressToken: string): Promise<string | undefined>;
+  /** The run a runner pod's credential stands for now, once the egress proxy has authenticated it. */
+  runOf(runnerId: string): Promise<string | undefined>;
   saveWorkspace(conversationId: string, archive: Buffer): Promise<void>;
   loadWorkspace(conversationId: string): Promise<Buffer | undefined>;
 }
@@ -33,6 +37,15 @@ export function databaseRunnerRecords(db: Db, nodeId: string, now: () => Date): 
     },
     async clearEgress(runnerId, runId) {
       await db.deleteFrom('runner_egress').where('runner_id', '=', runnerId).where('run_id', '=', runId).execute();
+    },
+    async egressRun(runnerId, egressToken) {
+      const row = await db.selectFrom('runner_egress').select(['token_digest', 'run_id']).where('runner_id', '=', runnerId).executeTakeFirst();
+      if (!row) return undefined;
+      return constantTimeEqual(row.token_digest, digest(egressToken)) ? row.run_id : undefined;
+    },
+    async runOf(runnerId) {
+      const row = await db.selectFrom('runner_egress').select('run_id').where('runner_id', '=', runnerId).executeTakeFirst();
+      return row?.run_id;
     },
     async saveWorkspace(conversationId, archive) {
       const row = { conversation_id: conversationId, archive, updated_at: now() };
@@ -54,19 +67,6 @@ export function databaseRunnerRecords(db: Db, nodeId: string, now: () => Date): 
       return row?.archive;
     },
   };
-}
-
-/** The run a runner pod's egress credential stands for now, whichever replica hosts it. */
-export async function egressRunOf(db: Db, runnerId: string, token: string): Promise<string | undefined> {
-  const row = await db.selectFrom('runner_egress').select(['token_digest', 'run_id']).where('runner_id', '=', runnerId).executeTakeFirst();
-  if (!row) return undefined;
-  return constantTimeEqual(row.token_digest, digest(token)) ? row.run_id : undefined;
-}
-
-/** The run a runner pod's credential stands for now, once the egress proxy has authenticated it. */
-export async function runOfRunner(db: Db, runnerId: string): Promise<string | undefined> {
-  const row = await db.selectFrom('runner_egress').select('run_id').where('runner_id', '=', runnerId).executeTakeFirst();
-  return row?.run_id;
 }
 
 /**
@@ -114,7 +114,7 @@ export class EgressRecordingRunner implements Runner {
     try {
       return await this.inner.runTurn(turn, onEvent);
     } finally {
-      // A row left behind names a run that has ended: it resolves to no secrets (see egressRunOf's callers).
+      // A row left behind names a run that has ended: it resolves to no secrets (see egressRun's callers).
       if (runId) await this.records.clearEgress(this.id, runId).catch(() => undefined);
     }
   }

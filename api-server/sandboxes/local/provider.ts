@@ -6,34 +6,28 @@ import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../../runner/bridge.js';
 import { localRunnerProcess } from '../../../runner/runner-process.js';
 import type { Config } from '../../config.js';
-import { constantTimeEqual, randomToken } from '../../core/crypto.js';
+import { randomToken } from '../../core/crypto.js';
 import { LocalRunner } from './runner.js';
 import { serveModelGateway } from './model-gateway.js';
-import {
-  type CapacityLimits,
-  decideAcquire,
-  decideHold,
-  expiredHolds,
-  nextExpiry,
-  poolDeficit,
-  retryHintSeconds,
-  type RunnerView,
-} from '../../../sandbox-policy/policy.js';
-import * as transition from '../../../sandbox-policy/transitions.js';
+import { type CapacityLimits, decideAcquire, decideHold, poolDeficit, type RunnerView } from '../../../sandbox-policy/policy.js';
 import { AGENT_TYPES } from '../agent-types.js';
 import {
   type AcquireRequest,
   type Admission,
   admission,
-  CapacityExhausted,
+  type EgressCredentials,
+  type EgressEndpoint,
   type Lease,
+  type MissingSecretAbort,
   type ReleaseOptions,
   type SandboxProvider,
   type SandboxStateListener,
   SandboxUnavailable,
   type WaitOptions,
 } from '../provider.js';
+import { type RegisteredRunner, RunnerRegistry } from '../runner-registry.js';
 import { checkSandboxRuntime, type SandboxRuntime } from './sandbox-runtime.js';
+import { WaitingLine } from './waiting-line.js';
 
 /** The package root (holding node_modules and the runner's source), from source or from dist/ alike. */
 const APP_ROOT = packageRoot(path.dirname(fileURLToPath(import.meta.url)));
@@ -49,44 +43,20 @@ function packageRoot(from: string): string {
 /** Where the host's TLS roots are (Debian family), to bundle with the egress CA. */
 const SYSTEM_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 
-/** The egress proxy runners go through: its loopback port on this host and the CA it terminates TLS with. */
-export interface EgressEndpoint {
-  port: number;
-  caCertificatePem: string;
-}
-
-/** A rough turn length for `retry_hint_seconds` until real figures exist. */
-const TYPICAL_TURN_SECONDS = 5;
-
-interface RunnerEntry {
-  runner: LocalRunner;
-  view: RunnerView;
-  dirs: { root: string; workspace: string; home: string };
-  /** The password of its egress credential (user: the runner id), fixed for the runner's life. */
-  egressToken: string;
-  /** Its conversation was last shown warm (so recycling it must show the conversation cold). */
-  shownWarm: boolean;
-}
-
-interface Waiter {
-  request: AcquireRequest;
-  resolve: (lease: Lease) => void;
-  reject: (error: Error) => void;
-  onQueued?: ((position: number, retryHintSeconds: number) => void) | undefined;
-  /** The position last announced to it. */
-  position: number;
+interface RunnerEntry extends RegisteredRunner {
+  readonly runner: LocalRunner;
+  readonly dirs: { root: string; workspace: string; home: string };
 }
 
 /**
  * The `local` sandbox provider: runner processes on this node, each in its own bubblewrap sandbox
  * with a private workspace and HOME, reaching the model endpoint only through a Unix socket bridge.
  * Capacity, pooling, warm holds and their expiry follow the pure policy in sandbox-policy/, and every
- * change of a runner's state goes through its transitions.
+ * change of a runner's state goes through its transitions (kept by the runner registry).
  */
 export class LocalSandboxProvider implements SandboxProvider {
-  private readonly entries = new Map<string, RunnerEntry>();
-  private readonly waiters: Waiter[] = [];
-  private expiryTimer: NodeJS.Timeout | undefined;
+  private readonly registry: RunnerRegistry<RunnerEntry>;
+  private readonly line = new WaitingLine();
   private modelBridge: Bridge | undefined;
   private egressBridge: Bridge | undefined;
   private egress: EgressEndpoint | undefined;
@@ -99,11 +69,12 @@ export class LocalSandboxProvider implements SandboxProvider {
   constructor(
     private readonly config: Config,
     private readonly logger: Logger,
-    private readonly onSandboxState: SandboxStateListener,
+    onSandboxState: SandboxStateListener,
     private readonly now: () => number = Date.now,
   ) {
     this.limits = { maxSandboxes: config.maxSandboxes, poolSize: config.poolSize };
     this.root = path.join(config.dataDir, 'sandboxes');
+    this.registry = new RunnerRegistry({ logger, onSandboxState, onHoldsLapsed: () => this.expireLapsedHolds(), now });
   }
 
   /**
@@ -136,33 +107,26 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.topUpPool();
   }
 
-  /**
-   * The run an egress credential stands for now: the run whose turn is in progress on that runner. A
-   * pooled, held or recycled runner's credential stands for nothing (the proxy answers 407).
-   */
-  egressRun(runnerId: string, token: string): string | undefined {
-    const entry = this.entries.get(runnerId);
-    if (!entry || entry.view.state !== 'busy') return undefined;
-    if (!constantTimeEqual(Buffer.from(entry.egressToken), Buffer.from(token))) return undefined;
-    return entry.runner.currentRunId;
-  }
-
-  /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */
-  currentRun(runnerId: string): string | undefined {
-    return this.entries.get(runnerId)?.runner.currentRunId;
+  /** Its runners are this process's alone: so are their credentials and their runs. */
+  egressCredentials(abort: MissingSecretAbort): EgressCredentials {
+    return {
+      egressRun: (runnerId, token) => this.registry.egressRun(runnerId, token),
+      abortMissing: async (runnerId, alias) => {
+        const runId = this.registry.currentRun(runnerId);
+        if (runId) abort.here(runId, alias);
+      },
+    };
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.expiryTimer);
-    for (const waiter of this.waiters.splice(0)) waiter.reject(new Error('server is stopping'));
-    const entries = [...this.entries.values()];
-    this.entries.clear();
+    this.line.rejectAll(new Error('server is stopping'));
+    const entries = this.registry.stop();
     await Promise.all(
       entries.map(async (entry) => {
         await entry.runner.kill();
         // Its warm hold ends with this process; the next message will cold-start and resume.
-        if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
+        await this.registry.showCold(entry);
       }),
     );
     await this.modelBridge?.close();
@@ -176,12 +140,12 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   /** A snapshot for the policy (and for metrics). */
   views(): RunnerView[] {
-    return [...this.entries.values()].map((entry) => entry.view);
+    return this.registry.views();
   }
 
   /** Turns waiting for a runner (`on_capacity=hold`). */
   queuedRuns(): number {
-    return this.waiters.length;
+    return this.line.length;
   }
 
   async acquire(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
@@ -195,46 +159,25 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.expireLapsedHolds();
     const immediate = this.tryAcquire(request);
     if (immediate) return admission(immediate);
-    if (!options.wait || this.stopped) {
-      throw new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS));
-    }
-    return admission(Promise.resolve(await this.waitForRunner(request, options)));
-  }
-
-  private waitForRunner(request: AcquireRequest, options: WaitOptions): Promise<Lease> {
-    return new Promise<Lease>((resolve, reject) => {
-      const waiter: Waiter = { request, resolve, reject, onQueued: options.onQueued, position: 0 };
-      this.waiters.push(waiter);
-      this.announcePositions();
-      options.signal?.addEventListener(
-        'abort',
-        () => {
-          const index = this.waiters.indexOf(waiter);
-          if (index < 0) return;
-          this.waiters.splice(index, 1);
-          reject(new CapacityExhausted(retryHintSeconds(this.waiters.length + 1, TYPICAL_TURN_SECONDS)));
-          this.announcePositions();
-        },
-        { once: true },
-      );
-    });
+    if (!options.wait || this.stopped) throw this.line.refusal();
+    return admission(Promise.resolve(await this.line.join(request, options)));
   }
 
   /** Recycles the warm holds whose idle TTL has lapsed (their conversations show cold), then serves the queue. */
   async expireLapsedHolds(): Promise<void> {
-    const lapsed = expiredHolds(this.views(), this.now());
+    const lapsed = this.registry.lapsedHolds();
     if (lapsed.length === 0) return;
-    await Promise.all(lapsed.map((id) => this.recycle(id)));
+    await Promise.all(lapsed.map((entry) => this.recycle(entry.runner.id)));
     this.pump();
   }
 
   /** Ends a turn's use of a runner: hold it warm for its conversation, or recycle it. */
   async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
-    const entry = this.entries.get(lease.runner.id);
+    const entry = this.registry.get(lease.runner.id);
     if (!entry) return { heldUntil: null };
     const conversationId = entry.view.conversationId;
     const tenantId = entry.view.tenantId;
-    if (entry.view.state === 'busy') entry.view = transition.turnEnded(entry.view, this.now());
+    if (entry.view.state === 'busy') this.registry.turnEnded(entry);
     let heldUntil: Date | null = null;
     if (options.hold && !options.broken && lease.runner.alive && tenantId) {
       const decision = decideHold(this.views(), {
@@ -246,13 +189,12 @@ export class LocalSandboxProvider implements SandboxProvider {
       });
       for (const id of decision.evict) await this.recycle(id);
       if (decision.hold) {
-        entry.view = transition.hold(entry.view, decision.heldUntil);
+        this.registry.hold(entry, decision.heldUntil);
         heldUntil = new Date(decision.heldUntil);
-        this.armExpiry();
       }
     }
     if (!heldUntil) await this.recycle(entry.runner.id, { save: !options.discard });
-    else if (conversationId) await this.showState(entry, { warm: true, expiresAt: heldUntil });
+    else if (conversationId) await this.registry.showWarm(entry, heldUntil);
     // A claimed runner whose turn ended before its agent spoke has not started its replacement yet.
     this.topUpPool();
     this.pump();
@@ -264,11 +206,7 @@ export class LocalSandboxProvider implements SandboxProvider {
    * and its saved workspace removed. (A runner busy with its turn is discarded when the turn ends.)
    */
   async discardConversation(conversationId: string): Promise<void> {
-    for (const entry of [...this.entries.values()]) {
-      if (entry.view.state === 'held' && entry.view.conversationId === conversationId) {
-        await this.recycle(entry.runner.id, { save: false });
-      }
-    }
+    for (const entry of this.registry.heldFor(conversationId)) await this.recycle(entry.runner.id, { save: false });
     await rm(path.dirname(this.conversationWorkspace(conversationId)), { recursive: true, force: true });
     this.pump();
   }
@@ -278,12 +216,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     const decision = decideAcquire(this.views(), request, this.limits);
     switch (decision.kind) {
       case 'use-held': {
-        const entry = this.entries.get(decision.runnerId)!;
-        entry.view = transition.resume(entry.view);
+        const entry = this.registry.get(decision.runnerId)!;
+        this.registry.resume(entry);
         return Promise.resolve({ runner: entry.runner, continuing: true });
       }
       case 'claim-pooled': {
-        const entry = this.entries.get(decision.runnerId)!;
+        const entry = this.registry.get(decision.runnerId)!;
         this.bind(entry, request);
         // The replacement starts once the claimed runner's agent has spoken (or the runner is gone):
         // its start-up would otherwise share the CPUs with the claimed turn up to its first line.
@@ -308,7 +246,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   private bind(entry: RunnerEntry, request: AcquireRequest): void {
-    entry.view = transition.claim(entry.view, { conversationId: request.conversationId, tenantId: request.tenantId });
+    this.registry.claim(entry, { conversationId: request.conversationId, tenantId: request.tenantId });
   }
 
   /** Copies the conversation's saved workspace into the runner's, then waits for the runner to be up. */
@@ -358,16 +296,15 @@ export class LocalSandboxProvider implements SandboxProvider {
       prewarm: options.pooled && this.config.poolPrewarm,
     });
     const runner = new LocalRunner(id, command, this.logger);
-    const entry: RunnerEntry = { runner, view: transition.newRunner(id, agentType, this.now()), dirs, egressToken, shownWarm: false };
-    this.entries.set(id, entry);
+    const entry = this.registry.add({ runner, dirs, egressToken }, agentType);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
-      if (this.entries.get(id) === entry && entry.view.state !== 'busy') void this.recycle(id).then(() => this.pump());
+      if (this.registry.has(entry) && entry.view.state !== 'busy') void this.recycle(id).then(() => this.pump());
     });
     if (options.pooled) {
       runner.ready.then(
         () => {
-          if (entry.view.state === 'starting') entry.view = transition.ready(entry.view);
+          if (entry.view.state === 'starting') this.registry.ready(entry);
           this.pump();
         },
         (error: unknown) => {
@@ -381,10 +318,8 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   /** Saves a runner's workspace back to its conversation (unless told not to), kills it and frees its capacity. */
   private async recycle(runnerId: string, options: { save: boolean } = { save: true }): Promise<void> {
-    const entry = this.entries.get(runnerId);
-    if (!entry) return;
-    this.entries.delete(runnerId);
-    entry.view = transition.release(entry.view);
+    const entry = this.registry.get(runnerId);
+    if (!entry || !this.registry.remove(entry)) return;
     const { conversationId } = entry.view;
     await entry.runner.kill();
     try {
@@ -397,19 +332,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     await rm(entry.dirs.root, { recursive: true, force: true });
     // Not only lapsed or evicted holds: a warm runner that served a turn after the conversation
     // switched to pooled, or that crashed, is recycled while busy.
-    if (entry.shownWarm) await this.showState(entry, { warm: false, expiresAt: null });
+    await this.registry.showCold(entry);
     this.topUpPool();
-  }
-
-  private async showState(entry: RunnerEntry, state: { warm: boolean; expiresAt: Date | null }): Promise<void> {
-    const { conversationId } = entry.view;
-    if (!conversationId) return;
-    entry.shownWarm = state.warm;
-    try {
-      await this.onSandboxState(conversationId, state);
-    } catch (error) {
-      this.logger.error({ err: error, conversation_id: conversationId }, 'recording sandbox state failed');
-    }
   }
 
   private topUpPool(): void {
@@ -421,34 +345,6 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   /** Serves queued turns in FIFO order while capacity allows. */
   private pump(): void {
-    let served = false;
-    while (this.waiters.length > 0) {
-      const lease = this.tryAcquire(this.waiters[0]!.request);
-      if (!lease) break;
-      const waiter = this.waiters.shift()!;
-      lease.then(waiter.resolve, waiter.reject);
-      served = true;
-    }
-    if (served) this.announcePositions();
-  }
-
-  /** Tells each queued caller its place whenever it changes (1 = next to be served). */
-  private announcePositions(): void {
-    this.waiters.forEach((waiter, index) => {
-      const position = index + 1;
-      if (waiter.position === position) return;
-      waiter.position = position;
-      waiter.onQueued?.(position, retryHintSeconds(position, TYPICAL_TURN_SECONDS));
-    });
-  }
-
-  private armExpiry(): void {
-    clearTimeout(this.expiryTimer);
-    const next = nextExpiry(this.views());
-    if (next === undefined || this.stopped) return;
-    this.expiryTimer = setTimeout(() => {
-      void this.expireLapsedHolds().then(() => this.armExpiry());
-    }, Math.max(0, next - this.now()));
-    this.expiryTimer.unref();
+    this.line.serve((request) => this.tryAcquire(request));
   }
 }
