@@ -251,7 +251,7 @@ export class RunManager {
         env: request.env,
         resume: lease.continuing ? undefined : (request.conversation.session_id ?? undefined),
         runId: request.assistantMessageId,
-        onApprovalRequest: (input) => this.parkOnApproval(request, lines.emit, input, turnOver.signal),
+        onApprovalRequest: (input) => this.parkRun(request, lines.emit, input, turnOver.signal),
       },
       (raw) => {
         if (!agentSpoke) {
@@ -265,7 +265,8 @@ export class RunManager {
     return turned;
   }
 
-  private parkOnApproval(request: RunRequest, emit: (line: StreamLine) => void, input: unknown, turnOver: AbortSignal): Promise<ApprovalAnswer> {
+  /** The agent asked for an approval: the run waits for its resolution (or its expiry, or the turn's end) and the agent gets the answer. */
+  private parkRun(request: RunRequest, emit: (line: StreamLine) => void, input: unknown, turnOver: AbortSignal): Promise<ApprovalAnswer> {
     const run = this.live.get(request.assistantMessageId);
     if (!run) return Promise.resolve({ isError: true, text: 'The run is not active.' });
     const parked = {
