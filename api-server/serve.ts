@@ -1,7 +1,6 @@
 /**
- * `acis serve`: the API server process, until a signal. The first signal (Kubernetes sends SIGTERM on
- * every rollout) stops taking messages and lets the runs in progress finish within the grace period;
- * a second one exits at once.
+ * `acis serve`: the API server process. It serves until a signal, then shuts down within
+ * ACIS_SHUTDOWN_GRACE_SECONDS, letting the runs in progress finish (see `serve`).
  */
 import { loadConfig } from './config.js';
 import { startServer } from './server.js';
