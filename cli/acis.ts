@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `acis` command: the process entry of every ACIS process but the runner and the standalone
- * egress proxy. It only dispatches: each command lives in its own component and is loaded when it
- * runs, so the API server never loads the controller's code, nor the controller the API server's.
+ * egress proxy. It only dispatches: each command lives in its own component, loaded only when it
+ * runs (so `acis serve` never loads the controller's code).
  */
 import { ConfigError } from '../api-server/config.js';
 import { admin, UsageError } from './admin.js';
