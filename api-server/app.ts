@@ -10,7 +10,7 @@ import { buildOpenApi } from './core/http/openapi.js';
 import { mountRoutes } from './core/http/route.js';
 import { ProblemError, problems } from './core/problems.js';
 import { allRoutes } from './routes.js';
-import { shuttingDownProblem } from './runs/run-manager.js';
+import { shuttingDownProblem } from './runs/run-problems.js';
 
 export const API_VERSION = '0.1.0';
 const MAX_JSON_BODY_BYTES = 1024 * 1024;

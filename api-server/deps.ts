@@ -1,7 +1,8 @@
 import type { ApprovalGate } from './approvals/approval-gate.js';
 import type { CoreDeps } from './core/deps.js';
 import type { RepositorySyncWorker } from './repositories/sync.js';
-import type { RunManager } from './runs/run-manager.js';
+import type { RunOutcome, RunRequest } from './runs/run-request.js';
+import type { RunStream } from './runs/run-stream.js';
 import type { SandboxProvider } from './sandboxes/provider.js';
 
 /** Everything a route or service needs from the outside world; tests build their own. */
@@ -16,7 +17,22 @@ export interface Runtime {
   /** This API server process, as recorded on the runs it hosts. */
   nodeId: string;
   provider: SandboxProvider;
-  runs: RunManager;
+  runs: RunHost;
   /** Where this node's runs wait on their approvals, and how a resolution reaches the node hosting the run. */
   approvals: ApprovalGate;
+}
+
+/**
+ * What routes and services ask of the runs this node hosts (the RunManager; the process that built it
+ * keeps its shutdown to itself). Named here rather than as the class, because the run's own modules
+ * reach services that take these deps: naming the class would make the deps import themselves.
+ */
+export interface RunHost {
+  /** False once the node is shutting down: new messages are refused. */
+  readonly accepting: boolean;
+  /** Starts the run; returns its stream at once and the outcome when it ends. */
+  start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> };
+  liveStream(messageId: string): RunStream | undefined;
+  /** The secrets of a run hosted here, none once it has ended (the egress proxy's view). */
+  runSecrets(messageId: string): ReadonlyMap<string, string> | undefined;
 }

@@ -118,11 +118,11 @@ async function assemble(config: Config, options: StartOptions, logger: Logger, d
   const approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });
   undo.push(() => approvals.stop());
   await approvals.start();
-  const deps = createDeps({ config, options, logger, database, now, nodeId, metrics, vault, approvals, provider: sandboxes.provider });
+  const { deps, runs } = createDeps({ config, options, logger, database, now, nodeId, metrics, vault, approvals, provider: sandboxes.provider });
   const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   await recoverFromStoppedProcesses(deps, baseUrl);
-  const aborts = await startRunAborts(deps, sandboxes, undo);
-  const egress = await startEgress(deps, egressCredentials(sandboxes.provider, deps.runtime.runs, aborts), undo);
+  const aborts = await startRunAborts(deps, runs, sandboxes, undo);
+  const egress = await startEgress(deps, egressCredentials(sandboxes.provider, runs, aborts), undo);
   await sandboxes.start({ port: egress.proxy.port, caCertificatePem: egress.proxy.caCertificatePem });
   if (config.bootstrapServiceKey) {
     const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
@@ -131,7 +131,7 @@ async function assemble(config: Config, options: StartOptions, logger: Logger, d
   const listener = await listen(deps);
   const loops = startBackgroundLoops(deps, baseUrl);
   logger.info({ port: listener.port, host: config.host, database: database.kind }, 'ACIS listening');
-  const shutdown = shutdownOnce({ deps, loops, aborts, egress, closeServer: listener.closeServer, database });
+  const shutdown = shutdownOnce({ deps, runs, loops, aborts, egress, closeServer: listener.closeServer, database });
   return {
     url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${listener.port}`,
     port: listener.port,
@@ -154,8 +154,11 @@ interface DepsParts {
   provider: SandboxProvider;
 }
 
-/** What the routes and services are given: the run manager over the provider, repository syncs, the rate limiter. */
-function createDeps(parts: DepsParts): AppDeps {
+/**
+ * What the routes and services are given (the runs as the routes see them, repository syncs, the rate
+ * limiter), and the run manager itself, which only the server's start and stop steer.
+ */
+function createDeps(parts: DepsParts): { deps: AppDeps; runs: RunManager } {
   const { config, logger, database, now, nodeId, metrics, vault, approvals, provider } = parts;
   const newId = createIdGenerator();
   const gitCredential = vaultGitCredentials({ db: database.db, vault, githubApiUrl: config.githubApiUrl });
@@ -192,7 +195,7 @@ function createDeps(parts: DepsParts): AppDeps {
     repositorySync: createRepositorySync(parts, newId, gitCredential),
     followRun: (messageId, after, signal) => followRun(deps, messageId, after, signal),
   };
-  return deps;
+  return { deps, runs };
 }
 
 /** Syncs run in this process, or as Kubernetes Jobs (ACIS_REPOSITORY_SYNC_RUNNER=kubernetes). */
@@ -235,10 +238,9 @@ async function recoverFromStoppedProcesses(deps: AppDeps, baseUrl: string): Prom
 }
 
 /** Run aborts signalled across replicas: only when runs span them and share a PostgreSQL server. */
-async function startRunAborts(deps: AppDeps, sandboxes: ChosenProvider, undo: Undo[]): Promise<RunAbortSignals | undefined> {
+async function startRunAborts(deps: AppDeps, runs: RunManager, sandboxes: ChosenProvider, undo: Undo[]): Promise<RunAbortSignals | undefined> {
   const { databaseUrl } = deps.config;
   if (!sandboxes.runsSpanReplicas || !databaseUrl) return undefined;
-  const { runs } = deps.runtime;
   const aborts = new RunAbortSignals({
     db: deps.db,
     databaseUrl,
@@ -320,6 +322,7 @@ function startBackgroundLoops(deps: AppDeps, baseUrl: string): BackgroundLoops {
 
 interface RunningParts {
   deps: AppDeps;
+  runs: RunManager;
   loops: BackgroundLoops;
   aborts: RunAbortSignals | undefined;
   egress: StartedEgress;
@@ -334,8 +337,8 @@ function shutdownOnce(parts: RunningParts): (graceMs: number) => Promise<void> {
 }
 
 /** Runs first, then the runners, background work, egress, the listener, and the database last. */
-async function stopInOrder({ deps, loops, aborts, egress, closeServer, database }: RunningParts, graceMs: number): Promise<void> {
-  const { runs, provider, approvals } = deps.runtime;
+async function stopInOrder({ deps, runs, loops, aborts, egress, closeServer, database }: RunningParts, graceMs: number): Promise<void> {
+  const { provider, approvals } = deps.runtime;
   // The listener stays open while runs finish: their streams and re-attaches are served, and a
   // new message gets a 503 it can retry elsewhere rather than a refused connection.
   runs.close();

@@ -5,200 +5,93 @@
  * only the leader's queues run. Losing the Lease stops the queues and forgets what this replica did
  * but had not seen (the next leader starts from the cluster as it is).
  */
-import type { KubeConfig, V1Job, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { observed } from '../sandbox-policy/expectations.js';
-import {
-  GROUP,
-  isTerminal,
-  LABELS,
-  MANAGED_BY,
-  REPOSITORY_SYNC,
-  type RepositorySync,
-  SANDBOX,
-  SANDBOX_WARM_POOL,
-  type Sandbox,
-  type SandboxWarmPool,
-  VERSION,
-} from './api/v1alpha1.js';
-import { ClusterView, objectKey } from './cluster-view.js';
+import { GROUP, MANAGED_BY, REPOSITORY_SYNC, SANDBOX, SANDBOX_WARM_POOL, type Sandbox, VERSION } from './api/v1alpha1.js';
+import { ClusterView } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
-import { Informer, type InformerEvent, warnOnRestart } from '../kube/informer.js';
 import { KubeClient } from '../kube/kube-client.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
 import { LeaderElection } from '../kube/leader-election.js';
-import { createMetrics, type ControllerMetrics, type HealthEndpoint, serveHealth } from './metrics.js';
+import { KindQueues, type QueuedKind } from './kind-queues.js';
+import { createMetrics, type ControllerMetrics, serveHealth } from './metrics.js';
 import { reconcilePool } from './pool-reconciler.js';
-import { SYNC_COMPONENT, SYNC_LABEL } from './reposync-decisions.js';
 import { reconcileRepositorySync } from './reposync-reconciler.js';
 import { type ReconcileContext, reconcileSandbox } from './sandbox-reconciler.js';
+import { ChangeRouting, type ClusterCaches, watchCluster } from './watches.js';
 import { type ProcessResult, WorkQueue } from '../kube/work-queue.js';
 
 export interface RunningController {
   readonly metricsPort: number;
   readonly metrics: ControllerMetrics;
   isLeader(): boolean;
-  /** Resolves when both queues have nothing waiting or in process (tests). */
+  /** Resolves when no queue has anything waiting or in process (tests). */
   idle(): Promise<void>;
   /** `releaseLease: false` stops as a crash would (tests of failover). */
   stop(options?: { releaseLease?: boolean }): Promise<void>;
 }
 
-export async function startController(options: {
+interface ControllerOptions {
   config: ControllerConfig;
   kubeConfig: KubeConfig;
   logger: Logger;
   now?: () => number;
-}): Promise<RunningController> {
+}
+
+export async function startController(options: ControllerOptions): Promise<RunningController> {
   const { config, kubeConfig, logger } = options;
   const now = options.now ?? Date.now;
   const ns = config.namespace;
   const client = new KubeClient(kubeConfig, { component: MANAGED_BY, instance: config.identity }, { group: GROUP, version: VERSION });
-
-  let sandboxQueue: WorkQueue | undefined;
-  let poolQueue: WorkQueue | undefined;
-  let syncQueue: WorkQueue | undefined;
-  const enqueueSandbox = (name: string) => sandboxQueue?.add(`${ns}/${name}`);
-  const enqueuePool = (name: string) => poolQueue?.add(`${ns}/${name}`);
-  const enqueueSync = (name: string) => syncQueue?.add(`${ns}/${name}`);
-  /** Capacity changed or a pool pod became adoptable: whoever waits for a place, and the pools, look again. */
-  const enqueueWaitingAndPools = () => {
-    for (const s of view.waiting()) enqueueSandbox(s.metadata.name);
-    for (const p of pools.list(ns)) enqueuePool(p.metadata.name);
-  };
-
-  // What changes a Sandbox's neighbours: its place, its phase, the tenant's warm cap and LRU order.
-  const sandboxSignatures = new Map<string, string>();
-  const onSandbox = (event: InformerEvent, sandbox: Sandbox) => {
-    const name = sandbox.metadata.name;
-    enqueueSandbox(name);
-    if (event === 'resync') return;
-    const signature =
-      event === 'delete'
-        ? 'deleted'
-        : [sandbox.status?.phase, view.holdsPlace(sandbox), sandbox.spec.lastActivityTime, sandbox.spec.maxConcurrentWarm, isTerminal(sandbox.status?.phase)].join('|');
-    if (sandboxSignatures.get(name) === signature) return;
-    if (event === 'delete') sandboxSignatures.delete(name);
-    else sandboxSignatures.set(name, signature);
-    enqueueWaitingAndPools();
-    if (sandbox.spec.mode === 'warm') {
-      for (const s of sandboxes.list(ns)) if (s.spec.tenantId === sandbox.spec.tenantId && s.spec.mode === 'warm') enqueueSandbox(s.metadata.name);
-    }
-  };
-
-  // A pod's owner (and its previous one, after an adoption) looks again; expectations learn what the cache shows.
-  const podOwners = new Map<string, string>();
-  const onPod = (event: InformerEvent, pod: V1Pod) => {
-    if (event === 'resync') return;
-    // A sync Job's pod: its RepositorySync looks again (its outcome is in the pod's termination message).
-    const syncName = pod.metadata?.labels?.[SYNC_LABEL];
-    if (syncName) return void enqueueSync(syncName);
-    const name = pod.metadata!.name!;
-    const owner = pod.metadata?.ownerReferences?.find((r) => r.controller);
-    const ownerKey = owner ? objectKey(owner.kind === SANDBOX.kind ? 'Sandbox' : 'SandboxWarmPool', ns, owner.name) : undefined;
-    if (ownerKey) view.expectations = observed(view.expectations, ownerKey, name, event === 'delete' ? 'deleted' : 'created');
-    // A picked pod the cache shows adopted (or gone) needs the pick no more.
-    if (event === 'delete' || owner?.kind === SANDBOX.kind) view.picked.delete(name);
-    const previous = podOwners.get(name);
-    if (event === 'delete') podOwners.delete(name);
-    else if (ownerKey) podOwners.set(name, ownerKey);
-    for (const key of new Set([ownerKey, previous])) {
-      if (!key) continue;
-      const [kind, , ownerName] = key.split('/') as [string, string, string];
-      if (kind === 'Sandbox') enqueueSandbox(ownerName);
-      else enqueuePool(ownerName);
-    }
-    if (event === 'delete' || pod.metadata?.labels?.[LABELS.pool]) enqueueWaitingAndPools();
-  };
-
-  const sandboxes: Informer<Sandbox> = new Informer<Sandbox>({
-    kubeConfig,
-    path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOX.plural}`,
-    list: () => client.listCustom<Sandbox>(ns, SANDBOX.plural),
-    resyncMs: config.resyncMs,
-    onEvent: onSandbox,
-    onError: warnOnRestart(logger, SANDBOX.plural),
+  const queues = new KindQueues(ns);
+  // The informers' events reach the routing built from their caches below; none arrives before they start.
+  const caches = watchCluster({ config, kubeConfig, client, logger }, {
+    sandbox: (event, sandbox) => routing.sandbox(event, sandbox),
+    pool: (event, pool) => routing.pool(event, pool),
+    sync: (event, sync) => routing.sync(event, sync),
+    job: (event, job) => routing.job(event, job),
+    pod: (event, pod) => routing.pod(event, pod),
   });
-  const pools: Informer<SandboxWarmPool> = new Informer<SandboxWarmPool>({
-    kubeConfig,
-    path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${SANDBOX_WARM_POOL.plural}`,
-    list: () => client.listCustom<SandboxWarmPool>(ns, SANDBOX_WARM_POOL.plural),
-    resyncMs: config.resyncMs,
-    onEvent: (_event, pool) => enqueuePool(pool.metadata.name),
-    onError: warnOnRestart(logger, SANDBOX_WARM_POOL.plural),
-  });
-  const syncs: Informer<RepositorySync> = new Informer<RepositorySync>({
-    kubeConfig,
-    path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${REPOSITORY_SYNC.plural}`,
-    list: () => client.listCustom<RepositorySync>(ns, REPOSITORY_SYNC.plural),
-    resyncMs: config.resyncMs,
-    onEvent: (_event, sync) => enqueueSync(sync.metadata.name),
-    onError: warnOnRestart(logger, REPOSITORY_SYNC.plural),
-  });
-  const syncJobSelector = `${LABELS.managedBy}=${MANAGED_BY},${LABELS.component}=${SYNC_COMPONENT}`;
-  const jobs: Informer<V1Job> = new Informer<V1Job>({
-    kubeConfig,
-    path: `/apis/batch/v1/namespaces/${ns}/jobs`,
-    labelSelector: syncJobSelector,
-    list: () => client.batch.listNamespacedJob({ namespace: ns, labelSelector: syncJobSelector }),
-    resyncMs: config.resyncMs,
-    onEvent: (event, job) => {
-      const owner = job.metadata?.labels?.[SYNC_LABEL];
-      if (owner && event !== 'resync') enqueueSync(owner);
-    },
-    onError: warnOnRestart(logger, 'jobs'),
-  });
-  const runnerSelector = `${LABELS.managedBy}=${MANAGED_BY}`;
-  const pods: Informer<V1Pod> = new Informer<V1Pod>({
-    kubeConfig,
-    path: `/api/v1/namespaces/${ns}/pods`,
-    labelSelector: runnerSelector,
-    list: () => client.core.listNamespacedPod({ namespace: ns, labelSelector: runnerSelector }),
-    resyncMs: config.resyncMs,
-    onEvent: onPod,
-    onError: warnOnRestart(logger, 'pods'),
-  });
-  const view = new ClusterView(sandboxes, pools, pods, ns, config.maxSandboxes, config.runnerImage);
-
+  const view = new ClusterView(caches.sandboxes, caches.pools, caches.pods, ns, config.maxSandboxes, config.runnerImage);
+  const routing = new ChangeRouting(ns, queues, view, caches);
   const metrics = createMetrics({
-    sandboxPhases: () => {
-      const counts: Record<string, number> = { Pending: 0, Starting: 0, Ready: 0, Expired: 0, Failed: 0 };
-      for (const s of sandboxes.list(ns)) counts[s.status?.phase ?? 'Pending'] = (counts[s.status?.phase ?? 'Pending'] ?? 0) + 1;
-      return counts;
-    },
-    queueDepths: () => ({
-      [SANDBOX.kind]: sandboxQueue?.depth ?? 0,
-      [SANDBOX_WARM_POOL.kind]: poolQueue?.depth ?? 0,
-      [REPOSITORY_SYNC.kind]: syncQueue?.depth ?? 0,
-    }),
+    sandboxPhases: () => sandboxPhaseCounts(caches.sandboxes.list(ns)),
+    queueDepths: () => queues.depths(),
   });
   const ctx: ReconcileContext = { view, client, config, metrics, logger, now };
-  const timed = (kind: string, reconcile: (namespace: string, name: string) => Promise<ProcessResult>) => async (key: string) => {
-    const [namespace, name] = key.split('/') as [string, string];
-    const end = metrics.reconcileDuration.startTimer({ kind });
-    try {
-      const result = await reconcile(namespace, name);
-      metrics.reconciles.inc({ kind, result: result.conflict ? 'conflict' : 'ok' });
-      return result;
-    } catch (error) {
-      metrics.reconciles.inc({ kind, result: 'error' });
-      throw error;
-    } finally {
-      end();
-    }
-  };
-  const onReconcileError = (kind: string) => (key: string, error: unknown, retryInMs: number) =>
-    logger.warn({ error: statusMessage(error), code: httpStatus(error), kind, key, retry_in_ms: retryInMs }, 'reconcile failed; retrying');
-  const makeQueues = () => {
-    sandboxQueue = new WorkQueue(timed(SANDBOX.kind, (n, name) => reconcileSandbox(ctx, n, name)), { workers: config.workers, onError: onReconcileError(SANDBOX.kind) });
-    poolQueue = new WorkQueue(timed(SANDBOX_WARM_POOL.kind, (n, name) => reconcilePool(ctx, n, name)), { workers: 1, onError: onReconcileError(SANDBOX_WARM_POOL.kind) });
-    syncQueue = new WorkQueue(timed(REPOSITORY_SYNC.kind, (n, name) => reconcileRepositorySync(ctx, { syncs, jobs, pods }, n, name)), {
-      workers: 2,
-      onError: onReconcileError(REPOSITORY_SYNC.kind),
-    });
-  };
+  const election = electLeader(ctx, queues, caches);
 
-  const election = new LeaderElection({
+  const health = await serveHealth({
+    host: config.metricsHost,
+    port: config.metricsPort,
+    registry: metrics.registry,
+    ready: () => Object.values(caches).every((informer) => informer.synced),
+  });
+  await Promise.all([caches.sandboxes.start(), caches.pools.start(), caches.pods.start(), caches.syncs.start(), caches.jobs.start()]);
+  election.start();
+  logger.info({ namespace: ns, identity: config.identity, metrics_port: health.port }, 'controller started');
+
+  return {
+    metricsPort: health.port,
+    metrics,
+    isLeader: () => election.isLeader,
+    idle: () => queues.idle(),
+    stop: async (stopOptions = {}) => {
+      await election.stop({ release: stopOptions.releaseLease ?? true });
+      await Promise.all([caches.sandboxes.stop(), caches.pools.stop(), caches.pods.stop(), caches.syncs.stop(), caches.jobs.stop()]);
+      await health.close();
+    },
+  };
+}
+
+/**
+ * Leader election on the Lease: leading starts fresh queues and enqueues every object the caches
+ * hold; losing the lead stops them and forgets what this replica expected of the cluster.
+ */
+function electLeader(ctx: ReconcileContext, queues: KindQueues, caches: ClusterCaches): LeaderElection {
+  const { client, config, logger, metrics, view } = ctx;
+  const ns = config.namespace;
+  return new LeaderElection({
     api: client.coordination,
     namespace: ns,
     name: config.leaseName,
@@ -208,48 +101,57 @@ export async function startController(options: {
       logger.info({ identity: config.identity }, 'leading');
       metrics.leader.set(1);
       view.reset();
-      makeQueues();
-      sandboxQueue!.start();
-      poolQueue!.start();
-      syncQueue!.start();
-      for (const r of syncs.list(ns)) enqueueSync(r.metadata.name);
-      for (const p of pools.list(ns)) enqueuePool(p.metadata.name);
-      for (const s of sandboxes.list(ns)) enqueueSandbox(s.metadata.name);
+      queues.start(reconcileQueues(ctx, caches));
+      for (const r of caches.syncs.list(ns)) queues.add(REPOSITORY_SYNC.kind, r.metadata.name);
+      for (const p of caches.pools.list(ns)) queues.add(SANDBOX_WARM_POOL.kind, p.metadata.name);
+      for (const s of caches.sandboxes.list(ns)) queues.add(SANDBOX.kind, s.metadata.name);
     },
     onStoppedLeading: () => {
       logger.warn({ identity: config.identity }, 'lost the leader lease; reconciling stops');
       metrics.leader.set(0);
-      sandboxQueue?.stop();
-      poolQueue?.stop();
-      syncQueue?.stop();
-      sandboxQueue = poolQueue = syncQueue = undefined;
+      queues.stop();
       view.reset();
     },
     onError: (error) => logger.warn({ error: statusMessage(error), code: httpStatus(error) }, 'leader election: lease call failed'),
-    now,
+    now: ctx.now,
   });
+}
 
-  const health: HealthEndpoint = await serveHealth({
-    host: config.metricsHost,
-    port: config.metricsPort,
-    registry: metrics.registry,
-    ready: () => sandboxes.synced && pools.synced && pods.synced && syncs.synced && jobs.synced,
-  });
-  await Promise.all([sandboxes.start(), pools.start(), pods.start(), syncs.start(), jobs.start()]);
-  election.start();
-  logger.info({ namespace: ns, identity: config.identity, metrics_port: health.port }, 'controller started');
-
+/** One queue per kind, each running its kind's reconciler (timed and counted), failures retried with backoff. */
+function reconcileQueues(ctx: ReconcileContext, caches: ClusterCaches): Record<QueuedKind, WorkQueue> {
+  const queue = (kind: QueuedKind, workers: number, reconcile: (namespace: string, name: string) => Promise<ProcessResult>) =>
+    new WorkQueue(timed(ctx, kind, reconcile), {
+      workers,
+      onError: (key, error, retryInMs) =>
+        ctx.logger.warn({ error: statusMessage(error), code: httpStatus(error), kind, key, retry_in_ms: retryInMs }, 'reconcile failed; retrying'),
+    });
   return {
-    metricsPort: health.port,
-    metrics,
-    isLeader: () => election.isLeader,
-    idle: async () => {
-      await Promise.all([sandboxQueue?.idle(), poolQueue?.idle(), syncQueue?.idle()]);
-    },
-    stop: async (stopOptions = {}) => {
-      await election.stop({ release: stopOptions.releaseLease ?? true });
-      await Promise.all([sandboxes.stop(), pools.stop(), pods.stop(), syncs.stop(), jobs.stop()]);
-      await health.close();
-    },
+    [SANDBOX.kind]: queue(SANDBOX.kind, ctx.config.workers, (n, name) => reconcileSandbox(ctx, n, name)),
+    [SANDBOX_WARM_POOL.kind]: queue(SANDBOX_WARM_POOL.kind, 1, (n, name) => reconcilePool(ctx, n, name)),
+    [REPOSITORY_SYNC.kind]: queue(REPOSITORY_SYNC.kind, 2, (n, name) => reconcileRepositorySync(ctx, caches, n, name)),
   };
+}
+
+/** A reconciler of `namespace/name` keys whose every call is timed and counted by outcome. */
+function timed(ctx: ReconcileContext, kind: QueuedKind, reconcile: (namespace: string, name: string) => Promise<ProcessResult>) {
+  return async (key: string): Promise<ProcessResult> => {
+    const [namespace, name] = key.split('/') as [string, string];
+    const end = ctx.metrics.reconcileDuration.startTimer({ kind });
+    try {
+      const result = await reconcile(namespace, name);
+      ctx.metrics.reconciles.inc({ kind, result: result.conflict ? 'conflict' : 'ok' });
+      return result;
+    } catch (error) {
+      ctx.metrics.reconciles.inc({ kind, result: 'error' });
+      throw error;
+    } finally {
+      end();
+    }
+  };
+}
+
+function sandboxPhaseCounts(sandboxes: readonly Sandbox[]): Record<string, number> {
+  const counts: Record<string, number> = { Pending: 0, Starting: 0, Ready: 0, Expired: 0, Failed: 0 };
+  for (const s of sandboxes) counts[s.status?.phase ?? 'Pending'] = (counts[s.status?.phase ?? 'Pending'] ?? 0) + 1;
+  return counts;
 }

@@ -119,7 +119,7 @@ async function startTarget(stubUrl: string): Promise<Target> {
     LOG_LEVEL: 'warn',
   });
   cleanups.push(() => acis.stop());
-  note(`tsx api-server/main.ts serve   pid ${acis.pid}, ${acis.url}`);
+  note(`tsx cli/acis.ts serve   pid ${acis.pid}, ${acis.url}`);
   note(`embedded PGlite in ${dataDir} (removed at the end)`);
   note(`bootstrap service key ${generatedKey.slice(0, 16)}… (generated for this run)`);
   return { url: acis.url, serviceKey: generatedKey, remote: false };

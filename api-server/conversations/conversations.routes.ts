@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import type { AppDeps } from '../deps.js';
-import { NDJSON, type RouteResult } from '../core/http/route.js';
+import { NDJSON, type RouteResult } from '../core/http/route-result.js';
 import { defineRoute } from '../define-route.js';
 import type { RateClass } from '../core/rate-limit.js';
 import { StreamLine } from '../messages/message-body.schemas.js';

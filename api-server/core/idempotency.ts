@@ -4,7 +4,7 @@ import type { Context } from 'koa';
 import { canonicalJson } from './canonical-json.js';
 import { json } from './db/database.js';
 import type { CoreDeps } from './deps.js';
-import { NDJSON, type RouteResult } from './http/route.js';
+import { NDJSON, type RouteResult } from './http/route-result.js';
 import { type Principal, principalKey } from './principal.js';
 import { ProblemError, problems } from './problems.js';
 

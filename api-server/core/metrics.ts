@@ -36,107 +36,95 @@ const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const RUN_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
 
 export class Metrics {
-  readonly registry = new Registry();
-  private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
-  private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
-  private readonly rateLimited: Counter<'class'>;
-  private readonly runs: Counter<'status' | 'problem'>;
-  private readonly runDuration: Histogram<'status'>;
-  private readonly firstAgentLine: Histogram;
-  private readonly turnDuration: Histogram<'status'>;
-  private readonly capacityRejections: Counter<'on_capacity'>;
-  private readonly holdDuration: Histogram<'outcome'>;
-  private readonly approvalsRequested: Counter;
-  private readonly approvalsResolved: Counter<'outcome'>;
-  private readonly syncs: Counter<'outcome'>;
-  private readonly syncDuration: Histogram<'outcome'>;
+  /** Node's default metrics first, then ours, in the order declared here (the order a scrape lists them). */
+  readonly registry = registryWithDefaultMetrics();
+  private readonly registers = [this.registry];
+  private readonly httpRequests: Counter<'method' | 'route' | 'status'> = new Counter({
+    name: 'acis_http_requests_total',
+    help: 'API requests answered, by route template, method and status.',
+    labelNames: ['method', 'route', 'status'],
+    registers: this.registers,
+  });
+  private readonly httpDuration: Histogram<'method' | 'route' | 'status'> = new Histogram({
+    name: 'acis_http_request_duration_seconds',
+    help: 'Time from a request arriving to its response starting (a stream counts until its headers go out).',
+    labelNames: ['method', 'route', 'status'],
+    buckets: HTTP_BUCKETS,
+    registers: this.registers,
+  });
+  private readonly rateLimited: Counter<'class'> = new Counter({
+    name: 'acis_rate_limited_total',
+    help: 'Requests refused with 429 rate-limited, by rate class.',
+    labelNames: ['class'],
+    registers: this.registers,
+  });
+  private readonly runs: Counter<'status' | 'problem'> = new Counter({
+    name: 'acis_runs_total',
+    help: 'Agent runs ended on this node, by message status and the platform problem that failed it (none: not a platform failure).',
+    labelNames: ['status', 'problem'],
+    registers: this.registers,
+  });
+  private readonly runDuration: Histogram<'status'> = new Histogram({
+    name: 'acis_run_duration_seconds',
+    help: 'Time from a run starting (message accepted) to its end, waiting for a runner and approvals included.',
+    labelNames: ['status'],
+    buckets: RUN_BUCKETS,
+    registers: this.registers,
+  });
+  private readonly firstAgentLine: Histogram = new Histogram({
+    name: 'acis_run_first_agent_line_seconds',
+    help: 'Time from a run starting to the first line from the agent.',
+    buckets: RUN_BUCKETS,
+    registers: this.registers,
+  });
+  private readonly turnDuration: Histogram<'status'> = new Histogram({
+    name: 'acis_turn_duration_seconds',
+    help: 'Time an agent turn held its runner, by how it ended (completed, failed, crashed, aborted).',
+    labelNames: ['status'],
+    buckets: RUN_BUCKETS,
+    registers: this.registers,
+  });
+  private readonly capacityRejections: Counter<'on_capacity'> = new Counter({
+    name: 'acis_capacity_rejections_total',
+    help: 'Runs refused capacity-exhausted: at once (reject) or after the maximum hold (hold).',
+    labelNames: ['on_capacity'],
+    registers: this.registers,
+  });
+  private readonly holdDuration: Histogram<'outcome'> = new Histogram({
+    name: 'acis_run_hold_seconds',
+    help: 'Time a held run waited in the queue for a runner, by whether it got one.',
+    labelNames: ['outcome'],
+    buckets: RUN_BUCKETS,
+    registers: this.registers,
+  });
+  private readonly approvalsRequested: Counter = new Counter({
+    name: 'acis_approvals_requested_total',
+    help: 'Approvals raised by runs on this node.',
+    registers: this.registers,
+  });
+  private readonly approvalsResolved: Counter<'outcome'> = new Counter({
+    name: 'acis_approvals_resolved_total',
+    help: 'Approvals that ended, by outcome (approved, denied, expired).',
+    labelNames: ['outcome'],
+    registers: this.registers,
+  });
+  private readonly syncs: Counter<'outcome'> = new Counter({
+    name: 'acis_repository_syncs_total',
+    help: 'Repository syncs ended on this node, by outcome (ready, error, superseded by a newer change).',
+    labelNames: ['outcome'],
+    registers: this.registers,
+  });
+  private readonly syncDuration: Histogram<'outcome'> = new Histogram({
+    name: 'acis_repository_sync_duration_seconds',
+    help: 'Time a repository sync took, by outcome.',
+    labelNames: ['outcome'],
+    buckets: RUN_BUCKETS,
+    registers: this.registers,
+  });
   private runnerSource: RunnerSource | undefined;
 
   constructor() {
-    const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'acis_' });
-    this.httpRequests = new Counter({
-      name: 'acis_http_requests_total',
-      help: 'API requests answered, by route template, method and status.',
-      labelNames: ['method', 'route', 'status'],
-      registers,
-    });
-    this.httpDuration = new Histogram({
-      name: 'acis_http_request_duration_seconds',
-      help: 'Time from a request arriving to its response starting (a stream counts until its headers go out).',
-      labelNames: ['method', 'route', 'status'],
-      buckets: HTTP_BUCKETS,
-      registers,
-    });
-    this.rateLimited = new Counter({
-      name: 'acis_rate_limited_total',
-      help: 'Requests refused with 429 rate-limited, by rate class.',
-      labelNames: ['class'],
-      registers,
-    });
-    this.runs = new Counter({
-      name: 'acis_runs_total',
-      help: 'Agent runs ended on this node, by message status and the platform problem that failed it (none: not a platform failure).',
-      labelNames: ['status', 'problem'],
-      registers,
-    });
-    this.runDuration = new Histogram({
-      name: 'acis_run_duration_seconds',
-      help: 'Time from a run starting (message accepted) to its end, waiting for a runner and approvals included.',
-      labelNames: ['status'],
-      buckets: RUN_BUCKETS,
-      registers,
-    });
-    this.firstAgentLine = new Histogram({
-      name: 'acis_run_first_agent_line_seconds',
-      help: 'Time from a run starting to the first line from the agent.',
-      buckets: RUN_BUCKETS,
-      registers,
-    });
-    this.turnDuration = new Histogram({
-      name: 'acis_turn_duration_seconds',
-      help: 'Time an agent turn held its runner, by how it ended (completed, failed, crashed, aborted).',
-      labelNames: ['status'],
-      buckets: RUN_BUCKETS,
-      registers,
-    });
-    this.capacityRejections = new Counter({
-      name: 'acis_capacity_rejections_total',
-      help: 'Runs refused capacity-exhausted: at once (reject) or after the maximum hold (hold).',
-      labelNames: ['on_capacity'],
-      registers,
-    });
-    this.holdDuration = new Histogram({
-      name: 'acis_run_hold_seconds',
-      help: 'Time a held run waited in the queue for a runner, by whether it got one.',
-      labelNames: ['outcome'],
-      buckets: RUN_BUCKETS,
-      registers,
-    });
-    this.approvalsRequested = new Counter({
-      name: 'acis_approvals_requested_total',
-      help: 'Approvals raised by runs on this node.',
-      registers,
-    });
-    this.approvalsResolved = new Counter({
-      name: 'acis_approvals_resolved_total',
-      help: 'Approvals that ended, by outcome (approved, denied, expired).',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.syncs = new Counter({
-      name: 'acis_repository_syncs_total',
-      help: 'Repository syncs ended on this node, by outcome (ready, error, superseded by a newer change).',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.syncDuration = new Histogram({
-      name: 'acis_repository_sync_duration_seconds',
-      help: 'Time a repository sync took, by outcome.',
-      labelNames: ['outcome'],
-      buckets: RUN_BUCKETS,
-      registers,
-    });
+    const registers = this.registers;
     const runners = () => this.runnerSource;
     new Gauge({
       name: 'acis_runners',
@@ -214,6 +202,12 @@ export class Metrics {
     this.syncs.inc({ outcome });
     this.syncDuration.observe({ outcome }, seconds);
   }
+}
+
+function registryWithDefaultMetrics(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'acis_' });
+  return registry;
 }
 
 /** Seconds since a `performance.now()` reading. */

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { isForeignKeyViolation, json } from '../core/db/database.js';
-import type { AppDeps } from '../deps.js';
+import type { CoreDeps } from '../core/deps.js';
 import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { problems } from '../core/problems.js';
@@ -33,7 +33,7 @@ export function credentialSecretContext(credentialId: string): string {
 }
 
 export async function getCredentialInScope(
-  deps: AppDeps,
+  deps: CoreDeps,
   principal: ServicePrincipal,
   credentialId: string,
 ): Promise<CredentialRow> {
@@ -43,7 +43,7 @@ export async function getCredentialInScope(
 }
 
 export async function createCredential(
-  deps: AppDeps,
+  deps: CoreDeps,
   principal: ServicePrincipal,
   body: z.output<typeof CreateCredentialBody>,
 ): Promise<CredentialRow> {
@@ -69,12 +69,12 @@ export async function createCredential(
   }
 }
 
-export function listCredentials(deps: AppDeps, principal: ServicePrincipal, query: PageRequest) {
+export function listCredentials(deps: CoreDeps, principal: ServicePrincipal, query: PageRequest) {
   return paginate(selectCredentials(deps.db, principal.integrationId), 'id', query);
 }
 
 /** Refused while a repository uses the credential: its syncs would fail silently otherwise. */
-export async function removeCredential(deps: AppDeps, principal: ServicePrincipal, credentialId: string): Promise<void> {
+export async function removeCredential(deps: CoreDeps, principal: ServicePrincipal, credentialId: string): Promise<void> {
   const credential = await getCredentialInScope(deps, principal, credentialId);
   const dependent = await repositoryUsingCredential(deps.db, credential.id);
   if (dependent) throw credentialInUse(dependent);

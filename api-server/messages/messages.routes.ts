@@ -1,4 +1,4 @@
-import { NDJSON } from '../core/http/route.js';
+import { NDJSON } from '../core/http/route-result.js';
 import { defineRoute } from '../define-route.js';
 import { mapPage } from '../core/pagination.js';
 import { problems } from '../core/problems.js';

@@ -11,8 +11,10 @@ import {
   getConversationInScope,
 } from '../conversations/conversations.service.js';
 import { fillerEnabled } from '../runs/filler.js';
-import { sandboxFor, sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-manager.js';
-import type { StreamLine } from '../runs/run-stream.js';
+import { sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-problems.js';
+import type { RunOutcome } from '../runs/run-request.js';
+import type { RunStream, StreamLine } from '../runs/run-stream.js';
+import { sandboxFor } from '../runs/runner-claim.js';
 import { type Admission, CapacityExhausted } from '../sandboxes/provider.js';
 import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
 import { effectiveSkillIds } from '../skills/materialise.js';
@@ -50,8 +52,8 @@ export function checkSend(conversation: ScopedConversationRow, body: SendBody, b
 export interface StartedRun {
   userMessageId: string;
   assistantMessageId: string;
-  stream: import('../runs/run-stream.js').RunStream;
-  done: Promise<import('../runs/run-manager.js').RunOutcome>;
+  stream: RunStream;
+  done: Promise<RunOutcome>;
 }
 
 /**

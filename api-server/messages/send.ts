@@ -1,5 +1,5 @@
 import type { AppDeps } from '../deps.js';
-import { NDJSON, type RouteResult } from '../core/http/route.js';
+import { NDJSON, type RouteResult } from '../core/http/route-result.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import type { StreamLine } from '../runs/run-stream.js';
 import { presentMessage } from './messages.presenter.js';

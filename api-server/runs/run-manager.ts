@@ -6,26 +6,23 @@ import type { Vault } from '../core/crypto.js';
 import type { Db } from '../core/db/database.js';
 import type { IdGenerator } from '../core/ids.js';
 import { type Metrics, secondsSince } from '../core/metrics.js';
-import { ProblemError, problemBody, problems } from '../core/problems.js';
-import { conversationRunMode, recordRunOnConversation, type ScopedConversationRow } from '../conversations/conversations.repository.js';
-import {
-  type AcquireRequest,
-  CapacityExhausted,
-  type Lease,
-  type ReleaseOptions,
-  type SandboxProvider,
-  SandboxUnavailable,
-} from '../sandboxes/provider.js';
-import type { TurnOutcome } from '../sandboxes/runner.js';
+import { type ProblemError, problemBody, problems } from '../core/problems.js';
+import { conversationRunMode, recordRunOnConversation } from '../conversations/conversations.repository.js';
+import type { Lease, ReleaseOptions, SandboxProvider } from '../sandboxes/provider.js';
+import type { ApprovalAnswer, TurnOutcome } from '../sandboxes/runner.js';
 import { databaseSessionStore } from '../sandboxes/session-store.js';
 import { presentMessage } from '../messages/messages.presenter.js';
 import { storeRunOutcome } from '../messages/messages.repository.js';
-import { EventMasker, GrowingMasker, maskedSessionStore } from '../secrets/event-masking.js';
+import { GrowingMasker, maskedSessionStore } from '../secrets/event-masking.js';
 import { deleteRunSecrets } from '../secrets/secrets.repository.js';
-import { loadRunSkills, type RunSkill } from '../skills/materialise.js';
+import { loadRunSkills } from '../skills/materialise.js';
 import { type FillerOptions, streamFiller } from './filler.js';
-import { ReplyBuilder } from './reply.js';
+import type { ReplyBuilder } from './reply.js';
+import { internalProblem } from './run-problems.js';
+import type { RunOutcome, RunRequest } from './run-request.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
+import { claimProblem, claimRunner, withSkills } from './runner-claim.js';
+import { type FillerStream, TurnLines } from './turn-lines.js';
 
 export interface RunManagerDeps {
   db: Db;
@@ -42,32 +39,6 @@ export interface RunManagerDeps {
   approvalTtlSeconds: number;
   metrics: Metrics;
 }
-
-export interface RunRequest {
-  conversation: ScopedConversationRow;
-  assistantMessageId: string;
-  content: string;
-  /** The message's `env`, shown to the agent with the turn. */
-  env?: Record<string, string> | undefined;
-  onCapacity: 'reject' | 'hold';
-  /** Already admitted, the runner still getting ready (on_capacity=reject is admitted before anything is persisted). */
-  lease?: Promise<Lease> | undefined;
-  /** Lines that open the stream (the `conversation` line of create and upsert). */
-  leadingLines: StreamLine[];
-  /** Whether the filler cascade enables a quick acknowledgement ahead of the agent. */
-  filler: boolean;
-  /** `{base_url}` for problem types in `error` lines, and the request that started the run. */
-  baseUrl: string;
-  requestId: string;
-  /** The run's resolved secrets (alias to value): masked out of everything the run emits or stores. */
-  secrets: ReadonlyMap<string, string>;
-  /** A platform refusal found before anything ran (missing-secret): the run ends with it at once. */
-  refusal?: ProblemError | undefined;
-  /** The run's effective skills (snapshot, narrowed by the conversation's selection and the message's skill_ids). */
-  skillIds: string[];
-}
-
-export type RunOutcome = { status: 'completed' | 'failed'; problem?: ProblemError };
 
 /**
  * Runs agent turns for messages on this node. A run outlives the request that started it: the
@@ -184,81 +155,20 @@ export class RunManager {
   }
 
   private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
-    const { conversation } = request;
     if (request.refusal) return this.abort(request, stream, request.refusal);
     // Read while the runner gets ready; awaited (and a failure met) once there is one to give them to.
     const skills = loadRunSkills(this.deps, request.skillIds);
     skills.catch(() => undefined);
     let lease: Lease;
-    let queuedMs: number | undefined;
     try {
-      if (request.lease) lease = await request.lease;
-      else {
-        lease = await this.deps.provider.acquire(sandboxFor(conversation, request.assistantMessageId), {
-          wait: request.onCapacity === 'hold',
-          signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
-          onQueued: (position, retryHint) => {
-            queuedMs ??= performance.now();
-            stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint }));
-          },
-        });
-        if (queuedMs !== undefined) this.deps.metrics.holdEnded('served', secondsSince(queuedMs));
-      }
+      lease = await claimRunner(this.deps, request, stream);
     } catch (error) {
-      if (error instanceof CapacityExhausted) {
-        this.deps.metrics.capacityRejected(request.onCapacity);
-        if (queuedMs !== undefined) this.deps.metrics.holdEnded('timed-out', secondsSince(queuedMs));
-      }
-      const problem =
-        error instanceof CapacityExhausted
-          ? new ProblemError('capacity-exhausted', 429, {
-              detail:
-                request.onCapacity === 'hold'
-                  ? 'No sandbox became available within the maximum hold time.'
-                  : 'No sandbox is available; retry later or send with on_capacity=hold.',
-              headers: { 'Retry-After': String(error.retryAfterSeconds) },
-            })
-          : error instanceof SandboxUnavailable
-            ? sandboxUnavailableProblem(error.reason)
-            : (this.ending ?? internalProblem());
-      if (!(error instanceof CapacityExhausted || error instanceof SandboxUnavailable || this.ending)) {
-        this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
-      }
-      return this.abort(request, stream, problem);
+      const problem = claimProblem(error, request.onCapacity) ?? this.ending;
+      if (!problem) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
+      return this.abort(request, stream, problem ?? internalProblem());
     }
-    const { lease: ready, skillsDelivered } = await this.withSkills(request, lease, skills);
+    const { lease: ready, skillsDelivered } = await withSkills(this.deps, request, lease, skills);
     return this.runTurn(request, stream, ready, skillsDelivered, masker, startedMs);
-  }
-
-  /**
-   * Sends the run's skills to the runner (it writes them into its workspace) and has it offer exactly
-   * those. A live session keeps offering the set it started with, so a held runner whose set differs
-   * is recycled and a fresh one resumes the transcript with this run's set. The turn goes out right
-   * behind the skills, unanswered (the runner starts a turn only once the workspace changes sent
-   * before it are done, and never after one failed): `skillsDelivered` settles with their answer.
-   */
-  private async withSkills(request: RunRequest, lease: Lease, loaded: Promise<RunSkill[]>): Promise<{ lease: Lease; skillsDelivered: Promise<void> }> {
-    let current = lease;
-    try {
-      const skills = await loaded;
-      const names = skills.map((skill) => skill.name);
-      const offered = current.runner.sessionSkills;
-      if (current.continuing && (offered?.length !== names.length || offered.some((name, i) => name !== names[i]))) {
-        await this.deps.provider.release(current, { broken: true });
-        current = await this.deps.provider.acquire(sandboxFor(request.conversation, request.assistantMessageId), {
-          wait: true,
-          signal: AbortSignal.timeout(this.deps.maxHoldSeconds * 1000),
-        });
-      }
-      const skillsDelivered = current.runner.deliverSkills(skills);
-      // Awaited after the turn; this only keeps a failure before then from counting as unhandled.
-      skillsDelivered.catch(() => undefined);
-      current.runner.offerSkills(names);
-      return { lease: current, skillsDelivered };
-    } catch (error) {
-      await this.deps.provider.release(current, { broken: true });
-      throw error;
-    }
   }
 
   private async runTurn(
@@ -291,132 +201,142 @@ export class RunManager {
     runStartedMs: number,
     release: (options: ReleaseOptions) => Promise<unknown>,
   ): Promise<RunOutcome> {
-    const { conversation } = request;
     const turnStartedMs = performance.now();
-    let agentSpoke = false;
-    const reply = new ReplyBuilder();
-    let terminal: StreamLine | undefined;
-    let sessionId: string | undefined;
-    // While the filler streams, the turn's lines (the agent's and the platform's) wait, so its
-    // acknowledgement comes first.
-    const held: StreamLine[] | undefined = request.filler ? [] : undefined;
-    let pending = held;
-    const emit = (line: StreamLine) => (pending ? pending.push(line) : stream.append(line));
-    const fillerMasker = new EventMasker(masker);
-    const fillerDone = request.filler
-      ? streamFiller(this.deps.filler, request.content, (line) => fillerMasker.push(line).forEach((l) => stream.append(l))).then(
-          (text) => {
-            fillerMasker.flush().forEach((l) => stream.append(l));
-            reply.addLeadingText(masker.maskText(text));
-            pending = undefined;
-            for (const line of held ?? []) stream.append(line);
-          },
-        )
-      : Promise.resolve();
-    // Every agent event is masked before anything else sees it: the stream, the stored reply, the result.
-    const agentMasker = new EventMasker(masker);
+    const filler: FillerStream | undefined = request.filler ? (onLine) => streamFiller(this.deps.filler, request.content, onLine) : undefined;
+    const lines = new TurnLines(stream, masker, filler);
+    const disarmAbort = this.armAbort(request.assistantMessageId, lease);
+    const turned = await this.agentTurn(request, lease, lines, runStartedMs);
+    const aborted = disarmAbort();
+    const outcome = await this.afterSkillsDelivered(request.assistantMessageId, turned, skillsDelivered);
+    const turnSeconds = secondsSince(turnStartedMs);
+    await lines.fillerDone;
+    if (aborted) {
+      this.deps.logger.warn({ message_id: request.assistantMessageId, problem: aborted.kind }, 'agent run aborted');
+      this.deps.metrics.turnEnded('aborted', turnSeconds);
+      await release({ broken: true });
+      return this.abort(request, stream, aborted, lines.reply);
+    }
+    return this.endTurn(request, stream, lines, outcome, turnSeconds, release);
+  }
+
+  /**
+   * Lets `abortRun` and `endAll` end this turn at once: the runner is killed (the turn resolves as
+   * crashed) and recycled as broken by the caller. Returns the disarm, which says what the turn was
+   * aborted with, if it was.
+   */
+  private armAbort(messageId: string, lease: Lease): () => ProblemError | undefined {
     let aborted: ProblemError | undefined;
-    const live = this.live.get(request.assistantMessageId);
+    const live = this.live.get(messageId);
     if (live) {
       live.abort = (problem) => {
         if (aborted) return;
         aborted = problem;
-        // Ends the turn at once (it resolves as crashed); the runner is recycled as broken below.
         void lease.runner.kill();
       };
       if (this.ending) live.abort(this.ending);
     }
-    // Ends any approval wait of this turn once the turn is over, however it ended.
+    return () => {
+      if (live) live.abort = undefined;
+      return aborted;
+    };
+  }
+
+  /** The agent's turn on the runner; an approval it asks for parks the run until it is resolved or the turn is over. */
+  private async agentTurn(request: RunRequest, lease: Lease, lines: TurnLines, runStartedMs: number): Promise<TurnOutcome> {
+    let agentSpoke = false;
     const turnOver = new AbortController();
     const turned = await lease.runner.runTurn(
       {
         content: request.content,
         env: request.env,
-        resume: lease.continuing ? undefined : (conversation.session_id ?? undefined),
+        resume: lease.continuing ? undefined : (request.conversation.session_id ?? undefined),
         runId: request.assistantMessageId,
-        onApprovalRequest: (input) => {
-          const run = this.live.get(request.assistantMessageId);
-          if (!run) return Promise.resolve({ isError: true, text: 'The run is not active.' });
-          const parked = {
-            conversation: request.conversation,
-            messageId: request.assistantMessageId,
-            masker: run.masker,
-            secrets: run.secrets,
-            emit,
-            abort: (problem: ProblemError) => this.abortRun(request.assistantMessageId, problem),
-          };
-          return parkOnApproval(this.deps, parked, input, turnOver.signal);
-        },
+        onApprovalRequest: (input) => this.parkRun(request, lines.emit, input, turnOver.signal),
       },
       (raw) => {
         if (!agentSpoke) {
           agentSpoke = true;
           this.deps.metrics.firstAgentLineAfter(secondsSince(runStartedMs));
         }
-        for (const event of agentMasker.push(raw)) {
-          if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') {
-            sessionId = event.session_id;
-          }
-          reply.add(event);
-          // The agent's `result` is the terminal line: it is held back until the reply is stored and
-          // `message_end` has gone out.
-          if (event.type === 'result') terminal = event;
-          else emit(event);
-        }
+        lines.agentEvent(raw);
       },
     );
     turnOver.abort();
-    if (live) live.abort = undefined;
-    // A turn counts only if the skills it was sent behind arrived (the runner refuses it otherwise).
+    return turned;
+  }
+
+  /** The agent asked for an approval: the run waits for its resolution (or its expiry, or the turn's end) and the agent gets the answer. */
+  private parkRun(request: RunRequest, emit: (line: StreamLine) => void, input: unknown, turnOver: AbortSignal): Promise<ApprovalAnswer> {
+    const run = this.live.get(request.assistantMessageId);
+    if (!run) return Promise.resolve({ isError: true, text: 'The run is not active.' });
+    const parked = {
+      conversation: request.conversation,
+      messageId: request.assistantMessageId,
+      masker: run.masker,
+      secrets: run.secrets,
+      emit,
+      abort: (problem: ProblemError) => this.abortRun(request.assistantMessageId, problem),
+    };
+    return parkOnApproval(this.deps, parked, input, turnOver);
+  }
+
+  /** A turn counts only if the skills it was sent behind arrived (the runner refuses it otherwise). */
+  private async afterSkillsDelivered(messageId: string, turned: TurnOutcome, skillsDelivered: Promise<void>): Promise<TurnOutcome> {
     const undelivered = await skillsDelivered.then(
       () => undefined,
       (error: unknown) => (error instanceof Error ? error.message : String(error)),
     );
-    if (undelivered) this.deps.logger.error({ message_id: request.assistantMessageId, error: undelivered }, 'delivering the skills of a run failed');
-    const outcome: TurnOutcome = undelivered && turned.kind !== 'crashed' ? { kind: 'crashed', error: `skills not delivered: ${undelivered}` } : turned;
-    const turnSeconds = secondsSince(turnStartedMs);
-    await fillerDone;
-    if (aborted) {
-      this.deps.logger.warn({ message_id: request.assistantMessageId, problem: aborted.kind }, 'agent run aborted');
-      this.deps.metrics.turnEnded('aborted', turnSeconds);
-      await release({ broken: true });
-      return this.abort(request, stream, aborted, reply);
-    }
-    const succeeded = outcome.kind !== 'crashed' && terminal !== undefined;
-    const built = succeeded ? reply.build() : undefined;
-    // The reply is stored while the runner's next state is worked out: the terminal line waits for both.
+    if (undelivered) this.deps.logger.error({ message_id: messageId, error: undelivered }, 'delivering the skills of a run failed');
+    return undelivered && turned.kind !== 'crashed' ? { kind: 'crashed', error: `skills not delivered: ${undelivered}` } : turned;
+  }
+
+  /** The reply is stored while the runner's next state is worked out; message_end and the terminal line wait for both. */
+  private async endTurn(
+    request: RunRequest,
+    stream: RunStream,
+    lines: TurnLines,
+    outcome: TurnOutcome,
+    turnSeconds: number,
+    release: (options: ReleaseOptions) => Promise<unknown>,
+  ): Promise<RunOutcome> {
+    const { terminal } = lines;
+    const built = outcome.kind !== 'crashed' && terminal !== undefined ? lines.reply.build() : undefined;
     const storing = built
-      ? this.finish(request.assistantMessageId, conversation.id, {
+      ? this.finish(request.assistantMessageId, request.conversation.id, {
           status: built.agentFailed ? 'failed' : 'completed',
           content: built.content,
           parts: built.parts,
           usage: built.usage,
-          sessionId,
+          sessionId: lines.sessionId,
         })
       : undefined;
     storing?.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
-    const mode = await conversationRunMode(this.deps.db, conversation.id);
-    const released = release({
+    const released = release(await this.releaseOptions(request.conversation.id, outcome));
+    this.deps.metrics.turnEnded(outcome.kind === 'crashed' ? 'crashed' : built?.agentFailed === false ? 'completed' : 'failed', turnSeconds);
+    if (!storing || !built || !terminal) {
+      this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
+      await released;
+      return this.abort(request, stream, this.ending ?? internalProblem(), lines.reply);
+    }
+    const stored = await storing;
+    await released;
+    if (!stored) return this.conversationGone(request, stream);
+    stream.append(platformLine('message_end', { message: stored }));
+    stream.append(terminal);
+    return { status: built.agentFailed ? 'failed' : 'completed' };
+  }
+
+  /** How the runner goes back: broken after a crash, discarded with its conversation, held while the conversation is warm. */
+  private async releaseOptions(conversationId: string, outcome: TurnOutcome): Promise<ReleaseOptions> {
+    const mode = await conversationRunMode(this.deps.db, conversationId);
+    return {
       broken: outcome.kind === 'crashed',
       discard: mode === undefined,
       ...(mode?.mode === 'warm' &&
         mode.idle_ttl_seconds !== null && {
           hold: { idleTtlSeconds: mode.idle_ttl_seconds, maxConcurrentWarm: mode.settings.max_concurrent_warm },
         }),
-    });
-    this.deps.metrics.turnEnded(outcome.kind === 'crashed' ? 'crashed' : built?.agentFailed === false ? 'completed' : 'failed', turnSeconds);
-    if (!storing || !built || !terminal) {
-      this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
-      await released;
-      return this.abort(request, stream, this.ending ?? internalProblem(), reply);
-    }
-    const status = built.agentFailed ? 'failed' : 'completed';
-    const stored = await storing;
-    await released;
-    if (!stored) return this.conversationGone(request, stream);
-    stream.append(platformLine('message_end', { message: stored }));
-    stream.append(terminal);
-    return { status };
+    };
   }
 
   /** A platform abort: the message fails and the stream ends with an `error` line carrying the problem. */
@@ -467,26 +387,4 @@ export class RunManager {
     if (!row) return undefined;
     return presentMessage(row);
   }
-}
-
-/** What the sandbox provider needs of a conversation to place its run. */
-export function sandboxFor(conversation: ScopedConversationRow, runId: string): AcquireRequest {
-  return { agentType: conversation.agent_type, conversationId: conversation.id, tenantId: conversation.tenant_id, runId };
-}
-
-/** This node cannot start runners; `reason` says what is missing and how to install it. */
-export function sandboxUnavailableProblem(reason: string): ProblemError {
-  return new ProblemError('sandbox-unavailable', 503, { detail: reason });
-}
-
-/** The node is shutting down and takes no new messages; another node (or this one once restarted) will. */
-export function shuttingDownProblem(): ProblemError {
-  return new ProblemError('shutting-down', 503, {
-    detail: 'This server is shutting down and takes no new messages; send it again (another node, or this one once restarted, serves it).',
-    headers: { 'Retry-After': '1' },
-  });
-}
-
-function internalProblem(): ProblemError {
-  return new ProblemError('internal-error', 500, { detail: 'The agent run failed on the platform side.' });
 }

@@ -109,7 +109,7 @@ export function freePort(): Promise<number> {
  * measured.
  */
 export function acisArgs(root: string, command: string): string[] {
-  return freshBuild(root) ? [compiledMain(root), command] : ['--import', 'tsx', path.join(root, 'api-server/main.ts'), command];
+  return freshBuild(root) ? [compiledMain(root), command] : ['--import', 'tsx', path.join(root, 'cli/acis.ts'), command];
 }
 
 /** Whether `dist/` is newer than every source file it is built from (the folders tsconfig.build.json includes). */
@@ -122,7 +122,7 @@ export function freshBuild(root: string): boolean {
 }
 
 function compiledMain(root: string): string {
-  return path.join(root, 'dist/api-server/main.js');
+  return path.join(root, 'dist/cli/acis.js');
 }
 
 function newestMtime(dir: string): number {

@@ -15,13 +15,13 @@ const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
 
 /**
- * Starts `node --import tsx api-server/main.ts serve` (one process, unlike the tsx CLI, so stopping
+ * Starts `node --import tsx cli/acis.ts serve` (one process, unlike the tsx CLI, so stopping
  * it stops the server) with `env` and waits for GET /healthz. The server's log lines are echoed
  * with an `[acis]` prefix.
  */
 export async function startAcis(root: string, env: Record<string, string>): Promise<AcisProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'api-server/main.ts'), 'serve'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'cli/acis.ts'), 'serve'], {
     cwd: root,
     env: { ...inheritedEnv(), ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],

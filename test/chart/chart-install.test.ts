@@ -57,7 +57,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       server,
       images: {
         [RUNNER_IMAGE]: { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] },
-        [ACIS_IMAGE]: { command: process.execPath, args: ['/app/dist/api-server/main.js', 'serve'], binds: app },
+        [ACIS_IMAGE]: { command: process.execPath, args: ['/app/dist/cli/acis.js', 'serve'], binds: app },
       },
       probePeriodMs: 25,
       allocatable: { cpu: '64', memory: '256Gi', pods: 100 },

@@ -52,7 +52,7 @@ async function dockerignorePatterns(): Promise<string[]> {
 }
 
 const IMAGES = [
-  { name: 'acis', file: 'images/acis/Dockerfile', uid: 1000, entry: 'dist/api-server/main.js' },
+  { name: 'acis', file: 'images/acis/Dockerfile', uid: 1000, entry: 'dist/cli/acis.js' },
   { name: 'runner', file: 'images/runner/Dockerfile', uid: 10001, entry: 'dist/runner/runner.js' },
 ] as const;
 

@@ -70,7 +70,7 @@ beforeAll(async () => {
   });
   controller = await startTestController(cluster, {
     syncImage: SYNC_IMAGE,
-    syncCommand: [process.execPath, '--import', `file://${path.join(nodeModules, 'tsx/dist/loader.mjs')}`, path.join(ROOT, 'api-server/main.ts')],
+    syncCommand: [process.execPath, '--import', `file://${path.join(nodeModules, 'tsx/dist/loader.mjs')}`, path.join(ROOT, 'cli/acis.ts')],
   });
   ({ serviceKey: key } = await t.createIntegration('reposync'));
   const credential = await t.request('POST', '/credentials', { token: key, body: { name: 'git', type: 'git_pat', secret: TOKEN } });

@@ -1,5 +1,5 @@
 /**
- * What `npm start` runs: the compiled build (`npm run build`, then `node dist/api-server/main.js
+ * What `npm start` runs: the compiled build (`npm run build`, then `node dist/cli/acis.js
  * serve`) on the embedded database with nothing configured but the model endpoint, a bootstrap key
  * and an admin token. Its runners start from the compiled runner (dist/runner/runner.js), a path
  * the source-run suites never take: a message with a tool call, an approval raised through the

@@ -51,7 +51,7 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
  * dist/ (what `npm start` runs; build it first).
  */
 export function runAcis(args: string[], env: NodeJS.ProcessEnv, options: { compiled?: boolean } = {}): AcisProcess {
-  const entry = options.compiled ? ['dist/api-server/main.js'] : ['--import', 'tsx', 'api-server/main.ts'];
+  const entry = options.compiled ? ['dist/cli/acis.js'] : ['--import', 'tsx', 'cli/acis.ts'];
   return runNode([...entry, ...args], env);
 }
 

@@ -369,7 +369,7 @@ describe('acis CLI (admin commands over HTTP)', () => {
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       execFile(
         path.join(root, 'node_modules/.bin/tsx'),
-        ['api-server/main.ts', ...args],
+        ['cli/acis.ts', ...args],
         { cwd: root, env: { ...process.env, ACIS_URL: `${t.url}/`, ACIS_ADMIN_TOKEN: adminToken } },
         (error, stdout, stderr) => resolve({ code: error ? Number(error.code) : 0, stdout, stderr }),
       );

@@ -46,7 +46,7 @@ async function sealedValues(client: pg.Client): Promise<Sealed[]> {
 }
 
 async function rotateSecrets(url: string): Promise<Record<string, number>> {
-  const { stdout } = await promisify(execFile)(TSX, ['api-server/main.ts', 'rotate-secrets'], {
+  const { stdout } = await promisify(execFile)(TSX, ['cli/acis.ts', 'rotate-secrets'], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

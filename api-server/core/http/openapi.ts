@@ -11,8 +11,49 @@ type JsonSchema = Record<string, unknown>;
  */
 export function buildOpenApi(routes: AnyRoute[], info: { version: string; serverUrl?: string }): JsonSchema {
   const components: Record<string, JsonSchema> = {};
+  const convert = schemaConverter(components);
 
-  const convert = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
+  // Output forms claim the plain names first, whatever the route order; differing inputs get `Input`.
+  for (const route of routes) {
+    for (const spec of Object.values(route.responses)) if (spec.schema) convert(spec.schema, 'output');
+  }
+
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+    paths[path] ??= {};
+    paths[path][route.method] = operation(route, convert);
+  }
+
+  components.Problem = PROBLEM_SCHEMA;
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'ACIS: Agent Conversation Integration Service',
+      version: info.version,
+      description: 'Multi-tenant agent conversations for host products. Errors are RFC 9457 problem documents.',
+    },
+    ...(info.serverUrl && { servers: [{ url: info.serverUrl }] }),
+    paths,
+    components: {
+      schemas: components,
+      securitySchemes: {
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'An integration service key (sk_int_...) or a platform JWT from token exchange',
+        },
+        adminToken: { type: 'http', scheme: 'bearer', description: 'ACIS_ADMIN_TOKEN' },
+      },
+    },
+  };
+}
+
+/** Converts a zod schema to JSON Schema whose named parts (`meta({id})`) it stores in `components`, referenced from there. */
+type SchemaConverter = (schema: z.ZodType, io: 'input' | 'output') => JsonSchema;
+
+function schemaConverter(components: Record<string, JsonSchema>): SchemaConverter {
+  return (schema, io) => {
     const raw = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
     const defs = (raw.$defs ?? {}) as Record<string, JsonSchema>;
     const names = new Map<string, string>(Object.keys(defs).map((name) => [name, name]));
@@ -41,88 +82,69 @@ export function buildOpenApi(routes: AnyRoute[], info: { version: string; server
     const { $schema: _schema, $defs: _defs, ...rest } = raw;
     return rewrite(rest);
   };
+}
 
-  // Output forms claim the plain names first, whatever the route order; differing inputs get `Input`.
-  for (const route of routes) {
-    for (const spec of Object.values(route.responses)) if (spec.schema) convert(spec.schema, 'output');
-  }
-
-  const paths: Record<string, Record<string, unknown>> = {};
-  for (const route of routes) {
-    const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
-    const parameters = [
-      ...objectProperties(route.params, 'input').map(([name, schema]) => ({
-        name,
-        in: 'path',
-        required: true,
-        schema: convert(schema, 'input'),
-      })),
-      ...objectProperties(route.query, 'input').map(([name, schema, required]) => ({
-        name,
-        in: 'query',
-        required,
-        schema: convert(schema, 'input'),
-      })),
-    ];
-    if (route.idempotent) {
-      parameters.push({
-        name: 'Idempotency-Key',
-        in: 'header',
-        required: false,
-        schema: { type: 'string', maxLength: 255 },
-      });
-    }
-    const responses: Record<string, unknown> = {};
-    for (const [status, spec] of Object.entries(documentedResponses(route))) {
-      const numeric = Number(status);
-      if (numeric >= 400) {
-        responses[status] = {
-          description: spec.description,
-          content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
-        };
-      } else {
-        responses[status] = {
-          description: spec.description,
-          ...(spec.schema && { content: { [spec.contentType ?? 'application/json']: { schema: convert(spec.schema, 'output') } } }),
-        };
-      }
-    }
-    paths[path] ??= {};
-    paths[path][route.method] = {
-      operationId: route.operationId,
-      summary: route.summary,
-      tags: [route.tag],
-      security: route.auth === 'signature' ? [] : [{ [route.auth === 'admin' ? 'adminToken' : 'bearer']: [] }],
-      ...(parameters.length > 0 && { parameters }),
-      ...(route.body && {
-        requestBody: { required: true, content: { 'application/json': { schema: convert(route.body, 'input') } } },
-      }),
-      responses,
-    };
-  }
-
-  components.Problem = PROBLEM_SCHEMA;
+/** A route's operation object. Its schemas are converted in a fixed order (parameters, responses, body): component names depend on it. */
+function operation(route: AnyRoute, convert: SchemaConverter): Record<string, unknown> {
+  const parameters = operationParameters(route, convert);
+  const responses = operationResponses(route, convert);
   return {
-    openapi: '3.1.0',
-    info: {
-      title: 'ACIS: Agent Conversation Integration Service',
-      version: info.version,
-      description: 'Multi-tenant agent conversations for host products. Errors are RFC 9457 problem documents.',
-    },
-    ...(info.serverUrl && { servers: [{ url: info.serverUrl }] }),
-    paths,
-    components: {
-      schemas: components,
-      securitySchemes: {
-        bearer: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'An integration service key (sk_int_...) or a platform JWT from token exchange',
-        },
-        adminToken: { type: 'http', scheme: 'bearer', description: 'ACIS_ADMIN_TOKEN' },
-      },
-    },
+    operationId: route.operationId,
+    summary: route.summary,
+    tags: [route.tag],
+    security: route.auth === 'signature' ? [] : [{ [route.auth === 'admin' ? 'adminToken' : 'bearer']: [] }],
+    ...(parameters.length > 0 && { parameters }),
+    ...(route.body && {
+      requestBody: { required: true, content: { 'application/json': { schema: convert(route.body, 'input') } } },
+    }),
+    responses,
   };
+}
+
+function operationParameters(route: AnyRoute, convert: SchemaConverter): Array<Record<string, unknown>> {
+  const parameters = [
+    ...objectProperties(route.params, 'input').map(([name, schema]) => ({
+      name,
+      in: 'path',
+      required: true,
+      schema: convert(schema, 'input'),
+    })),
+    ...objectProperties(route.query, 'input').map(([name, schema, required]) => ({
+      name,
+      in: 'query',
+      required,
+      schema: convert(schema, 'input'),
+    })),
+  ];
+  if (route.idempotent) {
+    parameters.push({
+      name: 'Idempotency-Key',
+      in: 'header',
+      required: false,
+      schema: { type: 'string', maxLength: 255 },
+    });
+  }
+  return parameters;
+}
+
+/** Every documented status; errors are problem documents. */
+function operationResponses(route: AnyRoute, convert: SchemaConverter): Record<string, unknown> {
+  const responses: Record<string, unknown> = {};
+  for (const [status, spec] of Object.entries(documentedResponses(route))) {
+    const numeric = Number(status);
+    if (numeric >= 400) {
+      responses[status] = {
+        description: spec.description,
+        content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+      };
+    } else {
+      responses[status] = {
+        description: spec.description,
+        ...(spec.schema && { content: { [spec.contentType ?? 'application/json']: { schema: convert(spec.schema, 'output') } } }),
+      };
+    }
+  }
+  return responses;
 }
 
 /** `Tenant` → `TenantInput` → `TenantInput2` … (outputs, which should never differ: `Tenant2` …). */

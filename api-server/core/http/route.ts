@@ -7,6 +7,7 @@ import type { Principal, ServicePrincipal, UserPrincipal } from '../principal.js
 import { type ProblemError, problemBody, problems } from '../problems.js';
 import type { RateClass } from '../rate-limit.js';
 import { sendNdjson } from './ndjson.js';
+import type { RouteResult } from './route-result.js';
 import { fieldErrors, unsafeInput } from './validation.js';
 
 /**
@@ -39,17 +40,6 @@ export interface RouteRequest<A extends AuthMode, P, Q, B, D extends CoreDeps = 
   deps: D;
   requestId: string;
   ctx: Context;
-}
-
-export const NDJSON = 'application/x-ndjson';
-
-export interface RouteResult {
-  status: number;
-  body?: unknown;
-  headers?: Record<string, string>;
-  contentType?: string | undefined;
-  /** Serve the lines of this run (an assistant message) after the first `after` as NDJSON instead of a body. */
-  stream?: { messageId: string; after?: number };
 }
 
 const NoInput = z.object({});

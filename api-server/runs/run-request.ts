@@ -1,0 +1,31 @@
+import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
+import type { ProblemError } from '../core/problems.js';
+import type { Lease } from '../sandboxes/provider.js';
+import type { StreamLine } from './run-stream.js';
+
+/** What a send asks of a run: the turn, where its lines start, and what it may see (secrets, skills). */
+export interface RunRequest {
+  conversation: ScopedConversationRow;
+  assistantMessageId: string;
+  content: string;
+  /** The message's `env`, shown to the agent with the turn. */
+  env?: Record<string, string> | undefined;
+  onCapacity: 'reject' | 'hold';
+  /** Already admitted, the runner still getting ready (on_capacity=reject is admitted before anything is persisted). */
+  lease?: Promise<Lease> | undefined;
+  /** Lines that open the stream (the `conversation` line of create and upsert). */
+  leadingLines: StreamLine[];
+  /** Whether the filler cascade enables a quick acknowledgement ahead of the agent. */
+  filler: boolean;
+  /** `{base_url}` for problem types in `error` lines, and the request that started the run. */
+  baseUrl: string;
+  requestId: string;
+  /** The run's resolved secrets (alias to value): masked out of everything the run emits or stores. */
+  secrets: ReadonlyMap<string, string>;
+  /** A platform refusal found before anything ran (missing-secret): the run ends with it at once. */
+  refusal?: ProblemError | undefined;
+  /** The run's effective skills (snapshot, narrowed by the conversation's selection and the message's skill_ids). */
+  skillIds: string[];
+}
+
+export type RunOutcome = { status: 'completed' | 'failed'; problem?: ProblemError };
