@@ -6,6 +6,8 @@
  */
 import type { V1OwnerReference, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
 import { API_VERSION, LABELS, MANAGED_BY, type Resources, RUNNER_COMPONENT, RUNNER_PORT_NAME, type Sandbox, type SandboxWarmPool, tokenSecretName } from './api/v1alpha1.js';
+import { MODEL_KEY_ALIAS } from '../egress-proxy/model-endpoint.js';
+import { placeholderFor } from '../egress-proxy/placeholder.js';
 import type { ControllerConfig } from './config.js';
 
 
@@ -18,7 +20,7 @@ export const EGRESS_CA_DIR = '/etc/acis/egress-ca';
 /** The trust bundle (system roots plus the proxy's CA) the runner image's entrypoint writes into the pod's /tmp. */
 export const CA_BUNDLE_PATH = '/tmp/acis-ca-bundle.pem';
 /** What a runner pod holds instead of the platform's model key; the egress proxy replaces it on model calls only. */
-export const MODEL_KEY_PLACEHOLDER = '{{secret:ANTHROPIC_API_KEY}}';
+export const MODEL_KEY_PLACEHOLDER = placeholderFor(MODEL_KEY_ALIAS);
 
 export function controllerRef(owner: RunnerOwner): V1OwnerReference {
   return { apiVersion: API_VERSION, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };

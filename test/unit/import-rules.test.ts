@@ -17,7 +17,8 @@ import { importCircles, importGraph, type ImportGraph, sources } from '../helper
 const MAY_IMPORT: Record<string, string[]> = {
   kube: [],
   'controller/api': ['kube', 'sandbox-policy'],
-  controller: ['controller/api', 'kube', 'sandbox-policy'],
+  // The egress proxy owns the placeholder grammar and the model key's alias a runner pod is given.
+  controller: ['controller/api', 'kube', 'sandbox-policy', 'egress-proxy'],
   'api-server': ['controller/api', 'kube', 'sandbox-policy', 'runner', 'egress-proxy'],
   runner: [],
   'egress-proxy': [],

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../../runner/bridge.js';
-import { localRunnerProcess } from '../../../runner/runner-process.js';
+import { localRunnerProcess } from './runner-process.js';
 import type { Config } from '../../config.js';
 import { randomToken } from '../../core/crypto.js';
 import { LocalRunner } from './runner.js';

@@ -1,18 +1,20 @@
 /**
  * How the local provider starts a runner: the process, its arguments and its whole environment, in
- * a bubblewrap sandbox (bwrap.ts) or, for debugging, unsandboxed. The environment is the runner's
+ * a bubblewrap sandbox (runner/bwrap.ts) or, for debugging, unsandboxed. The environment is the runner's
  * contract with its host: the model endpoint only through the gateway's socket (the platform's key
  * never enters: the gateway replaces the placeholder), every HTTP(S) client pointed at the egress
  * proxy with the runner's own credential and trusting the proxy's CA, the transcript mirrored to the
  * API server's store, and, for a pool runner, the agent runtime prewarmed.
  */
 import path from 'node:path';
-import { bwrapCommand, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from './bwrap.js';
+import { MODEL_KEY_ALIAS } from '../../../egress-proxy/model-endpoint.js';
+import { placeholderFor } from '../../../egress-proxy/placeholder.js';
+import { bwrapCommand, runnerCommand, SANDBOX_HOME, SANDBOX_RUN } from '../../../runner/bwrap.js';
 
 /** The loopback port inside a sandbox where the runner bridges to the egress proxy. */
 const SANDBOX_PROXY_PORT = 3128;
 /** The platform's key never enters a sandbox: the model gateway replaces this placeholder on the way out. */
-const MODEL_KEY_PLACEHOLDER = '{{secret:ANTHROPIC_API_KEY}}';
+const MODEL_KEY_PLACEHOLDER = placeholderFor(MODEL_KEY_ALIAS);
 
 export interface LocalRunnerProcessOptions {
   /** The package root (the runner's source, or its compiled build, and node_modules). */
