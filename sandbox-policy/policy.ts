@@ -10,22 +10,9 @@
  * every runner is busy.
  */
 
-import type { RunnerState } from './transitions.js';
+import type { RunnerView } from './runner-view.js';
 
-export type { RunnerState } from './transitions.js';
-
-export interface RunnerView {
-  id: string;
-  agentType: string;
-  state: RunnerState;
-  /** The conversation a busy or held runner serves. */
-  conversationId?: string | undefined;
-  tenantId?: string | undefined;
-  /** Last time a turn ended on it (ms); the LRU key for evictions. */
-  lastUsedAt: number;
-  /** For held runners: when the idle TTL lapses (ms). */
-  heldUntil?: number | undefined;
-}
+export type { RunnerState, RunnerView } from './runner-view.js';
 
 export interface CapacityLimits {
   maxSandboxes: number;
