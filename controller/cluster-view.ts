@@ -6,7 +6,8 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Expectations, inFlight, NO_EXPECTATIONS } from '../sandbox-policy/expectations.js';
-import { type AdmissionCandidate, admitInOrder, type RunnerView, warmCapReleases } from '../sandbox-policy/policy.js';
+import { type RunnerView, warmCapReleases } from '../sandbox-policy/policy.js';
+import { type AdmissionCandidate, admitInOrder, compareAdmissionOrder } from '../sandbox-policy/admission.js';
 import { ANNOTATIONS, conditionOf, isTerminal, LABELS, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
 import type { Informer } from '../kube/informer.js';
 import { isPodReady } from './api/pod-health.js';
@@ -117,7 +118,7 @@ export class ClusterView {
       this.admitted.add(key);
       return { admitted: true };
     }
-    const position = [...line].sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)).findIndex((c) => c.id === key) + 1;
+    const position = [...line].sort(compareAdmissionOrder).findIndex((c) => c.id === key) + 1;
     return { admitted: false, position: position - admitted.length, used: used.sandboxes + used.poolPods, max: this.maxSandboxes };
   }
 

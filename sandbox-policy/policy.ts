@@ -123,25 +123,6 @@ export function poolDeficit(runners: RunnerView[], agentType: string, limits: Ca
   return Math.max(0, Math.min(limits.poolSize - ready - inFlight, free));
 }
 
-export interface AdmissionCandidate {
-  id: string;
-  /** Creation order: the earliest asks first (ms, then id to break ties). */
-  createdAt: number;
-}
-
-/**
- * Which waiting requests get capacity now, in creation order, when `used` of `maxSandboxes` places
- * are taken: a later request never overtakes an earlier one, so a queue drains first come first
- * served as capacity frees.
- */
-export function admitInOrder(waiting: AdmissionCandidate[], used: number, maxSandboxes: number): string[] {
-  const free = Math.max(0, maxSandboxes - used);
-  return [...waiting]
-    .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
-    .slice(0, free)
-    .map((c) => c.id);
-}
-
 /** A hint for a queued caller: roughly one typical turn per position ahead, at least one second. */
 export function retryHintSeconds(position: number, typicalTurnSeconds: number): number {
   return Math.max(1, Math.ceil(position * typicalTurnSeconds));
