@@ -6,10 +6,13 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Expectations, inFlight, NO_EXPECTATIONS } from '../sandbox-policy/expectations.js';
-import { type AdmissionCandidate, admitInOrder, type RunnerView, warmCapReleases } from '../sandbox-policy/policy.js';
-import { ANNOTATIONS, conditionOf, isTerminal, LABELS, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
+import { type RunnerView, warmCapReleases } from '../sandbox-policy/policy.js';
+import { admitInOrder, compareAdmissionOrder } from '../sandbox-policy/admission.js';
+import { ANNOTATIONS, LABELS, type Sandbox, type SandboxWarmPool } from './api/v1alpha1.js';
 import type { Informer } from '../kube/informer.js';
 import { isPodReady } from './api/pod-health.js';
+import { hasEnded, isAdmitted } from './api/sandbox-status.js';
+import { admissionCandidate, creationTime, inAdmissionOrder } from './api/admission-order.js';
 import { isControlledBy } from '../kube/owner-references.js';
 import type { SandboxObservation } from './sandbox-decisions.js';
 
@@ -83,8 +86,8 @@ export class ClusterView {
 
   /** Whether a Sandbox holds one of the cluster's places. */
   holdsPlace(sandbox: Sandbox): boolean {
-    if (sandbox.metadata.deletionTimestamp || isTerminal(sandbox.status?.phase)) return false;
-    return conditionOf(sandbox.status, 'Admitted')?.status === 'True' || this.admitted.has(this.sandboxKey(sandbox));
+    if (hasEnded(sandbox)) return false;
+    return isAdmitted(sandbox) || this.admitted.has(this.sandboxKey(sandbox));
   }
 
   /** Places taken: admitted sandboxes, warm-pool pods (and pool creates in flight). */
@@ -99,7 +102,7 @@ export class ClusterView {
   }
 
   waiting(): Sandbox[] {
-    return this.sandboxes.list(this.namespace).filter((s) => !s.metadata.deletionTimestamp && !isTerminal(s.status?.phase) && !this.holdsPlace(s));
+    return this.sandboxes.list(this.namespace).filter((s) => !hasEnded(s) && !this.holdsPlace(s));
   }
 
   /**
@@ -110,14 +113,15 @@ export class ClusterView {
     if (this.holdsPlace(sandbox)) return { admitted: true };
     const used = this.placesUsed(now);
     const adoptable = this.pools.list(this.namespace).reduce((n, pool) => n + this.adoptablePods(pool).length, 0);
-    const line: AdmissionCandidate[] = this.waiting().map((s) => ({ id: this.sandboxKey(s), createdAt: createdAt(s) }));
+    // Names serve as ids: every Sandbox listed is of this namespace.
+    const line = this.waiting().map(admissionCandidate).sort(compareAdmissionOrder);
     const admitted = admitInOrder(line, used.sandboxes + used.poolPods - adoptable, this.maxSandboxes);
-    const key = this.sandboxKey(sandbox);
-    if (admitted.includes(key)) {
-      this.admitted.add(key);
+    const name = sandbox.metadata.name;
+    if (admitted.includes(name)) {
+      this.admitted.add(this.sandboxKey(sandbox));
       return { admitted: true };
     }
-    const position = [...line].sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)).findIndex((c) => c.id === key) + 1;
+    const position = line.findIndex((c) => c.id === name) + 1;
     return { admitted: false, position: position - admitted.length, used: used.sandboxes + used.poolPods, max: this.maxSandboxes };
   }
 
@@ -126,15 +130,15 @@ export class ClusterView {
     if (sandbox.spec.mode !== 'warm') return false;
     const warm = this.sandboxes
       .list(this.namespace)
-      .filter((s) => s.spec.mode === 'warm' && s.spec.tenantId === sandbox.spec.tenantId && !s.metadata.deletionTimestamp && !isTerminal(s.status?.phase));
-    const newest = warm.reduce<Sandbox | undefined>((a, s) => (!a || createdAt(s) > createdAt(a) ? s : a), undefined);
+      .filter((s) => s.spec.mode === 'warm' && s.spec.tenantId === sandbox.spec.tenantId && !hasEnded(s));
+    const newest = warm.reduce<Sandbox | undefined>((a, s) => (!a || creationTime(s) > creationTime(a) ? s : a), undefined);
     const cap = newest?.spec.maxConcurrentWarm;
     const views: RunnerView[] = warm.map((s) => ({
       id: this.sandboxKey(s),
       agentType: s.spec.agentType,
       state: 'held',
       tenantId: s.spec.tenantId,
-      lastUsedAt: s.spec.lastActivityTime ? Date.parse(s.spec.lastActivityTime) : createdAt(s),
+      lastUsedAt: s.spec.lastActivityTime ? Date.parse(s.spec.lastActivityTime) : creationTime(s),
     }));
     return warmCapReleases(views, () => cap).includes(this.sandboxKey(sandbox));
   }
@@ -151,7 +155,7 @@ export class ClusterView {
       .filter((p) => (sandbox.spec.poolRef ? p.metadata.name === sandbox.spec.poolRef.name : p.spec.agentType === sandbox.spec.agentType))
       .filter((p) => p.spec.agentType === sandbox.spec.agentType && (p.spec.image ?? this.defaultImage) === image && !sandbox.spec.resources);
     const candidates = pools.flatMap((pool) => this.adoptablePods(pool));
-    return candidates.sort((a, b) => createdAt(a) - createdAt(b))[0];
+    return candidates.sort(inAdmissionOrder)[0];
   }
 
   livePoolPods(pool: SandboxWarmPool): V1Pod[] {
@@ -184,9 +188,4 @@ export class ClusterView {
 export interface PoolPick {
   pool: string;
   at: number;
-}
-
-export function createdAt(object: { metadata?: { creationTimestamp?: string | Date | undefined } }): number {
-  const at = object.metadata?.creationTimestamp;
-  return at ? new Date(at).getTime() : 0;
 }

@@ -11,6 +11,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { poolDeficit, type RunnerView } from '../sandbox-policy/policy.js';
 import { LABELS, type SandboxWarmPool, type SandboxWarmPoolStatus } from './api/v1alpha1.js';
 import { isPodReady } from './api/pod-health.js';
+import { creationTime } from './api/admission-order.js';
 
 export interface PoolObservation {
   /** Unclaimed pods whose controller reference is this pool. */
@@ -46,7 +47,7 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
 
   const excess = Math.max(0, healthy.length + observed.inFlight - desired);
   const surplus = [...healthy]
-    .sort((a, b) => Number(isPodReady(a)) - Number(isPodReady(b)) || created(b) - created(a))
+    .sort((a, b) => Number(isPodReady(a)) - Number(isPodReady(b)) || creationTime(b) - creationTime(a))
     .filter((p) => !observed.picked.has(p.metadata!.name!))
     .slice(0, excess)
     .map((p) => p.metadata!.name!);
@@ -57,7 +58,7 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
     id: p.metadata!.name!,
     agentType: pool.spec.agentType,
     state: isPodReady(p) ? 'pooled' : 'starting',
-    lastUsedAt: created(p),
+    lastUsedAt: creationTime(p),
   }));
   const capacity = observed.maxSandboxes - observed.usedElsewhere - observed.waitingClaims;
   const deficit = poolDeficit(views, pool.spec.agentType, { maxSandboxes: capacity, poolSize: desired }, observed.inFlight);
@@ -86,9 +87,4 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
 /** The label selector of a pool's unclaimed pods (the scale subresource's and an HPA's). */
 export function poolSelector(poolName: string): string {
   return `${LABELS.pool}=${poolName}`;
-}
-
-function created(pod: V1Pod): number {
-  const at = pod.metadata?.creationTimestamp;
-  return at ? new Date(at).getTime() : 0;
 }

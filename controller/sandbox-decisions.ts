@@ -6,8 +6,8 @@
  * wait for the cache, never start a second pod.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { conditionOf, isTerminal, REASONS, type Sandbox, type SandboxStatus, tokenSecretName } from './api/v1alpha1.js';
-import { setCondition } from './conditions.js';
+import { type Condition, conditionOf, isTerminal, LABELS, REASONS, type Sandbox, type SandboxStatus, tokenSecretName } from './api/v1alpha1.js';
+import { type ConditionInput, setCondition } from './conditions.js';
 import { podHealth } from './api/pod-health.js';
 
 export interface SandboxObservation {
@@ -47,151 +47,176 @@ export interface SandboxDecision {
   requeueAt?: number | undefined;
 }
 
+/** A decision being made: the Sandbox and what was observed, and the status, actions and events so far. */
+interface Draft {
+  sandbox: Sandbox;
+  observed: SandboxObservation;
+  /** The status as the Sandbox has it. */
+  before: SandboxStatus;
+  /** The status to write, as far as decided. */
+  status: SandboxStatus;
+  actions: SandboxAction[];
+  events: SandboxEvent[];
+  /** Its pod, unless that is being deleted. */
+  pod: V1Pod | undefined;
+  /** `now` as RFC 3339, for the status's times. */
+  iso: string;
+  shutdownAt: number | undefined;
+}
+
 export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): SandboxDecision {
-  const { now } = observed;
-  const generation = sandbox.metadata.generation;
   const before = sandbox.status ?? {};
-  const events: SandboxEvent[] = [];
-  const actions: SandboxAction[] = [];
-  const pod = observed.pod && !observed.pod.metadata?.deletionTimestamp ? observed.pod : undefined;
-  let status: SandboxStatus = { ...before, observedGeneration: generation };
-  const iso = new Date(now).toISOString();
-  const shutdownAt = sandbox.spec.shutdownTime ? Date.parse(sandbox.spec.shutdownTime) : undefined;
-
-  const end = (phase: 'Expired' | 'Failed', reason: string, message: string): SandboxDecision => {
-    if (pod && !(phase === 'Failed' && hasFinished(pod))) actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
-    if (before.phase !== phase) events.push({ type: phase === 'Failed' ? 'Warning' : 'Normal', reason, message });
-    let conditions = setCondition(status.conditions, { type: 'Ready', status: 'False', reason, message }, now, generation);
-    if (phase === 'Expired') {
-      conditions = setCondition(conditions, { type: 'Expired', status: 'True', reason, message }, now, generation);
-    }
-    return {
-      actions,
-      events,
-      status: { ...status, phase, conditions, endpoint: undefined, ...(phase === 'Expired' && { expiredTime: before.expiredTime ?? iso }) },
-    };
-  };
-
-  /** Its pod (owned, or adopted by this decision's action) is ready: the runner serves. */
-  const ready = (podIP: string): SandboxDecision => {
-    const endpoint = `${podIP}:${observed.runnerPort}`;
-    if (before.phase !== 'Ready') events.push({ type: 'Normal', reason: 'Ready', message: `runner ${status.podName} is ready at ${endpoint}` });
-    status = {
-      ...status,
-      phase: 'Ready',
-      endpoint,
-      readyTime: before.readyTime ?? iso,
-      conditions: setCondition(status.conditions, { type: 'Ready', status: 'True', reason: REASONS.runnerReady, message: `serving on ${endpoint}` }, now, generation),
-    };
-    return { actions, events, status, requeueAt: shutdownAt };
+  const draft: Draft = {
+    sandbox,
+    observed,
+    before,
+    status: { ...before, observedGeneration: sandbox.metadata.generation },
+    actions: [],
+    events: [],
+    pod: observed.pod && !observed.pod.metadata?.deletionTimestamp ? observed.pod : undefined,
+    iso: new Date(observed.now).toISOString(),
+    shutdownAt: sandbox.spec.shutdownTime ? Date.parse(sandbox.spec.shutdownTime) : undefined,
   };
 
   // Terminal: nothing runs again; a pod left over (a stale cache at the time) still goes, except a
   // finished one of a failed Sandbox, kept for `kubectl logs`.
   if (isTerminal(before.phase)) {
-    if (pod && !(before.phase === 'Failed' && hasFinished(pod))) actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
-    return { actions, events, status };
+    const { pod } = draft;
+    if (pod && !(before.phase === 'Failed' && hasFinished(pod))) draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
+    return { actions: draft.actions, events: draft.events, status: draft.status };
   }
-  if (shutdownAt !== undefined && shutdownAt <= now) {
-    return end('Expired', REASONS.shutdownTimeReached, `the idle TTL lapsed at ${sandbox.spec.shutdownTime}; the runner was stopped`);
+  const expired = expiry(draft);
+  if (expired) return expired;
+  draft.status.conditions = withCondition(draft, { type: 'Expired', status: 'False', reason: REASONS.notExpired, message: expiryMessage(sandbox) });
+
+  // Admission: a place among the cluster's sandboxes, first come first served.
+  if (!observed.admission.admitted) return waitForPlace(draft, observed.admission);
+  if (conditionOf(before, 'Admitted')?.status !== 'True') {
+    draft.status.admittedTime = draft.iso;
+    draft.status.conditions = withCondition(draft, { type: 'Admitted', status: 'True', reason: REASONS.admitted, message: 'a sandbox place is reserved' });
+  }
+  const startDeadline = Date.parse(draft.status.admittedTime ?? sandbox.metadata.creationTimestamp ?? draft.iso) + observed.startTimeoutMs;
+  return draft.pod ? followPod(draft, draft.pod, startDeadline) : startRunner(draft, startDeadline);
+}
+
+/** Expired by its idle TTL or by its tenant's warm cap, or undefined while neither. */
+function expiry(draft: Draft): SandboxDecision | undefined {
+  const { sandbox, observed, shutdownAt } = draft;
+  if (shutdownAt !== undefined && shutdownAt <= observed.now) {
+    return end(draft, 'Expired', REASONS.shutdownTimeReached, `the idle TTL lapsed at ${sandbox.spec.shutdownTime}; the runner was stopped`);
   }
   if (observed.releasedByWarmCap) {
     return end(
+      draft,
       'Expired',
       REASONS.tenantWarmCapReached,
       `tenant ${sandbox.spec.tenantId} holds more warm sandboxes than its max_concurrent_warm (${sandbox.spec.maxConcurrentWarm ?? '?'}); this was its least recently used`,
     );
   }
-  status.conditions = setCondition(status.conditions, { type: 'Expired', status: 'False', reason: REASONS.notExpired, message: expiryMessage(sandbox) }, now, generation);
-
-  // Admission: a place among the cluster's sandboxes, first come first served.
-  if (!observed.admission.admitted) {
-    const { position, used, max } = observed.admission;
-    const message = `all ${max} sandbox places are in use (${used} taken); number ${position} in line, admitted in creation order as capacity frees`;
-    if (conditionOf(before, 'Admitted')?.reason !== REASONS.capacityExhausted) {
-      events.push({ type: 'Warning', reason: REASONS.capacityExhausted, message });
-    }
-    status = {
-      ...status,
-      phase: 'Pending',
-      conditions: setCondition(
-        setCondition(status.conditions, { type: 'Admitted', status: 'False', reason: REASONS.capacityExhausted, message }, now, generation),
-        { type: 'Ready', status: 'False', reason: REASONS.capacityExhausted, message: 'waiting for a sandbox place' },
-        now,
-        generation,
-      ),
-    };
-    return { actions, events, status, requeueAt: shutdownAt };
-  }
-  if (conditionOf(before, 'Admitted')?.status !== 'True') {
-    status.admittedTime = iso;
-    status.conditions = setCondition(status.conditions, { type: 'Admitted', status: 'True', reason: REASONS.admitted, message: 'a sandbox place is reserved' }, now, generation);
-  }
-  const startDeadline = Date.parse(status.admittedTime ?? sandbox.metadata.creationTimestamp ?? iso) + observed.startTimeoutMs;
-
-  if (!pod) {
-    if (observed.podInFlight) {
-      // An adoption already made it Ready: it stays so while the cache catches up with the pod.
-      const phase = before.phase === 'Ready' ? 'Ready' : 'Starting';
-      return { actions, events, status: { ...status, phase }, requeueAt: earliest(shutdownAt, startDeadline) };
-    }
-    if (before.podName && before.readyTime) {
-      return end('Failed', REASONS.podDeleted, `pod ${before.podName} went away while serving; create a new Sandbox (the conversation resumes from its transcript)`);
-    }
-    if (now >= startDeadline) {
-      const last = observed.createRefused ?? { reason: REASONS.startTimeout, message: 'no runner pod could be started' };
-      return end('Failed', last.reason, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s: ${last.message}`);
-    }
-    if (observed.createRefused) {
-      // Retried with backoff by the queue; said so in the meantime.
-      status = {
-        ...status,
-        phase: 'Starting',
-        conditions: setCondition(status.conditions, { type: 'Ready', status: 'False', ...observed.createRefused }, now, generation),
-      };
-      return { actions: [{ kind: 'create-pod' }], events, status, requeueAt: earliest(shutdownAt, startDeadline) };
-    }
-    const candidate = observed.poolCandidate;
-    actions.push(candidate ? { kind: 'adopt-pod', pod: candidate } : { kind: 'create-pod' });
-    const podName = candidate ? candidate.metadata!.name! : sandbox.metadata.name;
-    events.push(
-      candidate
-        ? { type: 'Normal', reason: 'Adopted', message: `claimed ready runner ${podName} from warm pool ${candidate.metadata?.labels?.['acis.dev/pool']}` }
-        : { type: 'Normal', reason: 'Started', message: `no ready pool runner; starting pod ${podName}` },
-    );
-    status = { ...status, podName, tokenSecretName: tokenSecretName(podName), launch: candidate ? 'pool' : 'cold' };
-    // The adoption's patch carries the resourceVersion the candidate was seen ready at: if it
-    // succeeds, the pod is still as seen, so the Sandbox is Ready in this same status write (no
-    // second reconcile on the pod's watch event). A lost adoption writes no status at all.
-    const candidateHealth = candidate && podHealth(candidate);
-    if (candidateHealth?.state === 'ready') return ready(candidateHealth.podIP);
-    status = {
-      ...status,
-      phase: 'Starting',
-      conditions: setCondition(status.conditions, { type: 'Ready', status: 'False', reason: REASONS.starting, message: 'starting a runner' }, now, generation),
-    };
-    return { actions, events, status, requeueAt: earliest(shutdownAt, startDeadline) };
-  }
-
-  const health = podHealth(pod);
-  status.podName = pod.metadata!.name;
-  if (health.state === 'ready') return ready(health.podIP);
-  if (health.state === 'failing' && (health.terminal || before.readyTime)) return end('Failed', health.reason, health.message);
-  if (health.state === 'failing' && now >= startDeadline) {
-    return end('Failed', health.reason, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s: ${health.message}`);
-  }
-  if (now >= startDeadline) {
-    return end('Failed', REASONS.startTimeout, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s (${health.message})`);
-  }
-  status = {
-    ...status,
-    phase: 'Starting',
-    conditions: setCondition(status.conditions, { type: 'Ready', status: 'False', reason: health.reason, message: health.message }, now, generation),
-  };
-  return { actions, events, status, requeueAt: earliest(shutdownAt, startDeadline) };
+  return undefined;
 }
 
-/** The Secret holding a runner pod's connection token (created with the pod, key `token`). */
+/** Not admitted: Pending, nothing started, its place in line said (and told as an event once). */
+function waitForPlace(draft: Draft, admission: { position: number; used: number; max: number }): SandboxDecision {
+  const { position, used, max } = admission;
+  const message = `all ${max} sandbox places are in use (${used} taken); number ${position} in line, admitted in creation order as capacity frees`;
+  if (conditionOf(draft.before, 'Admitted')?.reason !== REASONS.capacityExhausted) {
+    draft.events.push({ type: 'Warning', reason: REASONS.capacityExhausted, message });
+  }
+  draft.status.conditions = withCondition(draft, { type: 'Admitted', status: 'False', reason: REASONS.capacityExhausted, message });
+  draft.status.conditions = withCondition(draft, { type: 'Ready', status: 'False', reason: REASONS.capacityExhausted, message: 'waiting for a sandbox place' });
+  return { actions: draft.actions, events: draft.events, status: { ...draft.status, phase: 'Pending' }, requeueAt: draft.shutdownAt };
+}
+
+/** Admitted and no pod of its own in the cache: wait for one in flight, or adopt a pool pod, or create one. */
+function startRunner(draft: Draft, startDeadline: number): SandboxDecision {
+  const { sandbox, observed, before } = draft;
+  const requeueAt = earliest(draft.shutdownAt, startDeadline);
+  if (observed.podInFlight) {
+    // An adoption already made it Ready: it stays so while the cache catches up with the pod.
+    const phase = before.phase === 'Ready' ? 'Ready' : 'Starting';
+    return { actions: draft.actions, events: draft.events, status: { ...draft.status, phase }, requeueAt };
+  }
+  if (before.podName && before.readyTime) {
+    return end(draft, 'Failed', REASONS.podDeleted, `pod ${before.podName} went away while serving; create a new Sandbox (the conversation resumes from its transcript)`);
+  }
+  if (observed.now >= startDeadline) {
+    const last = observed.createRefused ?? { reason: REASONS.startTimeout, message: 'no runner pod could be started' };
+    return end(draft, 'Failed', last.reason, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s: ${last.message}`);
+  }
+  if (observed.createRefused) {
+    // Retried with backoff by the queue; said so in the meantime.
+    const conditions = withCondition(draft, { type: 'Ready', status: 'False', ...observed.createRefused });
+    return { actions: [{ kind: 'create-pod' }], events: draft.events, status: { ...draft.status, phase: 'Starting', conditions }, requeueAt };
+  }
+  const candidate = observed.poolCandidate;
+  const podName = candidate ? candidate.metadata!.name! : sandbox.metadata.name;
+  draft.actions.push(candidate ? { kind: 'adopt-pod', pod: candidate } : { kind: 'create-pod' });
+  draft.events.push(
+    candidate
+      ? { type: 'Normal', reason: 'Adopted', message: `claimed ready runner ${podName} from warm pool ${candidate.metadata?.labels?.[LABELS.pool]}` }
+      : { type: 'Normal', reason: 'Started', message: `no ready pool runner; starting pod ${podName}` },
+  );
+  draft.status = { ...draft.status, podName, tokenSecretName: tokenSecretName(podName), launch: candidate ? 'pool' : 'cold' };
+  // The adoption's patch carries the resourceVersion the candidate was seen ready at: if it
+  // succeeds, the pod is still as seen, so the Sandbox is Ready in this same status write (no
+  // second reconcile on the pod's watch event). A lost adoption writes no status at all.
+  const candidateHealth = candidate && podHealth(candidate);
+  if (candidateHealth?.state === 'ready') return ready(draft, candidateHealth.podIP);
+  const conditions = withCondition(draft, { type: 'Ready', status: 'False', reason: REASONS.starting, message: 'starting a runner' });
+  return { actions: draft.actions, events: draft.events, status: { ...draft.status, phase: 'Starting', conditions }, requeueAt };
+}
+
+/** Admitted with its pod: Ready when the pod is, Failed when it fails for good or misses the start deadline, else Starting. */
+function followPod(draft: Draft, pod: V1Pod, startDeadline: number): SandboxDecision {
+  const { observed } = draft;
+  const health = podHealth(pod);
+  const within = `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s`;
+  draft.status.podName = pod.metadata!.name;
+  if (health.state === 'ready') return ready(draft, health.podIP);
+  if (health.state === 'failing' && (health.terminal || draft.before.readyTime)) return end(draft, 'Failed', health.reason, health.message);
+  if (health.state === 'failing' && observed.now >= startDeadline) return end(draft, 'Failed', health.reason, `${within}: ${health.message}`);
+  if (observed.now >= startDeadline) return end(draft, 'Failed', REASONS.startTimeout, `${within} (${health.message})`);
+  const conditions = withCondition(draft, { type: 'Ready', status: 'False', reason: health.reason, message: health.message });
+  return { actions: draft.actions, events: draft.events, status: { ...draft.status, phase: 'Starting', conditions }, requeueAt: earliest(draft.shutdownAt, startDeadline) };
+}
+
+/** Its pod (owned, or adopted by this decision's action) is ready: the runner serves. */
+function ready(draft: Draft, podIP: string): SandboxDecision {
+  const { before, status, observed } = draft;
+  const endpoint = `${podIP}:${observed.runnerPort}`;
+  if (before.phase !== 'Ready') draft.events.push({ type: 'Normal', reason: 'Ready', message: `runner ${status.podName} is ready at ${endpoint}` });
+  const conditions = withCondition(draft, { type: 'Ready', status: 'True', reason: REASONS.runnerReady, message: `serving on ${endpoint}` });
+  return {
+    actions: draft.actions,
+    events: draft.events,
+    status: { ...status, phase: 'Ready', endpoint, readyTime: before.readyTime ?? draft.iso, conditions },
+    requeueAt: draft.shutdownAt,
+  };
+}
+
+/** Expired or Failed for good: its pod goes (a finished pod of a failed Sandbox stays, for `kubectl logs`). */
+function end(draft: Draft, phase: 'Expired' | 'Failed', reason: string, message: string): SandboxDecision {
+  const { pod, before, status } = draft;
+  if (pod && !(phase === 'Failed' && hasFinished(pod))) draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
+  if (before.phase !== phase) draft.events.push({ type: phase === 'Failed' ? 'Warning' : 'Normal', reason, message });
+  let conditions = withCondition(draft, { type: 'Ready', status: 'False', reason, message });
+  if (phase === 'Expired') {
+    conditions = setCondition(conditions, { type: 'Expired', status: 'True', reason, message }, draft.observed.now, draft.sandbox.metadata.generation);
+  }
+  return {
+    actions: draft.actions,
+    events: draft.events,
+    status: { ...status, phase, conditions, endpoint: undefined, ...(phase === 'Expired' && { expiredTime: before.expiredTime ?? draft.iso }) },
+  };
+}
+
+/** The status's conditions as decided so far, with `next` set (at `now`, for the Sandbox's generation). */
+function withCondition(draft: Draft, next: ConditionInput): Condition[] {
+  return setCondition(draft.status.conditions, next, draft.observed.now, draft.sandbox.metadata.generation);
+}
+
+/** The pod ran to its end (failed or succeeded): a failed Sandbox keeps it for `kubectl logs`. */
 function hasFinished(pod: V1Pod): boolean {
   return pod.status?.phase === 'Failed' || pod.status?.phase === 'Succeeded';
 }

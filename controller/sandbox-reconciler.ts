@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
 import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
-import { createdAt } from './cluster-view.js';
+import { creationTime } from './api/admission-order.js';
 import type { ControllerConfig } from './config.js';
 import type { KubeClient } from '../kube/kube-client.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
@@ -176,7 +176,7 @@ async function replaceStatusIfChanged(ctx: ReconcileContext, sandbox: Sandbox, d
   }
   if (!statusChanged(sandbox.status, decision.status)) return true;
   if (decision.status.phase === 'Ready' && sandbox.status?.phase !== 'Ready') {
-    ctx.metrics.claimLatency.observe({ launch: decision.status.launch ?? 'cold' }, Math.max(0, ctx.now() - createdAt(sandbox)) / 1000);
+    ctx.metrics.claimLatency.observe({ launch: decision.status.launch ?? 'cold' }, Math.max(0, ctx.now() - creationTime(sandbox)) / 1000);
   }
   return true;
 }

@@ -10,22 +10,9 @@
  * every runner is busy.
  */
 
-import type { RunnerState } from './transitions.js';
+import type { RunnerView } from './runner-view.js';
 
-export type { RunnerState } from './transitions.js';
-
-export interface RunnerView {
-  id: string;
-  agentType: string;
-  state: RunnerState;
-  /** The conversation a busy or held runner serves. */
-  conversationId?: string | undefined;
-  tenantId?: string | undefined;
-  /** Last time a turn ended on it (ms); the LRU key for evictions. */
-  lastUsedAt: number;
-  /** For held runners: when the idle TTL lapses (ms). */
-  heldUntil?: number | undefined;
-}
+export type { RunnerState, RunnerView } from './runner-view.js';
 
 export interface CapacityLimits {
   maxSandboxes: number;
@@ -134,25 +121,6 @@ export function poolDeficit(runners: RunnerView[], agentType: string, limits: Ca
   const ready = runners.filter((r) => r.agentType === agentType && (r.state === 'pooled' || r.state === 'starting')).length;
   const free = limits.maxSandboxes - runners.length - inFlight;
   return Math.max(0, Math.min(limits.poolSize - ready - inFlight, free));
-}
-
-export interface AdmissionCandidate {
-  id: string;
-  /** Creation order: the earliest asks first (ms, then id to break ties). */
-  createdAt: number;
-}
-
-/**
- * Which waiting requests get capacity now, in creation order, when `used` of `maxSandboxes` places
- * are taken: a later request never overtakes an earlier one, so a queue drains first come first
- * served as capacity frees.
- */
-export function admitInOrder(waiting: AdmissionCandidate[], used: number, maxSandboxes: number): string[] {
-  const free = Math.max(0, maxSandboxes - used);
-  return [...waiting]
-    .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
-    .slice(0, free)
-    .map((c) => c.id);
 }
 
 /** A hint for a queued caller: roughly one typical turn per position ahead, at least one second. */

@@ -10,9 +10,7 @@
  * Each function returns a new view and throws `IllegalTransition` from a state it does not leave,
  * so a caller that lost track of a runner fails loudly instead of serving two conversations on one.
  */
-import type { RunnerView } from './policy.js';
-
-export type RunnerState = 'starting' | 'pooled' | 'busy' | 'held' | 'released';
+import type { RunnerState, RunnerView } from './runner-view.js';
 
 export class IllegalTransition extends Error {
   constructor(

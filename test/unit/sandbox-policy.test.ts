@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import {
-  admitInOrder,
   type CapacityLimits,
   decideAcquire,
   decideHold,
@@ -11,6 +10,7 @@ import {
   type RunnerView,
   warmCapReleases,
 } from '../../sandbox-policy/policy.js';
+import { admitInOrder, compareAdmissionOrder } from '../../sandbox-policy/admission.js';
 import { expectCreate, expectDelete, inFlight, lowerCreate, NO_EXPECTATIONS, observed } from '../../sandbox-policy/expectations.js';
 import * as transition from '../../sandbox-policy/transitions.js';
 
@@ -119,6 +119,20 @@ describe('warmCapReleases(runners, capOf)', () => {
     ['never counts a busy runner', { t1: 3 }, []],
   ])('%s', (_name, caps: Record<string, number>, expected) => {
     expect(warmCapReleases(runners, (tenantId) => caps[tenantId])).toEqual(expected);
+  });
+});
+
+describe('compareAdmissionOrder(a, b)', () => {
+  it.each([
+    ['the earlier created first', { id: 'b', createdAt: 10 }, { id: 'a', createdAt: 20 }, -1],
+    ['the later created after', { id: 'a', createdAt: 20 }, { id: 'b', createdAt: 10 }, 1],
+    ['created together: by id', { id: 'a', createdAt: 10 }, { id: 'b', createdAt: 10 }, -1],
+    ['created together: by id, the other way', { id: 'b', createdAt: 10 }, { id: 'a', createdAt: 10 }, 1],
+    ['created together, ids of different lengths', { id: 'b', createdAt: 10 }, { id: 'b1', createdAt: 10 }, -1],
+    ['the same request', { id: 'a', createdAt: 10 }, { id: 'a', createdAt: 10 }, 0],
+    ['time before id', { id: 'z', createdAt: 0 }, { id: 'a', createdAt: 1 }, -1],
+  ])('%s', (_name, a, b, expected) => {
+    expect(Math.sign(compareAdmissionOrder(a, b))).toBe(expected);
   });
 });
 

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../../controller/api/v1alpha1.js';
 import { retryHintSeconds, type RunnerView } from '../../../sandbox-policy/policy.js';
-import { holdSpec, newSandbox, type RunnerAddress, type SandboxStanding, sandboxName, standingOf } from './decisions.js';
+import { holdSpec, newSandbox, sandboxName } from './decisions.js';
+import { type RunnerAddress, type SandboxStanding, standingOf } from '../../../controller/api/sandbox-status.js';
 import { TYPICAL_TURN_SECONDS, untilReady } from './readiness.js';
 import { EgressRecordingRunner, type RunnerRecords } from './records.js';
 import type { SandboxClient } from './sandboxes.js';

@@ -11,7 +11,8 @@
 import type { Logger } from 'pino';
 import type { Sandbox } from '../../../controller/api/v1alpha1.js';
 import { retryHintSeconds } from '../../../sandbox-policy/policy.js';
-import { isAdmitted, queuePosition, type RunnerAddress, standingOf, statusAddress } from './decisions.js';
+import { queuePosition } from '../../../controller/api/admission-order.js';
+import { isAdmitted, type RunnerAddress, standingOf, statusAddress } from '../../../controller/api/sandbox-status.js';
 import type { SandboxClient } from './sandboxes.js';
 import { CapacityExhausted, SandboxUnavailable, type WaitOptions } from '../provider.js';
 

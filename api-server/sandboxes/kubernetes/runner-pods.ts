@@ -13,8 +13,7 @@ import { LABELS, MANAGED_BY, RUNNER_COMPONENT, type Sandbox, tokenSecretName } f
 import { Informer, warnOnRestart } from '../../../kube/informer.js';
 import { statusMessage } from '../../../kube/kube-errors.js';
 import { isPodReady } from '../../../controller/api/pod-health.js';
-
-import { type RunnerAddress, servingPod } from './decisions.js';
+import { type RunnerAddress, servingPod } from '../../../controller/api/sandbox-status.js';
 
 const RUNNER_SELECTOR = `${LABELS.managedBy}=${MANAGED_BY},${LABELS.component}=${RUNNER_COMPONENT}`;
 

@@ -1,7 +1,7 @@
 /**
  * The API server's view of the cluster's Sandbox resources: one watch over the namespace (list,
  * then watch from the list's resourceVersion, re-listed on 410 and restarted on errors, see
- * controller/informer.ts) whose cache answers lookups, and whose events wake whoever waits for a
+ * kube/informer.ts) whose cache answers lookups, and whose events wake whoever waits for a
  * Sandbox to change, so nothing polls. Writes go straight to the API server; the cache catches up
  * through the watch. Beside it, the runner pods' watch (`pods`), started and stopped with it.
  */
