@@ -17,7 +17,7 @@ import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import type { DeploymentCa } from './deployment-ca.js';
 import { canonicalHost, parseAuthority, type Destination } from './destination-policy.js';
-import type { EgressLogger, RunCredential } from './egress-proxy.js';
+import type { EgressLogger, RunCredential } from './egress-types.js';
 import type { Forward } from './forwarding.js';
 import { authority, parseAbsoluteForm } from './http-messages.js';
 import { PROXY_AUTH_REALM, type Refusals } from './refusals.js';

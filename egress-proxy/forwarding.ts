@@ -19,7 +19,7 @@
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { EgressLogger, RunCredential, RunSecrets } from './egress-proxy.js';
+import type { EgressLogger, RunCredential, RunSecrets } from './egress-types.js';
 import type { EgressMetrics } from './egress-metrics.js';
 import { HOP_BY_HOP, appendHeader, authority, collect, connectionTokens, decodableCodings, isEncoded, isTextual } from './http-messages.js';
 import { MODEL_KEY_ALIAS, isModelEndpoint, type ModelEndpoint } from './model-endpoint.js';

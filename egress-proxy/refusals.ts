@@ -10,7 +10,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Destination } from './destination-policy.js';
-import type { EgressLogger, EgressProxyOptions, RunCredential } from './egress-proxy.js';
+import type { EgressLogger, EgressProxyOptions, RunCredential } from './egress-types.js';
 import type { EgressMetrics, EgressOutcome } from './egress-metrics.js';
 import { authority } from './http-messages.js';
 import { placeholderFor } from './placeholder.js';

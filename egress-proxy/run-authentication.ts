@@ -7,7 +7,7 @@
  * never taken for a run. Credentials are resolved per request, never cached here, so a run that ended stops
  * substituting at once.
  */
-import type { EgressLogger, EgressProxyOptions, RunCredential, RunSecrets } from './egress-proxy.js';
+import type { EgressLogger, EgressProxyOptions, RunCredential, RunSecrets } from './egress-types.js';
 
 /** `resolveRun` threw: whether the credential stands for a run is unknown, so nothing is forwarded. */
 export const LOOKUP_FAILED = Symbol('lookup failed');

@@ -20,7 +20,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { vettedLookup, type Destination, type ResolvedAddress } from './destination-policy.js';
-import type { EgressLogger } from './egress-proxy.js';
+import type { EgressLogger } from './egress-types.js';
 import type { EgressMetrics } from './egress-metrics.js';
 import { HOP_BY_HOP, appendHeader, authority, connectionTokens, decodersFor, relay, type Scheme } from './http-messages.js';
 import { respond, type Refusals } from './refusals.js';

@@ -1,0 +1,63 @@
+/**
+ * The egress proxy's contract with whoever embeds it (the API server, or its own process): the
+ * options it is made with, the credential a runner presents, the values a run may use, and the
+ * proxy once listening. Types only, so the proxy's parts share them without importing its factory.
+ */
+import type { EgressMetrics } from './egress-metrics.js';
+
+/** A runner's proxy credential (Proxy-Authorization's user and password); `resolveRun` says which run it stands for now. */
+export interface RunCredential {
+  runnerId: string;
+  token: string;
+}
+
+/** Alias → plaintext value for one run. Return the same map object for a run to let the proxy reuse its masking tables. */
+export type RunSecrets = ReadonlyMap<string, string>;
+
+/** The subset of a pino logger the proxy uses. It never logs values, tokens, headers or bodies. */
+export interface EgressLogger {
+  debug(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface EgressProxyOptions {
+  /**
+   * The run a credential belongs to, as its secrets; undefined when the credential is not valid (now).
+   * A throw means the answer is unknown (its source is down): the request gets 503, nothing is forwarded.
+   */
+  resolveRun(credential: RunCredential): RunSecrets | undefined | Promise<RunSecrets | undefined>;
+  /** A placeholder named an alias the run lacks; the run is to be aborted (missing-secret). `token` is the credential's. */
+  onMissing(runnerId: string, alias: string, token: string): void;
+  /** Where the deployment CA lives (created on first start), e.g. `$ACIS_DATA_DIR/egress-ca`. */
+  caDir: string;
+  /** ACIS_EGRESS_ALLOW: comma-separated `host` or `host:port` that may be reached although private. */
+  allow?: string | undefined;
+  /** ACIS_EGRESS_EXTRA_CA: a PEM bundle trusted for upstream TLS on top of Node's roots. */
+  extraCaPath?: string | undefined;
+  /** Listen address; default 127.0.0.1 and an ephemeral port. */
+  host?: string;
+  port?: number;
+  logger?: EgressLogger;
+  /** Status answered for an unresolvable placeholder; default 422 (the spec's missing-secret). */
+  missingSecretStatus?: number;
+  /** Where requests, denials and substitutions are counted (egress-metrics.ts); default: nowhere. */
+  metrics?: EgressMetrics;
+  /**
+   * The platform's model endpoint (ANTHROPIC_BASE_URL) and key (ANTHROPIC_API_KEY), for runners that reach
+   * the model through the proxy. The endpoint is allowed although private (cloud metadata never); requests
+   * to it carry `apiKey` (when set) in x-api-key in place of the key headers sent. Absent: no destination is
+   * special and the key is never used.
+   */
+  modelEndpoint?: { baseUrl: string; apiKey: string | undefined } | undefined;
+}
+
+export interface EgressProxy {
+  readonly port: number;
+  /** `http://host:port`; runners use `http://<runner_id>:<runner_token>@host:port` as HTTP(S)_PROXY. */
+  readonly url: string;
+  /** The deployment CA runners must trust. */
+  readonly caCertificatePem: string;
+  close(): Promise<void>;
+}
