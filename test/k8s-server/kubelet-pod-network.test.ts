@@ -1,6 +1,6 @@
 /**
  * The simulated pod network (kubelet-pod-network.ts): a pod's wildcard listen holds its port on the
- * pod's own IP only, as in a pod's own network namespace.
+ * pod's own IP only, as in a pod's own network namespace; and a wait that times out on a pod says why.
  */
 import { once } from 'node:events';
 import { createServer } from 'node:net';
@@ -14,6 +14,7 @@ import type { KubeObject } from '../k8s/store.js';
 const WILDCARD = `
 const server = require('node:http').createServer((request, response) => response.end(process.env.HOSTNAME + ' on ' + server.address().address));
 server.listen(Number(process.env.PORT));`;
+const FAILING = "console.log('loading the CA'); console.error('no CA at /var/lib/ca.crt'); require('fs').writeFileSync('/dev/termination-log', 'CA missing'); process.exit(3)";
 
 let server: KubeTestServer;
 let kubelet: Kubelet;
@@ -24,6 +25,7 @@ beforeAll(async () => {
     server,
     images: {
       'example/wildcard:1': { command: process.execPath, args: ['-e', WILDCARD] },
+      'example/failing:1': { command: process.execPath, args: ['-e', FAILING] },
     },
     probePeriodMs: 50,
     restartBackoffMs: 50,
@@ -70,4 +72,9 @@ describe('the pod network', () => {
     }
   });
 
+  it('times a wait on a pod out with its containers\' state, last termination message and last log lines', async () => {
+    runPod('failing', 'example/failing:1');
+    const wait = server.store.waitFor('pods', 'default', 'failing', () => false, 1_000);
+    await expect(wait).rejects.toThrow(/container main: .*restarts\n {2}last state: terminated, exit code 3 Error: "CA missing"\n {2}last 20 log lines:\n {2}\| loading the CA\n {2}\| no CA at \/var\/lib\/ca\.crt/);
+  });
 });

@@ -21,7 +21,9 @@ import {
   unsupportedMediaType,
 } from './errors.js';
 import { applyKindDefaults } from './defaults.js';
+import type { PodLogProvider } from './http.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
+import { podReport } from './pod-report.js';
 import { admitQuota } from './quota.js';
 import { apiVersionOf, crdTypes, type CrdObject, type ResourceRegistry, type ResourceType } from './resources.js';
 import { pruneAndDefault, validateAgainstSchema } from './schema-validation.js';
@@ -82,6 +84,8 @@ export class KubeObjects {
   constructor(
     readonly registry: ResourceRegistry,
     readonly store: ObjectStore,
+    /** The kubelet's logs, which a wait that timed out on a pod quotes. */
+    private readonly podLogs: { provider?: PodLogProvider } = {},
   ) {}
 
   type(ref: TypeRef): ResourceType {
@@ -485,7 +489,9 @@ export class KubeObjects {
       });
       const timer = setTimeout(() => {
         cleanup();
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${type.resource} ${namespace ?? ''}/${name}: last seen ${JSON.stringify(this.find(type, namespace, name))}`));
+        const last = this.find(type, namespace, name);
+        const report = type.resource === 'pods' && last ? `\n${podReport(last, this.podLogs.provider)}` : '';
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${type.resource} ${namespace ?? ''}/${name}${report}\nlast seen ${JSON.stringify(last)}`));
       }, timeoutMs);
       const cleanup = () => {
         unsubscribe();

@@ -112,7 +112,8 @@ function kubeconfig(url: string, caPem: string | undefined): string {
 export async function startKubeTestServer(options: KubeTestServerOptions = {}): Promise<KubeTestServer> {
   const registry = new ResourceRegistry();
   const store = new ObjectStore(options.historyLimit ?? 10_000);
-  const objects = new KubeObjects(registry, store);
+  const podLogs: { provider?: PodLogProvider } = {};
+  const objects = new KubeObjects(registry, store, podLogs);
   const collector = new GarbageCollector(objects);
   const jobs = new JobController(objects);
   for (const name of new Set([...BASE_NAMESPACES, ...(options.namespaces ?? [])])) {
@@ -127,7 +128,6 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const watches = new Set<ServedWatch>();
   const requests: RequestRecord[] = [];
   const failures: FailureRule[] = [];
-  const podLogs: { provider?: PodLogProvider } = {};
   const handler = createHandler({ objects, bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000, watches, requests, failures, podLogs });
   const ca = options.tls ? await createEphemeralCa('ACIS Kubernetes API test server CA') : undefined;
   const leaf = await ca?.issueLeaf('127.0.0.1');
