@@ -16,6 +16,7 @@ import { serveWatch, type ServedWatch } from './http-watch.js';
 import type { KubeObjects } from './objects.js';
 import { openApiGroupVersion, openApiRoot } from './openapi.js';
 import type { ResourceRegistry, ResourceType } from './resources.js';
+import { review } from './reviews.js';
 import { toTable, wantsTable } from './table.js';
 
 export type { ServedWatch };
@@ -226,6 +227,10 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const namespace = route.namespace;
   const name = route.name;
 
+  if (type.createOnly) {
+    if (verb !== 'create') throw methodNotAllowed('the server does not allow this method on the requested resource');
+    return send(response, 201, review(type.kind, await readObject(request)));
+  }
   if (verb === 'watch') return serveWatch(deps, request, response, route, type, query, table, failure);
 
   if (method === 'GET' && verb === 'list') {
