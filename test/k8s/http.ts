@@ -254,7 +254,11 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     }
     case 'create': {
       const body = await readObject(request);
-      return send(response, 201, objects.create(type, namespace, body, writeOptionsOf(query)));
+      const warnings: string[] = [];
+      const created = objects.create(type, namespace, body, { ...writeOptionsOf(query), warnings });
+      // RFC 7234 warn-code 299 with an empty agent, and the text quoted as Go's strconv.Quote does.
+      if (warnings.length) response.setHeader('Warning', warnings.map((text) => `299 - ${JSON.stringify(text)}`));
+      return send(response, 201, created);
     }
     case 'update': {
       const body = await readObject(request);

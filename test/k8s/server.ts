@@ -15,6 +15,7 @@ import { GarbageCollector } from './garbage-collector.js';
 import { JobController } from './job-controller.js';
 import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord, type ServedWatch } from './http.js';
 import { KubeObjects } from './objects.js';
+import { ALL_POD_ADMISSION, type PodAdmission } from './pod-admission.js';
 import { ResourceRegistry } from './resources.js';
 import { ObjectStore, type KubeObject } from './store.js';
 
@@ -32,6 +33,11 @@ export interface KubeTestServerOptions {
    * (the kubeconfig trusts it). Default: plain HTTP, the kubeconfig skipping verification.
    */
   tls?: boolean;
+  /**
+   * Which of the real server's pod admission rules apply (pod-admission.ts): validation, LimitRange,
+   * Pod Security. Default: all; a test turning one off says which rule of the real server it relaxes.
+   */
+  podAdmission?: Partial<PodAdmission>;
 }
 
 export interface RequestFilter {
@@ -113,7 +119,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const registry = new ResourceRegistry();
   const store = new ObjectStore(options.historyLimit ?? 10_000);
   const podLogs: { provider?: PodLogProvider } = {};
-  const objects = new KubeObjects(registry, store, podLogs);
+  const objects = new KubeObjects(registry, store, podLogs, { ...ALL_POD_ADMISSION, ...options.podAdmission });
   const collector = new GarbageCollector(objects);
   const jobs = new JobController(objects);
   for (const name of new Set([...BASE_NAMESPACES, ...(options.namespaces ?? [])])) {
