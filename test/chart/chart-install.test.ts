@@ -52,6 +52,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     ];
     // No CRDs loaded up front: the chart's crds/ must install them.
     server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
+    // As docs/install.md has the namespace labelled: the runner and proxy pods must pass Pod Security's restricted profile.
+    server.store.patch('namespaces', undefined, NAMESPACE, 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }));
     kubelet = await startKubelet({
       server,
       images: {
