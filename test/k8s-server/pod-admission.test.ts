@@ -11,7 +11,7 @@ import type { KubeObject } from '../k8s/store.js';
 let server: KubeTestServer;
 
 beforeAll(async () => {
-  server = await startKubeTestServer({ namespaces: ['limited', 'enforced', 'warned'] });
+  server = await startKubeTestServer({ namespaces: ['limited', 'enforced', 'warned'], podAdmission: { requestsWithinLimits: true } });
   server.store.patch('namespaces', undefined, 'enforced', 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }));
   server.store.patch('namespaces', undefined, 'warned', 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/warn': 'restricted', 'pod-security.kubernetes.io/enforce': 'baseline' } } }));
 });
@@ -126,15 +126,15 @@ describe('Pod Security admission', () => {
     expect((await createPod('enforced', 'tight', RESTRICTED)).code).toBe(201);
   });
 
-  it('enforce baseline: refuses privileged containers, host namespaces and hostPath volumes', async () => {
+  it('enforce baseline: refuses privileged containers, host namespaces, hostPath volumes and hostPorts', async () => {
     const answer = await createPod('warned', 'privileged', {
       hostNetwork: true,
       volumes: [{ name: 'root', hostPath: { path: '/' } }],
-      containers: [container({ securityContext: { privileged: true }, volumeMounts: [{ name: 'root', mountPath: '/host' }] })],
+      containers: [container({ securityContext: { privileged: true }, ports: [{ containerPort: 80, hostPort: 80 }], volumeMounts: [{ name: 'root', mountPath: '/host' }] })],
     });
     expect(answer.code).toBe(403);
     expect(answer.body.message).toBe(
-      'pods "privileged" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true), hostPath volumes (volume "root"), privileged (container "main" must not set securityContext.privileged=true)',
+      'pods "privileged" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true), hostPath volumes (volume "root"), hostPort (container "main" uses hostPort 80), privileged (container "main" must not set securityContext.privileged=true)',
     );
   });
 

@@ -188,7 +188,7 @@ export class KubeObjects {
     }
     if (type.storageKey === '/pods') {
       causes.push(...validatePod(object));
-      if (this.podAdmission.validation) causes.push(...validatePodSpec(object));
+      if (this.podAdmission.validation) causes.push(...validatePodSpec(object, this.podAdmission));
       if (previous) causes.push(...validatePodUpdate(previous, object));
     }
     if (causes.length > 0) throw invalid(type, name, causes);

@@ -81,11 +81,10 @@ const hostPathVolumes: Check = (spec) => {
 };
 
 const hostPorts: Check = (_spec, containers) => {
-  const uses = containers.flatMap((container) => {
-    const ports = (container.ports ?? []).map((port) => port.hostPort).filter((port): port is number => Boolean(port));
-    return ports.length ? [`container "${container.name}" uses ${ports.length === 1 ? 'hostPort' : 'hostPorts'} ${ports.join(', ')}`] : [];
-  });
-  return uses.length ? `hostPort (${uses.join('; ')})` : undefined;
+  const found = containers.filter((container) => (container.ports ?? []).some((port) => port.hostPort));
+  const ports = found.flatMap((container) => (container.ports ?? []).flatMap((port) => (port.hostPort ? [port.hostPort] : [])));
+  if (found.length === 0) return undefined;
+  return `hostPort (${containersNamed(found)} ${found.length === 1 ? 'uses' : 'use'} ${ports.length === 1 ? 'hostPort' : 'hostPorts'} ${ports.join(', ')})`;
 };
 
 const privileged: Check = (_spec, containers) => {

@@ -22,14 +22,15 @@ interface PodSpec {
   volumes?: Array<{ name?: string }>;
 }
 
-export function validatePodSpec(pod: KubeObject): StatusCause[] {
+export function validatePodSpec(pod: KubeObject, options: { requestsWithinLimits: boolean }): StatusCause[] {
   const spec = (pod.spec ?? {}) as PodSpec;
   const volumes = new Set((spec.volumes ?? []).map((volume) => volume.name));
   const causes: StatusCause[] = [];
   for (const list of ['initContainers', 'containers'] as const) {
     for (const [index, container] of (spec[list] ?? []).entries()) {
       const path = `spec.${list}[${index}]`;
-      causes.push(...portCauses(container, path), ...mountCauses(container, path, volumes), ...resourceCauses(container, path));
+      causes.push(...portCauses(container, path), ...mountCauses(container, path, volumes));
+      if (options.requestsWithinLimits) causes.push(...resourceCauses(container, path));
     }
   }
   return causes;
