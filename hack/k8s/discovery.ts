@@ -44,7 +44,7 @@ function resourceEntries(type: ResourceType): Record<string, unknown>[] {
     singularName: type.singular,
     namespaced: type.namespaced,
     kind: type.kind,
-    verbs: VERBS,
+    verbs: type.createOnly ? ['create'] : VERBS,
     ...(type.shortNames.length ? { shortNames: type.shortNames } : {}),
     ...(type.categories.length ? { categories: type.categories } : {}),
     storageVersionHash: '',
@@ -54,6 +54,7 @@ function resourceEntries(type: ResourceType): Record<string, unknown>[] {
     entries.push({ name: `${type.resource}/${name}`, singularName: '', namespaced: type.namespaced, kind, verbs, ...extra });
   if (type.status) sub('status', type.kind, ['get', 'patch', 'update']);
   if (type.scale) sub('scale', 'Scale', ['get', 'patch', 'update'], { group: 'autoscaling', version: 'v1' });
+  if (type.token) sub('token', 'TokenRequest', ['create'], { group: 'authentication.k8s.io', version: 'v1' });
   if (type.log) {
     sub('log', 'Pod', ['get']);
     sub('binding', 'Binding', ['create']);

@@ -1,14 +1,15 @@
 /**
  * Subresources: status (GET/PUT/PATCH), scale (autoscaling/v1 Scale through the CRD's paths), and
- * pods' log (from the kubelet's provider), binding and eviction.
+ * pods' log (from the kubelet's provider), binding and eviction; serviceaccounts' token (reviews.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { badRequest, notFound } from './errors.js';
 import type { HttpDeps, Route } from './http.js';
-import { parseBody, patchOptionsOf, readBody, send, writeOptionsOf } from './http-io.js';
+import { parseBody, patchOptionsOf, readBody, readObject, send, writeOptionsOf } from './http-io.js';
 import type { DeleteOptions } from './objects.js';
 import { jsonPatch, mergePatch } from './patch.js';
 import type { ResourceType } from './resources.js';
+import { tokenRequest } from './reviews.js';
 import { getScale, updateScale } from './scale.js';
 import type { KubeObject } from './store.js';
 
@@ -60,5 +61,6 @@ export async function serveSubresource(deps: HttpDeps, request: IncomingMessage,
     objects.delete(type, namespace, name!, body.deleteOptions ?? {});
     return send(response, 201, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 });
   }
+  if (type.token && subresource === 'token' && method === 'POST') return send(response, 201, tokenRequest(objects, namespace!, name!, await readObject(request)));
   throw unknownSubresource();
 }

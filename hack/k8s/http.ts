@@ -16,6 +16,7 @@ import { serveWatch, type ServedWatch } from './http-watch.js';
 import type { KubeObjects } from './objects.js';
 import { openApiGroupVersion, openApiRoot } from './openapi.js';
 import type { ResourceRegistry, ResourceType } from './resources.js';
+import { review } from './reviews.js';
 import { toTable, wantsTable } from './table.js';
 
 export type { ServedWatch };
@@ -226,6 +227,10 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const namespace = route.namespace;
   const name = route.name;
 
+  if (type.createOnly) {
+    if (verb !== 'create') throw methodNotAllowed('the server does not allow this method on the requested resource');
+    return send(response, 201, review(type.kind, await readObject(request)));
+  }
   if (verb === 'watch') return serveWatch(deps, request, response, route, type, query, table, failure);
 
   if (method === 'GET' && verb === 'list') {
@@ -249,7 +254,11 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     }
     case 'create': {
       const body = await readObject(request);
-      return send(response, 201, objects.create(type, namespace, body, writeOptionsOf(query)));
+      const warnings: string[] = [];
+      const created = objects.create(type, namespace, body, { ...writeOptionsOf(query), warnings });
+      // RFC 7234 warn-code 299 with an empty agent, and the text quoted as Go's strconv.Quote does.
+      if (warnings.length) response.setHeader('Warning', warnings.map((text) => `299 - ${JSON.stringify(text)}`));
+      return send(response, 201, created);
     }
     case 'update': {
       const body = await readObject(request);

@@ -28,6 +28,7 @@ import {
   type KubeletImage,
 } from './kubelet-container.js';
 import { eventRecorder, type PodRef } from './kubelet-events.js';
+import { allocatePodIP, podNetwork } from './kubelet-pod-network.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
@@ -118,16 +119,6 @@ interface PodRuntime {
   everRan: boolean;
   statusQueued: boolean;
   killTimer?: NodeJS.Timeout;
-}
-
-let nextAddress = 2;
-
-/** Pod IPs are loopback addresses, unique in this process: 127.0.0.2, 127.0.0.3, ... */
-function allocatePodIP(): string {
-  let address = nextAddress++;
-  // No .0 or .255 host parts: they read as network and broadcast addresses.
-  while ((address & 255) === 0 || (address & 255) === 255) address = nextAddress++;
-  return `127.${(address >> 16) & 255}.${(address >> 8) & 255}.${address & 255}`;
 }
 
 export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
@@ -332,13 +323,14 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       mounts.push({ source: container.terminationLog, target: container.spec.terminationMessagePath ?? '/dev/termination-log', readOnly: false });
     }
     const security = { ...spec.securityContext, ...container.spec.securityContext };
+    const network = podNetwork(runtime.podIP, isolation, container.env);
     const child = startProcess({
       command: containerCommand(container.spec, image, container.env),
-      env: container.env,
+      env: { ...container.env, ...network.env },
       isolation,
       workspace: path.join(runtime.directory, 'workspace'),
       home: path.join(runtime.directory, 'home'),
-      binds: image.binds ?? [],
+      binds: [...(image.binds ?? []), ...network.binds],
       volumes: mounts,
       hostname: runtime.name.slice(0, 63),
       uid: security.runAsUser,

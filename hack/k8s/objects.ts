@@ -21,7 +21,11 @@ import {
   unsupportedMediaType,
 } from './errors.js';
 import { applyKindDefaults } from './defaults.js';
+import type { PodLogProvider } from './http.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
+import { ALL_POD_ADMISSION, mutatePod, validatePodAdmission, type PodAdmission } from './pod-admission.js';
+import { podReport } from './pod-report.js';
+import { validatePodSpec } from './pod-validation.js';
 import { admitQuota } from './quota.js';
 import { apiVersionOf, crdTypes, type CrdObject, type ResourceRegistry, type ResourceType } from './resources.js';
 import { pruneAndDefault, validateAgainstSchema } from './schema-validation.js';
@@ -35,6 +39,8 @@ export interface WriteOptions {
   dryRun?: boolean;
   /** `Strict` refuses unknown fields of custom resources instead of pruning them. */
   fieldValidation?: string;
+  /** Where admission's warnings go (the response's `Warning` headers). */
+  warnings?: string[];
 }
 
 export interface ListOptions {
@@ -82,6 +88,9 @@ export class KubeObjects {
   constructor(
     readonly registry: ResourceRegistry,
     readonly store: ObjectStore,
+    /** The kubelet's logs, which a wait that timed out on a pod quotes. */
+    private readonly podLogs: { provider?: PodLogProvider } = {},
+    readonly podAdmission: PodAdmission = ALL_POD_ADMISSION,
   ) {}
 
   type(ref: TypeRef): ResourceType {
@@ -179,6 +188,7 @@ export class KubeObjects {
     }
     if (type.storageKey === '/pods') {
       causes.push(...validatePod(object));
+      if (this.podAdmission.validation) causes.push(...validatePodSpec(object, this.podAdmission));
       if (previous) causes.push(...validatePodUpdate(previous, object));
     }
     if (causes.length > 0) throw invalid(type, name, causes);
@@ -198,9 +208,12 @@ export class KubeObjects {
     if (!object.metadata.name && object.metadata.generateName) {
       object.metadata.name = `${object.metadata.generateName}${generatedSuffix()}`;
     }
-    this.admit(type, object, options);
     const ns = type.namespaced ? object.metadata.namespace : undefined;
+    const pod = type.storageKey === '/pods' && ns !== undefined;
+    if (pod) mutatePod(this.store, this.podAdmission, ns, object);
+    this.admit(type, object, options);
     if (this.store.get(type.storageKey, ns, object.metadata.name!)) throw alreadyExists(type, object.metadata.name!);
+    if (pod) options.warnings?.push(...validatePodAdmission(this.store, this.podAdmission, ns, object));
     admitQuota(this.store, type, ns, object);
     object.apiVersion = apiVersionOf(type);
     object.kind = type.kind;
@@ -485,7 +498,9 @@ export class KubeObjects {
       });
       const timer = setTimeout(() => {
         cleanup();
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${type.resource} ${namespace ?? ''}/${name}: last seen ${JSON.stringify(this.find(type, namespace, name))}`));
+        const last = this.find(type, namespace, name);
+        const report = type.resource === 'pods' && last ? `\n${podReport(last, this.podLogs.provider)}` : '';
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${type.resource} ${namespace ?? ''}/${name}${report}\nlast seen ${JSON.stringify(last)}`));
       }, timeoutMs);
       const cleanup = () => {
         unsubscribe();

@@ -1,10 +1,11 @@
 /**
- * Request bodies in Kubernetes' protobuf encoding, for the kinds clients send that way: helm stores
- * its releases in Secrets (or ConfigMaps) written as `application/vnd.kubernetes.protobuf`. Only
- * decoding, of Secret and ConfigMap with their ObjectMeta; responses stay JSON, which those clients
- * also accept. Field numbers are those of k8s.io/api/core/v1 and apimachinery's meta/v1 generated.proto.
+ * Request bodies in Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`), for the
+ * kinds clients send that way: helm stores its releases in Secrets (or ConfigMaps), kubectl sends
+ * namespaces, service accounts, token requests and access reviews so. Only decoding, driven by the
+ * message descriptors of protobuf-messages.ts; responses stay JSON, which those clients also accept.
  */
 import { KubeStatusError } from './errors.js';
+import { DELETE_OPTIONS, KINDS, type FieldSpec, type Message } from './protobuf-messages.js';
 import type { KubeObject, ObjectMeta } from './store.js';
 
 const MAGIC = Buffer.from([0x6b, 0x38, 0x73, 0x00]);
@@ -50,91 +51,50 @@ function fields(buffer: Buffer): Field[] {
   return found;
 }
 
-const text = (field: Field) => (field.value as Buffer).toString('utf8');
-
-function map(entries: Field[], asBytes: boolean): Record<string, string> {
-  const result: Record<string, string> = {};
-  for (const entry of entries) {
-    const parts = fields(entry.value as Buffer);
-    const key = parts.find((part) => part.number === 1);
-    const value = parts.find((part) => part.number === 2);
-    if (!key) continue;
-    const bytes = (value?.value as Buffer | undefined) ?? Buffer.alloc(0);
-    result[text(key)] = asBytes ? bytes.toString('base64') : bytes.toString('utf8');
+/** A message's fields by its descriptor, as JSON would carry them; fields it does not describe are skipped, as protobuf does. */
+function decodeMessage(buffer: Buffer, message: Message): Record<string, unknown> {
+  const object: Record<string, unknown> = {};
+  for (const field of fields(buffer)) {
+    const spec = message[field.number];
+    if (!spec) continue;
+    if (spec.type === 'map<string,string>' || spec.type === 'map<string,bytes>') {
+      const entry = decodeMessage(field.value as Buffer, { 1: { name: 'key', type: 'string' }, 2: { name: 'value', type: spec.type === 'map<string,bytes>' ? 'bytes' : 'string' } });
+      const map = (object[spec.name] ??= {}) as Record<string, unknown>;
+      map[String(entry.key ?? '')] = entry.value ?? '';
+      continue;
+    }
+    const value = fieldValue(field, spec.type);
+    if (spec.repeated) ((object[spec.name] ??= []) as unknown[]).push(value);
+    else object[spec.name] = value;
   }
-  return result;
+  return object;
 }
 
-function objectMeta(buffer: Buffer): ObjectMeta {
-  const parts = fields(buffer);
-  const meta: ObjectMeta = {};
-  const one = (number: number) => parts.find((part) => part.number === number);
-  const many = (number: number) => parts.filter((part) => part.number === number);
-  if (one(1)) meta.name = text(one(1)!);
-  if (one(2)) meta.generateName = text(one(2)!);
-  if (one(3)) meta.namespace = text(one(3)!);
-  if (one(6)) meta.resourceVersion = text(one(6)!);
-  if (many(11).length) meta.labels = map(many(11), false);
-  if (many(12).length) meta.annotations = map(many(12), false);
-  if (many(13).length) {
-    meta.ownerReferences = many(13).map((reference) => {
-      const referenceParts = fields(reference.value as Buffer);
-      const get = (number: number) => referenceParts.find((part) => part.number === number);
-      return {
-        kind: get(1) ? text(get(1)!) : '',
-        name: get(3) ? text(get(3)!) : '',
-        uid: get(4) ? text(get(4)!) : '',
-        apiVersion: get(5) ? text(get(5)!) : '',
-        ...(get(6) ? { controller: get(6)!.value === 1n } : {}),
-        ...(get(7) ? { blockOwnerDeletion: get(7)!.value === 1n } : {}),
-      };
-    });
-  }
-  if (many(14).length) meta.finalizers = many(14).map(text);
-  return meta;
+function fieldValue(field: Field, type: FieldSpec['type']): unknown {
+  if (type === 'string') return (field.value as Buffer).toString('utf8');
+  if (type === 'bytes') return (field.value as Buffer).toString('base64');
+  if (type === 'int') return Number(BigInt.asIntN(64, field.value as bigint));
+  if (type === 'bool') return field.value === 1n;
+  return decodeMessage(field.value as Buffer, type as Message);
+}
+
+/** runtime.Unknown's envelope: the magic bytes, then TypeMeta (field 1) and the object's bytes (field 2). */
+function unwrap(body: Buffer): { apiVersion: string; kind: string; raw: Buffer } {
+  if (!body.subarray(0, 4).equals(MAGIC)) throw new KubeStatusError(400, 'BadRequest', 'protobuf body without the k8s envelope');
+  const unknown = decodeMessage(body.subarray(4), { 1: { name: 'typeMeta', type: { 1: { name: 'apiVersion', type: 'string' }, 2: { name: 'kind', type: 'string' } } }, 2: { name: 'raw', type: 'bytes' } });
+  const typeMeta = (unknown.typeMeta ?? {}) as { apiVersion?: string; kind?: string };
+  return { apiVersion: typeMeta.apiVersion ?? 'v1', kind: typeMeta.kind ?? '', raw: Buffer.from((unknown.raw as string | undefined) ?? '', 'base64') };
 }
 
 export function decodeProtobuf(body: Buffer): KubeObject {
-  if (!body.subarray(0, 4).equals(MAGIC)) throw new KubeStatusError(400, 'BadRequest', 'protobuf body without the k8s envelope');
-  const unknown = fields(body.subarray(4));
-  const typeMeta = fields((unknown.find((part) => part.number === 1)?.value as Buffer | undefined) ?? Buffer.alloc(0));
-  const apiVersion = typeMeta.find((part) => part.number === 1);
-  const kind = typeMeta.find((part) => part.number === 2);
-  const raw = (unknown.find((part) => part.number === 2)?.value as Buffer | undefined) ?? Buffer.alloc(0);
-  const kindName = kind ? text(kind) : '';
-  const parts = fields(raw);
-  const metadata = objectMeta((parts.find((part) => part.number === 1)?.value as Buffer | undefined) ?? Buffer.alloc(0));
-  const many = (number: number) => parts.filter((part) => part.number === number);
-  const flag = (number: number) => parts.find((part) => part.number === number)?.value === 1n;
-  const object: KubeObject = { apiVersion: apiVersion ? text(apiVersion) : 'v1', kind: kindName, metadata };
-  if (kindName === 'Secret') {
-    if (many(2).length) object.data = map(many(2), true);
-    const type = parts.find((part) => part.number === 3);
-    if (type) object.type = text(type);
-    if (many(4).length) object.stringData = map(many(4), false);
-    if (flag(5)) object.immutable = true;
-    return object;
-  }
-  if (kindName === 'ConfigMap') {
-    if (many(2).length) object.data = map(many(2), false);
-    if (many(3).length) object.binaryData = map(many(3), true);
-    if (flag(4)) object.immutable = true;
-    return object;
-  }
-  throw new KubeStatusError(415, 'UnsupportedMediaType', `this test server decodes protobuf only for Secret and ConfigMap, not ${kindName}`);
+  const { apiVersion, kind, raw } = unwrap(body);
+  const message = KINDS[kind];
+  if (!message) throw new KubeStatusError(415, 'UnsupportedMediaType', `this test server decodes protobuf only for ${Object.keys(KINDS).join(', ')}, not ${kind}`);
+  const object = decodeMessage(raw, message);
+  return { apiVersion, kind, ...object, metadata: (object.metadata ?? {}) as ObjectMeta } as KubeObject;
 }
 
-/** A DELETE's body (meta/v1 DeleteOptions) in protobuf: grace period, propagation policy, dry run. */
+/** A DELETE's body (meta/v1 DeleteOptions) in protobuf. */
 export function decodeDeleteOptions(body: Buffer): { gracePeriodSeconds?: number; propagationPolicy?: string; dryRun?: string[] } {
-  if (!body.subarray(0, 4).equals(MAGIC)) throw new KubeStatusError(400, 'BadRequest', 'protobuf body without the k8s envelope');
-  const raw = (fields(body.subarray(4)).find((part) => part.number === 2)?.value as Buffer | undefined) ?? Buffer.alloc(0);
-  const parts = fields(raw);
-  const grace = parts.find((part) => part.number === 1);
-  const policy = parts.find((part) => part.number === 4);
-  const dryRun = parts.filter((part) => part.number === 5).map(text);
-  return {
-    ...(grace ? { gracePeriodSeconds: Number(BigInt.asIntN(64, grace.value as bigint)) } : {}),
-    ...(policy ? { propagationPolicy: text(policy) } : {}),
-    ...(dryRun.length ? { dryRun } : {}),
-  };
+  return decodeMessage(unwrap(body).raw, DELETE_OPTIONS);
 }

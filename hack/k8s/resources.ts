@@ -39,6 +39,10 @@ export interface ResourceType {
   scale?: ScaleSubresource;
   /** pods/log. */
   log?: boolean;
+  /** serviceaccounts/token. */
+  token?: boolean;
+  /** A question kubectl asks (access reviews): answered on create, never stored (reviews.ts). */
+  createOnly?: boolean;
   /** A custom resource: validated by its schema, pruned, defaulted; no strategic merge patch. */
   custom: boolean;
   schema?: JsonSchema;
@@ -63,6 +67,8 @@ interface BuiltIn {
   categories?: string[];
   status?: boolean;
   log?: boolean;
+  token?: boolean;
+  createOnly?: boolean;
   defaultPropagation?: 'Background' | 'Orphan';
   /** Stored under another group's storage key, converted on the way in and out. */
   storedAs?: { storageKey: string; conversion: NonNullable<ResourceType['conversion']> };
@@ -75,11 +81,12 @@ const BUILT_INS: BuiltIn[] = [
   { group: '', version: 'v1', resource: 'secrets', kind: 'Secret' },
   { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', shortNames: ['cm'] },
   { group: '', version: 'v1', resource: 'services', kind: 'Service', shortNames: ['svc'], categories: ['all'], status: true },
-  { group: '', version: 'v1', resource: 'serviceaccounts', kind: 'ServiceAccount', shortNames: ['sa'] },
+  { group: '', version: 'v1', resource: 'serviceaccounts', kind: 'ServiceAccount', shortNames: ['sa'], token: true },
   { group: '', version: 'v1', resource: 'endpoints', kind: 'Endpoints', shortNames: ['ep'] },
   { group: '', version: 'v1', resource: 'events', kind: 'Event', shortNames: ['ev'] },
   { group: '', version: 'v1', resource: 'resourcequotas', kind: 'ResourceQuota', shortNames: ['quota'], status: true },
   { group: '', version: 'v1', resource: 'persistentvolumeclaims', kind: 'PersistentVolumeClaim', shortNames: ['pvc'], status: true },
+  { group: '', version: 'v1', resource: 'limitranges', kind: 'LimitRange', shortNames: ['limits'] },
   {
     group: 'events.k8s.io',
     version: 'v1',
@@ -102,6 +109,9 @@ const BUILT_INS: BuiltIn[] = [
   { group: 'networking.k8s.io', version: 'v1', resource: 'networkpolicies', kind: 'NetworkPolicy', shortNames: ['netpol'] },
   { group: 'networking.k8s.io', version: 'v1', resource: 'ingresses', kind: 'Ingress', shortNames: ['ing'], status: true },
   { group: 'policy', version: 'v1', resource: 'poddisruptionbudgets', kind: 'PodDisruptionBudget', shortNames: ['pdb'], status: true },
+  { group: 'authorization.k8s.io', version: 'v1', resource: 'selfsubjectaccessreviews', kind: 'SelfSubjectAccessReview', namespaced: false, createOnly: true },
+  { group: 'authorization.k8s.io', version: 'v1', resource: 'selfsubjectrulesreviews', kind: 'SelfSubjectRulesReview', namespaced: false, createOnly: true },
+  { group: 'authentication.k8s.io', version: 'v1', resource: 'selfsubjectreviews', kind: 'SelfSubjectReview', namespaced: false, createOnly: true },
   { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions', kind: 'CustomResourceDefinition', namespaced: false, shortNames: ['crd', 'crds'], status: true },
 ];
 
@@ -119,6 +129,8 @@ function builtInType(entry: BuiltIn): ResourceType {
     conversion: entry.storedAs?.conversion,
     status: entry.status ?? false,
     log: entry.log,
+    token: entry.token,
+    createOnly: entry.createOnly,
     custom: false,
     defaultPropagation: entry.defaultPropagation ?? 'Background',
   };

@@ -15,6 +15,7 @@ import { GarbageCollector } from './garbage-collector.js';
 import { JobController } from './job-controller.js';
 import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord, type ServedWatch } from './http.js';
 import { KubeObjects } from './objects.js';
+import { ALL_POD_ADMISSION, type PodAdmission } from './pod-admission.js';
 import { ResourceRegistry } from './resources.js';
 import { ObjectStore, type KubeObject } from './store.js';
 
@@ -32,6 +33,11 @@ export interface KubeTestServerOptions {
    * (the kubeconfig trusts it). Default: plain HTTP, the kubeconfig skipping verification.
    */
   tls?: boolean;
+  /**
+   * Which of the real server's pod admission rules apply (pod-admission.ts): validation, LimitRange,
+   * Pod Security. Default: all; a test turning one off says which rule of the real server it relaxes.
+   */
+  podAdmission?: Partial<PodAdmission>;
 }
 
 export interface RequestFilter {
@@ -112,7 +118,8 @@ function kubeconfig(url: string, caPem: string | undefined): string {
 export async function startKubeTestServer(options: KubeTestServerOptions = {}): Promise<KubeTestServer> {
   const registry = new ResourceRegistry();
   const store = new ObjectStore(options.historyLimit ?? 10_000);
-  const objects = new KubeObjects(registry, store);
+  const podLogs: { provider?: PodLogProvider } = {};
+  const objects = new KubeObjects(registry, store, podLogs, { ...ALL_POD_ADMISSION, ...options.podAdmission });
   const collector = new GarbageCollector(objects);
   const jobs = new JobController(objects);
   for (const name of new Set([...BASE_NAMESPACES, ...(options.namespaces ?? [])])) {
@@ -127,7 +134,6 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const watches = new Set<ServedWatch>();
   const requests: RequestRecord[] = [];
   const failures: FailureRule[] = [];
-  const podLogs: { provider?: PodLogProvider } = {};
   const handler = createHandler({ objects, bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000, watches, requests, failures, podLogs });
   const ca = options.tls ? await createEphemeralCa('ACIS Kubernetes API test server CA') : undefined;
   const leaf = await ca?.issueLeaf('127.0.0.1');

@@ -66,7 +66,10 @@ export function validatePod(object: KubeObject): StatusCause[] {
   return causes;
 }
 
-/** A pod's spec after an update may differ from before only in images, activeDeadlineSeconds and tolerations. */
+/**
+ * A pod's spec after an update may differ from before only in images, activeDeadlineSeconds and
+ * tolerations, of which it may only add (ValidatePodUpdate; the Pod API reference's "may be updated").
+ */
 export function validatePodUpdate(previous: KubeObject, next: KubeObject): StatusCause[] {
   const comparable = (object: KubeObject) => {
     const spec = structuredClone((object.spec ?? {}) as Record<string, unknown>);
@@ -77,7 +80,9 @@ export function validatePodUpdate(previous: KubeObject, next: KubeObject): Statu
     delete spec.tolerations;
     return JSON.stringify(spec);
   };
-  if (comparable(previous) === comparable(next)) return [];
+  const tolerations = (object: KubeObject) => (((object.spec ?? {}) as { tolerations?: unknown[] }).tolerations ?? []).map((toleration) => JSON.stringify(toleration));
+  const kept = tolerations(previous).every((toleration) => tolerations(next).includes(toleration));
+  if (kept && comparable(previous) === comparable(next)) return [];
   return [
     {
       reason: 'FieldValueForbidden',

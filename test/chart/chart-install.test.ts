@@ -29,11 +29,10 @@ const run = promisify(execFile);
 const RUNNER_IMAGE = 'acis-runner:chart-test';
 const ACIS_IMAGE = 'acis:chart-test';
 const RUNNER_FIXTURE = path.join(ROOT, 'test', 'controller', 'fixtures', 'runner.cjs');
-// Pod IPs are unique within one kubelet only and test files run side by side: a port of our own.
-const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
-// The proxy listens on 0.0.0.0 as in its pod, which here is the host's network: ports of our own too.
-const PROXY_PORT = RUNNER_PORT + 1;
-const PROXY_METRICS_PORT = RUNNER_PORT + 2;
+// The chart's default ports (values.yaml): each pod listens on its own IP, the proxy's 0.0.0.0
+// included (kubelet-pod-network.ts), so other processes of the machine cannot hold them.
+const PROXY_PORT = 3128;
+const PROXY_METRICS_PORT = 9091;
 const POD_NAME = 'acis-controller-7d9f8-x2x4q';
 
 describe('charts/acis: helm install against the Kubernetes API test server', () => {
@@ -53,6 +52,8 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     ];
     // No CRDs loaded up front: the chart's crds/ must install them.
     server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
+    // As docs/install.md has the namespace labelled: the runner and proxy pods must pass Pod Security's restricted profile.
+    server.store.patch('namespaces', undefined, NAMESPACE, 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }));
     kubelet = await startKubelet({
       server,
       images: {
@@ -80,12 +81,10 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       [
         'install', 'acis', CHART, '--namespace', NAMESPACE,
         '--set', `runnerImage.repository=${repository}`, '--set', `runnerImage.tag=${tag}`,
-        '--set', `sandbox.port=${RUNNER_PORT}`,
         '--set', 'sandbox.resources.requests.cpu=10m', '--set', 'sandbox.resources.requests.memory=16Mi',
         '--set', 'sandbox.resources.limits.cpu=100m', '--set', 'sandbox.resources.limits.memory=64Mi',
         '--set', 'warmPool.replicas=2',
         '--set', 'image.repository=acis', '--set', 'image.tag=chart-test',
-        '--set', `egressProxy.port=${PROXY_PORT}`, '--set', `egressProxy.metricsPort=${PROXY_METRICS_PORT}`,
         '--set', 'database.url=postgres://acis@db.example:5432/acis',
       ],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },

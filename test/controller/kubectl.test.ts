@@ -40,7 +40,7 @@ describe('kubectl against the controller’s resources', () => {
 
     const wide = await run('get', 'sandboxes', '-o', 'wide');
     expect(wide.split('\n')[0]!.split(/\s{2,}/)).toEqual(['NAME', 'CONVERSATION', 'TENANT', 'MODE', 'PHASE', 'EXPIRES', 'AGE', 'AGENT', 'LAUNCH', 'POD', 'ENDPOINT']);
-    expect(wide).toMatch(/shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+127\.0\.0\.\d+:\d+/);
+    expect(wide).toMatch(/shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+127\.\d+\.\d+\.\d+:\d+/);
   });
 
   it('kubectl apply of the samples, then kubectl scale sbxpool resizes the pool and kubectl get sbxpool shows it', async () => {
