@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { badRequest, notFound } from './errors.js';
-import type { HttpDeps, Route } from './http.js';
+import type { HttpDeps, Route } from './http-types.js';
 import { parseBody, patchOptionsOf, readBody, readObject, send, writeOptionsOf } from './http-io.js';
 import type { DeleteOptions } from './objects.js';
 import { jsonPatch, mergePatch } from './patch.js';

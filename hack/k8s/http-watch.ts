@@ -4,19 +4,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { notFound } from './errors.js';
-import type { FailureRule, HttpDeps, Route } from './http.js';
+import type { FailureRule, HttpDeps, Route, ServedWatch } from './http-types.js';
 import type { ResourceType } from './resources.js';
 import type { KubeObject } from './store.js';
 import { toTable } from './table.js';
 import { expiredEvent, startWatch, type WatchEvent } from './watch.js';
 
 /** An open watch stream: `stop` ends it cleanly, `abort` cuts its connection. */
-export interface ServedWatch {
-  resource: string;
-  stop(): void;
-  abort(): void;
-}
-
 export function serveWatch(
   deps: HttpDeps,
   request: IncomingMessage,

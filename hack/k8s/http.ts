@@ -12,69 +12,15 @@ import { apiGroup, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } 
 import { KubeStatusError, methodNotAllowed } from './errors.js';
 import { deleteOptionsOf, patchOptionsOf, readBody, readDeleteOptions, readObject, send, writeOptionsOf } from './http-io.js';
 import { serveSubresource } from './http-subresources.js';
-import { serveWatch, type ServedWatch } from './http-watch.js';
-import type { KubeObjects } from './objects.js';
+import { serveWatch } from './http-watch.js';
+import type { FailureRule, HttpDeps, RequestRecord, Route, Verb } from './http-types.js';
 import { openApiGroupVersion, openApiRoot } from './openapi.js';
-import type { ResourceRegistry, ResourceType } from './resources.js';
+import type { ResourceRegistry } from './resources.js';
 import { review } from './reviews.js';
 import { toTable, wantsTable } from './table.js';
 
-export type { ServedWatch };
-
-export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection' | 'discovery';
-
-export interface RequestRecord {
-  method: string;
-  /** The URL path, without the query. */
-  path: string;
-  query: string;
-  verb: Verb;
-  group?: string;
-  resource?: string;
-  subresource?: string;
-  namespace?: string;
-  name?: string;
-}
-
-/**
- * One injected failure, matched against the next requests; every given field must match. `status`
- * answers with that code (on a watch, 410 arrives as an ERROR event in the stream as the real server
- * sends it); `drop` cuts the connection (a watch is cut right after its initial events). `times`
- * (default 1) is how many requests it fails.
- */
-export interface FailureRule {
-  verb?: Verb;
-  method?: string;
-  resource?: string;
-  subresource?: string;
-  namespace?: string;
-  name?: string;
-  status?: number;
-  message?: string;
-  drop?: boolean;
-  times?: number;
-}
-
-export type PodLogProvider = (namespace: string, name: string, container: string | undefined, tailLines: number | undefined) => string;
-
-export interface HttpDeps {
-  objects: KubeObjects;
-  bookmarkIntervalMs: number;
-  watches: Set<ServedWatch>;
-  requests: RequestRecord[];
-  failures: FailureRule[];
-  podLogs: { provider?: PodLogProvider };
-}
-
-export interface Route {
-  type?: ResourceType;
-  group: string;
-  version: string;
-  namespace?: string;
-  name?: string;
-  subresource?: string;
-  watchPath: boolean;
-}
+export type { FailureRule, HttpDeps, RequestRecord, Route, ServedWatch, Verb } from './http-types.js';
+export type { PodLogProvider } from './pod-report.js';
 
 function parseResourcePath(deps: HttpDeps, segments: string[]): Route | undefined {
   let group: string;

@@ -21,7 +21,7 @@ import {
   unsupportedMediaType,
 } from './errors.js';
 import { applyKindDefaults } from './defaults.js';
-import type { PodLogProvider } from './http.js';
+import type { PodLogProvider } from './pod-report.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
 import { ALL_POD_ADMISSION, mutatePod, validatePodAdmission, type PodAdmission } from './pod-admission.js';
 import { podReport } from './pod-report.js';

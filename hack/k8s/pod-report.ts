@@ -3,7 +3,6 @@
  * rerun: each container's state, restarts, last termination (exit code, reason and termination
  * message, as `kubectl describe pod` shows them) and its last log lines (as `kubectl logs` would).
  */
-import type { PodLogProvider } from './http.js';
 import type { KubeObject } from './store.js';
 
 const LOG_TAIL_LINES = 20;
@@ -20,6 +19,9 @@ interface ContainerStatus {
   state?: { waiting?: { reason?: string; message?: string }; running?: unknown; terminated?: Terminated };
   lastState?: { terminated?: Terminated };
 }
+
+/** A container's last log lines (the kubelet's, once one runs). */
+export type PodLogProvider = (namespace: string, name: string, container: string | undefined, tailLines: number | undefined) => string;
 
 export function podReport(pod: KubeObject, logs: PodLogProvider | undefined): string {
   const statuses = ((pod.status as { containerStatuses?: ContainerStatus[] } | undefined)?.containerStatuses ?? []);
