@@ -29,7 +29,10 @@ const EnvSchema = z.object({
     .optional(),
   ACIS_ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   ACIS_PUBLIC_URL: z.string().url().optional(),
-  ACIS_STORAGE_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/).default('acis-platform'),
+  ACIS_STORAGE_BUCKET: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/)
+    .default('acis-platform'),
   ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
@@ -38,8 +41,14 @@ const EnvSchema = z.object({
   ACIS_SANDBOX_PROVIDER: z.enum(['local', 'kubernetes']).default('local'),
   ACIS_SANDBOX_READY_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(180),
   KUBECONFIG: z.string().min(1).optional(),
-  ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
-  ACIS_EGRESS_CA_CONFIGMAP: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'must be a ConfigMap name').optional(),
+  ACIS_K8S_NAMESPACE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name')
+    .optional(),
+  ACIS_EGRESS_CA_CONFIGMAP: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'must be a ConfigMap name')
+    .optional(),
   ACIS_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
@@ -49,7 +58,12 @@ const EnvSchema = z.object({
   ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
   ACIS_POOL_PREWARM: z.enum(['0', '1']).default('1'),
   ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
-  ACIS_APPROVAL_TTL_SECONDS: z.coerce.number().int().min(1).max(7 * 86400).default(900),
+  ACIS_APPROVAL_TTL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 86400)
+    .default(900),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
   ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),

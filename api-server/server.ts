@@ -64,9 +64,9 @@ export interface StartOptions {
 export function createLogger(config: Pick<Config, 'logLevel'>, destination?: DestinationStream): Logger {
   return pino(
     {
-    level: config.logLevel,
-    base: { service: 'acis' },
-    // Belt and braces: nothing we log should carry these, but if an object ever does, it is cut.
+      level: config.logLevel,
+      base: { service: 'acis' },
+      // Belt and braces: nothing we log should carry these, but if an object ever does, it is cut.
       redact: {
         paths: ['*.authorization', '*.headers.authorization', '*.secret', '*.secrets', '*.service_key'],
         censor: '[redacted]',
@@ -102,7 +102,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 }
 
 /** The start in its order: state first, then what reaches out (egress, runners), the listener last. */
-async function assemble(config: Config, options: StartOptions, logger: Logger, database: DatabaseHandle, undo: Undo[]): Promise<RunningServer> {
+async function assemble(
+  config: Config,
+  options: StartOptions,
+  logger: Logger,
+  database: DatabaseHandle,
+  undo: Undo[],
+): Promise<RunningServer> {
   const applied = await migrateToLatest(database.db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
   const now = options.now ?? (() => new Date());
@@ -118,7 +124,18 @@ async function assemble(config: Config, options: StartOptions, logger: Logger, d
   const approvals = new ApprovalGate({ db: database.db, logger, now, databaseUrl: config.databaseUrl, metrics });
   undo.push(() => approvals.stop());
   await approvals.start();
-  const { deps, runs } = createDeps({ config, options, logger, database, now, nodeId, metrics, vault, approvals, provider: sandboxes.provider });
+  const { deps, runs } = createDeps({
+    config,
+    options,
+    logger,
+    database,
+    now,
+    nodeId,
+    metrics,
+    vault,
+    approvals,
+    provider: sandboxes.provider,
+  });
   const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   await recoverFromStoppedProcesses(deps, baseUrl);
   const aborts = await startRunAborts(deps, runs, sandboxes, undo);
@@ -238,7 +255,12 @@ async function recoverFromStoppedProcesses(deps: AppDeps, baseUrl: string): Prom
 }
 
 /** Run aborts signalled across replicas: only when runs span them and share a PostgreSQL server. */
-async function startRunAborts(deps: AppDeps, runs: RunManager, sandboxes: ChosenProvider, undo: Undo[]): Promise<RunAbortSignals | undefined> {
+async function startRunAborts(
+  deps: AppDeps,
+  runs: RunManager,
+  sandboxes: ChosenProvider,
+  undo: Undo[],
+): Promise<RunAbortSignals | undefined> {
   const { databaseUrl } = deps.config;
   if (!sandboxes.runsSpanReplicas || !databaseUrl) return undefined;
   const aborts = new RunAbortSignals({

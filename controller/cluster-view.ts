@@ -153,14 +153,20 @@ export class ClusterView {
     const pools = this.pools
       .list(this.namespace)
       .filter((p) => (sandbox.spec.poolRef ? p.metadata.name === sandbox.spec.poolRef.name : p.spec.agentType === sandbox.spec.agentType))
-      .filter((p) => p.spec.agentType === sandbox.spec.agentType && (p.spec.image ?? this.defaultImage) === image && !sandbox.spec.resources);
+      .filter(
+        (p) => p.spec.agentType === sandbox.spec.agentType && (p.spec.image ?? this.defaultImage) === image && !sandbox.spec.resources,
+      );
     const candidates = pools.flatMap((pool) => this.adoptablePods(pool));
     return candidates.sort(inAdmissionOrder)[0];
   }
 
   livePoolPods(pool: SandboxWarmPool): V1Pod[] {
     return this.ownedPods(pool.metadata.uid).filter(
-      (p) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Failed' && p.status?.phase !== 'Succeeded' && !this.picked.has(p.metadata!.name!),
+      (p) =>
+        !p.metadata?.deletionTimestamp &&
+        p.status?.phase !== 'Failed' &&
+        p.status?.phase !== 'Succeeded' &&
+        !this.picked.has(p.metadata!.name!),
     );
   }
 
@@ -173,7 +179,8 @@ export class ClusterView {
     const times = new Map<string, number>();
     for (const pod of this.pods.list(this.namespace)) {
       const annotations = pod.metadata?.annotations;
-      if (annotations?.[ANNOTATIONS.adoptedFrom] === name) times.set(pod.metadata!.name!, Date.parse(annotations[ANNOTATIONS.adoptedAt] ?? ''));
+      if (annotations?.[ANNOTATIONS.adoptedFrom] === name)
+        times.set(pod.metadata!.name!, Date.parse(annotations[ANNOTATIONS.adoptedAt] ?? ''));
     }
     for (const [podName, pick] of this.picked) if (pick.pool === name) times.set(podName, pick.at);
     return [...times.values()].filter((at) => Number.isFinite(at) && at >= since);

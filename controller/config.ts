@@ -11,7 +11,10 @@ const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/,
 const port = z.coerce.number().int().min(1).max(65535);
 
 const EnvSchema = z.object({
-  ACIS_K8S_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).optional(),
+  ACIS_K8S_NAMESPACE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/)
+    .optional(),
   ACIS_RUNNER_IMAGE: z.string().min(1).default('acis-runner:latest'),
   ACIS_RUNNER_COMMAND: z.string().optional(),
   ACIS_RUNNER_PORT: port.default(7070),
@@ -22,21 +25,34 @@ const EnvSchema = z.object({
   ACIS_RUNNER_MEMORY_LIMIT: quantity.default('2Gi'),
   ACIS_EGRESS_PROXY_HOST: z.string().min(1).default('acis-egress-proxy'),
   ACIS_EGRESS_PROXY_PORT: port.default(3128),
-  ACIS_EGRESS_CA_CONFIGMAP: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/).optional(),
-  ACIS_MODEL_BASE_URL: z.string().url().refine((url) => /^https?:/.test(url), 'must be an http(s) URL').default('https://api.anthropic.com'),
+  ACIS_EGRESS_CA_CONFIGMAP: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
+    .optional(),
+  ACIS_MODEL_BASE_URL: z
+    .string()
+    .url()
+    .refine((url) => /^https?:/.test(url), 'must be an http(s) URL')
+    .default('https://api.anthropic.com'),
   ACIS_CLUSTER_MAX_SANDBOXES: z.coerce.number().int().min(1).max(100_000).default(100),
   ACIS_SANDBOX_START_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(120),
   ACIS_POOL_REFILL_DELAY_SECONDS: z.coerce.number().min(0).max(60).default(0.3),
   ACIS_CONTROLLER_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
   ACIS_CONTROLLER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9090),
-  ACIS_CONTROLLER_LEASE_NAME: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/).default('acis-controller'),
+  ACIS_CONTROLLER_LEASE_NAME: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
+    .default('acis-controller'),
   ACIS_CONTROLLER_LEASE_SECONDS: z.coerce.number().min(1).max(300).default(15),
   ACIS_CONTROLLER_IDENTITY: z.string().min(1).optional(),
   ACIS_CONTROLLER_RESYNC_SECONDS: z.coerce.number().min(1).max(86_400).default(300),
   ACIS_CONTROLLER_WORKERS: z.coerce.number().int().min(1).max(64).default(4),
   ACIS_SYNC_IMAGE: z.string().min(1).default('acis:latest'),
   ACIS_SYNC_COMMAND: z.string().optional(),
-  ACIS_DATABASE_SECRET: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/).default('acis-database'),
+  ACIS_DATABASE_SECRET: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
+    .default('acis-database'),
   ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -45,13 +45,16 @@ export async function startController(options: ControllerOptions): Promise<Runni
   const client = new KubeClient(kubeConfig, { component: MANAGED_BY, instance: config.identity }, { group: GROUP, version: VERSION });
   const queues = new KindQueues(ns);
   // The informers' events reach the routing built from their caches below; none arrives before they start.
-  const caches = watchCluster({ config, kubeConfig, client, logger }, {
-    sandbox: (event, sandbox) => routing.sandbox(event, sandbox),
-    pool: (event, pool) => routing.pool(event, pool),
-    sync: (event, sync) => routing.sync(event, sync),
-    job: (event, job) => routing.job(event, job),
-    pod: (event, pod) => routing.pod(event, pod),
-  });
+  const caches = watchCluster(
+    { config, kubeConfig, client, logger },
+    {
+      sandbox: (event, sandbox) => routing.sandbox(event, sandbox),
+      pool: (event, pool) => routing.pool(event, pool),
+      sync: (event, sync) => routing.sync(event, sync),
+      job: (event, job) => routing.job(event, job),
+      pod: (event, pod) => routing.pod(event, pod),
+    },
+  );
   const view = new ClusterView(caches.sandboxes, caches.pools, caches.pods, ns, config.maxSandboxes, config.runnerImage);
   const routing = new ChangeRouting(ns, queues, view, caches);
   const metrics = createMetrics({
@@ -123,7 +126,10 @@ function reconcileQueues(ctx: ReconcileContext, caches: ClusterCaches): Record<Q
     new WorkQueue(timed(ctx, kind, reconcile), {
       workers,
       onError: (key, error, retryInMs) =>
-        ctx.logger.warn({ error: statusMessage(error), code: httpStatus(error), kind, key, retry_in_ms: retryInMs }, 'reconcile failed; retrying'),
+        ctx.logger.warn(
+          { error: statusMessage(error), code: httpStatus(error), kind, key, retry_in_ms: retryInMs },
+          'reconcile failed; retrying',
+        ),
     });
   return {
     [SANDBOX.kind]: queue(SANDBOX.kind, ctx.config.workers, (n, name) => reconcileSandbox(ctx, n, name)),

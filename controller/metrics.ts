@@ -18,7 +18,10 @@ export interface ControllerMetrics {
   leader: Gauge;
 }
 
-export function createMetrics(collect: { sandboxPhases: () => Record<string, number>; queueDepths: () => Record<string, number> }): ControllerMetrics {
+export function createMetrics(collect: {
+  sandboxPhases: () => Record<string, number>;
+  queueDepths: () => Record<string, number>;
+}): ControllerMetrics {
   const registry = new Registry();
   const registers = [registry];
   return {
@@ -78,7 +81,12 @@ export interface HealthEndpoint {
 }
 
 /** /healthz: the process answers. /readyz: its caches are filled. /metrics: Prometheus text. */
-export async function serveHealth(options: { host: string; port: number; registry: Registry; ready: () => boolean }): Promise<HealthEndpoint> {
+export async function serveHealth(options: {
+  host: string;
+  port: number;
+  registry: Registry;
+  ready: () => boolean;
+}): Promise<HealthEndpoint> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET') {

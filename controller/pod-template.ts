@@ -5,11 +5,20 @@
  * service-account token, no service links) and reaches the outside only through the egress proxy.
  */
 import type { V1OwnerReference, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
-import { API_VERSION, LABELS, MANAGED_BY, type Resources, RUNNER_COMPONENT, RUNNER_PORT_NAME, type Sandbox, type SandboxWarmPool, tokenSecretName } from './api/v1alpha1.js';
+import {
+  API_VERSION,
+  LABELS,
+  MANAGED_BY,
+  type Resources,
+  RUNNER_COMPONENT,
+  RUNNER_PORT_NAME,
+  type Sandbox,
+  type SandboxWarmPool,
+  tokenSecretName,
+} from './api/v1alpha1.js';
 import { MODEL_KEY_ALIAS } from '../egress-proxy/model-endpoint.js';
 import { placeholderFor } from '../egress-proxy/placeholder.js';
 import type { ControllerConfig } from './config.js';
-
 
 export type RunnerOwner = Sandbox | SandboxWarmPool;
 
@@ -23,7 +32,14 @@ export const CA_BUNDLE_PATH = '/tmp/acis-ca-bundle.pem';
 export const MODEL_KEY_PLACEHOLDER = placeholderFor(MODEL_KEY_ALIAS);
 
 export function controllerRef(owner: RunnerOwner): V1OwnerReference {
-  return { apiVersion: API_VERSION, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true };
+  return {
+    apiVersion: API_VERSION,
+    kind: owner.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid!,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
 }
 
 /** Labels a runner pod carries while it serves `sandbox` (set on creation, or on adoption from a pool). */
@@ -140,7 +156,9 @@ export function runnerPod(owner: RunnerOwner, podName: string, config: Controlle
         { name: 'workspace', emptyDir: {} },
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
         // Not optional: a pod started without the CA would fail every HTTPS request for its life.
-        ...(config.egressCaConfigMap ? [{ name: 'egress-ca', configMap: { name: config.egressCaConfigMap, items: [{ key: 'ca.crt', path: 'ca.crt' }] } }] : []),
+        ...(config.egressCaConfigMap
+          ? [{ name: 'egress-ca', configMap: { name: config.egressCaConfigMap, items: [{ key: 'ca.crt', path: 'ca.crt' }] } }]
+          : []),
       ],
     },
   };

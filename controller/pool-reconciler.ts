@@ -39,7 +39,9 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   const results = await Promise.allSettled([
     ...creates.map(async (podName) => {
       try {
-        await client.createIfAbsent(tokenSecret(pool, podName, { token: randomBytes(32).toString('base64url'), egressToken: randomBytes(32).toString('base64url') }));
+        await client.createIfAbsent(
+          tokenSecret(pool, podName, { token: randomBytes(32).toString('base64url'), egressToken: randomBytes(32).toString('base64url') }),
+        );
         await client.createIfAbsent(runnerPod(pool, podName, config));
       } catch (error) {
         view.expectations = lowerCreate(view.expectations, key, podName);
@@ -53,9 +55,11 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   ctx.metrics.poolReplicas.set({ pool: pool.metadata.name, state: 'ready' }, decision.status.readyReplicas ?? 0);
   if (statusChanged(pool.status, decision.status)) {
     // A newer version (409) or none (404): the watch brings it and the pool runs again on it.
-    await client.replaceStatus(SANDBOX_WARM_POOL.plural, { ...pool, apiVersion: API_VERSION, status: decision.status }).catch((error: unknown) => {
-      if (httpStatus(error) !== 409 && httpStatus(error) !== 404) throw error;
-    });
+    await client
+      .replaceStatus(SANDBOX_WARM_POOL.plural, { ...pool, apiVersion: API_VERSION, status: decision.status })
+      .catch((error: unknown) => {
+        if (httpStatus(error) !== 409 && httpStatus(error) !== 404) throw error;
+      });
   }
   const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failure) throw failure.reason;

@@ -115,7 +115,11 @@ function finishedStatus(
  * Job has ended, or which has no Job and never will (a newer generation came first); the current
  * generation's once its Job has ended. `removedThrough` advances over the unbroken run of those.
  */
-function credentialsToDelete(sync: RepositorySync, observed: SyncObserved, currentFinished: boolean): { names: string[]; removedThrough: number } {
+function credentialsToDelete(
+  sync: RepositorySync,
+  observed: SyncObserved,
+  currentFinished: boolean,
+): { names: string[]; removedThrough: number } {
   const current = sync.spec.requestGeneration;
   const known = sync.status?.credentialRemovedGeneration ?? 0;
   let removedThrough = Math.max(known, current - CREDENTIAL_LOOKBACK);
@@ -149,7 +153,13 @@ function outcomeEvents(previous: RepositorySyncStatus, status: RepositorySyncSta
   return [{ type, reason: after.reason, message: `generation ${generation}: ${after.message ?? after.reason}` }];
 }
 
-function syncing(base: RepositorySyncStatus, previous: RepositorySyncStatus, now: Date, reason: string, message: string): RepositorySyncStatus {
+function syncing(
+  base: RepositorySyncStatus,
+  previous: RepositorySyncStatus,
+  now: Date,
+  reason: string,
+  message: string,
+): RepositorySyncStatus {
   return withoutUndefined({ ...base, state: 'syncing', conditions: [synced(previous, 'Unknown', reason, message, now)] });
 }
 
@@ -208,7 +218,16 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
       name,
       namespace: sync.metadata.namespace,
       labels,
-      ownerReferences: [{ apiVersion: API_VERSION, kind: REPOSITORY_SYNC.kind, name: sync.metadata.name, uid: sync.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: REPOSITORY_SYNC.kind,
+          name: sync.metadata.name,
+          uid: sync.metadata.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       backoffLimit: 0,
@@ -220,7 +239,13 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
           restartPolicy: 'Never',
           automountServiceAccountToken: false,
           enableServiceLinks: false,
-          securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: 1000,
+            runAsGroup: 1000,
+            fsGroup: 1000,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
           containers: [
             {
               name: 'sync',
@@ -233,13 +258,24 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
                 { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
                 ...(credential ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${SYNC_CREDENTIAL_KEY}` }] : []),
               ],
-              securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, privileged: false, capabilities: { drop: ['ALL'] } },
+              securityContext: {
+                allowPrivilegeEscalation: false,
+                readOnlyRootFilesystem: true,
+                privileged: false,
+                capabilities: { drop: ['ALL'] },
+              },
               resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } },
               terminationMessagePolicy: 'FallbackToLogsOnError',
-              volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, ...(credential ? [{ name: 'credential', mountPath: CREDENTIAL_DIR, readOnly: true }] : [])],
+              volumeMounts: [
+                { name: 'tmp', mountPath: '/tmp' },
+                ...(credential ? [{ name: 'credential', mountPath: CREDENTIAL_DIR, readOnly: true }] : []),
+              ],
             },
           ],
-          volumes: [{ name: 'tmp', emptyDir: {} }, ...(credential ? [{ name: 'credential', secret: { secretName: credential, defaultMode: 0o440 } }] : [])],
+          volumes: [
+            { name: 'tmp', emptyDir: {} },
+            ...(credential ? [{ name: 'credential', secret: { secretName: credential, defaultMode: 0o440 } }] : []),
+          ],
         },
       },
     },

@@ -19,7 +19,12 @@ export interface SyncCaches {
   pods: Informer<V1Pod>;
 }
 
-export async function reconcileRepositorySync(ctx: ReconcileContext, caches: SyncCaches, namespace: string, name: string): Promise<ProcessResult> {
+export async function reconcileRepositorySync(
+  ctx: ReconcileContext,
+  caches: SyncCaches,
+  namespace: string,
+  name: string,
+): Promise<ProcessResult> {
   const { client, config } = ctx;
   const sync = caches.syncs.get(name, namespace);
   // Gone: its Jobs and Secrets go with it (owner references).
@@ -29,7 +34,9 @@ export async function reconcileRepositorySync(ctx: ReconcileContext, caches: Syn
   const job = jobs.find((j) => j.metadata?.name === jobName);
   const pod = caches.pods
     .list(namespace)
-    .filter((p) => p.metadata?.labels?.[SYNC_LABEL] === name && p.metadata?.ownerReferences?.some((r) => r.kind === 'Job' && r.name === jobName))
+    .filter(
+      (p) => p.metadata?.labels?.[SYNC_LABEL] === name && p.metadata?.ownerReferences?.some((r) => r.kind === 'Job' && r.name === jobName),
+    )
     .sort((a, b) => String(b.metadata?.creationTimestamp ?? '').localeCompare(String(a.metadata?.creationTimestamp ?? '')))[0];
   const olderJobs = jobs.filter((j) => j !== job);
   const decision = decideRepositorySync(sync, { job, pod, olderJobs }, new Date(ctx.now()), config);
@@ -38,7 +45,9 @@ export async function reconcileRepositorySync(ctx: ReconcileContext, caches: Syn
   const resource = { ...sync, apiVersion: API_VERSION, kind: REPOSITORY_SYNC.kind };
   await Promise.all(
     decision.events.map((event) =>
-      client.recordEvent(resource, event).catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), repository_sync: name }, 'recording an event failed')),
+      client
+        .recordEvent(resource, event)
+        .catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), repository_sync: name }, 'recording an event failed')),
     ),
   );
   if (statusChanged(sync.status, decision.status)) {

@@ -6,7 +6,16 @@
  * wait for the cache, never start a second pod.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { type Condition, conditionOf, isTerminal, LABELS, REASONS, type Sandbox, type SandboxStatus, tokenSecretName } from './api/v1alpha1.js';
+import {
+  type Condition,
+  conditionOf,
+  isTerminal,
+  LABELS,
+  REASONS,
+  type Sandbox,
+  type SandboxStatus,
+  tokenSecretName,
+} from './api/v1alpha1.js';
 import { type ConditionInput, setCondition } from './conditions.js';
 import { podHealth } from './api/pod-health.js';
 
@@ -28,10 +37,7 @@ export interface SandboxObservation {
   runnerPort: number;
 }
 
-export type SandboxAction =
-  | { kind: 'create-pod' }
-  | { kind: 'adopt-pod'; pod: V1Pod }
-  | { kind: 'delete-pod'; podName: string };
+export type SandboxAction = { kind: 'create-pod' } | { kind: 'adopt-pod'; pod: V1Pod } | { kind: 'delete-pod'; podName: string };
 
 export interface SandboxEvent {
   type: 'Normal' | 'Warning';
@@ -87,13 +93,23 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
   }
   const expired = expiry(draft);
   if (expired) return expired;
-  draft.status.conditions = withCondition(draft, { type: 'Expired', status: 'False', reason: REASONS.notExpired, message: expiryMessage(sandbox) });
+  draft.status.conditions = withCondition(draft, {
+    type: 'Expired',
+    status: 'False',
+    reason: REASONS.notExpired,
+    message: expiryMessage(sandbox),
+  });
 
   // Admission: a place among the cluster's sandboxes, first come first served.
   if (!observed.admission.admitted) return waitForPlace(draft, observed.admission);
   if (conditionOf(before, 'Admitted')?.status !== 'True') {
     draft.status.admittedTime = draft.iso;
-    draft.status.conditions = withCondition(draft, { type: 'Admitted', status: 'True', reason: REASONS.admitted, message: 'a sandbox place is reserved' });
+    draft.status.conditions = withCondition(draft, {
+      type: 'Admitted',
+      status: 'True',
+      reason: REASONS.admitted,
+      message: 'a sandbox place is reserved',
+    });
   }
   const startDeadline = Date.parse(draft.status.admittedTime ?? sandbox.metadata.creationTimestamp ?? draft.iso) + observed.startTimeoutMs;
   return draft.pod ? followPod(draft, draft.pod, startDeadline) : startRunner(draft, startDeadline);
@@ -103,7 +119,12 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
 function expiry(draft: Draft): SandboxDecision | undefined {
   const { sandbox, observed, shutdownAt } = draft;
   if (shutdownAt !== undefined && shutdownAt <= observed.now) {
-    return end(draft, 'Expired', REASONS.shutdownTimeReached, `the idle TTL lapsed at ${sandbox.spec.shutdownTime}; the runner was stopped`);
+    return end(
+      draft,
+      'Expired',
+      REASONS.shutdownTimeReached,
+      `the idle TTL lapsed at ${sandbox.spec.shutdownTime}; the runner was stopped`,
+    );
   }
   if (observed.releasedByWarmCap) {
     return end(
@@ -124,7 +145,12 @@ function waitForPlace(draft: Draft, admission: { position: number; used: number;
     draft.events.push({ type: 'Warning', reason: REASONS.capacityExhausted, message });
   }
   draft.status.conditions = withCondition(draft, { type: 'Admitted', status: 'False', reason: REASONS.capacityExhausted, message });
-  draft.status.conditions = withCondition(draft, { type: 'Ready', status: 'False', reason: REASONS.capacityExhausted, message: 'waiting for a sandbox place' });
+  draft.status.conditions = withCondition(draft, {
+    type: 'Ready',
+    status: 'False',
+    reason: REASONS.capacityExhausted,
+    message: 'waiting for a sandbox place',
+  });
   return { actions: draft.actions, events: draft.events, status: { ...draft.status, phase: 'Pending' }, requeueAt: draft.shutdownAt };
 }
 
@@ -138,7 +164,12 @@ function startRunner(draft: Draft, startDeadline: number): SandboxDecision {
     return { actions: draft.actions, events: draft.events, status: { ...draft.status, phase }, requeueAt };
   }
   if (before.podName && before.readyTime) {
-    return end(draft, 'Failed', REASONS.podDeleted, `pod ${before.podName} went away while serving; create a new Sandbox (the conversation resumes from its transcript)`);
+    return end(
+      draft,
+      'Failed',
+      REASONS.podDeleted,
+      `pod ${before.podName} went away while serving; create a new Sandbox (the conversation resumes from its transcript)`,
+    );
   }
   if (observed.now >= startDeadline) {
     const last = observed.createRefused ?? { reason: REASONS.startTimeout, message: 'no runner pod could be started' };
@@ -147,14 +178,23 @@ function startRunner(draft: Draft, startDeadline: number): SandboxDecision {
   if (observed.createRefused) {
     // Retried with backoff by the queue; said so in the meantime.
     const conditions = withCondition(draft, { type: 'Ready', status: 'False', ...observed.createRefused });
-    return { actions: [{ kind: 'create-pod' }], events: draft.events, status: { ...draft.status, phase: 'Starting', conditions }, requeueAt };
+    return {
+      actions: [{ kind: 'create-pod' }],
+      events: draft.events,
+      status: { ...draft.status, phase: 'Starting', conditions },
+      requeueAt,
+    };
   }
   const candidate = observed.poolCandidate;
   const podName = candidate ? candidate.metadata!.name! : sandbox.metadata.name;
   draft.actions.push(candidate ? { kind: 'adopt-pod', pod: candidate } : { kind: 'create-pod' });
   draft.events.push(
     candidate
-      ? { type: 'Normal', reason: 'Adopted', message: `claimed ready runner ${podName} from warm pool ${candidate.metadata?.labels?.[LABELS.pool]}` }
+      ? {
+          type: 'Normal',
+          reason: 'Adopted',
+          message: `claimed ready runner ${podName} from warm pool ${candidate.metadata?.labels?.[LABELS.pool]}`,
+        }
       : { type: 'Normal', reason: 'Started', message: `no ready pool runner; starting pod ${podName}` },
   );
   draft.status = { ...draft.status, podName, tokenSecretName: tokenSecretName(podName), launch: candidate ? 'pool' : 'cold' };
@@ -175,18 +215,30 @@ function followPod(draft: Draft, pod: V1Pod, startDeadline: number): SandboxDeci
   draft.status.podName = pod.metadata!.name;
   if (health.state === 'ready') return ready(draft, health.podIP);
   if (health.state === 'failing' && (health.terminal || draft.before.readyTime)) return end(draft, 'Failed', health.reason, health.message);
-  if (health.state === 'failing' && observed.now >= startDeadline) return end(draft, 'Failed', health.reason, `${within}: ${health.message}`);
+  if (health.state === 'failing' && observed.now >= startDeadline)
+    return end(draft, 'Failed', health.reason, `${within}: ${health.message}`);
   if (observed.now >= startDeadline) return end(draft, 'Failed', REASONS.startTimeout, `${within} (${health.message})`);
   const conditions = withCondition(draft, { type: 'Ready', status: 'False', reason: health.reason, message: health.message });
-  return { actions: draft.actions, events: draft.events, status: { ...draft.status, phase: 'Starting', conditions }, requeueAt: earliest(draft.shutdownAt, startDeadline) };
+  return {
+    actions: draft.actions,
+    events: draft.events,
+    status: { ...draft.status, phase: 'Starting', conditions },
+    requeueAt: earliest(draft.shutdownAt, startDeadline),
+  };
 }
 
 /** Its pod (owned, or adopted by this decision's action) is ready: the runner serves. */
 function ready(draft: Draft, podIP: string): SandboxDecision {
   const { before, status, observed } = draft;
   const endpoint = `${podIP}:${observed.runnerPort}`;
-  if (before.phase !== 'Ready') draft.events.push({ type: 'Normal', reason: 'Ready', message: `runner ${status.podName} is ready at ${endpoint}` });
-  const conditions = withCondition(draft, { type: 'Ready', status: 'True', reason: REASONS.runnerReady, message: `serving on ${endpoint}` });
+  if (before.phase !== 'Ready')
+    draft.events.push({ type: 'Normal', reason: 'Ready', message: `runner ${status.podName} is ready at ${endpoint}` });
+  const conditions = withCondition(draft, {
+    type: 'Ready',
+    status: 'True',
+    reason: REASONS.runnerReady,
+    message: `serving on ${endpoint}`,
+  });
   return {
     actions: draft.actions,
     events: draft.events,
@@ -202,12 +254,23 @@ function end(draft: Draft, phase: 'Expired' | 'Failed', reason: string, message:
   if (before.phase !== phase) draft.events.push({ type: phase === 'Failed' ? 'Warning' : 'Normal', reason, message });
   let conditions = withCondition(draft, { type: 'Ready', status: 'False', reason, message });
   if (phase === 'Expired') {
-    conditions = setCondition(conditions, { type: 'Expired', status: 'True', reason, message }, draft.observed.now, draft.sandbox.metadata.generation);
+    conditions = setCondition(
+      conditions,
+      { type: 'Expired', status: 'True', reason, message },
+      draft.observed.now,
+      draft.sandbox.metadata.generation,
+    );
   }
   return {
     actions: draft.actions,
     events: draft.events,
-    status: { ...status, phase, conditions, endpoint: undefined, ...(phase === 'Expired' && { expiredTime: before.expiredTime ?? draft.iso }) },
+    status: {
+      ...status,
+      phase,
+      conditions,
+      endpoint: undefined,
+      ...(phase === 'Expired' && { expiredTime: before.expiredTime ?? draft.iso }),
+    },
   };
 }
 

@@ -88,7 +88,12 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
       const podName = sandbox.metadata.name;
       view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
       try {
-        await client.createIfAbsent(tokenSecret(sandbox, podName, { token: randomBytes(32).toString('base64url'), egressToken: randomBytes(32).toString('base64url') }));
+        await client.createIfAbsent(
+          tokenSecret(sandbox, podName, {
+            token: randomBytes(32).toString('base64url'),
+            egressToken: randomBytes(32).toString('base64url'),
+          }),
+        );
         await client.createIfAbsent(runnerPod(sandbox, podName, config));
       } catch (error) {
         view.expectations = lowerCreate(view.expectations, key, podName);
@@ -125,7 +130,11 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
       // The token now lives and dies with this Sandbox, not with the pool. The pod is bound, so the
       // Ready status need not wait for this write: it goes out beside it.
       const owned = client
-        .mergePatch({ apiVersion: 'v1', kind: 'Secret', metadata: { name: tokenSecretName(podName), namespace, ownerReferences: [controllerRef(sandbox)] } })
+        .mergePatch({
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: tokenSecretName(podName), namespace, ownerReferences: [controllerRef(sandbox)] },
+        })
         .then(
           () => undefined,
           (error: unknown) => {
@@ -153,7 +162,11 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
 async function writeStatus(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<boolean> {
   const events = Promise.all(
     decision.events.map((event) =>
-      ctx.client.recordEvent(sandbox, event).catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed')),
+      ctx.client
+        .recordEvent(sandbox, event)
+        .catch((error: unknown) =>
+          ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed'),
+        ),
     ),
   );
   try {

@@ -95,13 +95,15 @@ export function createTunnels(deps: TunnelDeps): Tunnels {
 async function admit(deps: TunnelDeps, req: IncomingMessage, socket: Duplex): Promise<Tunnel | undefined> {
   const { auth, refusals } = deps;
   const authenticated = await auth.authenticate(req.headers['proxy-authorization']);
-  if (authenticated === LOOKUP_FAILED) return void refusals.refuseRaw(socket, 'lookup-failed', 503, 'Service Unavailable', '', LOOKUP_FAILED_MESSAGE);
+  if (authenticated === LOOKUP_FAILED)
+    return void refusals.refuseRaw(socket, 'lookup-failed', 503, 'Service Unavailable', '', LOOKUP_FAILED_MESSAGE);
   if (!authenticated) {
     const challenge = `Proxy-Authenticate: ${PROXY_AUTH_REALM}\r\n`;
     return void refusals.refuseRaw(socket, 'auth-required', 407, 'Proxy Authentication Required', challenge, 'run credentials required');
   }
   const target = parseAuthority(req.url ?? '');
-  if (!target || target.port === undefined) return void refusals.refuseRaw(socket, 'bad-request', 400, 'Bad Request', '', 'CONNECT takes host:port');
+  if (!target || target.port === undefined)
+    return void refusals.refuseRaw(socket, 'bad-request', 400, 'Bad Request', '', 'CONNECT takes host:port');
   const destination = { host: target.host, port: target.port };
   const routed = await deps.route('https', destination);
   if (typeof routed === 'string') {
@@ -113,7 +115,13 @@ async function admit(deps: TunnelDeps, req: IncomingMessage, socket: Duplex): Pr
 }
 
 /** Answers the CONNECT and terminates TLS on its socket with a leaf for the destination; `accept` takes the TLS socket. */
-async function terminateTls(deps: TunnelDeps, socket: Duplex, head: Buffer, tunnel: Tunnel, accept: (tls: TLSSocket) => void): Promise<void> {
+async function terminateTls(
+  deps: TunnelDeps,
+  socket: Duplex,
+  head: Buffer,
+  tunnel: Tunnel,
+  accept: (tls: TLSSocket) => void,
+): Promise<void> {
   const { destination } = tunnel.route;
   const context = await deps.ca.secureContextFor(destination.host);
   if (socket.destroyed) return;
@@ -136,7 +144,10 @@ async function terminateTls(deps: TunnelDeps, socket: Duplex, head: Buffer, tunn
   tls.once('secure', () => clearTimeout(deadline));
   tls.once('close', () => clearTimeout(deadline));
   tls.on('error', (err) => {
-    deps.logger.debug({ runner_id: tunnel.credential.runnerId, destination: authority(destination), err: err.message }, 'tunnel closed on error');
+    deps.logger.debug(
+      { runner_id: tunnel.credential.runnerId, destination: authority(destination), err: err.message },
+      'tunnel closed on error',
+    );
     tls.destroy();
   });
   accept(tls);

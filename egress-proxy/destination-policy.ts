@@ -36,13 +36,7 @@ export interface AllowList {
   has(destination: Destination): boolean;
 }
 
-const METADATA_HOSTS = new Set([
-  'metadata',
-  'metadata.google.internal',
-  'metadata.goog',
-  'instance-data',
-  'instance-data.ec2.internal',
-]);
+const METADATA_HOSTS = new Set(['metadata', 'metadata.google.internal', 'metadata.goog', 'instance-data', 'instance-data.ec2.internal']);
 const METADATA_ADDRESSES = new Set([
   '169.254.169.254', // AWS, GCP, Azure, OpenStack, Oracle...
   '169.254.170.2', // AWS ECS task credentials
@@ -60,9 +54,27 @@ function blockList(ranges: Array<[string, number, 'ipv4' | 'ipv6']>): BlockList 
 // Checked in order; the first hit names the reason. BlockList also matches IPv4-mapped IPv6 against the
 // IPv4 rules.
 const DENIED_RANGES: Array<[string, BlockList]> = [
-  ['unspecified', blockList([['0.0.0.0', 8, 'ipv4'], ['::', 128, 'ipv6']])],
-  ['loopback', blockList([['127.0.0.0', 8, 'ipv4'], ['::1', 128, 'ipv6']])],
-  ['link-local', blockList([['169.254.0.0', 16, 'ipv4'], ['fe80::', 10, 'ipv6']])],
+  [
+    'unspecified',
+    blockList([
+      ['0.0.0.0', 8, 'ipv4'],
+      ['::', 128, 'ipv6'],
+    ]),
+  ],
+  [
+    'loopback',
+    blockList([
+      ['127.0.0.0', 8, 'ipv4'],
+      ['::1', 128, 'ipv6'],
+    ]),
+  ],
+  [
+    'link-local',
+    blockList([
+      ['169.254.0.0', 16, 'ipv4'],
+      ['fe80::', 10, 'ipv6'],
+    ]),
+  ],
   [
     'private',
     blockList([
@@ -74,7 +86,13 @@ const DENIED_RANGES: Array<[string, BlockList]> = [
       ['fec0::', 10, 'ipv6'], // site-local (deprecated, still routable inside some networks)
     ]),
   ],
-  ['multicast', blockList([['224.0.0.0', 4, 'ipv4'], ['ff00::', 8, 'ipv6']])],
+  [
+    'multicast',
+    blockList([
+      ['224.0.0.0', 4, 'ipv4'],
+      ['ff00::', 8, 'ipv6'],
+    ]),
+  ],
   [
     'reserved',
     blockList([
@@ -129,7 +147,10 @@ export function parseAllowList(text: string | undefined): AllowList {
   const hosts = new Set<string>();
   const hostPorts = new Set<string>();
   const bad: string[] = [];
-  for (const entry of (text ?? '').split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of (text ?? '')
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const parsed = parseAuthority(entry);
     if (!parsed) bad.push(entry);
     else if (parsed.port === undefined) hosts.add(parsed.host);
@@ -142,7 +163,7 @@ export function parseAllowList(text: string | undefined): AllowList {
 /** Why an address is refused, or undefined when it is public. */
 export function deniedAddressReason(address: string): string | undefined {
   const type = isIP(address) === 6 ? 'ipv6' : 'ipv4';
-  const normalized = type === 'ipv6' ? canonicalHost(address) ?? address : address;
+  const normalized = type === 'ipv6' ? (canonicalHost(address) ?? address) : address;
   if (METADATA_ADDRESSES.has(normalized)) return 'cloud-metadata';
   for (const [reason, list] of DENIED_RANGES) if (list.check(address, type)) return reason;
   if (type === 'ipv6') {
@@ -209,7 +230,11 @@ export async function vetDestination(destination: Destination, allow: AllowList,
  */
 export function vettedLookup(addresses: readonly ResolvedAddress[]): LookupFunction {
   return (_hostname, options, callback) => {
-    if (options.all) callback(null, addresses.map((a) => ({ address: a.address, family: a.family })));
+    if (options.all)
+      callback(
+        null,
+        addresses.map((a) => ({ address: a.address, family: a.family })),
+      );
     else callback(null, addresses[0]!.address, addresses[0]!.family);
   };
 }

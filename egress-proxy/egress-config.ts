@@ -16,8 +16,16 @@ const EnvSchema = z.object({
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
   ACIS_EGRESS_RUNS_FILE: z.string().min(1, 'must name the JSON file of runs').optional(),
-  ACIS_EGRESS_RESOLVE_URL: z.string().url().refine((url) => /^https?:/.test(url), 'must be an http(s) URL').optional(),
-  ANTHROPIC_BASE_URL: z.string().url().refine((url) => /^https?:/.test(url), 'must be an http(s) URL').optional(),
+  ACIS_EGRESS_RESOLVE_URL: z
+    .string()
+    .url()
+    .refine((url) => /^https?:/.test(url), 'must be an http(s) URL')
+    .optional(),
+  ANTHROPIC_BASE_URL: z
+    .string()
+    .url()
+    .refine((url) => /^https?:/.test(url), 'must be an http(s) URL')
+    .optional(),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
   ACIS_EGRESS_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   ACIS_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -51,7 +59,8 @@ export function loadEgressConfig(env: NodeJS.ProcessEnv = process.env): EgressCo
   const url = env.ACIS_EGRESS_RESOLVE_URL;
   const file = env.ACIS_EGRESS_RUNS_FILE;
   if (url && file) problems.push('ACIS_EGRESS_RESOLVE_URL and ACIS_EGRESS_RUNS_FILE are both set: runs come from one source');
-  else if (!url && !file) problems.push('set ACIS_EGRESS_RESOLVE_URL (with ACIS_EGRESS_RESOLVE_TOKEN) or, in development, ACIS_EGRESS_RUNS_FILE');
+  else if (!url && !file)
+    problems.push('set ACIS_EGRESS_RESOLVE_URL (with ACIS_EGRESS_RESOLVE_TOKEN) or, in development, ACIS_EGRESS_RUNS_FILE');
   else if (url && !token) problems.push('ACIS_EGRESS_RESOLVE_URL needs ACIS_EGRESS_RESOLVE_TOKEN or ACIS_EGRESS_RESOLVE_TOKEN_FILE');
   if (!parsed.success || problems.length > 0) throw new Error(`invalid environment:\n${problems.map((line) => `  ${line}`).join('\n')}`);
   const e = parsed.data;

@@ -61,7 +61,9 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
   const metrics = options.metrics ?? noEgressMetrics;
   const model = options.modelEndpoint ? parseModelEndpoint(options.modelEndpoint.baseUrl) : undefined;
   const listed = parseAllowList(options.allow);
-  const allow: AllowList = { has: (d) => listed.has(d) || (model !== undefined && model.destination.host === d.host && model.destination.port === d.port) };
+  const allow: AllowList = {
+    has: (d) => listed.has(d) || (model !== undefined && model.destination.host === d.host && model.destination.port === d.port),
+  };
   const route = async (scheme: Route['scheme'], destination: Destination): Promise<Route | string> => {
     const verdict = await vetDestination(destination, allow, systemResolver);
     return verdict.allowed ? { scheme, destination, addresses: verdict.addresses } : verdict.reason;

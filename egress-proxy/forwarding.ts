@@ -43,7 +43,14 @@ export interface ForwardingDeps {
 }
 
 /** Forwards one authenticated request along `to`; `rawTarget` is its path and query as the client sent them. */
-export type Forward = (req: IncomingMessage, res: ServerResponse, credential: RunCredential, runSecrets: RunSecrets, to: Route, rawTarget: string) => void;
+export type Forward = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  credential: RunCredential,
+  runSecrets: RunSecrets,
+  to: Route,
+  rawTarget: string,
+) => void;
 
 /** A request whose target and headers are substituted, on its way upstream with its body still to send. */
 interface Outbound {
@@ -61,7 +68,9 @@ export function createForwarding(deps: ForwardingDeps): Forward {
   const { refusals, metrics, model, modelKey } = deps;
   const maskerFor = maskerPerRun(compileMasker);
   // The run's values and the model key, for what the model endpoint answers.
-  const modelMaskerFor = modelKey ? maskerPerRun((secrets) => compileMasker(new Map([...secrets, [MODEL_KEY_ALIAS, modelKey]]))) : maskerFor;
+  const modelMaskerFor = modelKey
+    ? maskerPerRun((secrets) => compileMasker(new Map([...secrets, [MODEL_KEY_ALIAS, modelKey]])))
+    : maskerFor;
 
   /** A model call: the platform's key in place of the runner's key headers; target, other headers and body untouched. */
   const forwardToModel: Forward = (req, res, credential, runSecrets, to, rawTarget) => {
@@ -122,7 +131,10 @@ function sendBody(deps: ForwardingDeps, out: Outbound, secrets: RunSecrets): voi
     return send(upstreams, out, undefined);
   }
   if (!substitutable) {
-    logger.debug({ runner_id: out.credential.runnerId, destination: authority(out.to.destination) }, 'request body passed unscanned (encoded or not text)');
+    logger.debug(
+      { runner_id: out.credential.runnerId, destination: authority(out.to.destination) },
+      'request body passed unscanned (encoded or not text)',
+    );
     if (declared !== undefined) headers['content-length'] = declared;
     else headers['transfer-encoding'] = 'chunked';
     return send(upstreams, out, req);

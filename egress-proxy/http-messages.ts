@@ -56,7 +56,12 @@ export function authority(destination: Destination, defaultPort?: number): strin
 }
 
 export function connectionTokens(header: string | undefined): Set<string> {
-  return new Set((header ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    (header ?? '')
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 /** Adds one header line to `headers`, keeping the lines of a repeated name in order. */

@@ -49,10 +49,7 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => shutdown('SIGTERM'));
 }
 
-async function runSource(
-  config: EgressConfig,
-  logger: Logger,
-): Promise<Pick<EgressProxyOptions, 'resolveRun' | 'onMissing'>> {
+async function runSource(config: EgressConfig, logger: Logger): Promise<Pick<EgressProxyOptions, 'resolveRun' | 'onMissing'>> {
   if (config.runs.source === 'file') {
     return {
       resolveRun: createRunsFileResolver(config.runs.file),
@@ -66,7 +63,12 @@ async function runSource(
     onMissing: (runnerId, alias, token) => {
       api
         .reportMissing({ runnerId, token }, alias)
-        .catch((err: unknown) => logger.warn({ runner_id: runnerId, err: err instanceof Error ? err.message : String(err) }, 'ending a run for a missing secret failed'));
+        .catch((err: unknown) =>
+          logger.warn(
+            { runner_id: runnerId, err: err instanceof Error ? err.message : String(err) },
+            'ending a run for a missing secret failed',
+          ),
+        );
     },
   };
 }

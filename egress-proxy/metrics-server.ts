@@ -12,7 +12,10 @@ export interface MetricsServer {
  * Serves `registry` as `GET /metrics` (the standalone egress proxy's; in-process the API server
  * serves it). With `token`, a scrape must bring it as a bearer token.
  */
-export async function serveMetrics(registry: Registry, options: { host: string; port: number; token?: string | undefined }): Promise<MetricsServer> {
+export async function serveMetrics(
+  registry: Registry,
+  options: { host: string; port: number; token?: string | undefined },
+): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     if (req.method !== 'GET' || new URL(req.url ?? '/', 'http://x').pathname !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');

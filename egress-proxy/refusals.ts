@@ -51,7 +51,10 @@ export function createRefusals(
   };
 
   const refuseMissing = (res: ServerResponse, credential: RunCredential, destination: Destination, alias: string) => {
-    logger.warn({ runner_id: credential.runnerId, alias, destination: authority(destination) }, 'placeholder without a secret: run to be aborted');
+    logger.warn(
+      { runner_id: credential.runnerId, alias, destination: authority(destination) },
+      'placeholder without a secret: run to be aborted',
+    );
     try {
       options.onMissing(credential.runnerId, alias, credential.token);
     } catch (hookErr) {

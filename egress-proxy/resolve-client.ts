@@ -40,7 +40,9 @@ export function createApiRunResolver(baseUrl: string, token: string): ApiRunReso
     }
     if (response.status !== 200) {
       await response.body?.cancel();
-      throw new RunLookupError(`the API server's resolve listener answered ${response.status}${response.status === 401 ? ' (wrong resolve token)' : ''}`);
+      throw new RunLookupError(
+        `the API server's resolve listener answered ${response.status}${response.status === 401 ? ' (wrong resolve token)' : ''}`,
+      );
     }
     return response.json().catch(() => {
       throw new RunLookupError("the API server's resolve listener answered no JSON");

@@ -53,7 +53,9 @@ export function resolveTokenSetting(env: NodeJS.ProcessEnv, name: string): Resol
 export async function readResolveToken(setting: ResolveTokenSetting): Promise<string> {
   const token = 'value' in setting ? setting.value : (await readFile(setting.file, 'utf8')).replace(/\r?\n$/, '');
   if (token.length < MIN_RESOLVE_TOKEN_LENGTH) {
-    throw new Error(`the egress resolve token${'file' in setting ? ` in ${setting.file}` : ''} must be at least ${MIN_RESOLVE_TOKEN_LENGTH} characters`);
+    throw new Error(
+      `the egress resolve token${'file' in setting ? ` in ${setting.file}` : ''} must be at least ${MIN_RESOLVE_TOKEN_LENGTH} characters`,
+    );
   }
   return token;
 }

@@ -32,7 +32,10 @@ export function createRunAuthentication(options: Pick<EgressProxyOptions, 'resol
     try {
       return await options.resolveRun(credential);
     } catch (err) {
-      logger.warn({ runner_id: credential.runnerId, err: err instanceof Error ? err.message : String(err) }, 'run lookup failed: request refused');
+      logger.warn(
+        { runner_id: credential.runnerId, err: err instanceof Error ? err.message : String(err) },
+        'run lookup failed: request refused',
+      );
       return LOOKUP_FAILED;
     }
   };

@@ -43,7 +43,10 @@ export class MissingSecretError extends Error {
 
 /** A value that cannot be written where its placeholder stands (a header value with a line break, say). */
 export class SecretPlacementError extends Error {
-  constructor(readonly alias: string, where: string) {
+  constructor(
+    readonly alias: string,
+    where: string,
+  ) {
     super(`the value of ${alias} cannot be placed in ${where}`);
     this.name = 'SecretPlacementError';
   }
@@ -109,12 +112,7 @@ function partialPrefixStart(buf: Buffer, from: number): number {
   return buf.length;
 }
 
-export function scanSubstitute(
-  buf: Buffer,
-  values: SecretValues,
-  final: boolean,
-  encoded: Map<string, Buffer> = new Map(),
-): ScanResult {
+export function scanSubstitute(buf: Buffer, values: SecretValues, final: boolean, encoded: Map<string, Buffer> = new Map()): ScanResult {
   const parts: Buffer[] = [];
   let emitted = 0;
   let searchFrom = 0;

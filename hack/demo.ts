@@ -164,7 +164,8 @@ async function releaseNotesSkill(api: ApiClient, key: string, repositoryId: stri
     await sleep(100);
   }
   note(`GET /repositories/${repositoryId}  sync ${repository?.body.sync.state}, ${repository?.body.skill_count} skills`);
-  if (repository?.body.sync.state !== 'ready') throw new DemoError(`the skill repository did not sync: ${JSON.stringify(repository?.body.sync)}`);
+  if (repository?.body.sync.state !== 'ready')
+    throw new DemoError(`the skill repository did not sync: ${JSON.stringify(repository?.body.sync)}`);
   const skills = await step(api, 'GET', `/repositories/${repositoryId}/skills`, { token: key, expect: [200] }, (a) =>
     a.body.data.map((skill: { name: string; source: string; path: string }) => `${skill.name} (${skill.source}, ${skill.path})`).join(', '),
   );
@@ -177,7 +178,13 @@ async function provision(api: ApiClient, key: string, run: string, skillReposito
   const tenantBody = { name: `Demo tenant ${run}` };
   const tenantPath = `/tenants/by-external-id/${tenantExternalId}`;
 
-  const tenant = await step(api, 'PUT', tenantPath, { token: key, body: tenantBody, expect: [201] }, (a) => `${a.body.id}  cold path: created, so set it up`);
+  const tenant = await step(
+    api,
+    'PUT',
+    tenantPath,
+    { token: key, body: tenantBody, expect: [201] },
+    (a) => `${a.body.id}  cold path: created, so set it up`,
+  );
   const tenantId = tenant.body.id as string;
   const repository = await step(
     api,
@@ -212,7 +219,13 @@ async function provision(api: ApiClient, key: string, run: string, skillReposito
     { token: key, body: { email: 'ada@example.com', display_name: 'Ada', role_id: role.body.id }, expect: [201] },
     (a) => `${a.body.id}  ${a.body.email}`,
   );
-  await step(api, 'PUT', tenantPath, { token: key, body: tenantBody, expect: [200] }, (a) => `${a.body.id}  warm path: exists, setup skipped`);
+  await step(
+    api,
+    'PUT',
+    tenantPath,
+    { token: key, body: tenantBody, expect: [200] },
+    (a) => `${a.body.id}  warm path: exists, setup skipped`,
+  );
   const token = await step(
     api,
     'POST',
@@ -272,7 +285,9 @@ async function main(): Promise<void> {
   });
   const conversationId = created.headers.get('x-service-conversation-id');
   if (!conversationId) throw new DemoError('POST /conversations: no X-Service-Conversation-Id header');
-  note(`200 ${created.headers.get('content-type')}, X-Service-Conversation-Id ${conversationId}, X-Service-Stream-Format ${created.headers.get('x-service-stream-format')}`);
+  note(
+    `200 ${created.headers.get('content-type')}, X-Service-Conversation-Id ${conversationId}, X-Service-Stream-Format ${created.headers.get('x-service-stream-format')}`,
+  );
   const first = await printStream(created);
   requireSuccess('first message', first, target.remote);
   requireText('first message', first, `Tool Bash returned: ${SANDBOX_OUTPUT}`, target.remote);
@@ -303,14 +318,20 @@ async function main(): Promise<void> {
   for (const message of [...history.body.data].reverse()) {
     const content = String(message.content).replace(/\s+/g, ' ');
     const usage = message.usage ? `  (${message.usage.input_tokens} in / ${message.usage.output_tokens} out)` : '';
-    note(`${message.id}  ${message.role.padEnd(9)} ${message.status.padEnd(9)} ${content.length > 90 ? `${content.slice(0, 89)}…` : content}${usage}`);
+    note(
+      `${message.id}  ${message.role.padEnd(9)} ${message.status.padEnd(9)} ${content.length > 90 ? `${content.slice(0, 89)}…` : content}${usage}`,
+    );
   }
   if (history.body.data.length !== 4) throw new DemoError(`expected 4 messages in the history, found ${history.body.data.length}`);
 
   section('Done');
   if (stub) {
     const kinds = stub.requests.reduce<Record<string, number>>((count, r) => ({ ...count, [r.kind]: (count[r.kind] ?? 0) + 1 }), {});
-    note(`the model stub answered ${stub.requests.length} requests: ${Object.entries(kinds).map(([kind, n]) => `${n} ${kind}`).join(', ')}`);
+    note(
+      `the model stub answered ${stub.requests.length} requests: ${Object.entries(kinds)
+        .map(([kind, n]) => `${n} ${kind}`)
+        .join(', ')}`,
+    );
   }
   note(target.remote ? 'the running server is left as it was (the demo tenant stays)' : 'stopping ACIS and removing its data directory');
 }
@@ -323,7 +344,7 @@ main().then(
   async (error: unknown) => {
     // After Ctrl-C the stopping server fails the run in flight; that is not news, the signal handler exits.
     if (interrupted) return;
-    console.error(`\ndemo failed: ${error instanceof DemoError ? error.message : (error as Error).stack ?? String(error)}`);
+    console.error(`\ndemo failed: ${error instanceof DemoError ? error.message : ((error as Error).stack ?? String(error))}`);
     await cleanup();
     process.exit(1);
   },

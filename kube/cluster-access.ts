@@ -78,7 +78,11 @@ export class ConnectionSharingKubeConfig extends KubeConfig {
     if (options.type !== 'agent') return made;
     // The Agent class of the undici client-node's fetch runs on (so the two always match), with only
     // the keep-alive changed from what client-node builds.
-    const Agent = made.constructor as new (options: { connect: unknown; keepAliveTimeout: number; keepAliveMaxTimeout: number }) => Dispatcher;
+    const Agent = made.constructor as new (options: {
+      connect: unknown;
+      keepAliveTimeout: number;
+      keepAliveMaxTimeout: number;
+    }) => Dispatcher;
     return new Agent({ connect: options.connect, keepAliveTimeout: API_KEEP_ALIVE_MS, keepAliveMaxTimeout: API_KEEP_ALIVE_MS });
   }
 }

@@ -29,7 +29,8 @@ export interface InformerOptions<T extends object> {
 
 /** An informer's `onError` that says which watch failed, why, and when it restarts. */
 export function warnOnRestart(logger: Logger, resource: string): NonNullable<InformerOptions<object>['onError']> {
-  return (error, retryInMs) => logger.warn({ error: statusMessage(error), code: httpStatus(error), resource, retry_in_ms: retryInMs }, 'watch failed; restarting');
+  return (error, retryInMs) =>
+    logger.warn({ error: statusMessage(error), code: httpStatus(error), resource, retry_in_ms: retryInMs }, 'watch failed; restarting');
 }
 
 const MIN_BACKOFF_MS = 100;
@@ -44,7 +45,11 @@ export class Informer<T extends object> {
   private listed = false;
 
   constructor(private readonly options: InformerOptions<T>) {
-    const watch = new ReopeningWatch(options.kubeConfig, () => this.nextBackoff(), () => this.eventArrived());
+    const watch = new ReopeningWatch(
+      options.kubeConfig,
+      () => this.nextBackoff(),
+      () => this.eventArrived(),
+    );
     const list = async () => {
       const result = await options.list();
       this.listed = true;

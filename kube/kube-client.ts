@@ -87,7 +87,10 @@ export class KubeClient {
   }
 
   /** Writes the status subresource; returns the object as the server stored it. */
-  async replaceStatus<T extends { apiVersion?: string; kind?: string; metadata: ObjectMeta; status?: unknown }>(plural: string, object: T): Promise<T> {
+  async replaceStatus<T extends { apiVersion?: string; kind?: string; metadata: ObjectMeta; status?: unknown }>(
+    plural: string,
+    object: T,
+  ): Promise<T> {
     return (await this.custom.replaceNamespacedCustomObjectStatus({
       ...this.customResources,
       namespace: object.metadata.namespace!,

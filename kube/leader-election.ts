@@ -92,7 +92,12 @@ export class LeaderElection {
     if (!lease) {
       await api.createNamespacedLease({
         namespace,
-        body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace }, spec: { ...spec, acquireTime: microTime(now), leaseTransitions: 0 } },
+        body: {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name, namespace },
+          spec: { ...spec, acquireTime: microTime(now), leaseTransitions: 0 },
+        },
       });
       return this.renewed(now);
     }

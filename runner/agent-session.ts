@@ -82,7 +82,8 @@ export class AgentSessions {
     const bound = await this.bound;
     this.bound = undefined;
     if (bound) {
-      const usable = bound.alive() && first.resume === undefined && first.cwd === bound.cwd && (await onlySkillsAdded(first.cwd, bound.seen));
+      const usable =
+        bound.alive() && first.resume === undefined && first.cwd === bound.cwd && (await onlySkillsAdded(first.cwd, bound.seen));
       const session = usable ? await this.open(bound, first, prompt) : discard(bound);
       if (session) return { session, messages: withoutBindingEchoes(session), prewarmed: true };
     }
@@ -183,7 +184,10 @@ async function onlySkillsAdded(cwd: string, seen: WorkspaceEntries | undefined):
   const now = await workspaceEntries(cwd);
   // A workspace that could not be read at either time cannot be vouched for.
   if (!now || !seen) return false;
-  return now.top.every((entry) => entry === '.claude' || seen.top.includes(entry)) && now.claude.every((entry) => entry === 'skills' || seen.claude.includes(entry));
+  return (
+    now.top.every((entry) => entry === '.claude' || seen.top.includes(entry)) &&
+    now.claude.every((entry) => entry === 'skills' || seen.claude.includes(entry))
+  );
 }
 
 /**
@@ -208,7 +212,9 @@ async function* withoutBindingEchoes(session: AsyncIterable<SDKMessage>): AsyncG
  */
 export function skillOverrides(commands: ListedCommand[], offered: string[] | undefined): Record<string, 'on' | 'off'> {
   const keep = offered && new Set(offered);
-  return Object.fromEntries(commands.map((c) => [c.name, (keep ? keep.has(c.name) : c.builtin !== true) ? ('on' as const) : ('off' as const)]));
+  return Object.fromEntries(
+    commands.map((c) => [c.name, (keep ? keep.has(c.name) : c.builtin !== true) ? ('on' as const) : ('off' as const)]),
+  );
 }
 
 function describe(error: unknown): string {

@@ -60,7 +60,12 @@ async function restore(endpoint: LinkEndpoint, link: string, options: LinkClient
     delay = Math.min(delay * 2, MAX_RETRY_MS);
     if (endpoint.isEnded) return;
     try {
-      await handshake(endpoint, link, options, Math.max(1, Math.min(options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS, deadline - Date.now())));
+      await handshake(
+        endpoint,
+        link,
+        options,
+        Math.max(1, Math.min(options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS, deadline - Date.now())),
+      );
       options.onEvent?.({ kind: 'restored' });
       return;
     } catch (error) {
@@ -94,7 +99,8 @@ function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOpti
       if (settled) return;
       const frame = decodeFrame(line);
       if (frame.kind === 'control' && frame.control.type === 'refused') return settle(new LinkRefused(frame.control.error));
-      if (frame.kind !== 'control' || frame.control.type !== 'welcome') return settle(new Error('the runner answered the hello with something else'));
+      if (frame.kind !== 'control' || frame.control.type !== 'welcome')
+        return settle(new Error('the runner answered the hello with something else'));
       if (!endpoint.canReplayFrom(frame.control.after)) {
         return settle(new LinkRefused(`the runner has line ${frame.control.after} of ours, which this side cannot continue from`));
       }

@@ -77,7 +77,8 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
     const helloTimer = setTimeout(() => wire.close('no hello'), options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS);
     wire.onClosed((reason) => {
       clearTimeout(helloTimer);
-      if (!greeted && reason === 'a line exceeded the length limit') options.log(`refused a connection from ${peer}: its first line was too long`);
+      if (!greeted && reason === 'a line exceeded the length limit')
+        options.log(`refused a connection from ${peer}: its first line was too long`);
     });
     wire.onLine((line) => {
       if (greeted) return;

@@ -45,9 +45,12 @@ export function readRunnerConfig(
         problems.push(`ACIS_RUNNER_TOKEN_FILE cannot be read: ${(error as Error).message}`);
       }
     }
-    if (token.length < MIN_TOKEN_LENGTH) problems.push(`ACIS_RUNNER_TOKEN (or ACIS_RUNNER_TOKEN_FILE) must hold a token of at least ${MIN_TOKEN_LENGTH} characters`);
-    const reconnect = env.ACIS_RUNNER_RECONNECT_SECONDS === undefined ? DEFAULT_RECONNECT_SECONDS : Number(env.ACIS_RUNNER_RECONNECT_SECONDS);
-    if (!(reconnect > 0) || !Number.isFinite(reconnect)) problems.push('ACIS_RUNNER_RECONNECT_SECONDS must be a positive number of seconds');
+    if (token.length < MIN_TOKEN_LENGTH)
+      problems.push(`ACIS_RUNNER_TOKEN (or ACIS_RUNNER_TOKEN_FILE) must hold a token of at least ${MIN_TOKEN_LENGTH} characters`);
+    const reconnect =
+      env.ACIS_RUNNER_RECONNECT_SECONDS === undefined ? DEFAULT_RECONNECT_SECONDS : Number(env.ACIS_RUNNER_RECONNECT_SECONDS);
+    if (!(reconnect > 0) || !Number.isFinite(reconnect))
+      problems.push('ACIS_RUNNER_RECONNECT_SECONDS must be a positive number of seconds');
     if (address) listen = { ...address, token, reconnectSeconds: reconnect };
   } else if (env.ACIS_RUNNER_TOKEN || env.ACIS_RUNNER_TOKEN_FILE) {
     problems.push('ACIS_RUNNER_TOKEN is set but ACIS_RUNNER_LISTEN is not: the runner would speak on stdio without authentication');

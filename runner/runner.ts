@@ -193,7 +193,8 @@ function handle(command: ServerCommand): void {
           );
           turns.push(command.content, command.env);
         },
-        (error: unknown) => fail(new Error(`the workspace could not be prepared for the turn: ${error instanceof Error ? error.message : String(error)}`)),
+        (error: unknown) =>
+          fail(new Error(`the workspace could not be prepared for the turn: ${error instanceof Error ? error.message : String(error)}`)),
       );
       return;
     case 'skills':

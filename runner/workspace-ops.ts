@@ -39,7 +39,11 @@ function isInside(parent: string, child: string): boolean {
  * Packs `cwd` (minus `exclude`, paths relative to it) and hands the archive out in pieces; fails, and
  * stops packing, once it exceeds `maxBytes`. Answers the archive's size.
  */
-export function exportWorkspace(cwd: string, options: { maxBytes: number; exclude?: string[] | undefined }, onPiece: (piece: Buffer) => void): Promise<number> {
+export function exportWorkspace(
+  cwd: string,
+  options: { maxBytes: number; exclude?: string[] | undefined },
+  onPiece: (piece: Buffer) => void,
+): Promise<number> {
   const excludes = (options.exclude ?? []).map((pattern) => `--exclude=./${pattern.replace(/^\.?\/+/, '')}`);
   const tar = spawn('tar', ['-C', cwd, ...excludes, '-czf', '-', '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let bytes = 0;

@@ -41,8 +41,7 @@ export function decideAcquire(runners: RunnerView[], request: AcquireRequest, li
   // Full: give up capacity that is only waiting, warm holds first (least recently used), then a
   // pre-started runner of another agent type.
   const victim =
-    leastRecentlyUsed(runners.filter((r) => r.state === 'held')) ??
-    leastRecentlyUsed(runners.filter((r) => r.state === 'pooled'));
+    leastRecentlyUsed(runners.filter((r) => r.state === 'held')) ?? leastRecentlyUsed(runners.filter((r) => r.state === 'pooled'));
   if (victim) return { kind: 'evict-and-start', evictRunnerId: victim.id };
   return { kind: 'no-capacity' };
 }

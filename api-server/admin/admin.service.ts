@@ -22,10 +22,7 @@ export async function adminCreateIntegration(deps: AppDeps, name: string): Promi
   };
 }
 
-export async function adminCreateServiceKey(
-  deps: AppDeps,
-  integrationId: string,
-): Promise<z.output<typeof CreatedServiceKey>> {
+export async function adminCreateServiceKey(deps: AppDeps, integrationId: string): Promise<z.output<typeof CreatedServiceKey>> {
   const integration = await deps.db.selectFrom('integrations').select('id').where('id', '=', integrationId).executeTakeFirst();
   if (!integration) throw problems.notFound('integration');
   const serviceKey = newServiceKey();
@@ -96,9 +93,7 @@ export async function adminCreateApproverKey(
 
 function validEd25519PublicKey(encoded: string): string {
   const raw = Buffer.from(encoded, 'base64url');
-  const invalid = problems.invalid([
-    { pointer: '/public_key', message: 'must be base64url of a raw 32-byte Ed25519 public key' },
-  ]);
+  const invalid = problems.invalid([{ pointer: '/public_key', message: 'must be base64url of a raw 32-byte Ed25519 public key' }]);
   if (raw.length !== ED25519_KEY_BYTES || raw.toString('base64url') !== encoded.replace(/=+$/, '')) throw invalid;
   try {
     createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') }, format: 'jwk' });

@@ -37,9 +37,7 @@ export const Approval = z
     message_id: z.string().describe('The assistant message parked on this approval'),
     status: ApprovalStatus,
     reason: z.string(),
-    requested_items: z.array(
-      z.object({ kind: z.enum(['action', 'secret']), description: z.string(), alias: z.string().optional() }),
-    ),
+    requested_items: z.array(z.object({ kind: z.enum(['action', 'secret']), description: z.string(), alias: z.string().optional() })),
     expires_at: Timestamp,
     resolved_by: z.string().nullable().describe('`approver_key:<approver_key_id>`; null while pending or when expired'),
     resolved_at: Timestamp.nullable(),

@@ -44,15 +44,13 @@ export async function listConversationApprovals(deps: AppDeps, caller: Caller, c
 
 function signatureInvalid(): ProblemError {
   return new ProblemError('approval-signature-invalid', 403, {
-    detail: 'The signature does not verify for this approval and decision with an active approver key of its tenant, or its exp is not within the next 5 minutes.',
+    detail:
+      'The signature does not verify for this approval and decision with an active approver key of its tenant, or its exp is not within the next 5 minutes.',
   });
 }
 
 function notPending(approval: ApprovalRow): ProblemError {
-  const detail =
-    approval.status === 'pending'
-      ? 'The approval is past its expiry.'
-      : `The approval is already ${approval.status}.`;
+  const detail = approval.status === 'pending' ? 'The approval is past its expiry.' : `The approval is already ${approval.status}.`;
   return new ProblemError('approval-expired', 409, { detail });
 }
 

@@ -81,7 +81,9 @@ export async function parkOnApproval(deps: ParkingDeps, run: ParkedRun, input: u
   }
   const decided = outcome.approval;
   if (decided.status === 'expired') {
-    run.abort(new ProblemError('approval-expired', 409, { detail: `Approval ${raised.id} expired before anyone resolved it, so the run ended.` }));
+    run.abort(
+      new ProblemError('approval-expired', 409, { detail: `Approval ${raised.id} expired before anyone resolved it, so the run ended.` }),
+    );
     return { isError: true, text: 'The approval expired.' };
   }
   if (decided.status === 'approved') {

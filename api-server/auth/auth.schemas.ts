@@ -8,12 +8,7 @@ export const MAX_TOKEN_TTL_SECONDS = 3600;
 export const TokenExchangeBody = z.object({
   tenant_external_id: ExternalId,
   user_external_id: ExternalId,
-  ttl_seconds: z
-    .number()
-    .int()
-    .min(MIN_TOKEN_TTL_SECONDS)
-    .max(MAX_TOKEN_TTL_SECONDS)
-    .default(DEFAULT_TOKEN_TTL_SECONDS),
+  ttl_seconds: z.number().int().min(MIN_TOKEN_TTL_SECONDS).max(MAX_TOKEN_TTL_SECONDS).default(DEFAULT_TOKEN_TTL_SECONDS),
 });
 
 export const Token = z

@@ -69,12 +69,7 @@ export function insertConversationIfAbsent(db: Db, row: ConversationInsert): Pro
 }
 
 export function updateConversation(db: Db, conversationId: string, changes: ConversationUpdate): Promise<ConversationRow> {
-  return db
-    .updateTable('conversations')
-    .set(changes)
-    .where('id', '=', conversationId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  return db.updateTable('conversations').set(changes).where('id', '=', conversationId).returningAll().executeTakeFirstOrThrow();
 }
 
 export async function deleteConversation(db: Db, conversationId: string): Promise<void> {
@@ -87,7 +82,11 @@ export async function deleteConversationIfEmpty(db: Db, conversationId: string):
 }
 
 /** A run ended on the conversation: its last activity and, when the runtime reported one, its session. */
-export async function recordRunOnConversation(db: Db, conversationId: string, run: { at: Date; sessionId?: string | undefined }): Promise<void> {
+export async function recordRunOnConversation(
+  db: Db,
+  conversationId: string,
+  run: { at: Date; sessionId?: string | undefined },
+): Promise<void> {
   await db
     .updateTable('conversations')
     .set({ last_message_at: run.at, updated_at: run.at, ...(run.sessionId && { session_id: run.sessionId }) })

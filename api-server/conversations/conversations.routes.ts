@@ -128,7 +128,8 @@ export const conversationRoutes = [
     body: UpsertConversationBody,
     responses: {
       200: {
-        description: 'Existed; provided fields merged. With initial_message (created or not): the run as NDJSON, led by a conversation line',
+        description:
+          'Existed; provided fields merged. With initial_message (created or not): the run as NDJSON, led by a conversation line',
         schema: Conversation,
       },
       201: { description: 'Created', schema: Conversation },
@@ -154,7 +155,12 @@ export const conversationRoutes = [
     auth: 'service-or-user',
     params: ConversationExternalIdParams,
     query: ByExternalIdQuery,
-    responses: { 200: { description: 'The conversation', schema: Conversation }, 400: { description: 'tenant_id missing' }, ...common, ...notFound },
+    responses: {
+      200: { description: 'The conversation', schema: Conversation },
+      400: { description: 'tenant_id missing' },
+      ...common,
+      ...notFound,
+    },
     handler: async ({ deps, principal, params, query }) => ({
       status: 200,
       body: presentConversation(await getConversationByExternalId(deps, principal, params.external_id, query.tenant_id)),

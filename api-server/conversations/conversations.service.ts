@@ -160,20 +160,14 @@ interface RuntimeFields {
 }
 
 /** Runtime rules: agent type from tenant settings and immutable; TTL only in warm mode, capped by the tenant. */
-export function resolveRuntime(
-  input: RuntimeInput | undefined,
-  settings: TenantSettings,
-  current?: RuntimeFields,
-): RuntimeFields {
+export function resolveRuntime(input: RuntimeInput | undefined, settings: TenantSettings, current?: RuntimeFields): RuntimeFields {
   const requestedType = input?.agent_type;
   if (current && requestedType !== undefined && requestedType !== current.agent_type) {
     throw problems.invalid([{ pointer: '/runtime/agent_type', message: 'agent_type cannot change after creation' }]);
   }
   const agentType = current?.agent_type ?? requestedType ?? settings.default_agent_type;
   if (!current && !isKnownAgentType(agentType)) {
-    throw problems.invalid([
-      { pointer: requestedType ? '/runtime/agent_type' : '/runtime', message: `unknown agent type ${agentType}` },
-    ]);
+    throw problems.invalid([{ pointer: requestedType ? '/runtime/agent_type' : '/runtime', message: `unknown agent type ${agentType}` }]);
   }
   const requestedTtl = input?.idle_ttl_seconds;
   if (requestedTtl !== undefined && requestedTtl > settings.max_idle_ttl_seconds) {
@@ -289,8 +283,7 @@ async function applyChanges(
   patch: z.output<typeof PatchConversationBody>,
 ): Promise<ConversationRow> {
   checkSelectedSkills(patch.selected_skill_ids, conversation.context.skill_ids);
-  const runtime =
-    patch.runtime === undefined ? undefined : resolveRuntime(patch.runtime, conversation.tenant_settings, conversation);
+  const runtime = patch.runtime === undefined ? undefined : resolveRuntime(patch.runtime, conversation.tenant_settings, conversation);
   const changes = changedFields(conversation, {
     title: patch.title,
     status: patch.status,

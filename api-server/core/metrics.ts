@@ -154,8 +154,14 @@ export class Metrics {
     const { local } = source;
     if (!local) return;
     const registers = [this.registry];
-    new Gauge({ name: 'acis_runner_pool_size', help: 'Runners per agent type this node keeps started ahead of demand (ACIS_POOL_SIZE).', registers }).set(local.poolSize);
-    new Gauge({ name: 'acis_runner_capacity', help: 'Runners this node may run at once (ACIS_MAX_SANDBOXES).', registers }).set(local.capacity);
+    new Gauge({
+      name: 'acis_runner_pool_size',
+      help: 'Runners per agent type this node keeps started ahead of demand (ACIS_POOL_SIZE).',
+      registers,
+    }).set(local.poolSize);
+    new Gauge({ name: 'acis_runner_capacity', help: 'Runners this node may run at once (ACIS_MAX_SANDBOXES).', registers }).set(
+      local.capacity,
+    );
   }
 
   /** `route` is the matched route template, or `unmatched`. */

@@ -12,9 +12,7 @@ export const MAX_PAGE_SIZE = 100;
  */
 export function listQuery<Extra extends z.ZodRawShape>(cursor: IdKind | z.ZodType<string>, extra: Extra) {
   const cursorSchema =
-    typeof cursor === 'string'
-      ? z.string().regex(idPattern(cursor), `must be an id of this listing (${ID_PREFIX[cursor]}_...)`)
-      : cursor;
+    typeof cursor === 'string' ? z.string().regex(idPattern(cursor), `must be an id of this listing (${ID_PREFIX[cursor]}_...)`) : cursor;
   return z
     .object({
       limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE),

@@ -102,17 +102,13 @@ export function problemBody(
 // Constructors for the common cases keep call sites short and the status codes in one place.
 export const problems = {
   notFound: (what = 'resource') => new ProblemError('not-found', 404, { detail: `No such ${what}.` }),
-  unauthorized: (detail: string) =>
-    new ProblemError('unauthorized', 401, { detail, headers: { 'WWW-Authenticate': 'Bearer' } }),
+  unauthorized: (detail: string) => new ProblemError('unauthorized', 401, { detail, headers: { 'WWW-Authenticate': 'Bearer' } }),
   forbidden: (detail: string) => new ProblemError('insufficient-scope', 403, { detail }),
   badRequest: (errors: FieldError[], detail = 'The request parameters are invalid.') =>
     new ProblemError('validation-error', 400, { detail, errors }),
-  invalid: (errors: FieldError[], detail = 'The request body is invalid.') =>
-    new ProblemError('validation-error', 422, { detail, errors }),
-  nameConflict: (holderId: string, detail: string) =>
-    new ProblemError('name-conflict', 409, { detail, conflictingResourceId: holderId }),
+  invalid: (errors: FieldError[], detail = 'The request body is invalid.') => new ProblemError('validation-error', 422, { detail, errors }),
+  nameConflict: (holderId: string, detail: string) => new ProblemError('name-conflict', 409, { detail, conflictingResourceId: holderId }),
   externalIdConflict: (holderId: string | undefined, detail: string) =>
     new ProblemError('external-id-conflict', 409, { detail, conflictingResourceId: holderId }),
-  inUse: (dependentId: string, detail: string) =>
-    new ProblemError('resource-in-use', 409, { detail, conflictingResourceId: dependentId }),
+  inUse: (dependentId: string, detail: string) => new ProblemError('resource-in-use', 409, { detail, conflictingResourceId: dependentId }),
 };

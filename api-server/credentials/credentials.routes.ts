@@ -1,19 +1,7 @@
 import { defineRoute } from '../define-route.js';
 import { mapPage } from '../core/pagination.js';
-import {
-  CreateCredentialBody,
-  Credential,
-  CredentialIdParams,
-  CredentialList,
-  ListCredentialsQuery,
-} from './credentials.schemas.js';
-import {
-  createCredential,
-  getCredentialInScope,
-  listCredentials,
-  presentCredential,
-  removeCredential,
-} from './credentials.service.js';
+import { CreateCredentialBody, Credential, CredentialIdParams, CredentialList, ListCredentialsQuery } from './credentials.schemas.js';
+import { createCredential, getCredentialInScope, listCredentials, presentCredential, removeCredential } from './credentials.service.js';
 
 const tag = 'Credentials';
 const common = {

@@ -21,30 +21,34 @@ export const Credential = z
 
 export const CredentialList = ListOf(Credential);
 
-export const CreateCredentialBody = z.object({
-  name: Name.describe('Unique across the integration registry'),
-  type: z
-    .string()
-    .trim()
-    .min(1)
-    .max(64)
-    .default(DEFAULT_CREDENTIAL_TYPE)
-    .describe('Open enum: git_pat, git_ssh_key, api_key, basic_auth, oauth_token, generic_secret, github_app, github_webhook_secret, ...'),
-  // Kept verbatim (no trimming): whitespace can be part of a secret. Messages never echo the value.
-  secret: z
-    .string()
-    .min(1)
-    .refine((value) => Buffer.byteLength(value, 'utf8') <= MAX_SECRET_BYTES, {
-      message: `must be at most ${MAX_SECRET_BYTES} bytes`,
-    })
-    .meta({ writeOnly: true, description: 'Encrypted on arrival; never returned, logged or echoed in errors' }),
-  metadata: Metadata.optional(),
-}).superRefine((body, ctx) => {
-  // A GitHub App credential is only usable in its documented shape; say so now rather than at the first sync.
-  if (body.type !== GITHUB_APP_CREDENTIAL) return;
-  const parsed = parseGitHubAppSecret(body.secret);
-  if (!parsed.ok) for (const message of parsed.problems) ctx.addIssue({ code: 'custom', path: ['secret'], message });
-});
+export const CreateCredentialBody = z
+  .object({
+    name: Name.describe('Unique across the integration registry'),
+    type: z
+      .string()
+      .trim()
+      .min(1)
+      .max(64)
+      .default(DEFAULT_CREDENTIAL_TYPE)
+      .describe(
+        'Open enum: git_pat, git_ssh_key, api_key, basic_auth, oauth_token, generic_secret, github_app, github_webhook_secret, ...',
+      ),
+    // Kept verbatim (no trimming): whitespace can be part of a secret. Messages never echo the value.
+    secret: z
+      .string()
+      .min(1)
+      .refine((value) => Buffer.byteLength(value, 'utf8') <= MAX_SECRET_BYTES, {
+        message: `must be at most ${MAX_SECRET_BYTES} bytes`,
+      })
+      .meta({ writeOnly: true, description: 'Encrypted on arrival; never returned, logged or echoed in errors' }),
+    metadata: Metadata.optional(),
+  })
+  .superRefine((body, ctx) => {
+    // A GitHub App credential is only usable in its documented shape; say so now rather than at the first sync.
+    if (body.type !== GITHUB_APP_CREDENTIAL) return;
+    const parsed = parseGitHubAppSecret(body.secret);
+    if (!parsed.ok) for (const message of parsed.problems) ctx.addIssue({ code: 'custom', path: ['secret'], message });
+  });
 
 export const ListCredentialsQuery = listQuery('credential', {});
 

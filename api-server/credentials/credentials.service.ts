@@ -32,11 +32,7 @@ export function credentialSecretContext(credentialId: string): string {
   return `credential:${credentialId}`;
 }
 
-export async function getCredentialInScope(
-  deps: CoreDeps,
-  principal: ServicePrincipal,
-  credentialId: string,
-): Promise<CredentialRow> {
+export async function getCredentialInScope(deps: CoreDeps, principal: ServicePrincipal, credentialId: string): Promise<CredentialRow> {
   const credential = await findCredential(deps.db, principal.integrationId, credentialId);
   if (!credential) throw problems.notFound('credential');
   return credential;

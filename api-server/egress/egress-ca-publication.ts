@@ -12,7 +12,13 @@ import { httpStatus } from '../../kube/kube-errors.js';
 export const CA_CONFIGMAP_KEY = 'ca.crt';
 const PUBLISH_ATTEMPTS = 5;
 
-export async function publishEgressCa(options: { kubeConfig: KubeConfig; namespace: string; name: string; certificatePem: string; logger: Logger }): Promise<void> {
+export async function publishEgressCa(options: {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  name: string;
+  certificatePem: string;
+  logger: Logger;
+}): Promise<void> {
   const core = options.kubeConfig.makeApiClient(CoreV1Api);
   const { namespace, name, certificatePem, logger } = options;
   for (let attempt = 1; ; attempt++) {
@@ -24,9 +30,16 @@ export async function publishEgressCa(options: { kubeConfig: KubeConfig; namespa
         return;
       }
       if (existing.data?.[CA_CONFIGMAP_KEY] === certificatePem) return;
-      logger.warn({ configmap: name }, 'the published egress proxy CA differs from this replica’s: replacing it (runner pods trust one CA; replicas must share it)');
+      logger.warn(
+        { configmap: name },
+        'the published egress proxy CA differs from this replica’s: replacing it (runner pods trust one CA; replicas must share it)',
+      );
       // Replaced at the resourceVersion read: a concurrent writer makes this a 409 and another round.
-      await core.replaceNamespacedConfigMap({ namespace, name, body: { ...caConfigMap(name, certificatePem), metadata: { ...existing.metadata, name } } });
+      await core.replaceNamespacedConfigMap({
+        namespace,
+        name,
+        body: { ...caConfigMap(name, certificatePem), metadata: { ...existing.metadata, name } },
+      });
       return;
     } catch (err) {
       const status = httpStatus(err);

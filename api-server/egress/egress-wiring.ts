@@ -34,7 +34,12 @@ export function missingSecretAtEgress(alias: string): ProblemError {
 }
 
 /** The values of the run a runner's credential stands for now; undefined when it stands for none. */
-export async function egressSecrets(deps: AppDeps, credentials: EgressCredentials, runnerId: string, token: string): Promise<RunSecrets | undefined> {
+export async function egressSecrets(
+  deps: AppDeps,
+  credentials: EgressCredentials,
+  runnerId: string,
+  token: string,
+): Promise<RunSecrets | undefined> {
   const runId = await credentials.egressRun(runnerId, token);
   return runId ? secretsForRun(deps, runId) : undefined;
 }
@@ -52,10 +57,14 @@ export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, 
     // Runner pods share no socket with this process: their model calls come through the proxy, which
     // adds the platform's key there. Local runners use the model gateway, and the proxy knows no model.
     modelEndpoint:
-      deps.config.sandboxProvider === 'kubernetes' ? { baseUrl: deps.config.anthropicBaseUrl, apiKey: deps.config.anthropicApiKey } : undefined,
+      deps.config.sandboxProvider === 'kubernetes'
+        ? { baseUrl: deps.config.anthropicBaseUrl, apiKey: deps.config.anthropicApiKey }
+        : undefined,
     resolveRun: ({ runnerId, token }) => egressSecrets(deps, credentials, runnerId, token),
     onMissing: (runnerId, alias) => {
-      credentials.abortMissing(runnerId, alias).catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
+      credentials
+        .abortMissing(runnerId, alias)
+        .catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
     },
   });
 }

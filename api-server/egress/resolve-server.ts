@@ -18,7 +18,13 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { RunSecrets } from '../../egress-proxy/egress-proxy.js';
-import { MISSING_PATH, MissingRequestSchema, RESOLVE_PATH, ResolveRequestSchema, type ResolveAnswer } from '../../egress-proxy/resolve-protocol.js';
+import {
+  MISSING_PATH,
+  MissingRequestSchema,
+  RESOLVE_PATH,
+  ResolveRequestSchema,
+  type ResolveAnswer,
+} from '../../egress-proxy/resolve-protocol.js';
 import { constantTimeEqual } from '../core/crypto.js';
 
 /** Bodies are a credential and an alias: anything larger is not one of ours. */
@@ -59,7 +65,10 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!authorized(req.headers.authorization)) {
-      logger.warn({ remote: req.socket.remoteAddress, path: req.url, method: req.method }, 'egress resolve call refused: missing or wrong token');
+      logger.warn(
+        { remote: req.socket.remoteAddress, path: req.url, method: req.method },
+        'egress resolve call refused: missing or wrong token',
+      );
       return answer(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer', ...UNREAD_BODY });
     }
     if (req.url !== RESOLVE_PATH && req.url !== MISSING_PATH) return answer(res, 404, { error: 'not-found' }, UNREAD_BODY);

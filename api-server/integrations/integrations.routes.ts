@@ -16,11 +16,7 @@ export const integrationRoutes = [
       403: { description: 'Not a service key' },
     },
     handler: async ({ deps, principal }) => {
-      const integration = await deps.db
-        .selectFrom('integrations')
-        .selectAll()
-        .where('id', '=', principal.integrationId)
-        .executeTakeFirst();
+      const integration = await deps.db.selectFrom('integrations').selectAll().where('id', '=', principal.integrationId).executeTakeFirst();
       if (!integration) throw problems.notFound('integration');
       const keys = await deps.db
         .selectFrom('approver_keys')

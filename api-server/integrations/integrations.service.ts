@@ -50,10 +50,7 @@ export async function createIntegration(
   return { id, name, rootTenantId, serviceKeyId, createdAt: now };
 }
 
-export async function insertServiceKey(
-  db: Db,
-  key: { id: string; integrationId: string; key: string; now: Date },
-): Promise<void> {
+export async function insertServiceKey(db: Db, key: { id: string; integrationId: string; key: string; now: Date }): Promise<void> {
   await db
     .insertInto('service_keys')
     .values({

@@ -31,11 +31,9 @@ export const SendMessageBody = z.object({
 });
 
 /** One line of a run's NDJSON stream: an agent event verbatim, a platform line, or a keepalive ping. */
-export const StreamLine = z
-  .record(z.string(), z.unknown())
-  .meta({
-    id: 'StreamLine',
-    description:
-      'NDJSON: one JSON object per line. Agent events (type system, stream_event, assistant, user, result) verbatim; ' +
-      'platform lines {"object":"platform.event","type":...}; keepalive {"event":"ping"}. Ignore unknown lines.',
-  });
+export const StreamLine = z.record(z.string(), z.unknown()).meta({
+  id: 'StreamLine',
+  description:
+    'NDJSON: one JSON object per line. Agent events (type system, stream_event, assistant, user, result) verbatim; ' +
+    'platform lines {"object":"platform.event","type":...}; keepalive {"event":"ping"}. Ignore unknown lines.',
+});

@@ -5,12 +5,7 @@ import type { MessagesTable } from '../core/db/schema.js';
 export type MessageRow = Selectable<MessagesTable>;
 
 export function findMessage(db: Db, conversationId: string, messageId: string): Promise<MessageRow | undefined> {
-  return db
-    .selectFrom('messages')
-    .selectAll()
-    .where('conversation_id', '=', conversationId)
-    .where('id', '=', messageId)
-    .executeTakeFirst();
+  return db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId).where('id', '=', messageId).executeTakeFirst();
 }
 
 export function findRunInFlight(db: Db, conversationId: string): Promise<{ id: string } | undefined> {

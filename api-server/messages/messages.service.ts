@@ -5,11 +5,7 @@ import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
-import {
-  assertConversationActive,
-  assertTenantWritable,
-  getConversationInScope,
-} from '../conversations/conversations.service.js';
+import { assertConversationActive, assertTenantWritable, getConversationInScope } from '../conversations/conversations.service.js';
 import { fillerEnabled } from '../runs/filler.js';
 import { sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-problems.js';
 import type { RunOutcome } from '../runs/run-request.js';
@@ -82,7 +78,8 @@ export async function startMessageRun(
   ]);
   if (inFlight) throw conversationBusy();
   const unavailable = deps.runtime.provider.unavailableReason;
-  const refusal = missingSecretProblem(body, secrets, context.bodyPointer) ?? (unavailable ? sandboxUnavailableProblem(unavailable) : undefined);
+  const refusal =
+    missingSecretProblem(body, secrets, context.bodyPointer) ?? (unavailable ? sandboxUnavailableProblem(unavailable) : undefined);
 
   // Named before the admission: the runner being readied for the run may be told which run it serves.
   const ids = { userMessageId: deps.newId('message'), assistantMessageId: deps.newId('message') };
@@ -103,7 +100,11 @@ export async function startMessageRun(
   try {
     await insertTurnMessages(deps, conversation, ids, body, !refusal);
   } catch (error) {
-    if (admission) await admission.lease.then((lease) => deps.runtime.provider.release(lease, {}), () => undefined);
+    if (admission)
+      await admission.lease.then(
+        (lease) => deps.runtime.provider.release(lease, {}),
+        () => undefined,
+      );
     if (isUniqueViolation(error)) throw conversationBusy();
     throw error;
   }

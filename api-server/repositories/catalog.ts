@@ -47,7 +47,12 @@ export async function scanCatalog(root: string): Promise<Catalog> {
     }
     const holder = seen.get(parsed.name);
     if (holder) {
-      warnings.push({ kind: 'duplicate_name', path: manifestPath, name: parsed.name, message: `the name is already used by ${holder}; skipped` });
+      warnings.push({
+        kind: 'duplicate_name',
+        path: manifestPath,
+        name: parsed.name,
+        message: `the name is already used by ${holder}; skipped`,
+      });
       continue;
     }
     seen.set(parsed.name, manifestPath);
@@ -77,10 +82,12 @@ export function parseManifest(text: string, manifestPath: string): DiscoveredSki
   const fields = front as Record<string, unknown>;
   const name = typeof fields.name === 'string' ? fields.name.trim() : undefined;
   if (!name) return { problem: 'front matter has no name' };
-  if (!SkillName.safeParse(name).success) return { problem: `name "${name.slice(0, 140)}" must match ^[a-z0-9][a-z0-9-]*$ (at most 128 characters)` };
+  if (!SkillName.safeParse(name).success)
+    return { problem: `name "${name.slice(0, 140)}" must match ^[a-z0-9][a-z0-9-]*$ (at most 128 characters)` };
   const description = typeof fields.description === 'string' ? fields.description.trim() : undefined;
   if (!description) return { problem: 'front matter has no description' };
-  if (description.length > MAX_SKILL_DESCRIPTION_LENGTH) return { problem: `description is longer than ${MAX_SKILL_DESCRIPTION_LENGTH} characters` };
+  if (description.length > MAX_SKILL_DESCRIPTION_LENGTH)
+    return { problem: `description is longer than ${MAX_SKILL_DESCRIPTION_LENGTH} characters` };
   let version: string | null = null;
   if (fields.version !== undefined && fields.version !== '') {
     if (typeof fields.version !== 'string') return { problem: 'version must be a string' };

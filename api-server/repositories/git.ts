@@ -205,11 +205,19 @@ export function explainFailure(stderr: string): string {
   if (has(/could not read (Username|Password)|terminal prompts disabled/i)) {
     return `authentication required: the remote asked for credentials (${detail})`;
   }
-  if (has(/Authentication failed|HTTP Basic: Access denied|Permission denied \(|returned error: 40[13]|Invalid username or password|access denied/i)) {
+  if (
+    has(
+      /Authentication failed|HTTP Basic: Access denied|Permission denied \(|returned error: 40[13]|Invalid username or password|access denied/i,
+    )
+  ) {
     return `authentication failed: the remote refused the credential (${detail})`;
   }
   if (has(/couldn't find remote ref|Remote branch .* not found|no such ref/i)) return `branch not found (${detail})`;
-  if (has(/Could not resolve host|Could not resolve hostname|Connection refused|Connection timed out|Failed to connect|Network is unreachable|No route to host|Operation timed out|Connection reset|connect to host/i)) {
+  if (
+    has(
+      /Could not resolve host|Could not resolve hostname|Connection refused|Connection timed out|Failed to connect|Network is unreachable|No route to host|Operation timed out|Connection reset|connect to host/i,
+    )
+  ) {
     return `host unreachable (${detail})`;
   }
   if (has(/Repository not found|does not appear to be a git repository|not found|returned error: 404|does not exist/i)) {

@@ -33,7 +33,10 @@ export function parseGitHubAppSecret(secret: string): { ok: true; value: GitHubA
 }
 
 /** An installation access token for the App's installation, minted now. Failures are sync reasons. */
-export async function mintInstallationToken(secret: string, options: { apiUrl: string; signal?: AbortSignal | undefined }): Promise<string> {
+export async function mintInstallationToken(
+  secret: string,
+  options: { apiUrl: string; signal?: AbortSignal | undefined },
+): Promise<string> {
   const parsed = parseGitHubAppSecret(secret);
   if (!parsed.ok) throw new GitError(`the github_app credential is malformed (${parsed.problems.join('; ')})`);
   const auth = createAppAuth({

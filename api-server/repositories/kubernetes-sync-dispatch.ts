@@ -11,7 +11,14 @@
  */
 import { CoreV1Api, CustomObjectsApi, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { GROUP, REPOSITORY_SYNC, type RepositorySync, SYNC_CREDENTIAL_KEY, syncCredentialSecretName, VERSION } from '../../controller/api/v1alpha1.js';
+import {
+  GROUP,
+  REPOSITORY_SYNC,
+  type RepositorySync,
+  SYNC_CREDENTIAL_KEY,
+  syncCredentialSecretName,
+  VERSION,
+} from '../../controller/api/v1alpha1.js';
 import { loadKubeConfig } from '../../kube/cluster-access.js';
 import { httpStatus } from '../../kube/kube-errors.js';
 import type { Db } from '../core/db/database.js';
@@ -58,7 +65,14 @@ export function kubernetesSyncDispatch(deps: {
         namespace,
         labels: { 'acis.dev/repository-sync': sync.metadata.name },
         ownerReferences: [
-          { apiVersion: `${GROUP}/${VERSION}`, kind: REPOSITORY_SYNC.kind, name: sync.metadata.name, uid: sync.metadata.uid!, controller: true, blockOwnerDeletion: true },
+          {
+            apiVersion: `${GROUP}/${VERSION}`,
+            kind: REPOSITORY_SYNC.kind,
+            name: sync.metadata.name,
+            uid: sync.metadata.uid!,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
         ],
       },
       type: 'Opaque',

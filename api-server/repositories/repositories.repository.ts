@@ -10,9 +10,7 @@ export type RepositoryView = RepositoryRow & { skill_count: number };
 
 // Counted on read rather than stored: the skills table is the only truth, and a per-repository
 // count is one index range scan (skills_list).
-const skillCount = sql<number>`(select count(*)::int from skills where skills.repository_id = repositories.id)`.as(
-  'skill_count',
-);
+const skillCount = sql<number>`(select count(*)::int from skills where skills.repository_id = repositories.id)`.as('skill_count');
 
 /** A repository of the integration's registry, or undefined (missing and foreign look the same). */
 export function findRepository(db: Db, integrationId: string, repositoryId: string): Promise<RepositoryRow | undefined> {
@@ -25,11 +23,7 @@ export function findRepository(db: Db, integrationId: string, repositoryId: stri
 }
 
 export function selectRepositoryViews(db: Db, integrationId: string) {
-  return db
-    .selectFrom('repositories')
-    .selectAll('repositories')
-    .select(skillCount)
-    .where('integration_id', '=', integrationId);
+  return db.selectFrom('repositories').selectAll('repositories').select(skillCount).where('integration_id', '=', integrationId);
 }
 
 export function findRepositoryView(db: Db, integrationId: string, repositoryId: string): Promise<RepositoryView | undefined> {
@@ -39,20 +33,11 @@ export function findRepositoryView(db: Db, integrationId: string, repositoryId: 
 /** Repositories of every integration whose URL is one of `urls` (compared lower-cased, without a trailing slash). */
 export function findRepositoriesByUrls(db: Db, urls: string[]): Promise<RepositoryRow[]> {
   if (urls.length === 0) return Promise.resolve([]);
-  return db
-    .selectFrom('repositories')
-    .selectAll()
-    .where(sql<string>`rtrim(lower(repo_url), '/')`, 'in', urls)
-    .execute();
+  return db.selectFrom('repositories').selectAll().where(sql<string>`rtrim(lower(repo_url), '/')`, 'in', urls).execute();
 }
 
 export function findRepositoryByName(db: Db, integrationId: string, name: string): Promise<RepositoryRow | undefined> {
-  return db
-    .selectFrom('repositories')
-    .selectAll()
-    .where('integration_id', '=', integrationId)
-    .where('name', '=', name)
-    .executeTakeFirst();
+  return db.selectFrom('repositories').selectAll().where('integration_id', '=', integrationId).where('name', '=', name).executeTakeFirst();
 }
 
 /** Inserts unless the (integration, name) is taken; undefined means another repository holds the name. */
@@ -66,18 +51,8 @@ export function insertRepositoryIfAbsent(db: Db, row: RepositoryInsert): Promise
 }
 
 /** undefined: the repository was deleted meanwhile. */
-export function updateRepository(
-  db: Db,
-  repositoryId: string,
-  changes: RepositoryUpdate,
-): Promise<RepositoryView | undefined> {
-  return db
-    .updateTable('repositories')
-    .set(changes)
-    .where('id', '=', repositoryId)
-    .returningAll()
-    .returning(skillCount)
-    .executeTakeFirst();
+export function updateRepository(db: Db, repositoryId: string, changes: RepositoryUpdate): Promise<RepositoryView | undefined> {
+  return db.updateTable('repositories').set(changes).where('id', '=', repositoryId).returningAll().returning(skillCount).executeTakeFirst();
 }
 
 export async function deleteRepository(db: Db, repositoryId: string): Promise<void> {
@@ -156,7 +131,12 @@ export async function requestSyncAfterCurrent(db: Db, repositoryId: string): Pro
 
 /** Repositories a push asked to sync again whose sync in flight has ended (any node's, or a Job's). */
 export async function requestedSyncs(db: Db): Promise<string[]> {
-  const rows = await db.selectFrom('repositories').select('id').where('sync_requested', '=', true).where('sync_state', '<>', 'syncing').execute();
+  const rows = await db
+    .selectFrom('repositories')
+    .select('id')
+    .where('sync_requested', '=', true)
+    .where('sync_state', '<>', 'syncing')
+    .execute();
   return rows.map((row) => row.id);
 }
 
@@ -195,11 +175,7 @@ export function orphanedSyncs(db: Db, options: { nodeId: string; includeOwn: boo
 
 /** Every sync in flight with its claim and start, whichever node claimed it (syncs handed to the cluster). */
 export function syncsInFlight(db: Db) {
-  return db
-    .selectFrom('repositories')
-    .select(['id', 'sync_claim', 'sync_started_at'])
-    .where('sync_state', '=', 'syncing')
-    .execute();
+  return db.selectFrom('repositories').select(['id', 'sync_claim', 'sync_started_at']).where('sync_state', '=', 'syncing').execute();
 }
 
 /** Whether the attempt with this claim is still the repository's current one. */

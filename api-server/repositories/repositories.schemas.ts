@@ -57,7 +57,9 @@ export const RepositorySyncDetails = z
     error: z.string().nullable(),
     commit: z.string().nullable().describe('The commit of the last successful scan; runs materialise skills from it'),
     started_at: Timestamp.nullable().describe('When the sync in flight started (null unless syncing)'),
-    warnings: z.array(SyncWarning).describe('Invalid manifests, duplicate names and names held by manual skills, from the last successful scan'),
+    warnings: z
+      .array(SyncWarning)
+      .describe('Invalid manifests, duplicate names and names held by manual skills, from the last successful scan'),
   })
   .meta({ id: 'RepositorySyncDetails' });
 
@@ -79,9 +81,7 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 export function classifyRepoUrl(value: string): { kind: RepoUrlKind } | { reason: string } {
   if (CONTROL.test(value) || /\s/.test(value)) return { reason: 'must not contain whitespace or control characters' };
   if (!value.includes('://')) {
-    return SCP_LIKE.test(value)
-      ? { kind: 'network' }
-      : { reason: 'must be an https, http, ssh or git URL, or scp-like user@host:path' };
+    return SCP_LIKE.test(value) ? { kind: 'network' } : { reason: 'must be an https, http, ssh or git URL, or scp-like user@host:path' };
   }
   let url: URL;
   try {
@@ -128,12 +128,7 @@ export function isPlausibleRefName(name: string): boolean {
   return name.split('/').every((part) => !part.startsWith('.') && !part.endsWith('.lock'));
 }
 
-const Branch = z
-  .string()
-  .trim()
-  .min(1)
-  .max(255)
-  .refine(isPlausibleRefName, { message: 'must be a valid git branch name' });
+const Branch = z.string().trim().min(1).max(255).refine(isPlausibleRefName, { message: 'must be a valid git branch name' });
 
 const CredentialRef = z.string().min(1).max(100);
 

@@ -46,11 +46,7 @@ export function presentRepository(row: RepositoryView): z.output<typeof Reposito
   };
 }
 
-export async function getRepositoryInScope(
-  deps: AppDeps,
-  principal: ServicePrincipal,
-  repositoryId: string,
-): Promise<RepositoryView> {
+export async function getRepositoryInScope(deps: AppDeps, principal: ServicePrincipal, repositoryId: string): Promise<RepositoryView> {
   const repository = await findRepositoryView(deps.db, principal.integrationId, repositoryId);
   if (!repository) throw problems.notFound('repository');
   return repository;
@@ -218,8 +214,5 @@ function nameConflict(holderId: string) {
 }
 
 function repositoryInUse(dependentId: string) {
-  return problems.inUse(
-    dependentId,
-    'The repository is attached to a tenant or pinned by a role; detach or unpin it first.',
-  );
+  return problems.inUse(dependentId, 'The repository is attached to a tenant or pinned by a role; detach or unpin it first.');
 }

@@ -83,7 +83,11 @@ export async function storeSkillContent(trx: Kysely<Database>, repositoryId: str
   });
   const blobRows = [...blobs].map(([digest, data]) => ({ digest, data, size: data.length }));
   for (let i = 0; i < blobRows.length; i += INSERT_BATCH) {
-    await trx.insertInto('content_blobs').values(blobRows.slice(i, i + INSERT_BATCH)).onConflict((oc) => oc.column('digest').doNothing()).execute();
+    await trx
+      .insertInto('content_blobs')
+      .values(blobRows.slice(i, i + INSERT_BATCH))
+      .onConflict((oc) => oc.column('digest').doNothing())
+      .execute();
   }
   for (let i = 0; i < rows.length; i += INSERT_BATCH) {
     await trx
@@ -99,7 +103,11 @@ export async function storeSkillContent(trx: Kysely<Database>, repositoryId: str
  * left unnamed. Run inside the transaction that stored the new commit (its shared lock does not
  * conflict with the exclusive one taken here), so the sync is visible only once collected.
  */
-export async function collectSkillContent(trx: Kysely<Database>, repositoryId: string, keep: string[]): Promise<{ files: number; blobs: number }> {
+export async function collectSkillContent(
+  trx: Kysely<Database>,
+  repositoryId: string,
+  keep: string[],
+): Promise<{ files: number; blobs: number }> {
   await sql`select pg_advisory_xact_lock(${CONTENT_LOCK})`.execute(trx);
   let remove = trx.deleteFrom('skill_files').where('repository_id', '=', repositoryId);
   if (keep.length > 0) remove = remove.where('commit', 'not in', keep);
@@ -121,7 +129,9 @@ export async function collectUnreferencedBlobs(db: Db): Promise<number> {
 async function deleteUnnamedBlobs(trx: Kysely<Database>, among?: string[]): Promise<number> {
   let remove = trx
     .deleteFrom('content_blobs')
-    .where(({ not, exists, selectFrom }) => not(exists(selectFrom('skill_files').select('digest').whereRef('skill_files.digest', '=', 'content_blobs.digest'))));
+    .where(({ not, exists, selectFrom }) =>
+      not(exists(selectFrom('skill_files').select('digest').whereRef('skill_files.digest', '=', 'content_blobs.digest'))),
+    );
   if (among) remove = remove.where('digest', 'in', among);
   const deleted = await remove.executeTakeFirst();
   return Number(deleted.numDeletedRows);

@@ -75,7 +75,6 @@ export interface SyncWorkerDeps {
   dispatch?: SyncDispatch;
 }
 
-
 /** How one attempt ended; `superseded` (a newer change made it stale) and `interrupted` (shutdown) write nothing. */
 export interface SyncOutcome {
   state: 'ready' | 'error' | 'superseded' | 'interrupted' | 'missing';
@@ -140,7 +139,8 @@ export class RepositorySyncWorker {
   /** Moves a sync in flight to this node under a new claim and hands it on, unless someone else took it first. */
   private async takeOver(repositoryId: string, previousClaim: string | null): Promise<boolean> {
     const claim = newClaim();
-    if (!(await takeOverSync(this.deps.db, repositoryId, previousClaim, { claim, nodeId: this.deps.nodeId, now: this.deps.now() }))) return false;
+    if (!(await takeOverSync(this.deps.db, repositoryId, previousClaim, { claim, nodeId: this.deps.nodeId, now: this.deps.now() })))
+      return false;
     const repository = await findRepositoryById(this.deps.db, repositoryId);
     if (!repository) return false;
     await this.hand(repository, claim);
@@ -214,7 +214,10 @@ export class RepositorySyncWorker {
     } catch (error) {
       // Nothing will run it: the claim ends in error now rather than staying `syncing`.
       this.deps.logger.error({ err: error, repository_id: repository.id }, 'handing the sync to its runner failed');
-      await endSync(this.deps.db, repository.id, claim, { sync_state: 'error', sync_error: 'the sync could not be started on the platform side' });
+      await endSync(this.deps.db, repository.id, claim, {
+        sync_state: 'error',
+        sync_error: 'the sync could not be started on the platform side',
+      });
     }
   }
 
@@ -246,14 +249,19 @@ export class RepositorySyncWorker {
       if ('kind' in url && url.kind === 'file' && !this.deps.allowFileRepos) {
         throw new GitError('file:// repositories are not enabled on this deployment');
       }
-      fetched = await this.deps.checkouts.fetchBranch(repositoryId, {
-        url: repository.repo_url,
-        provider: repository.provider,
-        credential: await this.deps.gitCredential(repository, this.stopping.signal),
-      }, repository.branch, {
-        timeoutMs: this.deps.timeoutMs,
-        signal: this.stopping.signal,
-      });
+      fetched = await this.deps.checkouts.fetchBranch(
+        repositoryId,
+        {
+          url: repository.repo_url,
+          provider: repository.provider,
+          credential: await this.deps.gitCredential(repository, this.stopping.signal),
+        },
+        repository.branch,
+        {
+          timeoutMs: this.deps.timeoutMs,
+          signal: this.stopping.signal,
+        },
+      );
       catalog = await scanCatalog(fetched.dir);
       files = await readSkillDirectories(fetched.dir, catalog.manifests);
       // Everything a run needs is in `files` now; the checkout is not kept.
@@ -262,7 +270,11 @@ export class RepositorySyncWorker {
       // Interrupted by shutdown: left `syncing` for recovery.
       if (this.stopping.signal.aborted) return { state: 'interrupted' };
       const reason =
-        error instanceof GitError ? error.reason : error instanceof SkillContentTooLarge ? error.message : 'the sync failed on the platform side';
+        error instanceof GitError
+          ? error.reason
+          : error instanceof SkillContentTooLarge
+            ? error.message
+            : 'the sync failed on the platform side';
       if (!(error instanceof GitError || error instanceof SkillContentTooLarge)) log.error({ err: error }, 'repository sync failed');
       await this.deps.checkouts.discardCheckouts(repositoryId);
       const ended = await endSync(db, repositoryId, claim, { sync_state: 'error', sync_error: reason });
@@ -280,7 +292,13 @@ export class RepositorySyncWorker {
     }
     this.deps.metrics.syncEnded('ready', secondsSince(startedMs));
     log.info(
-      { commit: fetched.commit, skills: catalog.skills.length, files: files.length, warnings: applied.warnings.length, collected: applied.collected },
+      {
+        commit: fetched.commit,
+        skills: catalog.skills.length,
+        files: files.length,
+        warnings: applied.warnings.length,
+        collected: applied.collected,
+      },
       'repository sync ready',
     );
     return { state: 'ready', commit: fetched.commit };
@@ -290,7 +308,14 @@ export class RepositorySyncWorker {
    * Stores the content, reconciles the discovered skills, marks the repository ready and collects
    * the content of older commits, in one transaction, if the attempt is current.
    */
-  private applyCatalog(repositoryId: string, claim: string, commit: string, catalog: Catalog, files: SkillFile[], previousCommit: string | null) {
+  private applyCatalog(
+    repositoryId: string,
+    claim: string,
+    commit: string,
+    catalog: Catalog,
+    files: SkillFile[],
+    previousCommit: string | null,
+  ) {
     const { now, newId } = this.deps;
     return this.deps.db.transaction().execute(async (trx) => {
       if (!(await lockCurrentSync(trx, repositoryId, claim))) return undefined;
@@ -308,7 +333,12 @@ export class RepositorySyncWorker {
         if (current) {
           kept.add(current.id);
           if (current.description !== skill.description || current.version !== skill.version || current.path !== skill.path) {
-            await updateSkill(trx, current.id, { description: skill.description, version: skill.version, path: skill.path, updated_at: at });
+            await updateSkill(trx, current.id, {
+              description: skill.description,
+              version: skill.version,
+              path: skill.path,
+              updated_at: at,
+            });
           }
           continue;
         }
@@ -341,7 +371,6 @@ export class RepositorySyncWorker {
       return { warnings, collected };
     });
   }
-
 }
 
 function manualConflict(name: string, manifestPath: string, manualId: string | undefined): SyncWarning {

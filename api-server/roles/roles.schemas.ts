@@ -27,9 +27,7 @@ const roleFields = {
   skill_access: SkillAccess,
 };
 
-export const Role = z
-  .object({ ...roleFields, metadata: Metadata, created_at: Timestamp, updated_at: Timestamp })
-  .meta({ id: 'Role' });
+export const Role = z.object({ ...roleFields, metadata: Metadata, created_at: Timestamp, updated_at: Timestamp }).meta({ id: 'Role' });
 
 export const RoleList = ListOf(Role);
 

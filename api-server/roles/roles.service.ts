@@ -73,9 +73,7 @@ async function resolveSkillAccess(
   const repositoryId = await effectiveRepositoryId(deps.db, tenantId);
   const known = repositoryId ? await skillIdsInRepository(deps.db, repositoryId, unique) : new Set<string>();
   const message = repositoryId ? "not a skill of the tenant's repository" : 'the tenant has no repository';
-  const errors = access.skill_ids.flatMap((id, index) =>
-    known.has(id) ? [] : [{ pointer: `/skill_access/skill_ids/${index}`, message }],
-  );
+  const errors = access.skill_ids.flatMap((id, index) => (known.has(id) ? [] : [{ pointer: `/skill_access/skill_ids/${index}`, message }]));
   if (errors.length > 0) throw problems.invalid(errors);
   return { skill_access: { mode: 'selected', skill_ids: unique }, repository_id: repositoryId };
 }
@@ -147,8 +145,7 @@ export async function patchRole(
 /** Refused while a user holds the role (users reference roles; a role is never silently unassigned). */
 export async function removeRole(deps: AppDeps, principal: ServicePrincipal, roleId: string): Promise<void> {
   const role = await getRoleInScope(deps, principal, roleId);
-  const inUse = (userId: string) =>
-    problems.inUse(userId, 'The role is assigned to a user; reassign or clear it first.');
+  const inUse = (userId: string) => problems.inUse(userId, 'The role is assigned to a user; reassign or clear it first.');
   const holder = await findRoleHolder(deps.db, role.id);
   if (holder) throw inUse(holder);
   try {

@@ -26,11 +26,7 @@ export function fillerEnabled(message: boolean | undefined, conversation: boolea
  * ordinary text deltas (the same line shape as the agent's), and returns the text. Any failure
  * just means no filler: it must never fail the run.
  */
-export async function streamFiller(
-  options: FillerOptions,
-  prompt: string,
-  emit: (line: StreamLine) => void,
-): Promise<string> {
+export async function streamFiller(options: FillerOptions, prompt: string, emit: (line: StreamLine) => void): Promise<string> {
   let text = '';
   try {
     const response = await fetch(`${options.baseUrl}/v1/messages`, {

@@ -1,6 +1,15 @@
 import type { MessagePart, Usage } from '../core/db/schema.js';
 
-type Block = { type?: unknown; text?: unknown; id?: unknown; name?: unknown; input?: unknown; tool_use_id?: unknown; content?: unknown; is_error?: unknown };
+type Block = {
+  type?: unknown;
+  text?: unknown;
+  id?: unknown;
+  name?: unknown;
+  input?: unknown;
+  tool_use_id?: unknown;
+  content?: unknown;
+  is_error?: unknown;
+};
 type AgentEvent = Record<string, unknown>;
 
 export interface Reply {
@@ -72,9 +81,7 @@ function contentBlocks(event: AgentEvent): Block[] {
 function toolResultText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
-    return content
-      .map((item) => (typeof (item as Block).text === 'string' ? ((item as Block).text as string) : ''))
-      .join('');
+    return content.map((item) => (typeof (item as Block).text === 'string' ? ((item as Block).text as string) : '')).join('');
   }
   return '';
 }

@@ -146,7 +146,8 @@ export class RunManager {
           (expired) => {
             if (expired > 0) this.deps.metrics.approvalResolved('expired', expired);
           },
-          (err: unknown) => this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
+          (err: unknown) =>
+            this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
         );
       });
     this.running.add(done);
@@ -183,7 +184,15 @@ export class RunManager {
     try {
       // The turn's transcript store: it masks the run's secrets (also those an approval adds later).
       lease.runner.bindSessionStore(maskedSessionStore(databaseSessionStore(this.deps.db, request.conversation.id), masker));
-      return await this.turnOn(request, stream, lease, skillsDelivered, masker, startedMs, (options) => (released = this.deps.provider.release(lease, options)));
+      return await this.turnOn(
+        request,
+        stream,
+        lease,
+        skillsDelivered,
+        masker,
+        startedMs,
+        (options) => (released = this.deps.provider.release(lease, options)),
+      );
     } finally {
       // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
       // state is unknown then, so it is not held either.
@@ -202,7 +211,9 @@ export class RunManager {
     release: (options: ReleaseOptions) => Promise<unknown>,
   ): Promise<RunOutcome> {
     const turnStartedMs = performance.now();
-    const filler: FillerStream | undefined = request.filler ? (onLine) => streamFiller(this.deps.filler, request.content, onLine) : undefined;
+    const filler: FillerStream | undefined = request.filler
+      ? (onLine) => streamFiller(this.deps.filler, request.content, onLine)
+      : undefined;
     const lines = new TurnLines(stream, masker, filler);
     const disarmAbort = this.armAbort(request.assistantMessageId, lease);
     const turned = await this.agentTurn(request, lease, lines, runStartedMs);
@@ -312,9 +323,15 @@ export class RunManager {
       : undefined;
     storing?.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
     const released = release(await this.releaseOptions(request.conversation.id, outcome));
-    this.deps.metrics.turnEnded(outcome.kind === 'crashed' ? 'crashed' : built?.agentFailed === false ? 'completed' : 'failed', turnSeconds);
+    this.deps.metrics.turnEnded(
+      outcome.kind === 'crashed' ? 'crashed' : built?.agentFailed === false ? 'completed' : 'failed',
+      turnSeconds,
+    );
     if (!storing || !built || !terminal) {
-      this.deps.logger.error({ message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
+      this.deps.logger.error(
+        { message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' },
+        'agent run failed',
+      );
       await released;
       return this.abort(request, stream, this.ending ?? internalProblem(), lines.reply);
     }

@@ -118,7 +118,9 @@ export class ChannelRunner implements Runner {
 
   async exportWorkspace(options: WorkspaceExportOptions = {}): Promise<Buffer> {
     const maxBytes = options.maxBytes ?? DEFAULT_WORKSPACE_MAX_BYTES;
-    const pieces = await this.call(maxBytes, (opId) => [{ type: 'workspace_export', op_id: opId, max_bytes: maxBytes, exclude: options.exclude }]);
+    const pieces = await this.call(maxBytes, (opId) => [
+      { type: 'workspace_export', op_id: opId, max_bytes: maxBytes, exclude: options.exclude },
+    ]);
     return Buffer.concat(pieces);
   }
 
@@ -128,7 +130,12 @@ export class ChannelRunner implements Runner {
       const lines: ServerCommand[] = [];
       for (let at = 0; at < archive.length; at += ARCHIVE_PIECE_BYTES) {
         const piece = archive.subarray(at, at + ARCHIVE_PIECE_BYTES);
-        lines.push({ type: 'workspace_import', op_id: opId, data: piece.toString('base64'), last: at + ARCHIVE_PIECE_BYTES >= archive.length });
+        lines.push({
+          type: 'workspace_import',
+          op_id: opId,
+          data: piece.toString('base64'),
+          last: at + ARCHIVE_PIECE_BYTES >= archive.length,
+        });
       }
       return lines;
     });

@@ -37,7 +37,9 @@ export interface ChosenProvider {
 export function createSandboxProvider(deps: ProviderDeps): ChosenProvider {
   const onSandboxState = conversationSandboxState(deps.db);
   const clock = () => deps.now().getTime();
-  return deps.config.sandboxProvider === 'kubernetes' ? kubernetesProvider(deps, onSandboxState, clock) : localProvider(deps, onSandboxState, clock);
+  return deps.config.sandboxProvider === 'kubernetes'
+    ? kubernetesProvider(deps, onSandboxState, clock)
+    : localProvider(deps, onSandboxState, clock);
 }
 
 function localProvider({ config, logger }: ProviderDeps, onSandboxState: SandboxStateListener, clock: () => number): ChosenProvider {

@@ -45,7 +45,11 @@ export class RunnerRegistry<E extends RegisteredRunner> {
 
   /** Registers a runner just asked for (`starting`, nobody's yet). */
   add(fields: Omit<E, 'view' | 'shownWarm'>, agentType: string): E {
-    const entry = { ...fields, view: transition.newRunner(fields.runner.id, agentType, this.options.now()), shownWarm: false } as unknown as E;
+    const entry = {
+      ...fields,
+      view: transition.newRunner(fields.runner.id, agentType, this.options.now()),
+      shownWarm: false,
+    } as unknown as E;
     this.entries.set(entry.runner.id, entry);
     return entry;
   }
@@ -159,9 +163,12 @@ export class RunnerRegistry<E extends RegisteredRunner> {
     clearTimeout(this.expiryTimer);
     const next = nextExpiry(this.views());
     if (next === undefined || this.stopped) return;
-    this.expiryTimer = setTimeout(() => {
-      void this.options.onHoldsLapsed().then(() => this.armExpiry());
-    }, Math.max(0, next - this.options.now()));
+    this.expiryTimer = setTimeout(
+      () => {
+        void this.options.onHoldsLapsed().then(() => this.armExpiry());
+      },
+      Math.max(0, next - this.options.now()),
+    );
     this.expiryTimer.unref();
   }
 

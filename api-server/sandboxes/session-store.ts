@@ -37,9 +37,7 @@ export function databaseSessionStore(db: Db, conversationId: string): Conversati
             entry: json(entry),
           })),
         )
-        .onConflict((oc) =>
-          oc.columns(['conversation_id', 'session_key', 'entry_uuid']).where('entry_uuid', 'is not', null).doNothing(),
-        )
+        .onConflict((oc) => oc.columns(['conversation_id', 'session_key', 'entry_uuid']).where('entry_uuid', 'is not', null).doNothing())
         .execute();
     },
   };

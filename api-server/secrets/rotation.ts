@@ -36,9 +36,7 @@ export async function reencryptVaultedValues(db: Db, vault: Vault): Promise<Rota
       .selectFrom('secrets')
       .select(['scope', 'scope_id', 'alias', 'value_ciphertext'])
       .$if(cursor !== undefined, (q) =>
-        q.where((eb) =>
-          eb(eb.refTuple('scope', 'scope_id', 'alias'), '>', eb.tuple(cursor!.scope, cursor!.scope_id, cursor!.alias)),
-        ),
+        q.where((eb) => eb(eb.refTuple('scope', 'scope_id', 'alias'), '>', eb.tuple(cursor!.scope, cursor!.scope_id, cursor!.alias))),
       )
       .orderBy('scope')
       .orderBy('scope_id')

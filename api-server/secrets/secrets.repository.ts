@@ -13,12 +13,7 @@ export interface Owner {
 }
 
 /** Merge-upsert per alias: given aliases are inserted or overwritten, the owner's others stay. */
-export async function upsertSecrets(
-  db: Db,
-  owner: Owner,
-  values: { alias: string; value_ciphertext: string }[],
-  now: Date,
-): Promise<void> {
+export async function upsertSecrets(db: Db, owner: Owner, values: { alias: string; value_ciphertext: string }[], now: Date): Promise<void> {
   await db
     .insertInto('secrets')
     .values(values.map((v) => ({ scope: owner.scope, scope_id: owner.id, ...v, created_at: now, updated_at: now })))
@@ -52,12 +47,19 @@ export async function pageSecrets(db: Db, owner: Owner, page: PageRequest): Prom
   const query = ownerSecrets(db, owner);
   let rows: SecretListRow[];
   if (page.ending_before) {
-    rows = await query.where('alias', '<', page.ending_before).orderBy('alias', 'desc').limit(page.limit + 1).execute();
+    rows = await query
+      .where('alias', '<', page.ending_before)
+      .orderBy('alias', 'desc')
+      .limit(page.limit + 1)
+      .execute();
     const hasMore = rows.length > page.limit;
     return envelope(rows.slice(0, page.limit).reverse(), hasMore);
   }
   const onward = page.starting_after ? query.where('alias', '>', page.starting_after) : query;
-  rows = await onward.orderBy('alias', 'asc').limit(page.limit + 1).execute();
+  rows = await onward
+    .orderBy('alias', 'asc')
+    .limit(page.limit + 1)
+    .execute();
   return envelope(rows.slice(0, page.limit), rows.length > page.limit);
 }
 

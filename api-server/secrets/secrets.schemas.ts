@@ -18,9 +18,7 @@ export const PutSecretsBody = z.object({
 
 /** A vaulted secret as listed: its alias and timestamps only; values are represented nowhere. */
 function secretObject<K extends string>(kind: K, id: string) {
-  return z
-    .object({ object: z.literal(kind), alias: SecretAlias, created_at: Timestamp, updated_at: Timestamp })
-    .meta({ id });
+  return z.object({ object: z.literal(kind), alias: SecretAlias, created_at: Timestamp, updated_at: Timestamp }).meta({ id });
 }
 
 export const ConversationSecret = secretObject('conversation.secret', 'ConversationSecret');

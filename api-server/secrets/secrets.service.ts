@@ -3,11 +3,7 @@ import type { AppDeps } from '../deps.js';
 import { type Page, type PageRequest, mapPage } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';
-import {
-  assertConversationActive,
-  assertTenantWritable,
-  getConversationInScope,
-} from '../conversations/conversations.service.js';
+import { assertConversationActive, assertTenantWritable, getConversationInScope } from '../conversations/conversations.service.js';
 import { getTenantInScope } from '../tenants/tenants.service.js';
 import { getUserInScope } from '../users/users.service.js';
 import { placeholderFor } from '../../egress-proxy/placeholder.js';

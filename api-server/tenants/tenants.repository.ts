@@ -62,11 +62,7 @@ export function insertTenantIfAbsent(db: Db, row: TenantInsert): Promise<TenantR
     .executeTakeFirst();
 }
 
-export function updateTenant(
-  db: Db,
-  tenantId: string,
-  changes: TenantUpdate,
-): Promise<TenantRow> {
+export function updateTenant(db: Db, tenantId: string, changes: TenantUpdate): Promise<TenantRow> {
   return db.updateTable('tenants').set(changes).where('id', '=', tenantId).returning(TENANT_COLUMNS).executeTakeFirstOrThrow();
 }
 

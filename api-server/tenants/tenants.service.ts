@@ -16,13 +16,7 @@ import {
   type TenantRow,
   updateTenant,
 } from './tenants.repository.js';
-import {
-  type CreateTenantBody,
-  type PatchTenantBody,
-  type Tenant,
-  TenantSettings,
-  type UpsertTenantBody,
-} from './tenants.schemas.js';
+import { type CreateTenantBody, type PatchTenantBody, type Tenant, TenantSettings, type UpsertTenantBody } from './tenants.schemas.js';
 
 export function presentTenant(row: TenantRow): z.output<typeof Tenant> {
   return {
@@ -47,11 +41,7 @@ export async function getTenantInScope(deps: AppDeps, principal: ServicePrincipa
   return tenant;
 }
 
-export async function getTenantByExternalId(
-  deps: AppDeps,
-  principal: ServicePrincipal,
-  externalId: string,
-): Promise<TenantRow> {
+export async function getTenantByExternalId(deps: AppDeps, principal: ServicePrincipal, externalId: string): Promise<TenantRow> {
   const tenant = await findTenantByExternalId(deps.db, principal.integrationId, externalId);
   if (!tenant) throw problems.notFound('tenant');
   return tenant;

@@ -19,12 +19,7 @@ export function findUser(db: Db, integrationId: string, userId: string): Promise
 }
 
 export function findUserByExternalId(db: Db, tenantId: string, externalId: string): Promise<UserRow | undefined> {
-  return db
-    .selectFrom('users')
-    .selectAll()
-    .where('tenant_id', '=', tenantId)
-    .where('external_id', '=', externalId)
-    .executeTakeFirst();
+  return db.selectFrom('users').selectAll().where('tenant_id', '=', tenantId).where('external_id', '=', externalId).executeTakeFirst();
 }
 
 /** Inserts unless the (tenant, external id) is taken; undefined means another writer holds it. */

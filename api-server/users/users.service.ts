@@ -57,12 +57,7 @@ const unknownRole = () => problems.invalid([{ pointer: '/role_id', message: 'no 
  * A role to assign must exist in the integration (else 422, as for any unresolvable reference)
  * and belong to the user's own tenant (else 409 cross-tenant: it exists, but elsewhere).
  */
-async function checkRole(
-  deps: AppDeps,
-  principal: ServicePrincipal,
-  tenantId: string,
-  roleId: string | null | undefined,
-): Promise<void> {
+async function checkRole(deps: AppDeps, principal: ServicePrincipal, tenantId: string, roleId: string | null | undefined): Promise<void> {
   if (roleId === undefined || roleId === null) return;
   const role = await findRole(deps.db, principal.integrationId, roleId);
   if (!role) throw unknownRole();
@@ -120,11 +115,7 @@ export async function upsertUser(
   return { created: false, user: await applyChanges(deps, existing, body) };
 }
 
-function resolveStorage(
-  deps: AppDeps,
-  user: UserRow,
-  storage: NonNullable<z.output<typeof PatchUserBody>['storage']>,
-): Storage {
+function resolveStorage(deps: AppDeps, user: UserRow, storage: NonNullable<z.output<typeof PatchUserBody>['storage']>): Storage {
   if (storage.provider === 'external') return { provider: 'external', bucket_uri: storage.bucket_uri };
   const platform = platformStorage(deps, user.tenant_id, user.id);
   if (storage.bucket_uri !== undefined && storage.bucket_uri !== platform.bucket_uri) {

@@ -64,7 +64,9 @@ export async function receiveGitHubDelivery(deps: AppDeps, delivery: GitHubDeliv
     if (await deps.repositorySync.requestSync(repository.id)) queued += 1;
   }
   deps.logger.info({ delivery_id: delivery.deliveryId, branch, syncs_queued: queued }, 'github push received');
-  return queued > 0 ? receipt('queued', queued, `sync queued for ${queued} repositories`) : receipt('up_to_date', 0, 'already synced at this commit');
+  return queued > 0
+    ? receipt('queued', queued, `sync queued for ${queued} repositories`)
+    : receipt('up_to_date', 0, 'already synced at this commit');
 }
 
 /** The integrations (of those given) one of whose webhook secrets verifies the delivery's signature. */
@@ -119,7 +121,10 @@ function hostAndPath(url: string | undefined): { host: string; path: string } | 
       return undefined;
     }
   }
-  path = path.replace(/^\/+/, '').replace(/\/+$/, '').replace(/\.git$/, '');
+  path = path
+    .replace(/^\/+/, '')
+    .replace(/\/+$/, '')
+    .replace(/\.git$/, '');
   return path ? { host: host.toLowerCase(), path: path.toLowerCase() } : undefined;
 }
 

@@ -23,7 +23,12 @@ export function podHealth(pod: V1Pod): PodHealth {
     const detail = terminated
       ? `the runner exited with code ${terminated.exitCode}${terminated.reason ? ` (${terminated.reason})` : ''}`
       : `the pod ${status.phase === 'Failed' ? 'failed' : 'ended'}${status.reason ? ` (${status.reason})` : ''}`;
-    return { state: 'failing', reason: REASONS.crashLoop, message: `${detail}; see kubectl logs pod/${pod.metadata?.name}`, terminal: true };
+    return {
+      state: 'failing',
+      reason: REASONS.crashLoop,
+      message: `${detail}; see kubectl logs pod/${pod.metadata?.name}`,
+      terminal: true,
+    };
   }
   const waiting = container?.state?.waiting;
   if (waiting?.reason === 'CrashLoopBackOff' || (container?.restartCount ?? 0) > 0) {
@@ -45,11 +50,20 @@ export function podHealth(pod: V1Pod): PodHealth {
   }
   const scheduled = status.conditions?.find((c) => c.type === 'PodScheduled');
   if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable') {
-    return { state: 'failing', reason: REASONS.unschedulable, message: `no node can run it: ${scheduled.message ?? 'unschedulable'}`, terminal: false };
+    return {
+      state: 'failing',
+      reason: REASONS.unschedulable,
+      message: `no node can run it: ${scheduled.message ?? 'unschedulable'}`,
+      terminal: false,
+    };
   }
   const ready = status.conditions?.find((c) => c.type === 'Ready');
   if (status.phase === 'Running' && ready?.status === 'True' && status.podIP) return { state: 'ready', podIP: status.podIP };
-  return { state: 'starting', reason: REASONS.starting, message: waiting?.reason ? `the runner is starting (${waiting.reason})` : 'the runner is starting' };
+  return {
+    state: 'starting',
+    reason: REASONS.starting,
+    message: waiting?.reason ? `the runner is starting (${waiting.reason})` : 'the runner is starting',
+  };
 }
 
 export function isPodReady(pod: V1Pod): boolean {

@@ -33,7 +33,10 @@ export async function settle(): Promise<number | null> {
  * ACIS as `npm start` runs it, on a database of its own, against the model stub, with a bootstrap
  * service key and one provisioned user: what every conversation case starts from.
  */
-export async function startBenchAcis(ctx: PlaneContext, options: { dataDir: string; label: string; stubUrl: string; env: Record<string, string> }) {
+export async function startBenchAcis(
+  ctx: PlaneContext,
+  options: { dataDir: string; label: string; stubUrl: string; env: Record<string, string> },
+) {
   await mkdir(options.dataDir);
   const serviceKey = `sk_int_bench_${randomBytes(18).toString('base64url')}`;
   const server = await startServerProcess(`acis (${options.label})`, acisArgs(ctx.root, 'serve'), {
@@ -104,13 +107,26 @@ export async function measureCase(
 ): Promise<CaseRun[]> {
   const slot = plan.slot ?? alone;
   log(`${id} ...`);
-  const states = targets.map((target) => ({ target, conversationId: '', timings: [] as TurnTiming[], refillMs: [] as number[], other: new OtherCpu(process.pid) }));
+  const states = targets.map((target) => ({
+    target,
+    conversationId: '',
+    timings: [] as TurnTiming[],
+    refillMs: [] as number[],
+    other: new OtherCpu(process.pid),
+  }));
   const results = (failure?: string) =>
-    states.map(({ timings, refillMs, other }) => ({ id, timings, otherCpuShare: other.share(), ...(failure ? { failure } : id === 'pooled' && { refillMs }) }));
+    states.map(({ timings, refillMs, other }) => ({
+      id,
+      timings,
+      otherCpuShare: other.share(),
+      ...(failure ? { failure } : id === 'pooled' && { refillMs }),
+    }));
   try {
     const mode = id === 'warm' ? 'warm' : 'pooled';
     for (const state of states) {
-      state.conversationId = (await state.target.api.call('POST', '/conversations', { user_id: state.target.userId, runtime: { mode } }, 201)).id;
+      state.conversationId = (
+        await state.target.api.call('POST', '/conversations', { user_id: state.target.userId, runtime: { mode } }, 201)
+      ).id;
     }
     // The first turn makes the session, so it is never measured.
     const warmup = Math.max(1, plan.warmupTurns);
@@ -142,7 +158,8 @@ export async function measureCase(
         return acisTurn(state.target.api, state.conversationId, '[[echo-history]]');
       });
       const expected = `History: ${total} earlier user turns`;
-      if (!check.content.startsWith(expected)) throw new Error(`the session lost turns: expected "${expected}…", got "${check.content.slice(0, 200)}"`);
+      if (!check.content.startsWith(expected))
+        throw new Error(`the session lost turns: expected "${expected}…", got "${check.content.slice(0, 200)}"`);
     }
     logSummaries(id, states);
     return results();
@@ -165,12 +182,18 @@ export async function measureFirstMessages(
   const slot = plan.slot ?? alone;
   log(`${id} ...`);
   const states = targets.map((target) => ({ target, timings: [] as TurnTiming[], other: new OtherCpu(process.pid) }));
-  const results = (failure?: string) => states.map(({ timings, other }) => ({ id, timings, otherCpuShare: other.share(), ...(failure && { failure }) }));
+  const results = (failure?: string) =>
+    states.map(({ timings, other }) => ({ id, timings, otherCpuShare: other.share(), ...(failure && { failure }) }));
   try {
     for (let n = 0; n < plan.warmupTurns + plan.turns; n++) {
       for (const { target, timings, other } of roundOrder(states, n)) {
         await slot(async () => {
-          const conversation = await target.api.call('POST', '/conversations', { user_id: target.userId, runtime: { mode: 'pooled' } }, 201);
+          const conversation = await target.api.call(
+            'POST',
+            '/conversations',
+            { user_id: target.userId, runtime: { mode: 'pooled' } },
+            201,
+          );
           await settle();
           const measured = n >= plan.warmupTurns;
           if (measured) other.begin();
@@ -215,10 +238,17 @@ async function acisTurn(
     firstLineMs ??= at - start;
     if (line.type === 'result') terminalAt = at;
   }
-  if (firstLineMs === undefined || terminalAt === undefined || !stored) throw new Error('the stream ended without an agent line, message_end and result');
+  if (firstLineMs === undefined || terminalAt === undefined || !stored)
+    throw new Error('the stream ended without an agent line, message_end and result');
   if (stored.status !== 'completed') throw new Error(`the assistant message is ${stored.status}`);
   const terminal = terminalAt;
-  return { firstLineMs, terminalMs: terminal - start, content: stored.content, sentAt: start, sinceTerminalMs: () => performance.now() - terminal };
+  return {
+    firstLineMs,
+    terminalMs: terminal - start,
+    content: stored.content,
+    sentAt: start,
+    sinceTerminalMs: () => performance.now() - terminal,
+  };
 }
 
 export async function* ndjsonLines(response: Response): AsyncGenerator<Line> {
@@ -263,7 +293,12 @@ export class Api {
 
 /** A tenant with the filler off (the measured turn is the agent's), a role and a user, through the API. */
 async function provision(api: Api): Promise<string> {
-  const tenant = await api.call('PUT', '/tenants/by-external-id/bench:conversations', { name: 'Bench conversations', settings: { filler_enabled: false } }, 201);
+  const tenant = await api.call(
+    'PUT',
+    '/tenants/by-external-id/bench:conversations',
+    { name: 'Bench conversations', settings: { filler_enabled: false } },
+    201,
+  );
   const role = await api.call('POST', `/tenants/${tenant.id}/roles`, { name: 'bench', skill_access: { mode: 'all' } }, 201);
   const user = await api.call('PUT', `/tenants/${tenant.id}/users/by-external-id/bench:user`, { role_id: role.id }, 201);
   return user.id as string;

@@ -72,7 +72,10 @@ export function traceClaims(cluster: KubeTestServer): ClaimTrace {
     return push.apply(requests, records);
   };
 
-  const steps: Record<ClaimStep, number[]> = Object.fromEntries(CLAIM_STEPS.map((step) => [step, []])) as unknown as Record<ClaimStep, number[]>;
+  const steps: Record<ClaimStep, number[]> = Object.fromEntries(CLAIM_STEPS.map((step) => [step, []])) as unknown as Record<
+    ClaimStep,
+    number[]
+  >;
   return {
     turn(conversationId, sentAt, timing) {
       const entry = bySandbox.get(sandboxName(conversationId)) ?? {};

@@ -54,7 +54,9 @@ function readyLatencies(server: KubeTestServer): { watch(name: string): Promise<
   const failed: string[] = [];
   const unsubscribe = server.store.store.subscribe((change) => {
     if (!change.storageKey.includes('sandboxes')) return;
-    const object = change.object as KubeObject & { status?: { phase?: string; conditions?: { type: string; reason?: string; message?: string }[] } };
+    const object = change.object as KubeObject & {
+      status?: { phase?: string; conditions?: { type: string; reason?: string; message?: string }[] };
+    };
     const name = object.metadata.name ?? '';
     const entry = waiting.get(name);
     if (!entry || !object.status?.phase) return;
@@ -141,7 +143,11 @@ export async function startControllerProcess(
   };
 }
 
-export async function runControllerPlane(options: { root: string; outDir: string; defer: (step: () => Promise<unknown>) => void }): Promise<PlaneOutcome> {
+export async function runControllerPlane(options: {
+  root: string;
+  outDir: string;
+  defer: (step: () => Promise<unknown>) => void;
+}): Promise<PlaneOutcome> {
   const claims = envCount('BENCH_CONTROLLER_CLAIMS', 60);
   const rate = envCount('BENCH_CONTROLLER_RATE', 45);
   const burst = envCount('BENCH_CONTROLLER_BURST', 300);
@@ -180,7 +186,13 @@ export async function runControllerPlane(options: { root: string; outDir: string
     metadata: { name: 'bench-pool' },
     spec: { agentType: 'bench-pooled', replicas: poolSize },
   } as KubeObject);
-  await server.store.waitFor('sandboxwarmpools', NAMESPACE, 'bench-pool', (p) => (p as { status?: { readyReplicas?: number } })?.status?.readyReplicas === poolSize, 120_000);
+  await server.store.waitFor(
+    'sandboxwarmpools',
+    NAMESPACE,
+    'bench-pool',
+    (p) => (p as { status?: { readyReplicas?: number } })?.status?.readyReplicas === poolSize,
+    120_000,
+  );
   // One at a time first: the path's own latency, without claims queueing behind each other.
   const single: number[] = [];
   for (let i = 0; i < Math.min(claims, poolSize); i++) {
@@ -190,7 +202,13 @@ export async function runControllerPlane(options: { root: string; outDir: string
     single.push(await latency);
     server.store.delete('sandboxes', NAMESPACE, name);
   }
-  await server.store.waitFor('sandboxwarmpools', NAMESPACE, 'bench-pool', (p) => (p as { status?: { readyReplicas?: number } })?.status?.readyReplicas === poolSize, 120_000);
+  await server.store.waitFor(
+    'sandboxwarmpools',
+    NAMESPACE,
+    'bench-pool',
+    (p) => (p as { status?: { readyReplicas?: number } })?.status?.readyReplicas === poolSize,
+    120_000,
+  );
   const warmSingle = percentiles(single);
   const warmClaims: Promise<number>[] = [];
   const launches: Record<string, number> = {};
@@ -256,7 +274,8 @@ export async function runControllerPlane(options: { root: string; outDir: string
       controllerCpuUsPerReconcile: cpuMs === null ? null : (cpuMs * 1000) / reconciles,
     },
   };
-  if (ready.failed.length > 0) failures.push(`controller: ${ready.failed.length} Sandboxes failed instead of becoming Ready, first: ${ready.failed[0]}`);
+  if (ready.failed.length > 0)
+    failures.push(`controller: ${ready.failed.length} Sandboxes failed instead of becoming Ready, first: ${ready.failed[0]}`);
   const ms = (v: number) => `${v.toFixed(0)} ms`;
   const markdown = [
     '## Controller plane',

@@ -65,7 +65,11 @@ export const CASES: Record<CaseId, { title: string; floor: FloorId; aim: Aim }> 
     floor: 'prestarted-new',
     aim: { kind: 'added-ms', ms: 15, firstLineOnly: true },
   },
-  cold: { title: 'cold start with resume (ACIS_POOL_SIZE=0: a new sandboxed runner resumes the session)', floor: 'fresh', aim: { kind: 'ratio', max: 1.3 } },
+  cold: {
+    title: 'cold start with resume (ACIS_POOL_SIZE=0: a new sandboxed runner resumes the session)',
+    floor: 'fresh',
+    aim: { kind: 'ratio', max: 1.3 },
+  },
 };
 
 const FLOOR_TITLES: Record<FloorId, string> = {
@@ -173,15 +177,26 @@ const cell = (text: string) => {
   return flat.length > 160 ? `${flat.slice(0, 160)}…` : flat;
 };
 const byName = (tree: TreeRss | undefined) =>
-  tree ? Object.entries(tree.byName).map(([name, value]) => `${name} ${value.toFixed(1)}`).join(', ') : '';
+  tree
+    ? Object.entries(tree.byName)
+        .map(([name, value]) => `${name} ${value.toFixed(1)}`)
+        .join(', ')
+    : '';
 
-export function renderConversationsMarkdown(info: ConversationRunInfo, cases: CaseRun[], floors: FloorRun[], memory: MemoryFigures): string {
+export function renderConversationsMarkdown(
+  info: ConversationRunInfo,
+  cases: CaseRun[],
+  floors: FloorRun[],
+  memory: MemoryFigures,
+): string {
   const rows = caseRows(cases, floors);
   const comparison = (pick: (row: (typeof rows)[number]) => Comparison | null) =>
     rows.flatMap((row) => {
       const c = pick(row);
       return c
-        ? [`| ${row.id} | ${c.floor} | ${added(c.added_first_line_p50_ms)} | ${added(c.added_terminal_p50_ms)} | ${times(c.ratio_first_line_p50)} | ${times(c.ratio_terminal_p50)} |`]
+        ? [
+            `| ${row.id} | ${c.floor} | ${added(c.added_first_line_p50_ms)} | ${added(c.added_terminal_p50_ms)} | ${times(c.ratio_first_line_p50)} | ${times(c.ratio_terminal_p50)} |`,
+          ]
         : [];
     });
   const refill = rows.find((row) => row.refill_p50_ms !== null);
@@ -194,7 +209,7 @@ export function renderConversationsMarkdown(info: ConversationRunInfo, cases: Ca
     '',
     `${info.date}; Node ${info.node}; ${info.cpus}. ACIS: \`${info.acisCommand}\`, runners isolated with \`${info.isolation}\`,`,
     'filler off at the tenant, one conversation per case, turns one at a time, each sent once every bench process',
-    '(stub, ACIS, runners, SDK processes) is idle again, the floors\' turns alternating with ACIS\'s. Times are ms from sending the turn (ACIS: before',
+    "(stub, ACIS, runners, SDK processes) is idle again, the floors' turns alternating with ACIS's. Times are ms from sending the turn (ACIS: before",
     '`POST /conversations/{id}/messages`; floors: handing the prompt to the SDK, or calling `query()`) to the first',
     `agent line and to the terminal \`result\`; ${info.warmupTurns} warm-up turns, then ${info.turns} measured turns per case. The model stub runs`,
     'in its own process and answers at once. A last turn per case asks the stub for the history it was sent,',

@@ -19,7 +19,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { serveUnixToTcp } from '../../runner/bridge.js';
-import { type Api, measureCase, measureFirstMessages, ndjsonLines, prompt, settle, startBenchAcis, startStub, summary } from './acis-turns.js';
+import {
+  type Api,
+  measureCase,
+  measureFirstMessages,
+  ndjsonLines,
+  prompt,
+  settle,
+  startBenchAcis,
+  startStub,
+  summary,
+} from './acis-turns.js';
 import { Alternation } from './alternation.js';
 import {
   CASE_IDS,
@@ -60,7 +70,8 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
   const runs = (id: CaseId) => selected === undefined || selected.has(id);
   // The pooled claim is also compared with the design floor of a fresh resume in a host started ahead.
   const floorKinds =
-    selected && new Set<FloorId>([...selected].flatMap((id) => (id === 'pooled' ? [CASES[id].floor, 'fresh-in-host' as const] : [CASES[id].floor])));
+    selected &&
+    new Set<FloorId>([...selected].flatMap((id) => (id === 'pooled' ? [CASES[id].floor, 'fresh-in-host' as const] : [CASES[id].floor])));
   // The floors and ACIS run side by side, taking turns on the machine (alternation.ts).
   const alternation = new Alternation(2);
   const floorSlot = alternation.slotOf(0);
@@ -150,7 +161,9 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
     turns,
     warmupTurns,
     isolation,
-    acisCommand: `node ${acisArgs(ctx.root, 'serve').map((arg) => (path.isAbsolute(arg) ? path.relative(ctx.root, arg) : arg)).join(' ')}`,
+    acisCommand: `node ${acisArgs(ctx.root, 'serve')
+      .map((arg) => (path.isAbsolute(arg) ? path.relative(ctx.root, arg) : arg))
+      .join(' ')}`,
     streams,
   };
   const files = await writeConversationsReport(ctx.outDir, info, cases, floors, memory);
@@ -164,7 +177,10 @@ export async function runConversationsPlane(ctx: PlaneContext): Promise<PlaneRes
 
 /** The cases BENCH_SCENARIOS names (exactly or by prefix); undefined (all) when it is unset or names none of them. */
 export function selectedCases(): Set<CaseId> | undefined {
-  const wanted = (process.env.BENCH_SCENARIOS ?? '').split(',').map((id) => id.trim()).filter(Boolean);
+  const wanted = (process.env.BENCH_SCENARIOS ?? '')
+    .split(',')
+    .map((id) => id.trim())
+    .filter(Boolean);
   const picked = CASE_IDS.filter((id) => wanted.some((w) => id === w || id.startsWith(w)));
   return picked.length === 0 ? undefined : new Set(picked);
 }
@@ -203,7 +219,12 @@ async function streamMemory(server: ServerProcess, api: Api, userId: string, cou
   const followers = new AbortController();
   await Promise.all(
     Array.from({ length: count }, async () => {
-      const follower = await api.fetch('GET', `/conversations/${conversation.id}/messages/${messageId}/stream?after=0`, undefined, followers.signal);
+      const follower = await api.fetch(
+        'GET',
+        `/conversations/${conversation.id}/messages/${messageId}/stream?after=0`,
+        undefined,
+        followers.signal,
+      );
       if (follower.status !== 200) throw new Error(`re-attaching answered ${follower.status}`);
       const lines = ndjsonLines(follower)[Symbol.asyncIterator]();
       await lines.next();

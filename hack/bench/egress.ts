@@ -97,7 +97,11 @@ function target(
     name,
     send: () =>
       new Promise<void>((resolve, reject) => {
-        const req = request({ ...base, method: 'POST', headers: { ...headers, 'content-type': 'application/json', 'content-length': String(payload.length) } });
+        const req = request({
+          ...base,
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'application/json', 'content-length': String(payload.length) },
+        });
         req.once('error', reject);
         req.once('response', (res) => {
           res.resume();
@@ -210,11 +214,23 @@ async function main(): Promise<void> {
         proxyBody,
       );
     const viaHttps = (proxyPort: number) =>
-      target('proxy', httpsRequest, { host: 'localhost', port: httpsPort, path: '/echo', agent: new TunnelAgent(proxyPort, authorization, proxyCa) }, viaProxy, proxyBody);
+      target(
+        'proxy',
+        httpsRequest,
+        { host: 'localhost', port: httpsPort, path: '/echo', agent: new TunnelAgent(proxyPort, authorization, proxyCa) },
+        viaProxy,
+        proxyBody,
+      );
     const paths: Array<[string, Target, Array<[string, Target]>]> = [
       [
         'HTTP',
-        target('direct', httpRequest, { host: '127.0.0.1', port: httpPort, path: '/echo', agent: new HttpAgent({ keepAlive: true }) }, direct, directBody),
+        target(
+          'direct',
+          httpRequest,
+          { host: '127.0.0.1', port: httpPort, path: '/echo', agent: new HttpAgent({ keepAlive: true }) },
+          direct,
+          directBody,
+        ),
         [
           ['via proxy (runs file)', viaHttp(fileProxy.port)],
           ['via proxy (resolve listener)', viaHttp(resolvingProxy.port)],
@@ -245,7 +261,10 @@ async function main(): Promise<void> {
     console.log(
       [
         `Egress proxy micro-benchmark (${new Date().toISOString()}, Node ${process.version}, ${os.cpus().length} CPUs ${os.cpus()[0]?.model ?? ''})`,
-        `Small POST (JSON body and Authorization header carrying one secret), keep-alive; latency over ${REQUESTS} sequential requests, throughput with ${CONCURRENCY} in flight for ${DURATION_MS / 1000} s. Proxies in processes of their own; client, echo servers and the resolve listener share this one. Load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}.`,
+        `Small POST (JSON body and Authorization header carrying one secret), keep-alive; latency over ${REQUESTS} sequential requests, throughput with ${CONCURRENCY} in flight for ${DURATION_MS / 1000} s. Proxies in processes of their own; client, echo servers and the resolve listener share this one. Load average at start: ${os
+          .loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')}.`,
         '',
         '| scheme | path | p50 ms | p99 ms | req/s | p50 ratio | p99 ratio | req/s ratio |',
         '|---|---|---:|---:|---:|---:|---:|---:|',

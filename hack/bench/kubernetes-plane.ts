@@ -55,7 +55,8 @@ type KubernetesCase = Extract<CaseId, 'warm' | 'pooled-first' | 'cold'>;
 
 const CASE_TITLES: Record<KubernetesCase, string> = {
   warm: 'warm conversation, later turn (held runner / Sandbox, live session)',
-  'pooled-first': "pooled conversation's first message (local: pre-started runner; kubernetes: pod adopted from a SandboxWarmPool of 2, the chart's default)",
+  'pooled-first':
+    "pooled conversation's first message (local: pre-started runner; kubernetes: pod adopted from a SandboxWarmPool of 2, the chart's default)",
   cold: 'cold start with resume (no pool: a new runner / runner pod resumes the session)',
 };
 
@@ -80,7 +81,8 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   let adoptReadyMs: number[] = [];
   let claimSteps: Record<ClaimStep, number[]> | undefined;
   /** A case's runs, local first, kubernetes second (the order of the targets). */
-  const record = ([local, kubernetes]: CaseRun[]) => runs.push({ ...local!, provider: 'local' }, { ...kubernetes!, provider: 'kubernetes' });
+  const record = ([local, kubernetes]: CaseRun[]) =>
+    runs.push({ ...local!, provider: 'local' }, { ...kubernetes!, provider: 'kubernetes' });
   const cases = selectedCases();
 
   log('kubernetes provider: API test server, simulated kubelet, controller');
@@ -144,10 +146,17 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
       // Every first message must have been served by an adopted pod, not a cold one.
       const coldLaunches = [...launched.byName.values()].filter((launch) => launch === 'cold').length;
       adoptReadyMs = launched.readyMs;
-      const kubeRun = coldLaunches > 0 && !pooledFirst!.failure ? { ...pooledFirst!, failure: `${coldLaunches} first messages were served by cold pods` } : pooledFirst!;
+      const kubeRun =
+        coldLaunches > 0 && !pooledFirst!.failure
+          ? { ...pooledFirst!, failure: `${coldLaunches} first messages were served by cold pods` }
+          : pooledFirst!;
       record([localRun!, kubeRun]);
       cluster.store.delete('sandboxwarmpools', NAMESPACE, POOL);
-      await until('pool pods left', () => cluster.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.length === 0, 'none');
+      await until(
+        'pool pods left',
+        () => cluster.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` }).items.length === 0,
+        'none',
+      );
     }
     await local.server.stop();
   }
@@ -164,7 +173,10 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
   await mkdir(ctx.outDir, { recursive: true });
   const jsonFile = path.join(ctx.outDir, 'kubernetes.json');
   const markdownFile = path.join(ctx.outDir, 'kubernetes.md');
-  await writeFile(jsonFile, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), turns, warmupTurns, probePeriodMs, adoptReadyMs, claimSteps, runs }, null, 2)}\n`);
+  await writeFile(
+    jsonFile,
+    `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), turns, warmupTurns, probePeriodMs, adoptReadyMs, claimSteps, runs }, null, 2)}\n`,
+  );
   await writeFile(markdownFile, markdown);
   const failures = runs.filter((run) => run.failure).map((run) => `${run.provider} ${run.id}: ${run.failure}`);
   return { markdown, failures, files: [jsonFile, markdownFile] };
@@ -173,7 +185,9 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
 /** BENCH_KUBERNETES_CASES, or every case. */
 function selectedCases(): Set<KubernetesCase> {
   const all = Object.keys(CASE_TITLES) as KubernetesCase[];
-  const asked = process.env.BENCH_KUBERNETES_CASES?.split(',').map((id) => id.trim()).filter(Boolean);
+  const asked = process.env.BENCH_KUBERNETES_CASES?.split(',')
+    .map((id) => id.trim())
+    .filter(Boolean);
   if (!asked?.length) return new Set(all);
   const unknown = asked.filter((id) => !all.includes(id as KubernetesCase));
   if (unknown.length) throw new Error(`BENCH_KUBERNETES_CASES: unknown case ${unknown.join(', ')} (known: ${all.join(', ')})`);
@@ -225,7 +239,13 @@ const signedMs = (value: number | null) => (value === null ? '—' : `${value >=
 
 function renderMarkdown(
   runs: Array<CaseRun & { provider: Provider }>,
-  info: { turns: number; warmupTurns: number; probePeriodMs: number; adoptReadyMs: number[]; claimSteps: Record<ClaimStep, number[]> | undefined },
+  info: {
+    turns: number;
+    warmupTurns: number;
+    probePeriodMs: number;
+    adoptReadyMs: number[];
+    claimSteps: Record<ClaimStep, number[]> | undefined;
+  },
 ): string {
   const lines = [
     '### Kubernetes provider beside the local provider',
@@ -251,7 +271,10 @@ function renderMarkdown(
     };
     const addedFirst = added(first);
     const addedTerminal = added(terminal);
-    const failed = [local, kube].filter((run) => run?.failure).map((run) => run!.failure).join('; ');
+    const failed = [local, kube]
+      .filter((run) => run?.failure)
+      .map((run) => run!.failure)
+      .join('; ');
     const aim = !AIMED.has(id)
       ? 'none'
       : failed || addedFirst.ms === null || addedTerminal.ms === null
@@ -273,7 +296,7 @@ function renderMarkdown(
     const steps = info.claimSteps;
     lines.push(
       '',
-      'Where a pooled first message\'s time goes (ms after the message was sent, p50 over the measured turns; the steps the Kubernetes API sees; a negative token read was made ahead, while the pod waited in its pool):',
+      "Where a pooled first message's time goes (ms after the message was sent, p50 over the measured turns; the steps the Kubernetes API sees; a negative token read was made ahead, while the pod waited in its pool):",
       '',
       `| ${CLAIM_STEPS.join(' | ')} |`,
       `|${CLAIM_STEPS.map(() => '---:').join('|')}|`,

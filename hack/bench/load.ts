@@ -67,16 +67,10 @@ export function stopAllLoad(): void {
   for (const instance of running) instance.stop();
 }
 
-function run(
-  plan: RequestPlan,
-  options: LoadOptions,
-  onLatency: (ms: number) => void,
-): Promise<autocannon.Result> {
+function run(plan: RequestPlan, options: LoadOptions, onLatency: (ms: number) => void): Promise<autocannon.Result> {
   let n = 0;
   const request: autocannon.Request =
-    typeof plan === 'function'
-      ? { setupRequest: (base) => ({ ...base, ...toAutocannon(plan(n++)) }) }
-      : toAutocannon(plan);
+    typeof plan === 'function' ? { setupRequest: (base) => ({ ...base, ...toAutocannon(plan(n++)) }) } : toAutocannon(plan);
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       { url: options.url, connections: options.connections, duration: options.seconds, requests: [request] },

@@ -34,11 +34,7 @@ export function setServerNodeFlags(flags: string[]): void {
  * Starts `node <args>` with PORT set to a free loopback port and waits until GET /healthz answers
  * 200. The process inherits stdout and stderr, so a crash explains itself in the bench output.
  */
-export async function startServerProcess(
-  name: string,
-  args: string[],
-  env: Record<string, string>,
-): Promise<ServerProcess> {
+export async function startServerProcess(name: string, args: string[], env: Record<string, string>): Promise<ServerProcess> {
   const port = await freePort();
   const argv = [...nodeFlags, ...args];
   const child = spawn(process.execPath, argv, {

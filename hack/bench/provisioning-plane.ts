@@ -52,7 +52,9 @@ export async function runProvisioningPlane(ctx: PlaneContext): Promise<PlaneResu
   // Other work on the machine takes CPU from the servers: say so before the figures are trusted.
   const busyBefore = await machineBusyShare(2000);
   if (busyBefore !== null && busyBefore > 0.15) {
-    console.error(`bench: WARNING: the machine was ${(100 * busyBefore).toFixed(0)}% busy before the run; throughput will be low and noisy`);
+    console.error(
+      `bench: WARNING: the machine was ${(100 * busyBefore).toFixed(0)}% busy before the run; throughput will be low and noisy`,
+    );
   }
 
   const outcomes = await runDatasets(ctx, servers, db, settings);

@@ -89,7 +89,8 @@ function rows(outcomes: ScenarioOutcome[]): Row[] {
     const failed = runs.filter((run) => run.failure);
     const sum = (pick: (result: LoadResult) => number) => runs.reduce((total, run) => total + (run.result ? pick(run.result) : 0), 0);
     const statuses: Record<string, number> = {};
-    for (const run of runs) for (const [code, count] of Object.entries(run.result?.statuses ?? {})) statuses[code] = (statuses[code] ?? 0) + count;
+    for (const run of runs)
+      for (const [code, count] of Object.entries(run.result?.statuses ?? {})) statuses[code] = (statuses[code] ?? 0) + count;
     const rps = medianOf(runs, (run) => run.result?.rps);
     return {
       id: scenario.id,
@@ -112,7 +113,12 @@ function rows(outcomes: ScenarioOutcome[]): Row[] {
       baseline_dataset: outcomeOf(scenario.baseline)?.scenario.dataset ?? null,
       pct_of_baseline: pct(floorPct(outcome), floorPct(outcomeOf(scenario.baseline))),
       failure: failed.length ? `${failed.length} of ${runs.length} rounds failed; round ${failed[0]!.round}: ${failed[0]!.failure}` : null,
-      per_round: runs.map((run) => ({ round: run.round, rps: run.result?.rps ?? null, pct_of_one_query_floor: roundPct(scenario, run), failure: run.failure ?? null })),
+      per_round: runs.map((run) => ({
+        round: run.round,
+        rps: run.result?.rps ?? null,
+        pct_of_one_query_floor: roundPct(scenario, run),
+        failure: run.failure ?? null,
+      })),
     };
   });
 }
@@ -166,12 +172,7 @@ export function renderMarkdown(info: RunInfo, outcomes: ScenarioOutcome[]): stri
 }
 
 /** Writes `<name>.md` and `<name>.json` under `dir`; returns their paths. */
-export async function writeReport(
-  dir: string,
-  name: string,
-  info: RunInfo,
-  outcomes: ScenarioOutcome[],
-): Promise<string[]> {
+export async function writeReport(dir: string, name: string, info: RunInfo, outcomes: ScenarioOutcome[]): Promise<string[]> {
   await mkdir(dir, { recursive: true });
   const markdownPath = path.join(dir, `${name}.md`);
   const jsonPath = path.join(dir, `${name}.json`);

@@ -80,7 +80,12 @@ async function main(): Promise<number> {
     outcomes.push(await RUN_PLANE[plane](context));
   }
   for (const outcome of outcomes) console.log(outcome.markdown);
-  console.error(`bench: written ${outcomes.flatMap((o) => o.files).map((f) => path.relative(ROOT, f)).join(', ')}`);
+  console.error(
+    `bench: written ${outcomes
+      .flatMap((o) => o.files)
+      .map((f) => path.relative(ROOT, f))
+      .join(', ')}`,
+  );
   const failures = outcomes.flatMap((o) => o.failures);
   for (const failure of failures) console.error(`bench: FAILED ${failure}`);
   return failures.length > 0 ? 1 : 0;
@@ -91,7 +96,11 @@ function list(): void {
   const selected = planes();
   console.log(`planes: ${selected.join(', ')}`);
   if (selected.includes('provisioning')) {
-    console.log(`provisioning scenarios: ${selectedScenarios().map((s) => s.id).join(', ')}`);
+    console.log(
+      `provisioning scenarios: ${selectedScenarios()
+        .map((s) => s.id)
+        .join(', ')}`,
+    );
   }
   if (selected.includes('conversations')) {
     const cases = selectedCases();

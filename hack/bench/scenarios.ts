@@ -36,19 +36,23 @@ const fullPage = (body: any) =>
 
 const bearer = (fixture: Fixture) => ({ authorization: `Bearer ${fixture.serviceKey}` });
 
-const exchangePlan = (fixture: Fixture): RequestPlan => (n) => ({
-  method: 'POST',
-  path: '/auth/token-exchange',
-  headers: bearer(fixture),
-  body: fixture.exchangePairs[n % fixture.exchangePairs.length],
-});
+const exchangePlan =
+  (fixture: Fixture): RequestPlan =>
+  (n) => ({
+    method: 'POST',
+    path: '/auth/token-exchange',
+    headers: bearer(fixture),
+    body: fixture.exchangePairs[n % fixture.exchangePairs.length],
+  });
 
-const warmUpsertPlan = (fixture: Fixture): RequestPlan => (n) => ({
-  method: 'PUT',
-  path: `/tenants/by-external-id/${encodeURIComponent(fixture.warmTenantExternalIds[n % fixture.warmTenantExternalIds.length]!)}`,
-  headers: bearer(fixture),
-  body: {},
-});
+const warmUpsertPlan =
+  (fixture: Fixture): RequestPlan =>
+  (n) => ({
+    method: 'PUT',
+    path: `/tenants/by-external-id/${encodeURIComponent(fixture.warmTenantExternalIds[n % fixture.warmTenantExternalIds.length]!)}`,
+    headers: bearer(fixture),
+    body: {},
+  });
 
 /** The same requests sent to the route written plainly on the one-query floor's stack (floors.ts). */
 function plainFloorOf(scenario: Scenario, title: string): Scenario {
@@ -151,7 +155,10 @@ export const SCENARIOS: Scenario[] = [
 
 /** The scenarios BENCH_SCENARIOS names (all when unset), always with the floors the ratios need. */
 export function selectedScenarios(): Scenario[] {
-  const wanted = (process.env.BENCH_SCENARIOS ?? '').split(',').map((id) => id.trim()).filter(Boolean);
+  const wanted = (process.env.BENCH_SCENARIOS ?? '')
+    .split(',')
+    .map((id) => id.trim())
+    .filter(Boolean);
   if (wanted.length === 0) return SCENARIOS;
   const picked = SCENARIOS.filter(
     (s) => s.id === BARE_FLOOR || s.id === QUERY_FLOOR || wanted.some((id) => s.id === id || s.id.startsWith(id)),

@@ -84,7 +84,9 @@ export async function runSdkFloors(options: FloorOptions, wheres: Where[], wante
   const hostDir = wheres.includes('bwrap') ? await options.slot(() => compileSdkHost(options)) : '';
   for (const where of wheres) {
     const kinds: FloorId[] =
-      where === 'plain' ? ['live', 'prestarted', 'prestarted-new', 'fresh'] : ['live', 'prestarted', 'prestarted-new', 'fresh', 'fresh-in-host'];
+      where === 'plain'
+        ? ['live', 'prestarted', 'prestarted-new', 'fresh']
+        : ['live', 'prestarted', 'prestarted-new', 'fresh', 'fresh-in-host'];
     for (const kind of kinds.filter((k) => !wanted || wanted.has(k))) {
       options.log(`floor ${where} ${kind} ...`);
       const dirs = await conversationDirs(options.root, `floor-${where}-${kind}`);
@@ -113,7 +115,10 @@ async function conversationDirs(root: string, name: string): Promise<Dirs> {
 }
 
 /** Opens a host of `kind` (resuming `resume`) and says when it is ready for the turn. */
-type OpenHost = (kind: FloorKind, resume: string | undefined) => { ready: Promise<void>; turn(content: string): AsyncIterable<Line>; close(): Promise<void> };
+type OpenHost = (
+  kind: FloorKind,
+  resume: string | undefined,
+) => { ready: Promise<void>; turn(content: string): AsyncIterable<Line>; close(): Promise<void> };
 
 /**
  * live: one session, its first turns unmeasured. The others: a session made by one unmeasured
@@ -223,9 +228,10 @@ function plainHost(options: FloorOptions, dirs: Dirs): OpenHost {
     const host = openSdkHost(kind, runnerLikeOptions(dirs.workspace, env, resume));
     return {
       ready: host.then(() => undefined),
-      turn: (content) => (async function* () {
-        yield* (await host).turn(content) as AsyncGenerator<SDKMessage & Line>;
-      })(),
+      turn: (content) =>
+        (async function* () {
+          yield* (await host).turn(content) as AsyncGenerator<SDKMessage & Line>;
+        })(),
       close: async () => (await host.catch(() => undefined))?.close(),
     };
   };

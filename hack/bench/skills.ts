@@ -34,7 +34,10 @@ const ADMIN_TOKEN = randomBytes(16).toString('hex');
 
 const median = (values: number[]) => percentile(values, 0.5)!;
 const p90 = (values: number[]) => percentile(values, 0.9)!;
-const text = (bytes: number) => randomBytes(Math.ceil((bytes * 3) / 4)).toString('base64').slice(0, bytes);
+const text = (bytes: number) =>
+  randomBytes(Math.ceil((bytes * 3) / 4))
+    .toString('base64')
+    .slice(0, bytes);
 
 interface SkillSet {
   label: string;
@@ -82,11 +85,17 @@ export async function runSkillsPlane(ctx: PlaneContext): Promise<PlaneResult> {
   const large = skillSet('large', 1, 8, 1024 * 1024);
   const repo = await createGitRepository(path.join(scratch, 'remotes'), 'skills', { ...small.files, ...large.files });
   const repoUrl = git.url('skills');
-  const registered = await api('POST', '/repositories', { name: 'skills', repo_url: repoUrl, provider: 'github', credential_id: credential.id }, key);
+  const registered = await api(
+    'POST',
+    '/repositories',
+    { name: 'skills', repo_url: repoUrl, provider: 'github', credential_id: credential.id },
+    key,
+  );
   const repositoryId = registered.id as string;
   await until(async () => (await api('GET', `/repositories/${repositoryId}`, undefined, key)).sync.state === 'ready');
   const listed = await api('GET', `/repositories/${repositoryId}/skills?limit=100`, undefined, key);
-  const idsOf = (label: string) => (listed.data as Array<{ id: string; name: string }>).filter((s) => s.name.startsWith(`${label}-`)).map((s) => s.id);
+  const idsOf = (label: string) =>
+    (listed.data as Array<{ id: string; name: string }>).filter((s) => s.name.startsWith(`${label}-`)).map((s) => s.id);
 
   // The local-disk baseline copies from a checkout of the same commit, as runs did before.
   const checkout = path.join(scratch, 'checkout');
@@ -96,7 +105,8 @@ export async function runSkillsPlane(ctx: PlaneContext): Promise<PlaneResult> {
   const copyFromDisk = async (set: SkillSet) => {
     const target = path.join(workspace, '.claude', 'skills');
     await rm(target, { recursive: true, force: true });
-    for (let s = 0; s < set.skills; s++) await cp(path.join(checkout, `${set.label}-${s}`), path.join(target, `${set.label}-${s}`), { recursive: true });
+    for (let s = 0; s < set.skills; s++)
+      await cp(path.join(checkout, `${set.label}-${s}`), path.join(target, `${set.label}-${s}`), { recursive: true });
   };
   const fromDatabase = async (set: SkillSet) => {
     const skills = await loadRunSkills(server.deps, idsOf(set.label));
@@ -127,12 +137,16 @@ export async function runSkillsPlane(ctx: PlaneContext): Promise<PlaneResult> {
   const viaWebhook: number[] = [];
   const viaSync: number[] = [];
   for (let i = 0; i < pushes; i++) {
-    viaWebhook.push(await pushToOffered(`hook-${i}`, async (after) => {
-      await deliver(server, pushBody(`${repoUrl}.git`, after));
-    }));
-    viaSync.push(await pushToOffered(`manual-${i}`, async () => {
-      await api('POST', `/repositories/${repositoryId}/sync`, undefined, key);
-    }));
+    viaWebhook.push(
+      await pushToOffered(`hook-${i}`, async (after) => {
+        await deliver(server, pushBody(`${repoUrl}.git`, after));
+      }),
+    );
+    viaSync.push(
+      await pushToOffered(`manual-${i}`, async () => {
+        await api('POST', `/repositories/${repositoryId}/sync`, undefined, key);
+      }),
+    );
   }
   log(`push to next run's content: webhook ${median(viaWebhook).toFixed(0)} ms, manual sync ${median(viaSync).toFixed(0)} ms`);
 
@@ -141,7 +155,9 @@ export async function runSkillsPlane(ctx: PlaneContext): Promise<PlaneResult> {
     const started = performance.now();
     await trigger(after);
     await until(async () => {
-      const ids = (await api('GET', `/repositories/${repositoryId}/skills?limit=100`, undefined, key)).data.map((s: { id: string }) => s.id);
+      const ids = (await api('GET', `/repositories/${repositoryId}/skills?limit=100`, undefined, key)).data.map(
+        (s: { id: string }) => s.id,
+      );
       const skills = await loadRunSkills(server.deps, ids);
       return skills.some((skill) => skill.name === name);
     });

@@ -8,7 +8,10 @@ export function nearestRank(sorted: readonly number[], q: number): number | null
 
 /** Nearest-rank percentile of values in any order; null when there are none. */
 export function percentile(values: readonly number[], q: number): number | null {
-  return nearestRank([...values].sort((a, b) => a - b), q);
+  return nearestRank(
+    [...values].sort((a, b) => a - b),
+    q,
+  );
 }
 
 /** The lower median (a sample, never an average of two): null when there are none. */

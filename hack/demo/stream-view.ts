@@ -119,7 +119,9 @@ function describePlatform(line: Line): string {
     case 'queued':
       return `position ${line.position}, retry in ${line.retry_hint_seconds} s`;
     case 'error':
-      return `${String(line.problem?.type ?? '').split('/').pop()}: ${line.problem?.detail ?? ''}`;
+      return `${String(line.problem?.type ?? '')
+        .split('/')
+        .pop()}: ${line.problem?.detail ?? ''}`;
     default:
       return '';
   }

@@ -41,7 +41,8 @@ function defaultPodSpec(spec: Fields): void {
   spec.enableServiceLinks ??= true;
   spec.priority ??= 0;
   spec.preemptionPolicy ??= 'PreemptLowerPriority';
-  for (const container of [...((spec.containers as Fields[] | undefined) ?? []), ...((spec.initContainers as Fields[] | undefined) ?? [])]) defaultContainer(container);
+  for (const container of [...((spec.containers as Fields[] | undefined) ?? []), ...((spec.initContainers as Fields[] | undefined) ?? [])])
+    defaultContainer(container);
 }
 
 export function applyKindDefaults(type: ResourceType, object: KubeObject): void {
@@ -53,11 +54,14 @@ export function applyKindDefaults(type: ResourceType, object: KubeObject): void 
       // What the DefaultTolerationSeconds admission plugin adds.
       const tolerations = (spec.tolerations as Fields[] | undefined) ?? [];
       for (const key of ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable']) {
-        if (!tolerations.some((toleration) => toleration.key === key)) tolerations.push({ key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 });
+        if (!tolerations.some((toleration) => toleration.key === key))
+          tolerations.push({ key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 });
       }
       spec.tolerations = tolerations;
       const containers = (spec.containers as Array<{ resources?: { requests?: object; limits?: object } }> | undefined) ?? [];
-      const hasResources = containers.some((container) => Object.keys(container.resources?.requests ?? {}).length + Object.keys(container.resources?.limits ?? {}).length > 0);
+      const hasResources = containers.some(
+        (container) => Object.keys(container.resources?.requests ?? {}).length + Object.keys(container.resources?.limits ?? {}).length > 0,
+      );
       object.status = { phase: 'Pending', qosClass: hasResources ? 'Burstable' : 'BestEffort' };
       return;
     }
@@ -100,7 +104,12 @@ export function applyKindDefaults(type: ResourceType, object: KubeObject): void 
       spec.suspend ??= false;
       const template = (spec.template ?? {}) as Fields;
       spec.template = template;
-      const controllerLabels = { 'batch.kubernetes.io/controller-uid': object.metadata.uid!, 'batch.kubernetes.io/job-name': object.metadata.name!, 'controller-uid': object.metadata.uid!, 'job-name': object.metadata.name! };
+      const controllerLabels = {
+        'batch.kubernetes.io/controller-uid': object.metadata.uid!,
+        'batch.kubernetes.io/job-name': object.metadata.name!,
+        'controller-uid': object.metadata.uid!,
+        'job-name': object.metadata.name!,
+      };
       const metadata = (template.metadata ?? {}) as { labels?: Record<string, string> };
       template.metadata = { ...metadata, labels: { ...metadata.labels, ...controllerLabels } };
       spec.selector ??= { matchLabels: { 'batch.kubernetes.io/controller-uid': object.metadata.uid! } };

@@ -98,7 +98,11 @@ export function methodNotAllowed(message: string): KubeStatusError {
 }
 
 export function unsupportedMediaType(contentType: string): KubeStatusError {
-  return new KubeStatusError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got ${contentType})`);
+  return new KubeStatusError(
+    415,
+    'UnsupportedMediaType',
+    `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got ${contentType})`,
+  );
 }
 
 export function gone(message: string): KubeStatusError {

@@ -32,5 +32,8 @@ export function eventsV1ToCore(object: KubeObject): KubeObject {
 }
 
 export function coreToEventsV1(object: KubeObject): KubeObject {
-  return rename(object, RENAMED.map(([eventsField, coreField]) => [coreField, eventsField]));
+  return rename(
+    object,
+    RENAMED.map(([eventsField, coreField]) => [coreField, eventsField]),
+  );
 }

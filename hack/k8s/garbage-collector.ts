@@ -40,7 +40,8 @@ export class GarbageCollector {
         if (namespace && namespace.metadata.deletionTimestamp) this.emptyNamespace(namespace);
       } else {
         if (change.type === 'ADDED') this.collectIfOrphaned(change.storageKey, object);
-        if (object.metadata.deletionTimestamp && (object.metadata.finalizers ?? []).includes('foregroundDeletion')) this.handleForeground(object);
+        if (object.metadata.deletionTimestamp && (object.metadata.finalizers ?? []).includes('foregroundDeletion'))
+          this.handleForeground(object);
         if (change.storageKey === '/namespaces' && object.metadata.deletionTimestamp) this.emptyNamespace(object);
       }
     } catch (error) {
@@ -68,7 +69,9 @@ export class GarbageCollector {
       if (!type) continue;
       if (policy === 'Orphan') {
         const references = (object.metadata.ownerReferences ?? []).filter((reference) => reference.uid !== uid);
-        this.objects.patch(type, object.metadata.namespace, object.metadata.name!, 'application/merge-patch+json', { metadata: { ownerReferences: references.length ? references : null } });
+        this.objects.patch(type, object.metadata.namespace, object.metadata.name!, 'application/merge-patch+json', {
+          metadata: { ownerReferences: references.length ? references : null },
+        });
         continue;
       }
       const others = (object.metadata.ownerReferences ?? []).filter((reference) => reference.uid !== uid);
@@ -102,13 +105,17 @@ export class GarbageCollector {
     const type = this.objects.registry.byKind(owner.apiVersion!, owner.kind!);
     if (!type) return;
     const finalizers = (owner.metadata.finalizers ?? []).filter((finalizer) => finalizer !== 'foregroundDeletion');
-    this.objects.patch(type, owner.metadata.namespace, owner.metadata.name!, 'application/merge-patch+json', { metadata: { finalizers: finalizers.length ? finalizers : null } });
+    this.objects.patch(type, owner.metadata.namespace, owner.metadata.name!, 'application/merge-patch+json', {
+      metadata: { finalizers: finalizers.length ? finalizers : null },
+    });
   }
 
   private emptyNamespace(namespace: KubeObject): void {
     const name = namespace.metadata.name!;
     const store = this.objects.store;
-    const contents = store.storageKeys().flatMap((storageKey) => store.scan(storageKey, name).map((object) => ({ storageKey, object: structuredClone(object) })));
+    const contents = store
+      .storageKeys()
+      .flatMap((storageKey) => store.scan(storageKey, name).map((object) => ({ storageKey, object: structuredClone(object) })));
     for (const { storageKey, object } of contents) this.deleteDependent(storageKey, object);
     if (contents.length === 0 && (namespace.metadata.finalizers ?? []).length === 0) {
       this.objects.store.remove('/namespaces', undefined, name);

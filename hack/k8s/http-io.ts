@@ -33,7 +33,8 @@ export async function readObject(request: IncomingMessage): Promise<KubeObject> 
 
 export async function readDeleteOptions(request: IncomingMessage): Promise<DeleteOptions & { dryRun?: unknown }> {
   const raw = await readRaw(request);
-  if ((request.headers['content-type'] ?? '').startsWith('application/vnd.kubernetes.protobuf')) return decodeDeleteOptions(raw) as DeleteOptions;
+  if ((request.headers['content-type'] ?? '').startsWith('application/vnd.kubernetes.protobuf'))
+    return decodeDeleteOptions(raw) as DeleteOptions;
   const text = raw.toString('utf8');
   return text.trim() ? (parseBody(text) as unknown as DeleteOptions) : {};
 }
@@ -54,7 +55,11 @@ export function writeOptionsOf(query: URLSearchParams): WriteOptions {
 /** A PATCH's options; server-side apply needs a field manager, as on the real server. */
 export function patchOptionsOf(query: URLSearchParams, contentType: string): WriteOptions & { force: boolean } {
   if (contentType.startsWith('application/apply-patch') && !query.get('fieldManager')) {
-    throw new KubeStatusError(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch');
+    throw new KubeStatusError(
+      422,
+      'Invalid',
+      'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+    );
   }
   return { ...writeOptionsOf(query), force: query.get('force') === 'true' };
 }
@@ -63,7 +68,11 @@ export function deleteOptionsOf(query: URLSearchParams, body: DeleteOptions & { 
   const grace = query.get('gracePeriodSeconds') ?? body.gracePeriodSeconds;
   const policy = (query.get('propagationPolicy') ?? body.propagationPolicy) as DeleteOptions['propagationPolicy'];
   if (policy && !['Background', 'Foreground', 'Orphan'].includes(policy)) {
-    throw new KubeStatusError(422, 'Invalid', `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan"`);
+    throw new KubeStatusError(
+      422,
+      'Invalid',
+      `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan"`,
+    );
   }
   return {
     propagationPolicy: policy,

@@ -13,7 +13,14 @@ import { tokenRequest } from './reviews.js';
 import { getScale, updateScale } from './scale.js';
 import type { KubeObject } from './store.js';
 
-export async function serveSubresource(deps: HttpDeps, request: IncomingMessage, response: ServerResponse, route: Route, type: ResourceType, query: URLSearchParams): Promise<void> {
+export async function serveSubresource(
+  deps: HttpDeps,
+  request: IncomingMessage,
+  response: ServerResponse,
+  route: Route,
+  type: ResourceType,
+  query: URLSearchParams,
+): Promise<void> {
   const objects = deps.objects;
   const { namespace, name, subresource } = route;
   const method = request.method ?? 'GET';
@@ -21,23 +28,45 @@ export async function serveSubresource(deps: HttpDeps, request: IncomingMessage,
   if (subresource === 'status' && type.status) {
     if (method === 'GET') return send(response, 200, objects.get(type, namespace, name!));
     const body = await readBody(request);
-    if (method === 'PUT') return send(response, 200, objects.update(type, namespace, name!, parseBody(body), { ...writeOptionsOf(query), subresource: 'status' }));
+    if (method === 'PUT')
+      return send(
+        response,
+        200,
+        objects.update(type, namespace, name!, parseBody(body), { ...writeOptionsOf(query), subresource: 'status' }),
+      );
     if (method === 'PATCH') {
       const contentType = request.headers['content-type'] ?? 'application/json';
-      return send(response, 200, objects.patch(type, namespace, name!, contentType, body, { ...patchOptionsOf(query, contentType), subresource: 'status' }));
+      return send(
+        response,
+        200,
+        objects.patch(type, namespace, name!, contentType, body, { ...patchOptionsOf(query, contentType), subresource: 'status' }),
+      );
     }
   }
   if (subresource === 'scale' && type.scale) {
     if (method === 'GET') return send(response, 200, getScale(objects, type, namespace, name!));
     const body = await readBody(request);
     const contentType = (request.headers['content-type'] ?? 'application/json').split(';')[0]!;
-    if (method === 'PUT') return send(response, 200, updateScale(objects, type, namespace, name!, () => parseBody(body), writeOptionsOf(query)));
+    if (method === 'PUT')
+      return send(
+        response,
+        200,
+        updateScale(objects, type, namespace, name!, () => parseBody(body), writeOptionsOf(query)),
+      );
     if (method === 'PATCH') {
       const patch = JSON.parse(body) as unknown;
       return send(
         response,
         200,
-        updateScale(objects, type, namespace, name!, (current) => (contentType === 'application/json-patch+json' ? jsonPatch(current, patch) : mergePatch(current, patch)) as KubeObject, writeOptionsOf(query)),
+        updateScale(
+          objects,
+          type,
+          namespace,
+          name!,
+          (current) =>
+            (contentType === 'application/json-patch+json' ? jsonPatch(current, patch) : mergePatch(current, patch)) as KubeObject,
+          writeOptionsOf(query),
+        ),
       );
     }
   }
@@ -61,6 +90,7 @@ export async function serveSubresource(deps: HttpDeps, request: IncomingMessage,
     objects.delete(type, namespace, name!, body.deleteOptions ?? {});
     return send(response, 201, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 });
   }
-  if (type.token && subresource === 'token' && method === 'POST') return send(response, 201, tokenRequest(objects, namespace!, name!, await readObject(request)));
+  if (type.token && subresource === 'token' && method === 'POST')
+    return send(response, 201, tokenRequest(objects, namespace!, name!, await readObject(request)));
   throw unknownSubresource();
 }

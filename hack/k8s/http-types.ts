@@ -48,7 +48,6 @@ export interface FailureRule {
   times?: number;
 }
 
-
 export interface HttpDeps {
   objects: KubeObjects;
   bookmarkIntervalMs: number;

@@ -27,7 +27,10 @@ export function serveWatch(
   response.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
   response.flushHeaders();
   const write = (event: WatchEvent) => {
-    const object = table && (event.type === 'ADDED' || event.type === 'MODIFIED' || event.type === 'DELETED') ? toTable(type, [event.object as KubeObject], undefined, query.get('includeObject') ?? undefined) : event.object;
+    const object =
+      table && (event.type === 'ADDED' || event.type === 'MODIFIED' || event.type === 'DELETED')
+        ? toTable(type, [event.object as KubeObject], undefined, query.get('includeObject') ?? undefined)
+        : event.object;
     response.write(`${JSON.stringify({ type: event.type, object })}\n`);
   };
   if (failure?.status === 410) {

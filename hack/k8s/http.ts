@@ -89,14 +89,24 @@ function takeFailure(deps: HttpDeps, record: RequestRecord): FailureRule | undef
 
 function injectedError(rule: FailureRule): KubeStatusError {
   const code = rule.status ?? 500;
-  const reasons: Record<number, string> = { 409: 'Conflict', 410: 'Expired', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout' };
+  const reasons: Record<number, string> = {
+    409: 'Conflict',
+    410: 'Expired',
+    429: 'TooManyRequests',
+    500: 'InternalError',
+    503: 'ServiceUnavailable',
+    504: 'Timeout',
+  };
   return new KubeStatusError(code, reasons[code] ?? 'InternalError', rule.message ?? `injected failure (${code})`);
 }
 
 export function createHandler(deps: HttpDeps) {
   return (request: IncomingMessage, response: ServerResponse): void => {
     handle(deps, request, response).catch((error: unknown) => {
-      const status = error instanceof KubeStatusError ? error : new KubeStatusError(500, 'InternalError', `Internal error occurred: ${(error as Error).message}`);
+      const status =
+        error instanceof KubeStatusError
+          ? error
+          : new KubeStatusError(500, 'InternalError', `Internal error occurred: ${(error as Error).message}`);
       if (!response.headersSent) send(response, status.code, status.toStatus());
       else response.destroy();
     });
@@ -186,7 +196,14 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
       limit: query.has('limit') ? Number(query.get('limit')) : undefined,
       continue: query.get('continue') ?? undefined,
     });
-    if (table) return send(response, 200, toTable(type, list.items, list.metadata.resourceVersion, query.get('includeObject') ?? undefined, { continue: list.metadata.continue }));
+    if (table)
+      return send(
+        response,
+        200,
+        toTable(type, list.items, list.metadata.resourceVersion, query.get('includeObject') ?? undefined, {
+          continue: list.metadata.continue,
+        }),
+      );
     return send(response, 200, list);
   }
 
@@ -203,7 +220,11 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
       const warnings: string[] = [];
       const created = objects.create(type, namespace, body, { ...writeOptionsOf(query), warnings });
       // RFC 7234 warn-code 299 with an empty agent, and the text quoted as Go's strconv.Quote does.
-      if (warnings.length) response.setHeader('Warning', warnings.map((text) => `299 - ${JSON.stringify(text)}`));
+      if (warnings.length)
+        response.setHeader(
+          'Warning',
+          warnings.map((text) => `299 - ${JSON.stringify(text)}`),
+        );
       return send(response, 201, created);
     }
     case 'update': {
@@ -245,4 +266,3 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
       throw methodNotAllowed('the server does not allow this method on the requested resource');
   }
 }
-

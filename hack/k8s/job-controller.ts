@@ -27,7 +27,14 @@ interface JobStatus {
   failed?: number;
   startTime?: string;
   completionTime?: string;
-  conditions?: Array<{ type: string; status: string; reason?: string; message?: string; lastProbeTime?: string; lastTransitionTime?: string }>;
+  conditions?: Array<{
+    type: string;
+    status: string;
+    reason?: string;
+    message?: string;
+    lastProbeTime?: string;
+    lastTransitionTime?: string;
+  }>;
 }
 
 function phaseOf(pod: KubeObject): string | undefined {
@@ -35,7 +42,9 @@ function phaseOf(pod: KubeObject): string | undefined {
 }
 
 function finished(status: JobStatus): boolean {
-  return (status.conditions ?? []).some((condition) => (condition.type === 'Complete' || condition.type === 'Failed') && condition.status === 'True');
+  return (status.conditions ?? []).some(
+    (condition) => (condition.type === 'Complete' || condition.type === 'Failed') && condition.status === 'True',
+  );
 }
 
 export class JobController {
@@ -53,9 +62,12 @@ export class JobController {
   }
 
   private observe(change: StoreChange): void {
-    if (change.storageKey === 'batch/jobs' && change.type !== 'DELETED') this.enqueue(change.object.metadata.namespace!, change.object.metadata.name!);
+    if (change.storageKey === 'batch/jobs' && change.type !== 'DELETED')
+      this.enqueue(change.object.metadata.namespace!, change.object.metadata.name!);
     if (change.storageKey === '/pods') {
-      const owner = (change.object.metadata.ownerReferences ?? []).find((reference) => reference.controller && reference.kind === 'Job' && reference.apiVersion === 'batch/v1');
+      const owner = (change.object.metadata.ownerReferences ?? []).find(
+        (reference) => reference.controller && reference.kind === 'Job' && reference.apiVersion === 'batch/v1',
+      );
       if (owner) this.enqueue(change.object.metadata.namespace!, owner.name);
     }
   }
@@ -82,7 +94,10 @@ export class JobController {
     const spec = (job.spec ?? {}) as JobSpec;
     const status = (job.status ?? {}) as JobStatus;
     if (finished(status)) return;
-    const pods = this.objects.store.dependentsOf(job.metadata.uid!).filter(({ storageKey }) => storageKey === '/pods').map(({ object }) => object);
+    const pods = this.objects.store
+      .dependentsOf(job.metadata.uid!)
+      .filter(({ storageKey }) => storageKey === '/pods')
+      .map(({ object }) => object);
     const active = pods.filter((pod) => !pod.metadata.deletionTimestamp && phaseOf(pod) !== 'Succeeded' && phaseOf(pod) !== 'Failed');
     const succeeded = pods.filter((pod) => phaseOf(pod) === 'Succeeded').length;
     const failed = pods.filter((pod) => phaseOf(pod) === 'Failed').length;
@@ -92,20 +107,52 @@ export class JobController {
       ...status,
       startTime: status.startTime ?? now,
       active: active.length,
-      ready: active.filter((pod) => ((pod.status as { conditions?: Array<{ type: string; status: string }> })?.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True')).length,
+      ready: active.filter((pod) =>
+        ((pod.status as { conditions?: Array<{ type: string; status: string }> })?.conditions ?? []).some(
+          (condition) => condition.type === 'Ready' && condition.status === 'True',
+        ),
+      ).length,
       succeeded,
       failed,
     };
     if (succeeded >= completions) {
       next.completionTime = now;
       next.conditions = [
-        { type: 'SuccessCriteriaMet', status: 'True', reason: 'CompletionsReached', message: 'Reached expected number of succeeded pods', lastProbeTime: now, lastTransitionTime: now },
-        { type: 'Complete', status: 'True', reason: 'CompletionsReached', message: 'Reached expected number of succeeded pods', lastProbeTime: now, lastTransitionTime: now },
+        {
+          type: 'SuccessCriteriaMet',
+          status: 'True',
+          reason: 'CompletionsReached',
+          message: 'Reached expected number of succeeded pods',
+          lastProbeTime: now,
+          lastTransitionTime: now,
+        },
+        {
+          type: 'Complete',
+          status: 'True',
+          reason: 'CompletionsReached',
+          message: 'Reached expected number of succeeded pods',
+          lastProbeTime: now,
+          lastTransitionTime: now,
+        },
       ];
     } else if (failed > (spec.backoffLimit ?? 6)) {
       next.conditions = [
-        { type: 'FailureTarget', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit', lastProbeTime: now, lastTransitionTime: now },
-        { type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit', lastProbeTime: now, lastTransitionTime: now },
+        {
+          type: 'FailureTarget',
+          status: 'True',
+          reason: 'BackoffLimitExceeded',
+          message: 'Job has reached the specified backoff limit',
+          lastProbeTime: now,
+          lastTransitionTime: now,
+        },
+        {
+          type: 'Failed',
+          status: 'True',
+          reason: 'BackoffLimitExceeded',
+          message: 'Job has reached the specified backoff limit',
+          lastProbeTime: now,
+          lastTransitionTime: now,
+        },
       ];
       for (const pod of active) this.objects.delete('pods', namespace, pod.metadata.name!);
     } else {
@@ -131,7 +178,16 @@ export class JobController {
         generateName: `${job.metadata.name}-`,
         labels: { ...template.metadata?.labels, ...jobLabels },
         ...(template.metadata?.annotations ? { annotations: template.metadata.annotations } : {}),
-        ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: job.metadata.name!, uid: job.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+        ownerReferences: [
+          {
+            apiVersion: 'batch/v1',
+            kind: 'Job',
+            name: job.metadata.name!,
+            uid: job.metadata.uid!,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
       },
       spec: structuredClone(template.spec ?? {}),
     });

@@ -37,7 +37,11 @@ export interface ContainerSpec {
   command?: string[];
   args?: string[];
   env?: EnvVar[];
-  envFrom?: Array<{ prefix?: string; configMapRef?: { name: string; optional?: boolean }; secretRef?: { name: string; optional?: boolean } }>;
+  envFrom?: Array<{
+    prefix?: string;
+    configMapRef?: { name: string; optional?: boolean };
+    secretRef?: { name: string; optional?: boolean };
+  }>;
   ports?: Array<{ name?: string; containerPort: number }>;
   readinessProbe?: Probe;
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
@@ -60,10 +64,19 @@ export interface Probe {
 export class ContainerConfigError extends Error {}
 
 function expand(text: string, env: Record<string, string>): string {
-  return text.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\$/g, (match, name: string | undefined) => (name === undefined ? '$' : (env[name] ?? match)));
+  return text.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\$/g, (match, name: string | undefined) =>
+    name === undefined ? '$' : (env[name] ?? match),
+  );
 }
 
-function readRef(objects: KubeObjects, kind: 'secrets' | 'configmaps', namespace: string, name: string, key: string | undefined, optional: boolean | undefined): Record<string, string> | string | undefined {
+function readRef(
+  objects: KubeObjects,
+  kind: 'secrets' | 'configmaps',
+  namespace: string,
+  name: string,
+  key: string | undefined,
+  optional: boolean | undefined,
+): Record<string, string> | string | undefined {
   const object = objects.find(kind, namespace, name);
   const what = kind === 'secrets' ? 'secret' : 'configmap';
   if (!object) {
@@ -74,7 +87,8 @@ function readRef(objects: KubeObjects, kind: 'secrets' | 'configmaps', namespace
   for (const [entry, value] of Object.entries((object.data ?? {}) as Record<string, string>)) {
     data[entry] = kind === 'secrets' ? Buffer.from(value, 'base64').toString('utf8') : value;
   }
-  if (kind === 'secrets') for (const [entry, value] of Object.entries((object.stringData ?? {}) as Record<string, string>)) data[entry] = value;
+  if (kind === 'secrets')
+    for (const [entry, value] of Object.entries((object.stringData ?? {}) as Record<string, string>)) data[entry] = value;
   if (key === undefined) return data;
   if (!(key in data)) {
     if (optional) return undefined;
@@ -83,7 +97,13 @@ function readRef(objects: KubeObjects, kind: 'secrets' | 'configmaps', namespace
   return data[key];
 }
 
-export function containerEnv(objects: KubeObjects, pod: KubeObject, container: ContainerSpec, image: KubeletImage, portEnv: string | undefined): Record<string, string> {
+export function containerEnv(
+  objects: KubeObjects,
+  pod: KubeObject,
+  container: ContainerSpec,
+  image: KubeletImage,
+  portEnv: string | undefined,
+): Record<string, string> {
   const namespace = pod.metadata.namespace!;
   const env: Record<string, string> = { ...image.env, HOSTNAME: pod.metadata.name! };
   for (const source of container.envFrom ?? []) {
@@ -99,7 +119,14 @@ export function containerEnv(objects: KubeObjects, pod: KubeObject, container: C
       const value = readRef(objects, 'secrets', namespace, from.secretKeyRef.name, from.secretKeyRef.key, from.secretKeyRef.optional);
       if (typeof value === 'string') env[variable.name] = value;
     } else if (from.configMapKeyRef) {
-      const value = readRef(objects, 'configmaps', namespace, from.configMapKeyRef.name, from.configMapKeyRef.key, from.configMapKeyRef.optional);
+      const value = readRef(
+        objects,
+        'configmaps',
+        namespace,
+        from.configMapKeyRef.name,
+        from.configMapKeyRef.key,
+        from.configMapKeyRef.optional,
+      );
       if (typeof value === 'string') env[variable.name] = value;
     } else if (from.fieldRef) {
       const labelMatch = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(from.fieldRef.fieldPath);
@@ -136,9 +163,17 @@ export interface StartOptions {
 
 export function startProcess(options: StartOptions): ChildProcess {
   if (options.isolation === 'none') {
-    return spawn(options.command[0]!, options.command.slice(1), { cwd: options.workspace, env: { PATH: process.env.PATH, HOME: options.home, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    return spawn(options.command[0]!, options.command.slice(1), {
+      cwd: options.workspace,
+      env: { PATH: process.env.PATH, HOME: options.home, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
   }
-  const runtimeDirs: Bind[] = [...nodeRuntimeDirs(), ...options.binds.map((bind) => (typeof bind === 'string' ? { source: bind, target: bind } : bind))];
+  const runtimeDirs: Bind[] = [
+    ...nodeRuntimeDirs(),
+    ...options.binds.map((bind) => (typeof bind === 'string' ? { source: bind, target: bind } : bind)),
+  ];
   const { args, env } = bwrapCommand({
     workspace: options.workspace,
     home: options.home,
@@ -168,7 +203,13 @@ function resolvePort(port: number | string, container: ContainerSpec): number {
 }
 
 /** One probe attempt: true when the container answers as the probe requires. */
-export async function runProbe(probe: Probe, container: ContainerSpec, podIP: string, env: Record<string, string>, timeoutMs: number): Promise<boolean> {
+export async function runProbe(
+  probe: Probe,
+  container: ContainerSpec,
+  podIP: string,
+  env: Record<string, string>,
+  timeoutMs: number,
+): Promise<boolean> {
   if (probe.tcpSocket) {
     const port = resolvePort(probe.tcpSocket.port, container);
     return new Promise((resolve) => {
@@ -187,7 +228,9 @@ export async function runProbe(probe: Probe, container: ContainerSpec, podIP: st
   if (probe.httpGet) {
     const port = resolvePort(probe.httpGet.port, container);
     try {
-      const response = await fetch(`http://${probe.httpGet.host ?? podIP}:${port}${probe.httpGet.path ?? '/'}`, { signal: AbortSignal.timeout(timeoutMs) });
+      const response = await fetch(`http://${probe.httpGet.host ?? podIP}:${port}${probe.httpGet.path ?? '/'}`, {
+        signal: AbortSignal.timeout(timeoutMs),
+      });
       await response.body?.cancel();
       return response.status >= 200 && response.status < 400;
     } catch {

@@ -14,7 +14,13 @@ export interface PodRef {
   uid: string;
 }
 
-export type EventRecorder = (pod: PodRef, type: 'Normal' | 'Warning', reason: string, message: string, options?: { component?: string; fieldPath?: string }) => void;
+export type EventRecorder = (
+  pod: PodRef,
+  type: 'Normal' | 'Warning',
+  reason: string,
+  message: string,
+  options?: { component?: string; fieldPath?: string },
+) => void;
 
 export function eventRecorder(objects: KubeObjects, nodeName: string): EventRecorder {
   /** `uid|reason|message` → event name, for aggregation. */
@@ -27,13 +33,23 @@ export function eventRecorder(objects: KubeObjects, nodeName: string): EventReco
       const existing = recorded.get(key);
       const previous = existing && objects.find('events', pod.namespace, existing);
       if (previous) {
-        objects.patch('events', pod.namespace, existing!, 'application/merge-patch+json', { count: Number(previous.count ?? 1) + 1, lastTimestamp: now });
+        objects.patch('events', pod.namespace, existing!, 'application/merge-patch+json', {
+          count: Number(previous.count ?? 1) + 1,
+          lastTimestamp: now,
+        });
         return;
       }
       const name = `${pod.name}.${randomBytes(8).toString('hex')}`;
       objects.create('events', pod.namespace, {
         metadata: { name },
-        involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid, ...(options.fieldPath ? { fieldPath: options.fieldPath } : {}) },
+        involvedObject: {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          namespace: pod.namespace,
+          name: pod.name,
+          uid: pod.uid,
+          ...(options.fieldPath ? { fieldPath: options.fieldPath } : {}),
+        },
         type,
         reason,
         message,

@@ -39,7 +39,11 @@ export function allocatePodIP(pid = process.pid): string {
 }
 
 /** What the kubelet adds to a container for the preload: the pod IP and NODE_OPTIONS requiring it in its environment, the file bound. */
-export function podNetwork(podIP: string, isolation: 'bwrap' | 'none', env: Record<string, string>): { env: Record<string, string>; binds: Bind[] } {
+export function podNetwork(
+  podIP: string,
+  isolation: 'bwrap' | 'none',
+  env: Record<string, string>,
+): { env: Record<string, string>; binds: Bind[] } {
   const preload = isolation === 'bwrap' ? PRELOAD_IN_SANDBOX : PRELOAD;
   const require = `--require "${preload}"`;
   return {

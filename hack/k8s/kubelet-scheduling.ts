@@ -21,7 +21,7 @@ export function isTerminal(pod: KubeObject): boolean {
 export function podResources(pod: KubeObject): Resources {
   let cpu = 0;
   let memory = 0;
-  for (const container of ((pod.spec as { containers?: ContainerSpec[] }).containers ?? [])) {
+  for (const container of (pod.spec as { containers?: ContainerSpec[] }).containers ?? []) {
     const requests = { ...container.resources?.limits, ...container.resources?.requests };
     cpu += parseQuantity(requests.cpu);
     memory += parseQuantity(requests.memory);

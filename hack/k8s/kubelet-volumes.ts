@@ -39,7 +39,7 @@ export interface MountBind {
 export class VolumeNotReady extends Error {}
 
 function volumesOf(pod: KubeObject): PodVolume[] {
-  return ((pod.spec as { volumes?: PodVolume[] } | undefined)?.volumes ?? []);
+  return (pod.spec as { volumes?: PodVolume[] } | undefined)?.volumes ?? [];
 }
 
 function sourceData(objects: KubeObjects, pod: KubeObject, volume: PodVolume): Record<string, Buffer> | undefined {
@@ -50,13 +50,18 @@ function sourceData(objects: KubeObjects, pod: KubeObject, volume: PodVolume): R
   const object = objects.find(kind, pod.metadata.namespace, name);
   if (!object) {
     if ((secret ?? configMap)!.optional) return {};
-    throw new VolumeNotReady(`MountVolume.SetUp failed for volume "${volume.name}" : ${secret ? 'secret' : 'configmap'} "${name}" not found`);
+    throw new VolumeNotReady(
+      `MountVolume.SetUp failed for volume "${volume.name}" : ${secret ? 'secret' : 'configmap'} "${name}" not found`,
+    );
   }
   const data: Record<string, Buffer> = {};
   const encoded = (object.data ?? {}) as Record<string, string>;
   for (const [key, value] of Object.entries(encoded)) data[key] = secret ? Buffer.from(value, 'base64') : Buffer.from(value);
-  if (secret) for (const [key, value] of Object.entries((object.stringData ?? {}) as Record<string, string>)) data[key] = Buffer.from(value);
-  if (configMap) for (const [key, value] of Object.entries((object.binaryData ?? {}) as Record<string, string>)) data[key] = Buffer.from(value, 'base64');
+  if (secret)
+    for (const [key, value] of Object.entries((object.stringData ?? {}) as Record<string, string>)) data[key] = Buffer.from(value);
+  if (configMap)
+    for (const [key, value] of Object.entries((object.binaryData ?? {}) as Record<string, string>))
+      data[key] = Buffer.from(value, 'base64');
   return data;
 }
 
@@ -78,7 +83,9 @@ export function prepareVolumes(objects: KubeObjects, pod: KubeObject, directory:
       const content = data[item.key];
       if (content === undefined) {
         if (source.optional) continue;
-        throw new VolumeNotReady(`MountVolume.SetUp failed for volume "${volume.name}" : configmap references non-existent config key: ${item.key}`);
+        throw new VolumeNotReady(
+          `MountVolume.SetUp failed for volume "${volume.name}" : configmap references non-existent config key: ${item.key}`,
+        );
       }
       const file = path.join(target, item.path);
       mkdirSync(path.dirname(file), { recursive: true });

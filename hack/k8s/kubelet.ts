@@ -142,14 +142,32 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const nodeStatus = {
     capacity: { cpu: options.allocatable?.cpu ?? '8', memory: options.allocatable?.memory ?? '16Gi', pods: String(allocatable.pods) },
     allocatable: { cpu: options.allocatable?.cpu ?? '8', memory: options.allocatable?.memory ?? '16Gi', pods: String(allocatable.pods) },
-    conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: timestamp(), lastTransitionTime: timestamp() }],
+    conditions: [
+      {
+        type: 'Ready',
+        status: 'True',
+        reason: 'KubeletReady',
+        message: 'kubelet is posting ready status',
+        lastHeartbeatTime: timestamp(),
+        lastTransitionTime: timestamp(),
+      },
+    ],
     addresses: [
       { type: 'InternalIP', address: '127.0.0.1' },
       { type: 'Hostname', address: nodeName },
     ],
-    nodeInfo: { kubeletVersion: 'v1.35.0-acis-test', operatingSystem: 'linux', architecture: 'amd64', containerRuntimeVersion: isolation === 'bwrap' ? 'bwrap://' : 'process://' },
+    nodeInfo: {
+      kubeletVersion: 'v1.35.0-acis-test',
+      operatingSystem: 'linux',
+      architecture: 'amd64',
+      containerRuntimeVersion: isolation === 'bwrap' ? 'bwrap://' : 'process://',
+    },
   };
-  const node = objects.find('nodes', undefined, nodeName) ?? objects.create('nodes', undefined, { metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': 'linux' } } });
+  const node =
+    objects.find('nodes', undefined, nodeName) ??
+    objects.create('nodes', undefined, {
+      metadata: { name: nodeName, labels: { 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': 'linux' } },
+    });
   objects.update('nodes', undefined, nodeName, { ...node, status: nodeStatus }, { subresource: 'status' });
 
   const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
@@ -174,14 +192,17 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       unschedulable.delete(key);
       try {
         objects.bind(pod.metadata.namespace!, pod.metadata.name!, nodeName);
-        record(refOf(pod), 'Normal', 'Scheduled', `Successfully assigned ${pod.metadata.namespace}/${pod.metadata.name} to ${nodeName}`, { component: 'default-scheduler' });
+        record(refOf(pod), 'Normal', 'Scheduled', `Successfully assigned ${pod.metadata.namespace}/${pod.metadata.name} to ${nodeName}`, {
+          component: 'default-scheduler',
+        });
       } catch (error) {
         // Another node bound it first, or it is gone.
         if (!(error instanceof KubeStatusError)) throw error;
       }
       return;
     }
-    if (!unschedulable.has(key)) record(refOf(pod), 'Warning', 'FailedScheduling', unschedulableMessage(lacking), { component: 'default-scheduler' });
+    if (!unschedulable.has(key))
+      record(refOf(pod), 'Warning', 'FailedScheduling', unschedulableMessage(lacking), { component: 'default-scheduler' });
     unschedulable.add(key);
     writeStatus(pod.metadata.namespace!, pod.metadata.name!, pod.metadata.uid!, (status) => ({
       ...status,
@@ -201,7 +222,12 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
 
   // ---- status ----
   /** Rewrites the status of the pod with this uid (not a newer pod of the same name), only when it changed. */
-  function writeStatus(namespace: string, name: string, uid: string, build: (status: Record<string, unknown>) => Record<string, unknown>): void {
+  function writeStatus(
+    namespace: string,
+    name: string,
+    uid: string,
+    build: (status: Record<string, unknown>) => Record<string, unknown>,
+  ): void {
     if (closed) return;
     const current = objects.find('pods', namespace, name);
     if (!current || current.metadata.uid !== uid) return;
@@ -210,7 +236,11 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     const previousConditions = (previous.conditions ?? []) as Array<{ type: string; status: string; lastTransitionTime?: string }>;
     next.conditions = ((next.conditions ?? []) as Array<{ type: string; status: string; lastTransitionTime?: string }>).map((condition) => {
       const before = previousConditions.find((candidate) => candidate.type === condition.type);
-      return { ...condition, lastProbeTime: null, lastTransitionTime: before && before.status === condition.status ? before.lastTransitionTime : timestamp() };
+      return {
+        ...condition,
+        lastProbeTime: null,
+        lastTransitionTime: before && before.status === condition.status ? before.lastTransitionTime : timestamp(),
+      };
     });
     if (JSON.stringify(next) === JSON.stringify(previous)) return;
     try {
@@ -222,7 +252,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
 
   const phaseOf = (runtime: PodRuntime): string => {
     if (runtime.containers.every((container) => container.done)) {
-      return runtime.containers.every((container) => 'terminated' in container.state && container.state.terminated.exitCode === 0) ? 'Succeeded' : 'Failed';
+      return runtime.containers.every((container) => 'terminated' in container.state && container.state.terminated.exitCode === 0)
+        ? 'Succeeded'
+        : 'Failed';
     }
     return runtime.everRan ? 'Running' : 'Pending';
   };
@@ -237,12 +269,20 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     const readyCondition = (type: string) =>
       containersReady
         ? { type, status: 'True' }
-        : { type, status: 'False', reason: completed ? 'PodCompleted' : 'ContainersNotReady', message: completed ? undefined : notReadyMessage };
+        : {
+            type,
+            status: 'False',
+            reason: completed ? 'PodCompleted' : 'ContainersNotReady',
+            message: completed ? undefined : notReadyMessage,
+          };
     writeStatus(runtime.namespace, runtime.name, runtime.uid, (status) => ({
       ...status,
       phase,
       conditions: [
-        { type: 'PodReadyToStartContainers', status: runtime.containers.some((container) => container.process) || runtime.everRan ? 'True' : 'False' },
+        {
+          type: 'PodReadyToStartContainers',
+          status: runtime.containers.some((container) => container.process) || runtime.everRan ? 'True' : 'False',
+        },
         { type: 'Initialized', status: 'True' },
         readyCondition('Ready'),
         readyCondition('ContainersReady'),
@@ -287,7 +327,13 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       container.state = pulledBefore
         ? { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${container.spec.image}"` } }
         : { waiting: { reason: 'ErrImagePull', message: `failed to pull and unpack image "${container.spec.image}": not found` } };
-      record(runtime, pulledBefore ? 'Normal' : 'Warning', pulledBefore ? 'BackOff' : 'Failed', pulledBefore ? `Back-off pulling image "${container.spec.image}"` : `Failed to pull image "${container.spec.image}": not found`, { fieldPath: fieldPath(container) });
+      record(
+        runtime,
+        pulledBefore ? 'Normal' : 'Warning',
+        pulledBefore ? 'BackOff' : 'Failed',
+        pulledBefore ? `Back-off pulling image "${container.spec.image}"` : `Failed to pull image "${container.spec.image}": not found`,
+        { fieldPath: fieldPath(container) },
+      );
       queueStatus(runtime);
       if (!pulledBefore) container.timer = setTimeout(() => startContainer(runtime, container), restartBackoffMs);
       return;
@@ -320,7 +366,11 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     if (isolation !== 'none') {
       container.terminationLog = path.join(runtime.directory, `termination-${container.spec.name}`);
       writeFileSync(container.terminationLog, '', { mode: 0o666 });
-      mounts.push({ source: container.terminationLog, target: container.spec.terminationMessagePath ?? '/dev/termination-log', readOnly: false });
+      mounts.push({
+        source: container.terminationLog,
+        target: container.spec.terminationMessagePath ?? '/dev/termination-log',
+        readOnly: false,
+      });
     }
     const security = { ...spec.securityContext, ...container.spec.securityContext };
     const network = podNetwork(runtime.podIP, isolation, container.env);
@@ -339,7 +389,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     container.process = child;
     const startedAt = timestamp();
     container.state = { running: { startedAt } };
-    record(runtime, 'Normal', 'Pulled', `Container image "${container.spec.image}" already present on machine`, { fieldPath: fieldPath(container) });
+    record(runtime, 'Normal', 'Pulled', `Container image "${container.spec.image}" already present on machine`, {
+      fieldPath: fieldPath(container),
+    });
     record(runtime, 'Normal', 'Created', `Created container: ${container.spec.name}`, { fieldPath: fieldPath(container) });
     record(runtime, 'Normal', 'Started', `Started container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     container.ready = !container.spec.readinessProbe;
@@ -365,7 +417,13 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const probe = async (runtime: PodRuntime, container: ContainerRuntime, child: ChildProcess) => {
     if (container.process !== child || runtime.terminating || closed) return;
     const spec = container.spec.readinessProbe!;
-    const ok = await runProbe(spec, container.spec, runtime.podIP, container.env, Math.max(probePeriodMs, (spec.timeoutSeconds ?? 1) * 1000));
+    const ok = await runProbe(
+      spec,
+      container.spec,
+      runtime.podIP,
+      container.env,
+      Math.max(probePeriodMs, (spec.timeoutSeconds ?? 1) * 1000),
+    );
     if (container.process !== child || runtime.terminating || closed) return;
     container.probeFailures = ok ? 0 : container.probeFailures + 1;
     if (!ok) record(runtime, 'Warning', 'Unhealthy', 'Readiness probe failed', { fieldPath: fieldPath(container) });
@@ -377,7 +435,15 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     container.timer = setTimeout(() => probe(runtime, container, child), probePeriodMs);
   };
 
-  const onExit = (runtime: PodRuntime, container: ContainerRuntime, child: ChildProcess, startedAt: string, code: number | null, signalName: NodeJS.Signals | null, startError: Error | undefined) => {
+  const onExit = (
+    runtime: PodRuntime,
+    container: ContainerRuntime,
+    child: ChildProcess,
+    startedAt: string,
+    code: number | null,
+    signalName: NodeJS.Signals | null,
+    startError: Error | undefined,
+  ) => {
     if (container.process !== child) return;
     container.process = undefined;
     container.ready = false;
@@ -385,7 +451,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     const exitCode = startError ? 128 : (code ?? 128 + (signalName === 'SIGKILL' ? 9 : 15));
     const reason = startError ? 'StartError' : exitCode === 0 ? 'Completed' : 'Error';
     const message = startError?.message ?? terminationMessage(container, exitCode);
-    const terminated: ContainerState = { terminated: { exitCode, reason, ...(message ? { message } : {}), startedAt, finishedAt: timestamp() } };
+    const terminated: ContainerState = {
+      terminated: { exitCode, reason, ...(message ? { message } : {}), startedAt, finishedAt: timestamp() },
+    };
     container.state = terminated;
     if (runtime.terminating || closed) {
       container.done = true;
@@ -401,8 +469,19 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     }
     const delay = backoffFor(container);
     container.lastState = terminated;
-    record(runtime, 'Warning', 'BackOff', `Back-off restarting failed container ${container.spec.name} in pod ${runtime.name}_${runtime.namespace}(${runtime.uid})`, { fieldPath: fieldPath(container) });
-    container.state = { waiting: { reason: 'CrashLoopBackOff', message: `back-off ${Math.ceil(delay / 1000)}s restarting failed container=${container.spec.name} pod=${runtime.name}_${runtime.namespace}(${runtime.uid})` } };
+    record(
+      runtime,
+      'Warning',
+      'BackOff',
+      `Back-off restarting failed container ${container.spec.name} in pod ${runtime.name}_${runtime.namespace}(${runtime.uid})`,
+      { fieldPath: fieldPath(container) },
+    );
+    container.state = {
+      waiting: {
+        reason: 'CrashLoopBackOff',
+        message: `back-off ${Math.ceil(delay / 1000)}s restarting failed container=${container.spec.name} pod=${runtime.name}_${runtime.namespace}(${runtime.uid})`,
+      },
+    };
     queueStatus(runtime);
     container.timer = setTimeout(() => {
       container.restartCount++;
@@ -455,7 +534,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     for (const container of runtime.containers) clearTimeout(container.timer);
     const running = runtime.containers.filter((container) => container.process);
     const pids = running.map((container) => container.process!.pid!);
-    for (const container of running) record(runtime, 'Normal', 'Killing', `Stopping container ${container.spec.name}`, { fieldPath: fieldPath(container) });
+    for (const container of running)
+      record(runtime, 'Normal', 'Killing', `Stopping container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     runtime.killTimer = setTimeout(() => {
       for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
     }, graceSeconds * 1000);
@@ -511,7 +591,11 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       return;
     }
     if (isTerminal(pod)) {
-      if (change.type === 'MODIFIED' && (change.previous?.status as { phase?: string } | undefined)?.phase !== (pod.status as { phase?: string }).phase) retryUnschedulable();
+      if (
+        change.type === 'MODIFIED' &&
+        (change.previous?.status as { phase?: string } | undefined)?.phase !== (pod.status as { phase?: string }).phase
+      )
+        retryUnschedulable();
       return;
     }
     if (!runtime) await startPod(pod);
@@ -536,9 +620,13 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   server.setPodLogProvider((namespace, name, containerName, tailLines) => {
     const runtime = runtimeByName(namespace, name);
     const container = runtime?.containers.find((candidate) => containerName === undefined || candidate.spec.name === containerName);
-    if (!runtime || !container) throw new KubeStatusError(400, 'BadRequest', `container "${containerName ?? ''}" in pod "${name}" is not available`);
+    if (!runtime || !container)
+      throw new KubeStatusError(400, 'BadRequest', `container "${containerName ?? ''}" in pod "${name}" is not available`);
     if (tailLines === undefined) return container.log;
-    return container.log.split('\n').slice(-(tailLines + 1)).join('\n');
+    return container.log
+      .split('\n')
+      .slice(-(tailLines + 1))
+      .join('\n');
   });
 
   return {
@@ -547,7 +635,13 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       return [...pods.values()].flatMap((runtime) =>
         runtime.containers
           .filter((container) => container.process?.pid)
-          .map((container) => ({ namespace: runtime.namespace, pod: runtime.name, container: container.spec.name, pid: container.process!.pid!, podIP: runtime.podIP })),
+          .map((container) => ({
+            namespace: runtime.namespace,
+            pod: runtime.name,
+            container: container.spec.name,
+            pid: container.process!.pid!,
+            podIP: runtime.podIP,
+          })),
       );
     },
     logs(namespace, name, containerName) {
@@ -556,7 +650,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     },
     async kill(namespace, name, { container: containerName, signal: signalName = 'SIGKILL' } = {}) {
       const runtime = runtimeByName(namespace, name);
-      const pid = runtime?.containers.find((container) => containerName === undefined || container.spec.name === containerName)?.process?.pid;
+      const pid = runtime?.containers.find((container) => containerName === undefined || container.spec.name === containerName)?.process
+        ?.pid;
       if (pid === undefined) throw new Error(`no running container ${containerName ?? ''} in pod ${namespace}/${name}`);
       if (signalName === 'SIGKILL') return killTree(pid);
       const targets = isolation === 'bwrap' ? await descendants(pid) : [pid];

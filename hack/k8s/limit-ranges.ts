@@ -30,7 +30,9 @@ interface Container {
 function containerLimits(store: ObjectStore, namespace: string): ContainerLimits[] {
   return store
     .scan('/limitranges', namespace)
-    .flatMap((range) => ((range.spec as { limits?: ContainerLimits[] } | undefined)?.limits ?? []).filter((limit) => limit.type === 'Container'));
+    .flatMap((range) =>
+      ((range.spec as { limits?: ContainerLimits[] } | undefined)?.limits ?? []).filter((limit) => limit.type === 'Container'),
+    );
 }
 
 function containersOf(pod: KubeObject): Container[] {
@@ -71,7 +73,10 @@ export function admitLimitRanges(store: ObjectStore, namespace: string, pod: Kub
   }
   if (problems.length === 0) return;
   const summary = problems.length === 1 ? problems[0] : `[${problems.join(', ')}]`;
-  throw new KubeStatusError(403, 'Forbidden', `pods "${pod.metadata.name}" is forbidden: ${summary}`, { name: pod.metadata.name, kind: 'pods' });
+  throw new KubeStatusError(403, 'Forbidden', `pods "${pod.metadata.name}" is forbidden: ${summary}`, {
+    name: pod.metadata.name,
+    kind: 'pods',
+  });
 }
 
 function violations(limits: ContainerLimits, container: Container): string[] {
@@ -81,15 +86,19 @@ function violations(limits: ContainerLimits, container: Container): string[] {
     const request = requests[resource];
     const limit = limited[resource];
     if (request === undefined) problems.push(`minimum ${resource} usage per Container is ${min}.  No request is specified`);
-    else if (parseQuantity(request) < parseQuantity(min)) problems.push(`minimum ${resource} usage per Container is ${min}, but request is ${request}`);
-    else if (limit !== undefined && parseQuantity(limit) < parseQuantity(min)) problems.push(`minimum ${resource} usage per Container is ${min}, but limit is ${limit}`);
+    else if (parseQuantity(request) < parseQuantity(min))
+      problems.push(`minimum ${resource} usage per Container is ${min}, but request is ${request}`);
+    else if (limit !== undefined && parseQuantity(limit) < parseQuantity(min))
+      problems.push(`minimum ${resource} usage per Container is ${min}, but limit is ${limit}`);
   }
   for (const [resource, max] of Object.entries(limits.max ?? {})) {
     const request = requests[resource];
     const limit = limited[resource];
     if (limit === undefined) problems.push(`maximum ${resource} usage per Container is ${max}.  No limit is specified`);
-    else if (parseQuantity(limit) > parseQuantity(max)) problems.push(`maximum ${resource} usage per Container is ${max}, but limit is ${limit}`);
-    else if (request !== undefined && parseQuantity(request) > parseQuantity(max)) problems.push(`maximum ${resource} usage per Container is ${max}, but request is ${request}`);
+    else if (parseQuantity(limit) > parseQuantity(max))
+      problems.push(`maximum ${resource} usage per Container is ${max}, but limit is ${limit}`);
+    else if (request !== undefined && parseQuantity(request) > parseQuantity(max))
+      problems.push(`maximum ${resource} usage per Container is ${max}, but request is ${request}`);
   }
   return problems;
 }

@@ -10,16 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';
-import {
-  alreadyExists,
-  badRequest,
-  conflict,
-  gone,
-  invalid,
-  KubeStatusError,
-  notFound,
-  unsupportedMediaType,
-} from './errors.js';
+import { alreadyExists, badRequest, conflict, gone, invalid, KubeStatusError, notFound, unsupportedMediaType } from './errors.js';
 import { applyKindDefaults } from './defaults.js';
 import type { PodLogProvider } from './pod-report.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
@@ -135,7 +126,9 @@ export class KubeObjects {
     if (options.continue) {
       const token = decodeContinue(options.continue);
       if (token.revision < this.oldestListableRevision()) {
-        throw gone('The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.');
+        throw gone(
+          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.',
+        );
       }
       listRevision = token.revision;
       matching = matching.filter((object) => `${object.metadata.namespace ?? ''}/${object.metadata.name}` > token.after);
@@ -168,10 +161,15 @@ export class KubeObjects {
     const found = this.store.get('/namespaces', undefined, namespace);
     if (!found) throw notFound(this.type('namespaces'), namespace);
     if (creating !== false && found.metadata.deletionTimestamp) {
-      throw new KubeStatusError(403, 'Forbidden', `${type.resource} "${creating}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
-        name: creating,
-        kind: type.resource,
-      });
+      throw new KubeStatusError(
+        403,
+        'Forbidden',
+        `${type.resource} "${creating}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`,
+        {
+          name: creating,
+          kind: type.resource,
+        },
+      );
     }
   }
 
@@ -237,7 +235,13 @@ export class KubeObjects {
    * PUT: the whole object (or its status). A stale metadata.resourceVersion is a 409 Conflict; custom
    * resources must carry one, built-ins may omit it (an unconditional update), as on the real server.
    */
-  update(ref: TypeRef, namespace: string | undefined, name: string, body: KubeObject, options: WriteOptions & { subresource?: 'status' } = {}): KubeObject {
+  update(
+    ref: TypeRef,
+    namespace: string | undefined,
+    name: string,
+    body: KubeObject,
+    options: WriteOptions & { subresource?: 'status' } = {},
+  ): KubeObject {
     const type = this.type(ref);
     this.requireNamespace(type, namespace, false);
     const ns = type.namespaced ? namespace : undefined;
@@ -248,14 +252,21 @@ export class KubeObjects {
     if (!previous) throw notFound(type, name);
     const requested = body.metadata?.resourceVersion;
     if (!requested && type.custom) {
-      throw invalid(type, name, [{ reason: 'FieldValueInvalid', message: 'Invalid value: 0x0: must be specified for an update', field: 'metadata.resourceVersion' }]);
+      throw invalid(type, name, [
+        { reason: 'FieldValueInvalid', message: 'Invalid value: 0x0: must be specified for an update', field: 'metadata.resourceVersion' },
+      ]);
     }
     if (requested && requested !== previous.metadata.resourceVersion) throw conflict(type, name);
     return this.write(type, previous, this.inward(type, structuredClone(body)), options);
   }
 
   /** Applies the update rules to a candidate next state of `previous` and stores it. */
-  private write(type: ResourceType, previous: KubeObject, candidate: KubeObject, options: WriteOptions & { subresource?: 'status' }): KubeObject {
+  private write(
+    type: ResourceType,
+    previous: KubeObject,
+    candidate: KubeObject,
+    options: WriteOptions & { subresource?: 'status' },
+  ): KubeObject {
     let next: KubeObject;
     if (options.subresource === 'status') {
       next = { ...structuredClone(previous), status: candidate.status };
@@ -287,7 +298,11 @@ export class KubeObjects {
       const added = (next.metadata.finalizers ?? []).filter((finalizer) => !(previous.metadata.finalizers ?? []).includes(finalizer));
       if (added.length > 0) {
         throw invalid(type, previous.metadata.name!, [
-          { reason: 'FieldValueForbidden', message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`, field: 'metadata.finalizers' },
+          {
+            reason: 'FieldValueForbidden',
+            message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`,
+            field: 'metadata.finalizers',
+          },
         ]);
       }
     }
@@ -363,10 +378,20 @@ export class KubeObjects {
     if (!previous) throw notFound(type, name);
     const { preconditions } = options;
     if (preconditions?.uid && preconditions.uid !== previous.metadata.uid) {
-      throw new KubeStatusError(409, 'Conflict', `Precondition failed: UID in precondition: ${preconditions.uid}, UID in object meta: ${previous.metadata.uid}`, { name, group: type.group, kind: type.resource });
+      throw new KubeStatusError(
+        409,
+        'Conflict',
+        `Precondition failed: UID in precondition: ${preconditions.uid}, UID in object meta: ${previous.metadata.uid}`,
+        { name, group: type.group, kind: type.resource },
+      );
     }
     if (preconditions?.resourceVersion && preconditions.resourceVersion !== previous.metadata.resourceVersion) {
-      throw new KubeStatusError(409, 'Conflict', `Precondition failed: ResourceVersion in precondition: ${preconditions.resourceVersion}, ResourceVersion in object meta: ${previous.metadata.resourceVersion}`, { name, group: type.group, kind: type.resource });
+      throw new KubeStatusError(
+        409,
+        'Conflict',
+        `Precondition failed: ResourceVersion in precondition: ${preconditions.resourceVersion}, ResourceVersion in object meta: ${previous.metadata.resourceVersion}`,
+        { name, group: type.group, kind: type.resource },
+      );
     }
     if (options.dryRun) return this.outward(type, previous);
     const policy = options.propagationPolicy ?? type.defaultPropagation;
@@ -433,7 +458,11 @@ export class KubeObjects {
     const previous = this.get(type, namespace, name);
     const spec = previous.spec as { nodeName?: string };
     if (spec.nodeName) {
-      throw new KubeStatusError(409, 'Conflict', `Operation cannot be fulfilled on pods/binding "${name}": pod ${name} is already assigned to node "${spec.nodeName}"`);
+      throw new KubeStatusError(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on pods/binding "${name}": pod ${name} is already assigned to node "${spec.nodeName}"`,
+      );
     }
     const next = structuredClone(previous);
     (next.spec as { nodeName?: string }).nodeName = nodeName;
@@ -446,9 +475,19 @@ export class KubeObjects {
     const type = this.type('customresourcedefinitions');
     const conditions = [
       { type: 'NamesAccepted', status: 'True', reason: 'NoConflicts', message: 'no conflicts found', lastTransitionTime: timestamp() },
-      { type: 'Established', status: 'True', reason: 'InitialNamesAccepted', message: 'the initial names have been accepted', lastTransitionTime: timestamp() },
+      {
+        type: 'Established',
+        status: 'True',
+        reason: 'InitialNamesAccepted',
+        message: 'the initial names have been accepted',
+        lastTransitionTime: timestamp(),
+      },
     ];
-    const status = { conditions, acceptedNames: crd.spec.names, storedVersions: crd.spec.versions.filter((version) => version.storage).map((version) => version.name) };
+    const status = {
+      conditions,
+      acceptedNames: crd.spec.names,
+      storedVersions: crd.spec.versions.filter((version) => version.storage).map((version) => version.name),
+    };
     this.registry.removeStorage(`${crd.spec.group}/${crd.spec.names.plural}`);
     for (const served of crdTypes(crd)) this.registry.add(served);
     const previous = stored.status as { conditions?: Array<{ type: string }>; acceptedNames?: unknown } | undefined;
@@ -483,7 +522,13 @@ export class KubeObjects {
   }
 
   /** Resolves once `predicate` holds for the object (or for its absence, given undefined), on store events. */
-  waitFor(ref: TypeRef, namespace: string | undefined, name: string, predicate: (object: KubeObject | undefined) => boolean, timeoutMs = 10_000): Promise<KubeObject | undefined> {
+  waitFor(
+    ref: TypeRef,
+    namespace: string | undefined,
+    name: string,
+    predicate: (object: KubeObject | undefined) => boolean,
+    timeoutMs = 10_000,
+  ): Promise<KubeObject | undefined> {
     const type = this.type(ref);
     return new Promise((resolve, reject) => {
       const check = () => {
@@ -500,7 +545,11 @@ export class KubeObjects {
         cleanup();
         const last = this.find(type, namespace, name);
         const report = type.resource === 'pods' && last ? `\n${podReport(last, this.podLogs.provider)}` : '';
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${type.resource} ${namespace ?? ''}/${name}${report}\nlast seen ${JSON.stringify(last)}`));
+        reject(
+          new Error(
+            `timed out after ${timeoutMs} ms waiting for ${type.resource} ${namespace ?? ''}/${name}${report}\nlast seen ${JSON.stringify(last)}`,
+          ),
+        );
       }, timeoutMs);
       const cleanup = () => {
         unsubscribe();

@@ -78,7 +78,10 @@ interface JsonPatchOperation {
 function pointer(path: string): string[] {
   if (path === '') return [];
   if (!path.startsWith('/')) throw badRequest(`invalid JSON pointer "${path}"`);
-  return path.slice(1).split('/').map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'));
+  return path
+    .slice(1)
+    .split('/')
+    .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'));
 }
 
 function parentOf(document: Json, parts: string[], path: string): { parent: Record<string, Json> | Json[]; last: string } {
@@ -145,7 +148,8 @@ export function jsonPatch(target: Json, operations: Json): Json {
         document = removeAt(document, raw.path);
         break;
       case 'replace':
-        if (readPointer(document, raw.path) === undefined) throw invalidPatch(`replace operation does not apply: doc is missing key: ${raw.path}: missing value`);
+        if (readPointer(document, raw.path) === undefined)
+          throw invalidPatch(`replace operation does not apply: doc is missing key: ${raw.path}: missing value`);
         document = addAt(removeAt(document, raw.path), raw.path, structuredClone(raw.value));
         break;
       case 'move': {

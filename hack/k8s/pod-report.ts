@@ -24,7 +24,7 @@ interface ContainerStatus {
 export type PodLogProvider = (namespace: string, name: string, container: string | undefined, tailLines: number | undefined) => string;
 
 export function podReport(pod: KubeObject, logs: PodLogProvider | undefined): string {
-  const statuses = ((pod.status as { containerStatuses?: ContainerStatus[] } | undefined)?.containerStatuses ?? []);
+  const statuses = (pod.status as { containerStatuses?: ContainerStatus[] } | undefined)?.containerStatuses ?? [];
   return statuses.map((status) => containerReport(pod, status, logs)).join('\n');
 }
 

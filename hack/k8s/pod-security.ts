@@ -41,31 +41,75 @@ interface PodSpec {
 /** A check: its forbidden reason and detail, or nothing when the pod passes. */
 type Check = (spec: PodSpec, containers: Container[]) => string | undefined;
 
-const BASELINE_CAPABILITIES = new Set(['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT']);
-const RESTRICTED_VOLUMES = new Set(['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret']);
+const BASELINE_CAPABILITIES = new Set([
+  'AUDIT_WRITE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'MKNOD',
+  'NET_BIND_SERVICE',
+  'SETFCAP',
+  'SETGID',
+  'SETPCAP',
+  'SETUID',
+  'SYS_CHROOT',
+]);
+const RESTRICTED_VOLUMES = new Set([
+  'configMap',
+  'csi',
+  'downwardAPI',
+  'emptyDir',
+  'ephemeral',
+  'persistentVolumeClaim',
+  'projected',
+  'secret',
+]);
 
 const quoted = (names: string[]) => names.map((name) => `"${name}"`).join(', ');
 /** `container "a"` or `containers "a", "b"`, as the checks name what they found. */
-const containersNamed = (found: Container[]) => `${found.length === 1 ? 'container' : 'containers'} ${quoted(found.map((container) => container.name))}`;
+const containersNamed = (found: Container[]) =>
+  `${found.length === 1 ? 'container' : 'containers'} ${quoted(found.map((container) => container.name))}`;
 const volumesNamed = (names: string[]) => `${names.length === 1 ? 'volume' : 'volumes'} ${quoted(names)}`;
 
 const allowPrivilegeEscalation: Check = (_spec, containers) => {
   const found = containers.filter((container) => container.securityContext?.allowPrivilegeEscalation !== false);
-  return found.length ? `allowPrivilegeEscalation != false (${containersNamed(found)} must set securityContext.allowPrivilegeEscalation=false)` : undefined;
+  return found.length
+    ? `allowPrivilegeEscalation != false (${containersNamed(found)} must set securityContext.allowPrivilegeEscalation=false)`
+    : undefined;
 };
 
 const capabilitiesBaseline: Check = (_spec, containers) => {
-  const added = [...new Set(containers.flatMap((container) => container.securityContext?.capabilities?.add ?? []).filter((capability) => !BASELINE_CAPABILITIES.has(capability)))];
-  const found = containers.filter((container) => (container.securityContext?.capabilities?.add ?? []).some((capability) => !BASELINE_CAPABILITIES.has(capability)));
-  return found.length ? `non-default capabilities (${containersNamed(found)} must not include ${quoted(added)} in securityContext.capabilities.add)` : undefined;
+  const added = [
+    ...new Set(
+      containers
+        .flatMap((container) => container.securityContext?.capabilities?.add ?? [])
+        .filter((capability) => !BASELINE_CAPABILITIES.has(capability)),
+    ),
+  ];
+  const found = containers.filter((container) =>
+    (container.securityContext?.capabilities?.add ?? []).some((capability) => !BASELINE_CAPABILITIES.has(capability)),
+  );
+  return found.length
+    ? `non-default capabilities (${containersNamed(found)} must not include ${quoted(added)} in securityContext.capabilities.add)`
+    : undefined;
 };
 
 const capabilitiesRestricted: Check = (_spec, containers) => {
   const details: string[] = [];
   const notDropping = containers.filter((container) => !(container.securityContext?.capabilities?.drop ?? []).includes('ALL'));
   if (notDropping.length) details.push(`${containersNamed(notDropping)} must set securityContext.capabilities.drop=["ALL"]`);
-  const adding = containers.filter((container) => (container.securityContext?.capabilities?.add ?? []).some((capability) => capability !== 'NET_BIND_SERVICE'));
-  const added = [...new Set(adding.flatMap((container) => container.securityContext!.capabilities!.add!.filter((capability) => capability !== 'NET_BIND_SERVICE')))];
+  const adding = containers.filter((container) =>
+    (container.securityContext?.capabilities?.add ?? []).some((capability) => capability !== 'NET_BIND_SERVICE'),
+  );
+  const added = [
+    ...new Set(
+      adding.flatMap((container) =>
+        container.securityContext!.capabilities!.add!.filter((capability) => capability !== 'NET_BIND_SERVICE'),
+      ),
+    ),
+  ];
   if (adding.length) details.push(`${containersNamed(adding)} must not include ${quoted(added)} in securityContext.capabilities.add`);
   return details.length ? `unrestricted capabilities (${details.join('; ')})` : undefined;
 };
@@ -103,7 +147,8 @@ const restrictedVolumes: Check = (spec) => {
 const runAsNonRoot: Check = (spec, containers) => {
   if (spec.securityContext?.runAsNonRoot === false) return 'runAsNonRoot != true (pod must not set securityContext.runAsNonRoot=false)';
   const explicitFalse = containers.filter((container) => container.securityContext?.runAsNonRoot === false);
-  if (explicitFalse.length) return `runAsNonRoot != true (${containersNamed(explicitFalse)} must not set securityContext.runAsNonRoot=false)`;
+  if (explicitFalse.length)
+    return `runAsNonRoot != true (${containersNamed(explicitFalse)} must not set securityContext.runAsNonRoot=false)`;
   if (spec.securityContext?.runAsNonRoot) return undefined;
   const unset = containers.filter((container) => container.securityContext?.runAsNonRoot !== true);
   return unset.length ? `runAsNonRoot != true (pod or ${containersNamed(unset)} must set securityContext.runAsNonRoot=true)` : undefined;
@@ -116,16 +161,21 @@ const runAsUser: Check = (spec, containers) => {
 };
 
 const seccompBaseline: Check = (spec, containers) => {
-  if (spec.securityContext?.seccompProfile?.type === 'Unconfined') return 'seccompProfile (pod must not set securityContext.seccompProfile.type to "Unconfined")';
+  if (spec.securityContext?.seccompProfile?.type === 'Unconfined')
+    return 'seccompProfile (pod must not set securityContext.seccompProfile.type to "Unconfined")';
   const found = containers.filter((container) => container.securityContext?.seccompProfile?.type === 'Unconfined');
-  return found.length ? `seccompProfile (${containersNamed(found)} must not set securityContext.seccompProfile.type to "Unconfined")` : undefined;
+  return found.length
+    ? `seccompProfile (${containersNamed(found)} must not set securityContext.seccompProfile.type to "Unconfined")`
+    : undefined;
 };
 
 const seccompRestricted: Check = (spec, containers) => {
   const allowed = (type: string | undefined) => type === 'RuntimeDefault' || type === 'Localhost';
   if (spec.securityContext?.seccompProfile?.type === 'Unconfined') return seccompBaseline(spec, containers);
   const podSet = allowed(spec.securityContext?.seccompProfile?.type);
-  const found = containers.filter((container) => (container.securityContext?.seccompProfile?.type === undefined ? !podSet : !allowed(container.securityContext.seccompProfile.type)));
+  const found = containers.filter((container) =>
+    container.securityContext?.seccompProfile?.type === undefined ? !podSet : !allowed(container.securityContext.seccompProfile.type),
+  );
   if (found.length === 0) return undefined;
   return `seccompProfile (${podSet ? '' : 'pod or '}${containersNamed(found)} must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`;
 };
@@ -137,7 +187,17 @@ const seccompRestricted: Check = (spec, containers) => {
  */
 const CHECKS: Record<Exclude<Level, 'privileged'>, Check[]> = {
   baseline: [capabilitiesBaseline, hostNamespaces, hostPathVolumes, hostPorts, privileged, seccompBaseline],
-  restricted: [allowPrivilegeEscalation, capabilitiesRestricted, hostNamespaces, hostPorts, privileged, restrictedVolumes, runAsNonRoot, runAsUser, seccompRestricted],
+  restricted: [
+    allowPrivilegeEscalation,
+    capabilitiesRestricted,
+    hostNamespaces,
+    hostPorts,
+    privileged,
+    restrictedVolumes,
+    runAsNonRoot,
+    runAsUser,
+    seccompRestricted,
+  ],
 };
 
 /** What a pod breaks of a level: `reason (detail)` per failed check. */
@@ -154,7 +214,12 @@ export function admitPodSecurity(namespaceLabels: Record<string, string>, pod: K
   if (enforce) {
     const violations = podSecurityViolations(enforce, pod);
     if (violations.length) {
-      throw new KubeStatusError(403, 'Forbidden', `pods "${pod.metadata.name}" is forbidden: violates PodSecurity "${enforce}:latest": ${violations.join(', ')}`, { name: pod.metadata.name, kind: 'pods' });
+      throw new KubeStatusError(
+        403,
+        'Forbidden',
+        `pods "${pod.metadata.name}" is forbidden: violates PodSecurity "${enforce}:latest": ${violations.join(', ')}`,
+        { name: pod.metadata.name, kind: 'pods' },
+      );
     }
   }
   const warn = namespaceLabels['pod-security.kubernetes.io/warn'];

@@ -52,13 +52,20 @@ function portCauses(container: Container, path: string): StatusCause[] {
   const seen = new Set<string>();
   for (const [index, port] of (container.ports ?? []).entries()) {
     const field = `${path}.ports[${index}]`;
-    if (port.containerPort === undefined) causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `${field}.containerPort` });
+    if (port.containerPort === undefined)
+      causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `${field}.containerPort` });
     else if (!(port.containerPort >= 1 && port.containerPort <= 65535)) {
-      causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: ${port.containerPort}: must be between 1 and 65535, inclusive`, field: `${field}.containerPort` });
+      causes.push({
+        reason: 'FieldValueInvalid',
+        message: `Invalid value: ${port.containerPort}: must be between 1 and 65535, inclusive`,
+        field: `${field}.containerPort`,
+      });
     }
     if (port.name === undefined || port.name === '') continue;
-    for (const problem of portNameProblems(port.name)) causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${port.name}": ${problem}`, field: `${field}.name` });
-    if (seen.has(port.name)) causes.push({ reason: 'FieldValueDuplicate', message: `Duplicate value: "${port.name}"`, field: `${field}.name` });
+    for (const problem of portNameProblems(port.name))
+      causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${port.name}": ${problem}`, field: `${field}.name` });
+    if (seen.has(port.name))
+      causes.push({ reason: 'FieldValueDuplicate', message: `Duplicate value: "${port.name}"`, field: `${field}.name` });
     seen.add(port.name);
   }
   return causes;
@@ -69,7 +76,8 @@ function mountCauses(container: Container, path: string, volumes: Set<string | u
   for (const [index, mount] of (container.volumeMounts ?? []).entries()) {
     const field = `${path}.volumeMounts[${index}]`;
     if (!mount.name) causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `${field}.name` });
-    else if (!volumes.has(mount.name)) causes.push({ reason: 'FieldValueNotFound', message: `Not found: "${mount.name}"`, field: `${field}.name` });
+    else if (!volumes.has(mount.name))
+      causes.push({ reason: 'FieldValueNotFound', message: `Not found: "${mount.name}"`, field: `${field}.name` });
     if (!mount.mountPath) causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `${field}.mountPath` });
   }
   return causes;
@@ -82,7 +90,11 @@ function resourceCauses(container: Container, path: string): StatusCause[] {
   for (const [resource, request] of Object.entries(requests)) {
     const limit = limits[resource];
     if (limit === undefined || parseQuantity(request) <= parseQuantity(limit)) continue;
-    causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${request}": must be less than or equal to ${resource} limit of ${limit}`, field: `${path}.resources.requests` });
+    causes.push({
+      reason: 'FieldValueInvalid',
+      message: `Invalid value: "${request}": must be less than or equal to ${resource} limit of ${limit}`,
+      field: `${path}.resources.requests`,
+    });
   }
   return causes;
 }

@@ -83,7 +83,15 @@ export const KINDS: Record<string, Message> = {
       name: 'spec',
       type: {
         1: { name: 'audiences', type: 'string', repeated: true },
-        3: { name: 'boundObjectRef', type: { 1: { name: 'kind', type: 'string' }, 2: { name: 'apiVersion', type: 'string' }, 3: { name: 'name', type: 'string' }, 4: { name: 'uid', type: 'string' } } },
+        3: {
+          name: 'boundObjectRef',
+          type: {
+            1: { name: 'kind', type: 'string' },
+            2: { name: 'apiVersion', type: 'string' },
+            3: { name: 'name', type: 'string' },
+            4: { name: 'uid', type: 'string' },
+          },
+        },
         4: { name: 'expirationSeconds', type: 'int' },
       },
     },

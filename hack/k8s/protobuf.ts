@@ -58,7 +58,10 @@ function decodeMessage(buffer: Buffer, message: Message): Record<string, unknown
     const spec = message[field.number];
     if (!spec) continue;
     if (spec.type === 'map<string,string>' || spec.type === 'map<string,bytes>') {
-      const entry = decodeMessage(field.value as Buffer, { 1: { name: 'key', type: 'string' }, 2: { name: 'value', type: spec.type === 'map<string,bytes>' ? 'bytes' : 'string' } });
+      const entry = decodeMessage(field.value as Buffer, {
+        1: { name: 'key', type: 'string' },
+        2: { name: 'value', type: spec.type === 'map<string,bytes>' ? 'bytes' : 'string' },
+      });
       const map = (object[spec.name] ??= {}) as Record<string, unknown>;
       map[String(entry.key ?? '')] = entry.value ?? '';
       continue;
@@ -81,15 +84,27 @@ function fieldValue(field: Field, type: FieldSpec['type']): unknown {
 /** runtime.Unknown's envelope: the magic bytes, then TypeMeta (field 1) and the object's bytes (field 2). */
 function unwrap(body: Buffer): { apiVersion: string; kind: string; raw: Buffer } {
   if (!body.subarray(0, 4).equals(MAGIC)) throw new KubeStatusError(400, 'BadRequest', 'protobuf body without the k8s envelope');
-  const unknown = decodeMessage(body.subarray(4), { 1: { name: 'typeMeta', type: { 1: { name: 'apiVersion', type: 'string' }, 2: { name: 'kind', type: 'string' } } }, 2: { name: 'raw', type: 'bytes' } });
+  const unknown = decodeMessage(body.subarray(4), {
+    1: { name: 'typeMeta', type: { 1: { name: 'apiVersion', type: 'string' }, 2: { name: 'kind', type: 'string' } } },
+    2: { name: 'raw', type: 'bytes' },
+  });
   const typeMeta = (unknown.typeMeta ?? {}) as { apiVersion?: string; kind?: string };
-  return { apiVersion: typeMeta.apiVersion ?? 'v1', kind: typeMeta.kind ?? '', raw: Buffer.from((unknown.raw as string | undefined) ?? '', 'base64') };
+  return {
+    apiVersion: typeMeta.apiVersion ?? 'v1',
+    kind: typeMeta.kind ?? '',
+    raw: Buffer.from((unknown.raw as string | undefined) ?? '', 'base64'),
+  };
 }
 
 export function decodeProtobuf(body: Buffer): KubeObject {
   const { apiVersion, kind, raw } = unwrap(body);
   const message = KINDS[kind];
-  if (!message) throw new KubeStatusError(415, 'UnsupportedMediaType', `this test server decodes protobuf only for ${Object.keys(KINDS).join(', ')}, not ${kind}`);
+  if (!message)
+    throw new KubeStatusError(
+      415,
+      'UnsupportedMediaType',
+      `this test server decodes protobuf only for ${Object.keys(KINDS).join(', ')}, not ${kind}`,
+    );
   const object = decodeMessage(raw, message);
   return { apiVersion, kind, ...object, metadata: (object.metadata ?? {}) as ObjectMeta } as KubeObject;
 }

@@ -21,6 +21,7 @@ export function parseQuantity(text: string | number | undefined): number {
   if (text === undefined) return 0;
   if (typeof text === 'number') return text;
   const match = /^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(text.trim());
-  if (!match || !(match[2]! in SUFFIXES)) throw new Error(`quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': ${text}`);
+  if (!match || !(match[2]! in SUFFIXES))
+    throw new Error(`quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': ${text}`);
   return Number(match[1]) * SUFFIXES[match[2]!]!;
 }

@@ -32,7 +32,7 @@ const CORE_COUNTS: Record<string, string> = {
 };
 
 function containersOf(pod: KubeObject): Container[] {
-  return ((pod.spec as { containers?: Container[] } | undefined)?.containers ?? []);
+  return (pod.spec as { containers?: Container[] } | undefined)?.containers ?? [];
 }
 
 /** A container's request for a resource; requests default to limits, as the real server defaults them. */
@@ -77,7 +77,8 @@ export function admitQuota(store: ObjectStore, type: ResourceType, namespace: st
         if (used + 1 > parseQuantity(limit)) exceeded.push({ key, requested: 1, used, limit });
       } else if (isPod && COMPUTE[key]) {
         const compute = COMPUTE[key]!;
-        for (const container of containersOf(object)) if (amount(container, compute.list, compute.resource) === undefined) unspecified.add(key);
+        for (const container of containersOf(object))
+          if (amount(container, compute.list, compute.resource) === undefined) unspecified.add(key);
         const requested = podUsage(object, key);
         const used = pods.reduce((sum, pod) => sum + podUsage(pod, key), 0);
         if (used + requested > parseQuantity(limit) + 1e-9) exceeded.push({ key, requested, used, limit });
@@ -85,7 +86,12 @@ export function admitQuota(store: ObjectStore, type: ResourceType, namespace: st
     }
     const name = object.metadata.name ?? '';
     if (unspecified.size > 0) {
-      throw new KubeStatusError(403, 'Forbidden', `${type.resource} "${name}" is forbidden: failed quota: ${quota.metadata.name}: must specify ${[...unspecified].sort().join(',')}`, { name, kind: type.resource });
+      throw new KubeStatusError(
+        403,
+        'Forbidden',
+        `${type.resource} "${name}" is forbidden: failed quota: ${quota.metadata.name}: must specify ${[...unspecified].sort().join(',')}`,
+        { name, kind: type.resource },
+      );
     }
     if (exceeded.length > 0) {
       const list = (pick: (entry: (typeof exceeded)[number]) => string) => exceeded.map((entry) => `${entry.key}=${pick(entry)}`).join(',');

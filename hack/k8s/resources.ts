@@ -101,7 +101,15 @@ const BUILT_INS: BuiltIn[] = [
   { group: 'apps', version: 'v1', resource: 'replicasets', kind: 'ReplicaSet', shortNames: ['rs'], categories: ['all'], status: true },
   { group: 'apps', version: 'v1', resource: 'statefulsets', kind: 'StatefulSet', shortNames: ['sts'], categories: ['all'], status: true },
   { group: 'apps', version: 'v1', resource: 'daemonsets', kind: 'DaemonSet', shortNames: ['ds'], categories: ['all'], status: true },
-  { group: 'autoscaling', version: 'v2', resource: 'horizontalpodautoscalers', kind: 'HorizontalPodAutoscaler', shortNames: ['hpa'], categories: ['all'], status: true },
+  {
+    group: 'autoscaling',
+    version: 'v2',
+    resource: 'horizontalpodautoscalers',
+    kind: 'HorizontalPodAutoscaler',
+    shortNames: ['hpa'],
+    categories: ['all'],
+    status: true,
+  },
   { group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'roles', kind: 'Role' },
   { group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'rolebindings', kind: 'RoleBinding' },
   { group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'clusterroles', kind: 'ClusterRole', namespaced: false },
@@ -109,10 +117,39 @@ const BUILT_INS: BuiltIn[] = [
   { group: 'networking.k8s.io', version: 'v1', resource: 'networkpolicies', kind: 'NetworkPolicy', shortNames: ['netpol'] },
   { group: 'networking.k8s.io', version: 'v1', resource: 'ingresses', kind: 'Ingress', shortNames: ['ing'], status: true },
   { group: 'policy', version: 'v1', resource: 'poddisruptionbudgets', kind: 'PodDisruptionBudget', shortNames: ['pdb'], status: true },
-  { group: 'authorization.k8s.io', version: 'v1', resource: 'selfsubjectaccessreviews', kind: 'SelfSubjectAccessReview', namespaced: false, createOnly: true },
-  { group: 'authorization.k8s.io', version: 'v1', resource: 'selfsubjectrulesreviews', kind: 'SelfSubjectRulesReview', namespaced: false, createOnly: true },
-  { group: 'authentication.k8s.io', version: 'v1', resource: 'selfsubjectreviews', kind: 'SelfSubjectReview', namespaced: false, createOnly: true },
-  { group: 'apiextensions.k8s.io', version: 'v1', resource: 'customresourcedefinitions', kind: 'CustomResourceDefinition', namespaced: false, shortNames: ['crd', 'crds'], status: true },
+  {
+    group: 'authorization.k8s.io',
+    version: 'v1',
+    resource: 'selfsubjectaccessreviews',
+    kind: 'SelfSubjectAccessReview',
+    namespaced: false,
+    createOnly: true,
+  },
+  {
+    group: 'authorization.k8s.io',
+    version: 'v1',
+    resource: 'selfsubjectrulesreviews',
+    kind: 'SelfSubjectRulesReview',
+    namespaced: false,
+    createOnly: true,
+  },
+  {
+    group: 'authentication.k8s.io',
+    version: 'v1',
+    resource: 'selfsubjectreviews',
+    kind: 'SelfSubjectReview',
+    namespaced: false,
+    createOnly: true,
+  },
+  {
+    group: 'apiextensions.k8s.io',
+    version: 'v1',
+    resource: 'customresourcedefinitions',
+    kind: 'CustomResourceDefinition',
+    namespaced: false,
+    shortNames: ['crd', 'crds'],
+    status: true,
+  },
 ];
 
 function builtInType(entry: BuiltIn): ResourceType {
@@ -173,9 +210,7 @@ export function crdTypes(crd: CrdObject): ResourceType[] {
       custom: true,
       schema: version.schema?.openAPIV3Schema,
       // A CRD without columns prints its age, as the real server does.
-      printerColumns: version.additionalPrinterColumns ?? [
-        { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-      ],
+      printerColumns: version.additionalPrinterColumns ?? [{ name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' }],
       defaultPropagation: 'Background' as const,
     }));
 }

@@ -25,7 +25,11 @@ export function tokenRequest(objects: KubeObjects, namespace: string, name: stri
   const spec = (body.spec ?? {}) as { audiences?: string[]; expirationSeconds?: number };
   const seconds = spec.expirationSeconds || DEFAULT_TOKEN_SECONDS;
   if (seconds < MIN_TOKEN_SECONDS) {
-    throw new KubeStatusError(422, 'Invalid', `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: Invalid value: ${seconds}: may not specify a duration less than 10 minutes`);
+    throw new KubeStatusError(
+      422,
+      'Invalid',
+      `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: Invalid value: ${seconds}: may not specify a duration less than 10 minutes`,
+    );
   }
   const now = Math.floor(Date.now() / 1000);
   const audiences = spec.audiences?.length ? spec.audiences : ['https://kubernetes.default.svc.cluster.local'];
@@ -54,7 +58,11 @@ export function review(kind: string, body: KubeObject): KubeObject {
     kind === 'SelfSubjectAccessReview'
       ? { allowed: true, reason: 'this test server enforces no authorization' }
       : kind === 'SelfSubjectRulesReview'
-        ? { resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'] }], nonResourceRules: [{ verbs: ['*'], nonResourceURLs: ['*'] }], incomplete: false }
+        ? {
+            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'] }],
+            nonResourceRules: [{ verbs: ['*'], nonResourceURLs: ['*'] }],
+            incomplete: false,
+          }
         : { userInfo: USER };
   return { ...body, metadata: { ...body.metadata, creationTimestamp: null }, status } as unknown as KubeObject;
 }

@@ -66,7 +66,11 @@ export function updateScale(
   const replicas = (requested.spec as { replicas?: unknown } | undefined)?.replicas;
   if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
     throw invalid({ group: 'autoscaling', resource: 'scale', kind: 'Scale' }, name, [
-      { reason: 'FieldValueInvalid', message: `Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`, field: 'spec.replicas' },
+      {
+        reason: 'FieldValueInvalid',
+        message: `Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`,
+        field: 'spec.replicas',
+      },
     ]);
   }
   const object = objects.get(type, namespace, name);

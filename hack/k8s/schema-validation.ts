@@ -63,7 +63,8 @@ function walk(value: Json, schema: JsonSchema, path: string, unknown: string[], 
   for (const key of Object.keys(value)) {
     if (root && ROOT_FIELDS.has(key)) continue;
     const child = path ? `${path}.${key}` : key;
-    const propertySchema = properties[key] ?? (isObject(schema.additionalProperties) ? (schema.additionalProperties as JsonSchema) : undefined);
+    const propertySchema =
+      properties[key] ?? (isObject(schema.additionalProperties) ? (schema.additionalProperties as JsonSchema) : undefined);
     if (!propertySchema) {
       if (schema['x-kubernetes-preserve-unknown-fields'] || schema.additionalProperties === true) continue;
       unknown.push(child);
@@ -85,7 +86,7 @@ function walk(value: Json, schema: JsonSchema, path: string, unknown: string[], 
 }
 
 function show(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
+  return typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value));
 }
 
 function typeOk(value: Json, schema: JsonSchema): boolean {
@@ -133,10 +134,16 @@ function check(value: Json, schema: JsonSchema, path: string, causes: StatusCaus
   }
   if (typeof value === 'number') {
     if (schema.minimum !== undefined && (schema.exclusiveMinimum ? value <= schema.minimum : value < schema.minimum)) {
-      fail('FieldValueInvalid', `Invalid value: ${value}: ${path} in body should be greater than ${schema.exclusiveMinimum ? '' : 'or equal to '}${schema.minimum}`);
+      fail(
+        'FieldValueInvalid',
+        `Invalid value: ${value}: ${path} in body should be greater than ${schema.exclusiveMinimum ? '' : 'or equal to '}${schema.minimum}`,
+      );
     }
     if (schema.maximum !== undefined && (schema.exclusiveMaximum ? value >= schema.maximum : value > schema.maximum)) {
-      fail('FieldValueInvalid', `Invalid value: ${value}: ${path} in body should be less than ${schema.exclusiveMaximum ? '' : 'or equal to '}${schema.maximum}`);
+      fail(
+        'FieldValueInvalid',
+        `Invalid value: ${value}: ${path} in body should be less than ${schema.exclusiveMaximum ? '' : 'or equal to '}${schema.maximum}`,
+      );
     }
   }
   if (typeof value === 'string') {
@@ -165,11 +172,13 @@ function check(value: Json, schema: JsonSchema, path: string, causes: StatusCaus
   }
   if (isObject(value)) {
     for (const key of schema.required ?? []) {
-      if (value[key] === undefined) causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: path ? `${path}.${key}` : key });
+      if (value[key] === undefined)
+        causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: path ? `${path}.${key}` : key });
     }
     for (const [key, child] of Object.entries(value)) {
       if (root && ROOT_FIELDS.has(key)) continue;
-      const childSchema = schema.properties?.[key] ?? (isObject(schema.additionalProperties) ? (schema.additionalProperties as JsonSchema) : undefined);
+      const childSchema =
+        schema.properties?.[key] ?? (isObject(schema.additionalProperties) ? (schema.additionalProperties as JsonSchema) : undefined);
       if (childSchema) check(child, childSchema, path ? `${path}.${key}` : key, causes);
     }
   }

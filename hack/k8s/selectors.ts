@@ -8,9 +8,7 @@
 import { badRequest } from './errors.js';
 import type { KubeObject } from './store.js';
 
-type Requirement =
-  | { key: string; op: 'in' | 'notin'; values: string[] }
-  | { key: string; op: 'exists' | '!exists' };
+type Requirement = { key: string; op: 'in' | 'notin'; values: string[] } | { key: string; op: 'exists' | '!exists' };
 
 export type Selector = (object: KubeObject) => boolean;
 
@@ -36,7 +34,10 @@ const LABEL_KEY = /^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.
 function parseLabelTerm(term: string): Requirement {
   const setMatch = /^(\S+)\s+(in|notin)\s*\(([^)]*)\)$/.exec(term);
   if (setMatch) {
-    const values = setMatch[3]!.split(',').map((value) => value.trim()).filter((value) => value !== '');
+    const values = setMatch[3]!
+      .split(',')
+      .map((value) => value.trim())
+      .filter((value) => value !== '');
     return { key: checkKey(setMatch[1]!), op: setMatch[2] as 'in' | 'notin', values: values.map(checkValue) };
   }
   const equality = /^([^=!\s]+)\s*(==|=|!=)\s*(\S*)$/.exec(term);
@@ -52,7 +53,9 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 function checkValue(value: string): string {
   if (!LABEL_VALUE.test(value) || value.length > 63) {
-    throw badRequest(`unable to parse requirement: values[0]: Invalid value: "${value}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`);
+    throw badRequest(
+      `unable to parse requirement: values[0]: Invalid value: "${value}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`,
+    );
   }
   return value;
 }

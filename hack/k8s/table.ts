@@ -75,7 +75,8 @@ export function evaluateJsonPath(object: unknown, path: string): unknown {
       } else if ('filter' in segment && Array.isArray(value)) {
         for (const item of value) {
           let probe: unknown = item;
-          for (const part of segment.filter.path) probe = probe && typeof probe === 'object' ? (probe as Record<string, unknown>)[part] : undefined;
+          for (const part of segment.filter.path)
+            probe = probe && typeof probe === 'object' ? (probe as Record<string, unknown>)[part] : undefined;
           if (String(probe) === segment.filter.value) next.push(item);
         }
       }
@@ -105,7 +106,13 @@ interface Column {
   cell(object: KubeObject, now: number): unknown;
 }
 
-const nameColumn: Column = { name: 'Name', type: 'string', format: 'name', description: 'Name must be unique within a namespace.', cell: (object) => object.metadata.name };
+const nameColumn: Column = {
+  name: 'Name',
+  type: 'string',
+  format: 'name',
+  description: 'Name must be unique within a namespace.',
+  cell: (object) => object.metadata.name,
+};
 const ageColumn: Column = {
   name: 'Age',
   type: 'string',
@@ -127,7 +134,8 @@ export function podStatusReason(pod: KubeObject): string {
     const waiting = container.state?.waiting?.reason;
     const terminated = container.state?.terminated;
     if (waiting) reason = waiting;
-    else if (terminated) reason = terminated.reason ?? (terminated.signal ? `Signal:${terminated.signal}` : `ExitCode:${terminated.exitCode}`);
+    else if (terminated)
+      reason = terminated.reason ?? (terminated.signal ? `Signal:${terminated.signal}` : `ExitCode:${terminated.exitCode}`);
   }
   if (pod.metadata.deletionTimestamp) reason = 'Terminating';
   return reason;
@@ -141,7 +149,9 @@ const podColumns: Column[] = [
     description: 'The aggregate readiness state of this pod for accepting traffic.',
     cell: (pod) => {
       const containers = ((pod.spec as { containers?: unknown[] })?.containers ?? []).length;
-      const ready = (((pod.status as { containerStatuses?: ContainerStatus[] })?.containerStatuses) ?? []).filter((status) => status.ready).length;
+      const ready = ((pod.status as { containerStatuses?: ContainerStatus[] })?.containerStatuses ?? []).filter(
+        (status) => status.ready,
+      ).length;
       return `${ready}/${containers}`;
     },
   },
@@ -150,11 +160,29 @@ const podColumns: Column[] = [
     name: 'Restarts',
     type: 'string',
     description: 'The number of times the containers in this pod have been restarted.',
-    cell: (pod) => String((((pod.status as { containerStatuses?: ContainerStatus[] })?.containerStatuses) ?? []).reduce((sum, status) => sum + (status.restartCount ?? 0), 0)),
+    cell: (pod) =>
+      String(
+        ((pod.status as { containerStatuses?: ContainerStatus[] })?.containerStatuses ?? []).reduce(
+          (sum, status) => sum + (status.restartCount ?? 0),
+          0,
+        ),
+      ),
   },
   ageColumn,
-  { name: 'IP', type: 'string', priority: 1, description: 'IP address allocated to the pod.', cell: (pod) => (pod.status as { podIP?: string })?.podIP ?? '<none>' },
-  { name: 'Node', type: 'string', priority: 1, description: 'Name of the Node to which this pod is assigned.', cell: (pod) => (pod.spec as { nodeName?: string })?.nodeName ?? '<none>' },
+  {
+    name: 'IP',
+    type: 'string',
+    priority: 1,
+    description: 'IP address allocated to the pod.',
+    cell: (pod) => (pod.status as { podIP?: string })?.podIP ?? '<none>',
+  },
+  {
+    name: 'Node',
+    type: 'string',
+    priority: 1,
+    description: 'Name of the Node to which this pod is assigned.',
+    cell: (pod) => (pod.spec as { nodeName?: string })?.nodeName ?? '<none>',
+  },
   { name: 'Nominated Node', type: 'string', priority: 1, description: 'Name of the Node nominated.', cell: () => '<none>' },
   { name: 'Readiness Gates', type: 'string', priority: 1, description: 'Readiness gates.', cell: () => '<none>' },
 ];
@@ -166,20 +194,34 @@ const nodeColumns: Column[] = [
     type: 'string',
     description: 'The status of the node.',
     cell: (node) => {
-      const ready = ((node.status as { conditions?: Array<{ type: string; status: string }> })?.conditions ?? []).find((condition) => condition.type === 'Ready');
+      const ready = ((node.status as { conditions?: Array<{ type: string; status: string }> })?.conditions ?? []).find(
+        (condition) => condition.type === 'Ready',
+      );
       return ready?.status === 'True' ? 'Ready' : 'NotReady';
     },
   },
   { name: 'Roles', type: 'string', cell: () => '<none>' },
   ageColumn,
-  { name: 'Version', type: 'string', cell: (node) => (node.status as { nodeInfo?: { kubeletVersion?: string } })?.nodeInfo?.kubeletVersion ?? '' },
+  {
+    name: 'Version',
+    type: 'string',
+    cell: (node) => (node.status as { nodeInfo?: { kubeletVersion?: string } })?.nodeInfo?.kubeletVersion ?? '',
+  },
 ];
 
 const eventColumns: Column[] = [
   {
     name: 'Last Seen',
     type: 'string',
-    cell: (event, now) => formatCell(event.lastTimestamp ?? (event.series as { lastObservedTime?: string } | undefined)?.lastObservedTime ?? event.eventTime ?? event.metadata.creationTimestamp, { type: 'date' }, now),
+    cell: (event, now) =>
+      formatCell(
+        event.lastTimestamp ??
+          (event.series as { lastObservedTime?: string } | undefined)?.lastObservedTime ??
+          event.eventTime ??
+          event.metadata.creationTimestamp,
+        { type: 'date' },
+        now,
+      ),
   },
   { name: 'Type', type: 'string', cell: (event) => event.type ?? '' },
   { name: 'Reason', type: 'string', cell: (event) => event.reason ?? '' },
@@ -212,12 +254,22 @@ function columnsFor(type: ResourceType): Column[] {
   if (type.storageKey === '/nodes') return nodeColumns;
   if (type.storageKey === '/events' && !type.group) return eventColumns;
   if (type.storageKey === '/namespaces') {
-    return [nameColumn, { name: 'Status', type: 'string', cell: (object) => (object.status as { phase?: string })?.phase ?? '' }, ageColumn];
+    return [
+      nameColumn,
+      { name: 'Status', type: 'string', cell: (object) => (object.status as { phase?: string })?.phase ?? '' },
+      ageColumn,
+    ];
   }
   return [nameColumn, ageColumn];
 }
 
-export function toTable(type: ResourceType, items: KubeObject[], resourceVersion: string | undefined, includeObject: string | undefined, extraMetadata: Record<string, unknown> = {}): Record<string, unknown> {
+export function toTable(
+  type: ResourceType,
+  items: KubeObject[],
+  resourceVersion: string | undefined,
+  includeObject: string | undefined,
+  extraMetadata: Record<string, unknown> = {},
+): Record<string, unknown> {
   const columns = columnsFor(type);
   const now = Date.now();
   return {

@@ -31,19 +31,32 @@ export function validateMetadata(type: ResourceType, object: KubeObject): Status
   }
   for (const [key, value] of Object.entries(object.metadata.labels ?? {})) {
     if (!QUALIFIED_NAME.test(key) || key.split('/').pop()!.length > 63) {
-      causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${key}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`, field: 'metadata.labels' });
+      causes.push({
+        reason: 'FieldValueInvalid',
+        message: `Invalid value: "${key}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`,
+        field: 'metadata.labels',
+      });
     }
     if (typeof value !== 'string' || !LABEL_VALUE.test(value) || value.length > 63) {
-      causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${String(value)}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, and be at most 63 characters`, field: `metadata.labels` });
+      causes.push({
+        reason: 'FieldValueInvalid',
+        message: `Invalid value: "${String(value)}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, and be at most 63 characters`,
+        field: `metadata.labels`,
+      });
     }
   }
   for (const [index, reference] of (object.metadata.ownerReferences ?? []).entries()) {
     for (const field of ['apiVersion', 'kind', 'name', 'uid'] as const) {
-      if (!reference[field]) causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `metadata.ownerReferences[${index}].${field}` });
+      if (!reference[field])
+        causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `metadata.ownerReferences[${index}].${field}` });
     }
   }
   if ((object.metadata.ownerReferences ?? []).filter((reference) => reference.controller).length > 1) {
-    causes.push({ reason: 'FieldValueInvalid', message: 'Invalid value: "": Only one reference can have Controller set to true', field: 'metadata.ownerReferences' });
+    causes.push({
+      reason: 'FieldValueInvalid',
+      message: 'Invalid value: "": Only one reference can have Controller set to true',
+      field: 'metadata.ownerReferences',
+    });
   }
   return causes;
 }
@@ -61,7 +74,8 @@ export function validatePod(object: KubeObject): StatusCause[] {
   }
   for (const [index, container] of (spec.containers ?? []).entries()) {
     if (!container.name) causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `spec.containers[${index}].name` });
-    if (!container.image) causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `spec.containers[${index}].image` });
+    if (!container.image)
+      causes.push({ reason: 'FieldValueRequired', message: 'Required value', field: `spec.containers[${index}].image` });
   }
   return causes;
 }
@@ -80,13 +94,15 @@ export function validatePodUpdate(previous: KubeObject, next: KubeObject): Statu
     delete spec.tolerations;
     return JSON.stringify(spec);
   };
-  const tolerations = (object: KubeObject) => (((object.spec ?? {}) as { tolerations?: unknown[] }).tolerations ?? []).map((toleration) => JSON.stringify(toleration));
+  const tolerations = (object: KubeObject) =>
+    (((object.spec ?? {}) as { tolerations?: unknown[] }).tolerations ?? []).map((toleration) => JSON.stringify(toleration));
   const kept = tolerations(previous).every((toleration) => tolerations(next).includes(toleration));
   if (kept && comparable(previous) === comparable(next)) return [];
   return [
     {
       reason: 'FieldValueForbidden',
-      message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
+      message:
+        'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
       field: 'spec',
     },
   ];

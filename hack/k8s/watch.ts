@@ -95,7 +95,9 @@ export function startWatch(objects: KubeObjects, request: WatchRequest, sink: Wa
     for (const object of items) if (matches(object)) sink.send({ type: 'ADDED', object: outward(object) });
   } else {
     const revision = Number(requested);
-    const changes = Number.isInteger(revision) ? store.changesSince(revision, type.storageKey) : { expired: true as const, oldest: store.oldestRevision };
+    const changes = Number.isInteger(revision)
+      ? store.changesSince(revision, type.storageKey)
+      : { expired: true as const, oldest: store.oldestRevision };
     if ('expired' in changes) {
       sink.send(expiredEvent(requested, changes.oldest));
       stop();
@@ -108,7 +110,10 @@ export function startWatch(objects: KubeObjects, request: WatchRequest, sink: Wa
   if (request.allowBookmarks) {
     const bookmark = () => {
       if (stopped) return;
-      sink.send({ type: 'BOOKMARK', object: { kind: type.kind, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) } } });
+      sink.send({
+        type: 'BOOKMARK',
+        object: { kind: type.kind, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) } },
+      });
       timers[0] = setTimeout(bookmark, request.bookmarkIntervalMs).unref();
     };
     timers[0] = setTimeout(bookmark, request.bookmarkIntervalMs).unref();

@@ -133,22 +133,37 @@ type StubMessage = {
 };
 
 function buildMessage(request: MessagesRequest, plan: Extract<Plan, { kind: 'message' }>): StubMessage {
-  const outputChars = plan.blocks.reduce((n, b) => n + (b.type === 'text' ? b.text.length : JSON.stringify(b.input).length + b.name.length), 0);
+  const outputChars = plan.blocks.reduce(
+    (n, b) => n + (b.type === 'text' ? b.text.length : JSON.stringify(b.input).length + b.name.length),
+    0,
+  );
   return {
-    id: `msg_stub_${createHash('sha256').update(JSON.stringify([request.messages, plan.blocks])).digest('hex').slice(0, 24)}`,
+    id: `msg_stub_${createHash('sha256')
+      .update(JSON.stringify([request.messages, plan.blocks]))
+      .digest('hex')
+      .slice(0, 24)}`,
     type: 'message',
     role: 'assistant',
     model: request.model ?? 'stub-model',
     content: plan.blocks,
     stop_reason: plan.stopReason,
     stop_sequence: null,
-    usage: { input_tokens: inputTokens(request), output_tokens: Math.max(1, Math.ceil(outputChars / 4)), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    usage: {
+      input_tokens: inputTokens(request),
+      output_tokens: Math.max(1, Math.ceil(outputChars / 4)),
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+    },
   };
 }
 
 /** Writes the message as the vendor's SSE event sequence, text in word-sized `text_delta` chunks. */
 async function streamMessage(res: http.ServerResponse, message: StubMessage, delayMs: number) {
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': `req_${message.id}` });
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    'request-id': `req_${message.id}`,
+  });
   const send = (type: string, data: Record<string, unknown>) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
   const pause = () => (delayMs > 0 ? sleep(delayMs) : Promise.resolve());
 
@@ -175,7 +190,10 @@ async function streamMessage(res: http.ServerResponse, message: StubMessage, del
     }
     send('content_block_stop', { index });
   }
-  send('message_delta', { delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: { output_tokens: message.usage.output_tokens } });
+  send('message_delta', {
+    delta: { stop_reason: message.stop_reason, stop_sequence: null },
+    usage: { output_tokens: message.usage.output_tokens },
+  });
   send('message_stop', {});
   res.end();
 }

@@ -12,9 +12,7 @@ export const FILLER_MAX_TOKENS = 256;
 /** The canned acknowledgement every filler call gets. */
 export const FILLER_REPLY = 'One moment, I am looking into that.';
 
-export type ReplyBlock =
-  | { type: 'text'; text: string }
-  | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
+export type ReplyBlock = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
 
 export type Plan =
   | { kind: 'message'; blocks: ReplyBlock[]; stopReason: 'end_turn' | 'tool_use'; delayMs: number }
@@ -163,7 +161,8 @@ export const SKILL_LISTING_HEADING = 'The following skills are available for use
  */
 export function offeredSkills(body: MessagesRequest): string[] {
   const texts = [systemText(body)];
-  for (const message of body.messages ?? []) for (const block of blocksOf(message.content)) if (typeof block.text === 'string') texts.push(block.text);
+  for (const message of body.messages ?? [])
+    for (const block of blocksOf(message.content)) if (typeof block.text === 'string') texts.push(block.text);
   const names: string[] = [];
   for (const text of texts) {
     let at = text.indexOf(SKILL_LISTING_HEADING);

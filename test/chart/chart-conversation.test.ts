@@ -22,7 +22,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
-import { cleanEnv, freePort, killLeftovers, ROOT, runAcis, startEgressProxyProcess, stopAcis, type AcisProcess } from '../helpers/acis-process.js';
+import {
+  cleanEnv,
+  freePort,
+  killLeftovers,
+  ROOT,
+  runAcis,
+  startEgressProxyProcess,
+  stopAcis,
+  type AcisProcess,
+} from '../helpers/acis-process.js';
 import { helm } from '../helpers/kube-tools.js';
 import { deltaText, isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
@@ -47,7 +56,10 @@ const RUNNER_PORT = 20_000 + Math.floor(Math.random() * 40_000);
 const CA_CERT_CONFIGMAP = 'acis-egress-ca';
 
 interface PodObject extends KubeObject {
-  spec: { containers: Array<{ image: string; env?: Array<{ name: string; value?: string }> }>; volumes?: Array<{ configMap?: { name: string } }> };
+  spec: {
+    containers: Array<{ image: string; env?: Array<{ name: string; value?: string }> }>;
+    volumes?: Array<{ configMap?: { name: string } }>;
+  };
   status?: { podIP?: string; conditions?: Array<{ type: string; status: string }> };
 }
 
@@ -131,12 +143,17 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     if (scratch) await rm(scratch, { recursive: true, force: true });
   }, 120_000);
 
-  it('installs, and the API server, the controller (and the egress proxy) start from their Deployments\' environment', async () => {
+  it("installs, and the API server, the controller (and the egress proxy) start from their Deployments' environment", async () => {
     // Mode api-server: an existing CA Secret, as several API replicas need one. Mode deployment: no CA
     // supplied, the chart generates it.
     if (mode === 'api-server') {
       const ca = await createDeploymentCaFiles();
-      server.store.create('secrets', NAMESPACE, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acis-egress-ca', namespace: NAMESPACE }, data: ca } as unknown as KubeObject);
+      server.store.create('secrets', NAMESPACE, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'acis-egress-ca', namespace: NAMESPACE },
+        data: ca,
+      } as unknown as KubeObject);
     }
     // The proxy (whichever process it is in) trusts the echo server's CA upstream, from a file in its
     // pod's /tmp written below, and may reach it on loopback.
@@ -147,23 +164,39 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     const modeValues =
       mode === 'api-server'
         ? ['--values', EGRESS_IN_API_VALUES]
-        : [
-            '--set', `egressProxy.resolve.port=${resolvePort}`,
-            '--set', `egressProxy.metricsPort=${proxyMetricsPort}`,
-          ];
+        : ['--set', `egressProxy.resolve.port=${resolvePort}`, '--set', `egressProxy.metricsPort=${proxyMetricsPort}`];
     const installed = await helm(
       [
-        'install', 'acis', CHART, '--namespace', NAMESPACE, ...modeValues,
-        '--set', `database.url=${databaseUrl}`,
-        '--set', `modelBaseUrl=${stub.url}`,
-        '--set', `secrets.anthropicApiKey=${PLATFORM_KEY}`,
-        '--set', `runnerImage.repository=${repository}`, '--set', `runnerImage.tag=${tag}`,
-        '--set', `sandbox.port=${RUNNER_PORT}`,
-        '--set', `apiServer.port=${apiPort}`,
-        '--set', `egressProxy.port=${proxyPort}`,
-        '--set', 'warmPool.replicas=1',
-        '--set', `egressProxy.allow=localhost:${httpsEchoPort}`,
-        '--set', `${proxyProcess}.extraEnv[0].name=ACIS_EGRESS_EXTRA_CA`, '--set', `${proxyProcess}.extraEnv[0].value=/tmp/echo-ca.pem`,
+        'install',
+        'acis',
+        CHART,
+        '--namespace',
+        NAMESPACE,
+        ...modeValues,
+        '--set',
+        `database.url=${databaseUrl}`,
+        '--set',
+        `modelBaseUrl=${stub.url}`,
+        '--set',
+        `secrets.anthropicApiKey=${PLATFORM_KEY}`,
+        '--set',
+        `runnerImage.repository=${repository}`,
+        '--set',
+        `runnerImage.tag=${tag}`,
+        '--set',
+        `sandbox.port=${RUNNER_PORT}`,
+        '--set',
+        `apiServer.port=${apiPort}`,
+        '--set',
+        `egressProxy.port=${proxyPort}`,
+        '--set',
+        'warmPool.replicas=1',
+        '--set',
+        `egressProxy.allow=localhost:${httpsEchoPort}`,
+        '--set',
+        `${proxyProcess}.extraEnv[0].name=ACIS_EGRESS_EXTRA_CA`,
+        '--set',
+        `${proxyProcess}.extraEnv[0].value=/tmp/echo-ca.pem`,
       ],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
     );
@@ -186,7 +219,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     }
     api = runAcis(apiContainer.args, { ...cleanEnv(apiEnv), KUBECONFIG: apiAccess.kubeconfigPath });
     apiUrl = `http://127.0.0.1:${apiPort}`;
-    await until(async () => (await fetch(`${apiUrl}/readyz`).catch(() => undefined))?.status === 200, 60_000, () => `the API server's /readyz:\n${api!.output()}`);
+    await until(
+      async () => (await fetch(`${apiUrl}/readyz`).catch(() => undefined))?.status === 200,
+      60_000,
+      () => `the API server's /readyz:\n${api!.output()}`,
+    );
 
     const proxyService = server.store.get('services', NAMESPACE, 'acis-egress-proxy') as ServiceObject;
     expect(proxyService.spec.ports).toContainEqual(expect.objectContaining({ port: proxyPort, targetPort: 'proxy' }));
@@ -200,7 +237,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       expect(proxyContainer.command).toEqual(['node', '/app/dist/egress-proxy/main.js']);
       expect(selects({ matchLabels: proxyService.spec.selector }, proxyTemplate.metadata.labels)).toBe(true);
       expect(proxyContainer.ports).toContainEqual(expect.objectContaining({ name: 'proxy', containerPort: proxyPort }));
-      const proxyEnv = await mountVolumes(proxyTemplate, containerEnv(server, NAMESPACE, PROXY_POD, proxyContainer), path.join(scratch, 'proxy'));
+      const proxyEnv = await mountVolumes(
+        proxyTemplate,
+        containerEnv(server, NAMESPACE, PROXY_POD, proxyContainer),
+        path.join(scratch, 'proxy'),
+      );
       await writeFile(proxyEnv.ACIS_EGRESS_EXTRA_CA!, httpsEchoCa);
       // It holds no database URL and no master key; it reaches the API pods' resolve port through its Service.
       expect(Object.keys(proxyEnv).filter((name) => /DATABASE|MASTER/.test(name))).toEqual([]);
@@ -231,8 +272,17 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     });
     // Ready as the controller sees it too (it writes the pool's status from its own cache), so the
     // first Sandbox adopts it rather than starting cold while that cache catches up.
-    const poolReady = () => (server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as (KubeObject & { status?: { readyReplicas?: number } }) | undefined)?.status?.readyReplicas === 1;
-    await server.store.waitUntil(() => poolPods().filter(ready).length === 1 && poolReady(), 90_000, `the chart's warm pool's runner Ready\n${controller.output()}`);
+    const poolReady = () =>
+      (
+        server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as
+          | (KubeObject & { status?: { readyReplicas?: number } })
+          | undefined
+      )?.status?.readyReplicas === 1;
+    await server.store.waitUntil(
+      () => poolPods().filter(ready).length === 1 && poolReady(),
+      90_000,
+      `the chart's warm pool's runner Ready\n${controller.output()}`,
+    );
   }, 240_000);
 
   it('serves a conversation: the reply streams from the warm-pool runner pod, its model calls through the egress proxy the NetworkPolicies let it reach', async () => {
@@ -243,7 +293,13 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     const tenant = await call('PUT', `/tenants/by-external-id/chart-tenant`, key, { settings: { filler_enabled: false } }, 201);
     const role = await call('POST', `/tenants/${tenant.id}/roles`, key, { name: 'everything', skill_access: { mode: 'all' } }, 201);
     const user = await call('PUT', `/tenants/${tenant.id}/users/by-external-id/chart-user`, key, { role_id: role.id }, 201);
-    const conversation = await call('POST', '/conversations', key, { user_id: user.id, runtime: { mode: 'warm', idle_ttl_seconds: 600 } }, 201);
+    const conversation = await call(
+      'POST',
+      '/conversations',
+      key,
+      { user_id: user.id, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+      201,
+    );
 
     const response = await fetch(`${apiUrl}/conversations/${conversation.id}/messages?stream=true`, {
       method: 'POST',
@@ -277,8 +333,10 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     expect(selects(sandboxPolicy.spec.podSelector, pod.metadata.labels ?? {})).toBe(true);
     const runnerPod: PodEndpoint = { namespace: NAMESPACE, labels: pod.metadata.labels ?? {}, ip: pod.status!.podIP! };
     const apiPod: PodEndpoint = { namespace: NAMESPACE, labels: apiTemplate.metadata.labels, ip: '10.244.1.7' };
-    const proxyPod: PodEndpoint = mode === 'api-server' ? apiPod : { namespace: NAMESPACE, labels: proxyTemplate!.metadata.labels, ip: '10.244.1.8' };
-    const portOf = (template: RenderedPodTemplate, name: string) => template.spec.containers[0]!.ports!.find((port) => port.name === name)!.containerPort;
+    const proxyPod: PodEndpoint =
+      mode === 'api-server' ? apiPod : { namespace: NAMESPACE, labels: proxyTemplate!.metadata.labels, ip: '10.244.1.8' };
+    const portOf = (template: RenderedPodTemplate, name: string) =>
+      template.spec.containers[0]!.ports!.find((port) => port.name === name)!.containerPort;
     const proxyPort = portOf(mode === 'api-server' ? apiTemplate : proxyTemplate!, 'proxy');
     expect(connectionAllowed(policies, runnerPod, proxyPod, proxyPort)).toBe(true);
     expect(connectionAllowed(policies, apiPod, runnerPod, RUNNER_PORT)).toBe(true);
@@ -295,7 +353,9 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     }
 
     // The model call went out through the proxy with the pod's credential; the pod held a placeholder.
-    const proxyMetrics = await (await fetch(mode === 'api-server' ? `${apiUrl}/metrics` : `http://127.0.0.1:${proxyMetricsPort}/metrics`)).text();
+    const proxyMetrics = await (
+      await fetch(mode === 'api-server' ? `${apiUrl}/metrics` : `http://127.0.0.1:${proxyMetricsPort}/metrics`)
+    ).text();
     expect(Number(/^acis_egress_requests_total\{outcome="forwarded"\} (\d+)$/m.exec(proxyMetrics)?.[1])).toBeGreaterThan(0);
     if (mode === 'deployment') {
       // Not through the API server's own (in-process, loopback) proxy.
@@ -308,19 +368,30 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     const httpsTurn = await fetch(`${apiUrl}/conversations/${conversation.id}/messages?stream=true`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ content: `[[tool:Bash ${JSON.stringify({ command: `curl -sS https://localhost:${httpsEchoPort}/through-the-chart-${mode}` })}]]` }),
+      body: JSON.stringify({
+        content: `[[tool:Bash ${JSON.stringify({ command: `curl -sS https://localhost:${httpsEchoPort}/through-the-chart-${mode}` })}]]`,
+      }),
     });
     expect(httpsTurn.status).toBe(200);
     const httpsText = await httpsTurn.text();
     expect(withoutPings(parseNdjson(httpsText)).at(-1), httpsText).toMatchObject({ type: 'result', subtype: 'success' });
-    expect(echoServers!.received.map((r) => r.path), httpsText).toContain(`/through-the-chart-${mode}`);
+    expect(
+      echoServers!.received.map((r) => r.path),
+      httpsText,
+    ).toContain(`/through-the-chart-${mode}`);
     expect(httpsText).toContain(`echo /through-the-chart-${mode}`);
 
-    expect((await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status).toBe(204);
-    await server.store.waitUntil(() => !server.store.find('sandboxes', NAMESPACE, sandboxName(conversation.id)), 30_000, 'the Sandbox gone');
+    expect(
+      (await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status,
+    ).toBe(204);
+    await server.store.waitUntil(
+      () => !server.store.find('sandboxes', NAMESPACE, sandboxName(conversation.id)),
+      30_000,
+      'the Sandbox gone',
+    );
   }, 180_000);
 
-  it('needed no Kubernetes API request its service account\'s Role does not allow', () => {
+  it("needed no Kubernetes API request its service account's Role does not allow", () => {
     expect(apiAccess.requests.length).toBeGreaterThan(0);
     expect(controllerAccess.requests.length).toBeGreaterThan(0);
     expect(refused(rulesOf(server, NAMESPACE, apiTemplate.spec.serviceAccountName), apiAccess.requests)).toEqual([]);
@@ -329,7 +400,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
 
   /** A REST call to the API server; fails the test unless it answers `status`. */
   async function call(method: string, urlPath: string, token: string, body: unknown, status: number): Promise<any> {
-    const response = await fetch(`${apiUrl}${urlPath}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${apiUrl}${urlPath}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const text = await response.text();
     expect(response.status, `${method} ${urlPath}: ${text}`).toBe(status);
     return JSON.parse(text);
@@ -353,8 +428,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
         await writeFile(path.join(target, item.path), Buffer.from(secret.data[item.key]!, 'base64'), { mode: 0o440 });
       }
     }
-    const related = (value: string, mountPath: string) => value === mountPath || value.startsWith(`${mountPath}/`) || mountPath.startsWith(`${value}/`);
-    return Object.fromEntries(Object.entries(env).map(([name, value]) => [name, mounts.some((mount) => related(value, mount.mountPath)) ? here(value) : value]));
+    const related = (value: string, mountPath: string) =>
+      value === mountPath || value.startsWith(`${mountPath}/`) || mountPath.startsWith(`${value}/`);
+    return Object.fromEntries(
+      Object.entries(env).map(([name, value]) => [name, mounts.some((mount) => related(value, mount.mountPath)) ? here(value) : value]),
+    );
   }
 });
 

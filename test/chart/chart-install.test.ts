@@ -44,7 +44,9 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
   beforeAll(async () => {
     // The acis image's /app: dist/ compiled as its Dockerfile compiles it, node_modules, package.json.
     build = await mkdtemp(path.join(tmpdir(), 'acis-chart-image-'));
-    await run(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', build], { cwd: ROOT });
+    await run(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', build], {
+      cwd: ROOT,
+    });
     const app = [
       { source: build, target: '/app/dist' },
       { source: await realpath(path.join(ROOT, 'node_modules')), target: '/app/node_modules' },
@@ -53,7 +55,13 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     // No CRDs loaded up front: the chart's crds/ must install them.
     server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
     // As docs/install.md has the namespace labelled: the runner and proxy pods must pass Pod Security's restricted profile.
-    server.store.patch('namespaces', undefined, NAMESPACE, 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }));
+    server.store.patch(
+      'namespaces',
+      undefined,
+      NAMESPACE,
+      'application/merge-patch+json',
+      JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }),
+    );
     kubelet = await startKubelet({
       server,
       images: {
@@ -79,13 +87,31 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     const [repository, tag] = RUNNER_IMAGE.split(':');
     const installed = await helm(
       [
-        'install', 'acis', CHART, '--namespace', NAMESPACE,
-        '--set', `runnerImage.repository=${repository}`, '--set', `runnerImage.tag=${tag}`,
-        '--set', 'sandbox.resources.requests.cpu=10m', '--set', 'sandbox.resources.requests.memory=16Mi',
-        '--set', 'sandbox.resources.limits.cpu=100m', '--set', 'sandbox.resources.limits.memory=64Mi',
-        '--set', 'warmPool.replicas=2',
-        '--set', 'image.repository=acis', '--set', 'image.tag=chart-test',
-        '--set', 'database.url=postgres://acis@db.example:5432/acis',
+        'install',
+        'acis',
+        CHART,
+        '--namespace',
+        NAMESPACE,
+        '--set',
+        `runnerImage.repository=${repository}`,
+        '--set',
+        `runnerImage.tag=${tag}`,
+        '--set',
+        'sandbox.resources.requests.cpu=10m',
+        '--set',
+        'sandbox.resources.requests.memory=16Mi',
+        '--set',
+        'sandbox.resources.limits.cpu=100m',
+        '--set',
+        'sandbox.resources.limits.memory=64Mi',
+        '--set',
+        'warmPool.replicas=2',
+        '--set',
+        'image.repository=acis',
+        '--set',
+        'image.tag=chart-test',
+        '--set',
+        'database.url=postgres://acis@db.example:5432/acis',
       ],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
     );
@@ -127,7 +153,13 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       LOG_LEVEL: env.LOG_LEVEL ?? 'info',
     });
 
-    const lease = await server.store.waitFor('leases.coordination.k8s.io', NAMESPACE, 'acis-controller', (object) => Boolean(object), 30_000);
+    const lease = await server.store.waitFor(
+      'leases.coordination.k8s.io',
+      NAMESPACE,
+      'acis-controller',
+      (object) => Boolean(object),
+      30_000,
+    );
     expect((lease as KubeObject & { spec: { holderIdentity: string } }).spec.holderIdentity).toBe(POD_NAME);
 
     const pool = await server.store.waitFor(
@@ -140,10 +172,17 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(pool, controller.output()).toBeDefined();
 
     const pods = server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as Array<
-      KubeObject & { spec: { containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }>; volumes?: Array<{ configMap?: { name: string } }> } }
+      KubeObject & {
+        spec: {
+          containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }>;
+          volumes?: Array<{ configMap?: { name: string } }>;
+        };
+      }
     >;
     expect(pods).toHaveLength(2);
-    const policy = server.store.get('networkpolicies.networking.k8s.io', NAMESPACE, 'acis-sandbox') as KubeObject & { spec: { podSelector: LabelSelector } };
+    const policy = server.store.get('networkpolicies.networking.k8s.io', NAMESPACE, 'acis-sandbox') as KubeObject & {
+      spec: { podSelector: LabelSelector };
+    };
     for (const pod of pods) {
       expect(selects(policy.spec.podSelector, pod.metadata.labels ?? {}), pod.metadata.name).toBe(true);
       const podEnv = new Map(pod.spec.containers[0]!.env.map((entry) => [entry.name, entry.value]));
@@ -162,10 +201,10 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     const resolveBefore = server.store.get('secrets', NAMESPACE, 'acis-egress-resolve') as KubeObject & { data: Record<string, string> };
     const caBefore = egressCa();
     expect(caBefore.configMapCert).toBe(caBefore.secretCert);
-    const upgraded = await helm(
-      ['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values', '--set', 'warmPool.replicas=1'],
-      { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
-    );
+    const upgraded = await helm(['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values', '--set', 'warmPool.replicas=1'], {
+      kubeconfig: server.kubeconfigPath,
+      timeoutMs: 90_000,
+    });
     expect(upgraded.code, upgraded.stderr).toBe(0);
     const after = server.store.get('secrets', NAMESPACE, 'acis-secrets') as KubeObject & { data: Record<string, string> };
     expect(after.data.ACIS_MASTER_KEY).toBe(before.data.ACIS_MASTER_KEY);
@@ -175,12 +214,21 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(resolveAfter.data.token).toBe(resolveBefore.data.token);
     // Runner pods keep trusting what the proxies present.
     expect(egressCa()).toEqual(caBefore);
-    await server.store.waitUntil(() => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1, 30_000, 'the pool shrunk to one pod');
+    await server.store.waitUntil(
+      () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1,
+      30_000,
+      'the pool shrunk to one pod',
+    );
   }, 120_000);
   it('rotates the egress CA when its Secret is deleted before an upgrade: a new one in the Secret and the ConfigMap, and the proxies roll', async () => {
     const before = egressCa();
-    expect(await kubectl(['delete', 'secret', 'acis-egress-ca-key', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath })).toMatchObject({ code: 0 });
-    const upgraded = await helm(['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values'], { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 });
+    expect(await kubectl(['delete', 'secret', 'acis-egress-ca-key', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath })).toMatchObject(
+      { code: 0 },
+    );
+    const upgraded = await helm(['upgrade', 'acis', CHART, '--namespace', NAMESPACE, '--reuse-values'], {
+      kubeconfig: server.kubeconfigPath,
+      timeoutMs: 90_000,
+    });
     expect(upgraded.code, upgraded.stderr).toBe(0);
     const after = egressCa();
     expect(after.secretCert).not.toBe(before.secretCert);
@@ -188,7 +236,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(after.proxyChecksum).not.toBe(before.proxyChecksum);
   }, 120_000);
 
-  it('runs the egress proxy from its Deployment\'s pod template: the chart\'s env, volumes and CA, Ready', async () => {
+  it("runs the egress proxy from its Deployment's pod template: the chart's env, volumes and CA, Ready", async () => {
     const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
       spec: { template: { metadata: { labels: Record<string, string> }; spec: Record<string, unknown> } };
     };
@@ -203,7 +251,12 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       'pods',
       NAMESPACE,
       'acis-egress-proxy-5c7d9-qk2vd',
-      (pod) => Boolean((pod as (KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }) | undefined)?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')),
+      (pod) =>
+        Boolean(
+          (
+            pod as (KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }) | undefined
+          )?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        ),
       60_000,
     );
     // Ready means it loaded the CA the chart generated from the mounted Secret: the mount is
@@ -214,7 +267,9 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(metrics.status).toBe(200);
     expect(await metrics.text()).toContain('acis_egress_');
     // A request without run credentials is refused before any run is looked up.
-    expect(await proxyStatusLine(podIp, PROXY_PORT, 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
+    expect(await proxyStatusLine(podIp, PROXY_PORT, 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')).toMatch(
+      /^HTTP\/1\.1 407 /,
+    );
     const logged = await logLine(kubelet, 'acis-egress-proxy-5c7d9-qk2vd', '/var/lib/acis-egress/egress-ca/ca.crt');
     expect(logged, kubelet.logs(NAMESPACE, 'acis-egress-proxy-5c7d9-qk2vd')).toBe(true);
   }, 120_000);
@@ -224,7 +279,9 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
 function egressCaOf(server: KubeTestServer): { secretCert: string; configMapCert: string; proxyChecksum: string } {
   const secret = server.store.get('secrets', NAMESPACE, 'acis-egress-ca-key') as KubeObject & { data: Record<string, string> };
   const configMap = server.store.get('configmaps', NAMESPACE, 'acis-egress-ca') as KubeObject & { data: Record<string, string> };
-  const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & { spec: { template: { metadata: { annotations: Record<string, string> } } } };
+  const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
+    spec: { template: { metadata: { annotations: Record<string, string> } } };
+  };
   expect(Buffer.from(secret.data['ca.key']!, 'base64').toString()).toContain('PRIVATE KEY');
   return {
     secretCert: Buffer.from(secret.data['ca.crt']!, 'base64').toString(),

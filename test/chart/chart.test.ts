@@ -13,7 +13,21 @@ import { loadControllerConfig } from '../../controller/config.js';
 import { loadEgressConfig } from '../../egress-proxy/egress-config.js';
 import { ROOT } from '../helpers/acis-process.js';
 import { pruneAndDefault, validateAgainstSchema, type JsonSchema } from '../../hack/k8s/schema-validation.js';
-import { CHART, EGRESS_IN_API_VALUES, find, KIND_VALUES, lintChart, NAMESPACE, offlineHelm, ofKind, PRODUCTION_VALUES, renderChart, type RenderedObject, templateChart, TRIAL_VALUES } from './chart-render.js';
+import {
+  CHART,
+  EGRESS_IN_API_VALUES,
+  find,
+  KIND_VALUES,
+  lintChart,
+  NAMESPACE,
+  offlineHelm,
+  ofKind,
+  PRODUCTION_VALUES,
+  renderChart,
+  type RenderedObject,
+  templateChart,
+  TRIAL_VALUES,
+} from './chart-render.js';
 import { schemaProblems } from './kube-schema.js';
 import { connectionAllowed, type NetworkPolicy, type PodEndpoint, selects } from './network-policy-eval.js';
 
@@ -42,7 +56,8 @@ interface RbacRule {
 }
 
 const podSpecOf = (object: RenderedObject) => (object.spec as { template: { spec: PodSpec } }).template.spec;
-const podLabelsOf = (object: RenderedObject) => (object.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+const podLabelsOf = (object: RenderedObject) =>
+  (object.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
 const envOf = (container: Container) => new Map((container.env ?? []).map((entry) => [entry.name, entry]));
 const WORKLOADS = ['Deployment', 'StatefulSet', 'DaemonSet', 'Job'];
 
@@ -52,7 +67,8 @@ async function crdSchemas(): Promise<Map<string, JsonSchema>> {
     const crd = parse(await readFile(path.join(CHART, 'crds', file), 'utf8')) as {
       spec: { group: string; names: { kind: string }; versions: Array<{ name: string; schema: { openAPIV3Schema: JsonSchema } }> };
     };
-    for (const version of crd.spec.versions) schemas.set(`${crd.spec.group}/${version.name} ${crd.spec.names.kind}`, version.schema.openAPIV3Schema);
+    for (const version of crd.spec.versions)
+      schemas.set(`${crd.spec.group}/${version.name} ${crd.spec.names.kind}`, version.schema.openAPIV3Schema);
   }
   return schemas;
 }
@@ -113,9 +129,16 @@ describe.each([
     for (const name of processes) find(objects, 'ServiceAccount', name);
     if (ownProxy) {
       // The proxy's runs come from the API pods' resolve port, through a Service of its own (not the API's).
-      const resolve = find(objects, 'Service', 'acis-egress-resolve').spec as { selector: Record<string, string>; ports: Array<{ port: number; targetPort: string }> };
+      const resolve = find(objects, 'Service', 'acis-egress-resolve').spec as {
+        selector: Record<string, string>;
+        ports: Array<{ port: number; targetPort: string }>;
+      };
       expect(selects({ matchLabels: resolve.selector }, podLabelsOf(find(objects, 'Deployment', 'acis-api')))).toBe(true);
-      const apiPorts = (podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0] as Container & { ports: Array<{ name: string; containerPort: number }> }).ports;
+      const apiPorts = (
+        podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0] as Container & {
+          ports: Array<{ name: string; containerPort: number }>;
+        }
+      ).ports;
       const resolvePort = apiPorts.find((port) => port.name === resolve.ports[0]!.targetPort)!.containerPort;
       expect(resolve.ports).toEqual([expect.objectContaining({ port: resolvePort, targetPort: 'egress-resolve' })]);
       const proxyEnv = envOf(podSpecOf(find(objects, 'Deployment', 'acis-egress-proxy')).containers[0]!);
@@ -134,7 +157,10 @@ describe.each([
       const where = `${workload.kind}/${workload.metadata.name}`;
       expect(pod.securityContext, where).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
       expect(pod.securityContext!.runAsUser, where).toBeGreaterThan(0);
-      expect([pod.hostNetwork, pod.hostPID, pod.hostIPC].every((flag) => !flag), where).toBe(true);
+      expect(
+        [pod.hostNetwork, pod.hostPID, pod.hostIPC].every((flag) => !flag),
+        where,
+      ).toBe(true);
       expect(pod.volumes?.every((volume) => !('hostPath' in volume)) ?? true, where).toBe(true);
       for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
         expect(container.securityContext, `${where} ${container.name}`).toEqual({
@@ -155,26 +181,35 @@ describe.each([
       .map((object) => object.metadata.name)
       .sort();
     expect(tokenHolders).toEqual(['acis-api', 'acis-controller']);
-    for (const account of ofKind(objects, 'ServiceAccount')) expect(account.automountServiceAccountToken, account.metadata.name).toBe(false);
+    for (const account of ofKind(objects, 'ServiceAccount'))
+      expect(account.automountServiceAccountToken, account.metadata.name).toBe(false);
   });
 
   it('gives the API server readiness on /readyz, liveness on /healthz and the kubernetes provider', () => {
     const api = find(objects, 'Deployment', 'acis-api');
-    const container = podSpecOf(api).containers[0]! as Container & { readinessProbe: { httpGet: { path: string } }; livenessProbe: { httpGet: { path: string } } };
+    const container = podSpecOf(api).containers[0]! as Container & {
+      readinessProbe: { httpGet: { path: string } };
+      livenessProbe: { httpGet: { path: string } };
+    };
     expect(container.readinessProbe.httpGet.path).toBe('/readyz');
     expect(container.livenessProbe.httpGet.path).toBe('/healthz');
     const env = envOf(container);
     expect(env.get('ACIS_SANDBOX_PROVIDER')?.value).toBe('kubernetes');
     const controllerEnv = envOf(podSpecOf(find(objects, 'Deployment', 'acis-controller')).containers[0]!);
-    expect(Number(env.get('ACIS_SANDBOX_READY_TIMEOUT_SECONDS')?.value)).toBeGreaterThan(Number(controllerEnv.get('ACIS_SANDBOX_START_TIMEOUT_SECONDS')?.value));
+    expect(Number(env.get('ACIS_SANDBOX_READY_TIMEOUT_SECONDS')?.value)).toBeGreaterThan(
+      Number(controllerEnv.get('ACIS_SANDBOX_START_TIMEOUT_SECONDS')?.value),
+    );
     expect(env.get('ACIS_K8S_NAMESPACE')?.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
     expect(env.get('ACIS_REPOSITORY_SYNC_RUNNER')?.value).toBe('kubernetes');
-    for (const name of ['DATABASE_URL', 'ACIS_MASTER_KEY', 'ACIS_ADMIN_TOKEN']) expect(env.get(name)?.valueFrom, name).toHaveProperty('secretKeyRef');
+    for (const name of ['DATABASE_URL', 'ACIS_MASTER_KEY', 'ACIS_ADMIN_TOKEN'])
+      expect(env.get(name)?.valueFrom, name).toHaveProperty('secretKeyRef');
     // A secret value is never written into a pod spec (a `_FILE` names where a Secret is mounted).
-    for (const entry of env.values()) if (/KEY|TOKEN|PASSWORD|DATABASE_URL/.test(entry.name) && !entry.name.endsWith('_FILE')) expect(entry.value, entry.name).toBeUndefined();
+    for (const entry of env.values())
+      if (/KEY|TOKEN|PASSWORD|DATABASE_URL/.test(entry.name) && !entry.name.endsWith('_FILE'))
+        expect(entry.value, entry.name).toBeUndefined();
   });
 
-  it('points the controller at the chart\'s own Services, Secret, images and Lease', () => {
+  it("points the controller at the chart's own Services, Secret, images and Lease", () => {
     const controller = find(objects, 'Deployment', 'acis-controller');
     expect(controller.spec).toMatchObject({ replicas: expect.any(Number) });
     const env = envOf(podSpecOf(controller).containers[0]!);
@@ -194,9 +229,21 @@ describe.each([
 
 describe('charts/acis: NetworkPolicies', () => {
   const ns = { namespace: NAMESPACE };
-  const runner: PodEndpoint = { ...ns, ip: '10.244.1.10', labels: { 'app.kubernetes.io/managed-by': 'acis-controller', 'app.kubernetes.io/component': 'runner', 'acis.dev/pool': 'vendor-agent-sdk' } };
+  const runner: PodEndpoint = {
+    ...ns,
+    ip: '10.244.1.10',
+    labels: {
+      'app.kubernetes.io/managed-by': 'acis-controller',
+      'app.kubernetes.io/component': 'runner',
+      'acis.dev/pool': 'vendor-agent-sdk',
+    },
+  };
   const otherRunner: PodEndpoint = { ...runner, ip: '10.244.1.11' };
-  const sync: PodEndpoint = { ...ns, ip: '10.244.1.12', labels: { 'app.kubernetes.io/managed-by': 'acis-controller', 'app.kubernetes.io/component': 'repository-sync' } };
+  const sync: PodEndpoint = {
+    ...ns,
+    ip: '10.244.1.12',
+    labels: { 'app.kubernetes.io/managed-by': 'acis-controller', 'app.kubernetes.io/component': 'repository-sync' },
+  };
   const stranger: PodEndpoint = { ...ns, ip: '10.244.1.13', labels: { app: 'something-else' } };
   const strangerElsewhere: PodEndpoint = { namespace: 'other', ip: '10.244.2.13', labels: runner.labels };
   const dns: PodEndpoint = { namespace: 'kube-system', ip: '10.244.0.2', labels: { 'k8s-app': 'kube-dns' } };
@@ -222,7 +269,8 @@ describe('charts/acis: NetworkPolicies', () => {
   });
 
   it('select the pods they are about: runners, sync Jobs and each process', () => {
-    const selected = (pod: PodEndpoint) => policies.filter((policy) => selects(policy.spec.podSelector, pod.labels)).map((policy) => policy.metadata.name);
+    const selected = (pod: PodEndpoint) =>
+      policies.filter((policy) => selects(policy.spec.podSelector, pod.labels)).map((policy) => policy.metadata.name);
     expect(selected(runner)).toEqual(['acis-sandbox']);
     expect(selected(sync)).toEqual(['acis-repository-sync']);
     expect(selected(api)).toEqual(['acis-api']);
@@ -241,7 +289,8 @@ describe('charts/acis: NetworkPolicies', () => {
     expect(connectionAllowed(policies, runner, dns, 80)).toBe(false);
     // A runner ignoring its proxy variables gets nowhere.
     for (const destination of [internet, metadata, serviceIp, privateHost]) {
-      for (const port of [80, 443, 53]) expect(connectionAllowed(policies, runner, destination, port), `${destination.ip}:${port}`).toBe(false);
+      for (const port of [80, 443, 53])
+        expect(connectionAllowed(policies, runner, destination, port), `${destination.ip}:${port}`).toBe(false);
     }
   });
 
@@ -269,11 +318,12 @@ describe('charts/acis: NetworkPolicies', () => {
     expect(connectionAllowed(policies, stranger, proxy, 3128)).toBe(false);
   });
 
-  it('let the egress proxy pods, and only they, reach the API pods\' resolve port, and the proxy no other API port', () => {
+  it("let the egress proxy pods, and only they, reach the API pods' resolve port, and the proxy no other API port", () => {
     for (const set of [policies, production]) {
       expect(connectionAllowed(set, proxy, api, 8081)).toBe(true);
       expect(connectionAllowed(set, proxy, api, 8080)).toBe(false);
-      for (const source of [runner, stranger, strangerElsewhere, controller, sync]) expect(connectionAllowed(set, source, api, 8081), source.ip).toBe(false);
+      for (const source of [runner, stranger, strangerElsewhere, controller, sync])
+        expect(connectionAllowed(set, source, api, 8081), source.ip).toBe(false);
     }
     const proxyElsewhere: PodEndpoint = { ...proxy, namespace: 'other', ip: '10.244.2.3' };
     expect(connectionAllowed(policies, proxyElsewhere, api, 8081)).toBe(false);
@@ -313,15 +363,22 @@ describe('charts/acis: NetworkPolicies', () => {
     // No resolve listener, Service or token: the proxy is in the API server.
     expect(objects.filter((object) => object.metadata.name === 'acis-egress-resolve')).toEqual([]);
     expect(connectionAllowed(inApi, stranger, api, 8081)).toBe(false);
-    const service = find(objects, 'Service', 'acis-egress-proxy').spec as { selector: Record<string, string>; ports: Array<{ port: number }> };
+    const service = find(objects, 'Service', 'acis-egress-proxy').spec as {
+      selector: Record<string, string>;
+      ports: Array<{ port: number }>;
+    };
     expect(selects({ matchLabels: service.selector }, api.labels)).toBe(true);
     expect(connectionAllowed(inApi, runner, api, 3128)).toBe(true);
     expect(connectionAllowed(inApi, runner, api, 8080)).toBe(false);
     expect(connectionAllowed(inApi, stranger, api, 3128)).toBe(false);
     expect(connectionAllowed(inApi, api, internet, 80)).toBe(true);
-    for (const destination of [metadata, serviceIp, privateHost]) expect(connectionAllowed(inApi, api, destination, 80), destination.ip).toBe(false);
-    for (const destination of [internet, metadata, otherRunner, controller]) expect(connectionAllowed(inApi, runner, destination, 443)).toBe(false);
-    const container = podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]! as Container & { volumeMounts: Array<{ name: string; mountPath: string }> };
+    for (const destination of [metadata, serviceIp, privateHost])
+      expect(connectionAllowed(inApi, api, destination, 80), destination.ip).toBe(false);
+    for (const destination of [internet, metadata, otherRunner, controller])
+      expect(connectionAllowed(inApi, runner, destination, 443)).toBe(false);
+    const container = podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]! as Container & {
+      volumeMounts: Array<{ name: string; mountPath: string }>;
+    };
     expect(envOf(container).get('ACIS_EGRESS_LISTEN')?.value).toBe('0.0.0.0:3128');
     expect(envOf(container).has('ACIS_EGRESS_RESOLVE_LISTEN')).toBe(false);
     expect(container.volumeMounts).toContainEqual(expect.objectContaining({ name: 'egress-ca', mountPath: '/var/lib/acis/egress-ca' }));
@@ -353,7 +410,9 @@ describe('charts/acis: RBAC', () => {
     const reference = parseAllDocuments(await readFile(path.join(ROOT, 'controller', 'rbac.yaml'), 'utf8'))
       .map((document) => document.toJS() as RenderedObject)
       .find((object) => object.kind === 'Role')!;
-    const expected = (reference.rules as RbacRule[]).map((rule) => (rule.resourceNames ? { ...rule, resourceNames: ['acis-controller'] } : rule));
+    const expected = (reference.rules as RbacRule[]).map((rule) =>
+      rule.resourceNames ? { ...rule, resourceNames: ['acis-controller'] } : rule,
+    );
     expect(find(objects, 'Role', 'acis-controller').rules).toEqual(expected);
   });
 
@@ -373,20 +432,27 @@ describe('charts/acis: RBAC', () => {
     expect(ofKind(objects, 'ClusterRole')).toEqual([]);
     expect(ofKind(objects, 'ClusterRoleBinding')).toEqual([]);
     for (const binding of ofKind(objects, 'RoleBinding')) {
-      const { roleRef, subjects } = binding as unknown as { roleRef: { kind: string; name: string }; subjects: Array<{ kind: string; name: string; namespace: string }> };
+      const { roleRef, subjects } = binding as unknown as {
+        roleRef: { kind: string; name: string };
+        subjects: Array<{ kind: string; name: string; namespace: string }>;
+      };
       expect(roleRef).toMatchObject({ kind: 'Role', name: binding.metadata.name });
       expect(subjects).toEqual([{ kind: 'ServiceAccount', name: binding.metadata.name, namespace: NAMESPACE }]);
     }
   });
 
-  it('drops the API server\'s sync rules when syncs run in process', async () => {
+  it("drops the API server's sync rules when syncs run in process", async () => {
     const inProcess = await renderChart({ set: ['repositorySync.jobs=false'] });
-    expect((find(inProcess, 'Role', 'acis-api').rules as RbacRule[]).map((rule) => rule.resources)).toEqual([['sandboxes'], ['pods'], ['secrets']]);
+    expect((find(inProcess, 'Role', 'acis-api').rules as RbacRule[]).map((rule) => rule.resources)).toEqual([
+      ['sandboxes'],
+      ['pods'],
+      ['secrets'],
+    ]);
     expect(ofKind(inProcess, 'NetworkPolicy').map((policy) => policy.metadata.name)).not.toContain('acis-repository-sync');
   });
 });
 
-describe('charts/acis: values.schema.json and the chart\'s own refusals', () => {
+describe("charts/acis: values.schema.json and the chart's own refusals", () => {
   it.each([
     ['apiServer.replicas=two', '/apiServer/replicas'],
     ['networkPolicy.enabled=yes', '/networkPolicy/enabled'],
@@ -418,11 +484,14 @@ describe('charts/acis: values.schema.json and the chart\'s own refusals', () => 
   });
 });
 
-describe('charts/acis: the egress proxy\'s deployment CA', () => {
+describe("charts/acis: the egress proxy's deployment CA", () => {
   const dataOf = (object: RenderedObject) => (object as unknown as { data: Record<string, string> }).data;
   const secretVolumesOf = (deployment: RenderedObject) =>
-    (podSpecOf(deployment).volumes ?? []).map((volume) => (volume.secret as { secretName?: string } | undefined)?.secretName).filter(Boolean);
-  const caConfigMapEnv = (objects: RenderedObject[]) => envOf(podSpecOf(find(objects, 'Deployment', 'acis-controller')).containers[0]!).get('ACIS_EGRESS_CA_CONFIGMAP')?.value;
+    (podSpecOf(deployment).volumes ?? [])
+      .map((volume) => (volume.secret as { secretName?: string } | undefined)?.secretName)
+      .filter(Boolean);
+  const caConfigMapEnv = (objects: RenderedObject[]) =>
+    envOf(podSpecOf(find(objects, 'Deployment', 'acis-controller')).containers[0]!).get('ACIS_EGRESS_CA_CONFIGMAP')?.value;
 
   it('with default values, is generated into a Secret every proxy replica mounts, its certificate alone in the ConfigMap the controller names', async () => {
     const objects = await renderChart({ set: ['egressProxy.replicas=3'] });
@@ -442,8 +511,18 @@ describe('charts/acis: the egress proxy\'s deployment CA', () => {
     const proxy = find(objects, 'Deployment', 'acis-egress-proxy');
     expect((proxy.spec as { replicas: number }).replicas).toBe(3);
     const spec = podSpecOf(proxy);
-    expect(spec.volumes).toContainEqual({ name: 'ca', secret: expect.objectContaining({ secretName: 'acis-egress-ca-key', items: [{ key: 'ca.crt', path: 'ca.crt' }, { key: 'ca.key', path: 'ca.key' }] }) });
-    const mounts = (spec.containers[0] as Container & { volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }).volumeMounts;
+    expect(spec.volumes).toContainEqual({
+      name: 'ca',
+      secret: expect.objectContaining({
+        secretName: 'acis-egress-ca-key',
+        items: [
+          { key: 'ca.crt', path: 'ca.crt' },
+          { key: 'ca.key', path: 'ca.key' },
+        ],
+      }),
+    });
+    const mounts = (spec.containers[0] as Container & { volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> })
+      .volumeMounts;
     expect(mounts).toContainEqual({ name: 'ca', mountPath: '/var/lib/acis-egress/egress-ca', readOnly: true });
     const dataDir = envOf(spec.containers[0]!).get('ACIS_DATA_DIR')!.value!;
     expect(path.join(dataDir, 'egress-ca')).toBe('/var/lib/acis-egress/egress-ca');
@@ -453,7 +532,9 @@ describe('charts/acis: the egress proxy\'s deployment CA', () => {
 
     // The key is the proxy's alone: in no ConfigMap, in no other object, mounted by no other pod.
     for (const map of ofKind(objects, 'ConfigMap')) expect(JSON.stringify(map), map.metadata.name).not.toContain('PRIVATE KEY');
-    const elsewhere = JSON.stringify(objects.filter((object) => !(object.kind === 'Secret' && object.metadata.name === 'acis-egress-ca-key')));
+    const elsewhere = JSON.stringify(
+      objects.filter((object) => !(object.kind === 'Secret' && object.metadata.name === 'acis-egress-ca-key')),
+    );
     expect(elsewhere).not.toContain(secret['ca.key']);
     expect(elsewhere).not.toContain(key.split('\n')[1]);
     const mounting = ofKind(objects, 'Deployment').filter((deployment) => secretVolumesOf(deployment).includes('acis-egress-ca-key'));
@@ -466,12 +547,14 @@ describe('charts/acis: the egress proxy\'s deployment CA', () => {
     expect(first).not.toBe(second);
   });
 
-  it('with a CA Secret of the operator\'s, is theirs: no Secret or ConfigMap of the chart\'s, the controller names their ConfigMap (or none)', async () => {
+  it("with a CA Secret of the operator's, is theirs: no Secret or ConfigMap of the chart's, the controller names their ConfigMap (or none)", async () => {
     const production = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
     expect(production.filter((object) => object.metadata.name.startsWith('acis-egress-ca'))).toEqual([]);
     expect(secretVolumesOf(find(production, 'Deployment', 'acis-egress-proxy'))).toContain('acis-egress-ca');
     expect(caConfigMapEnv(production)).toBe('acis-egress-ca-cert');
-    const annotations = (find(production, 'Deployment', 'acis-egress-proxy').spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+    const annotations = (
+      find(production, 'Deployment', 'acis-egress-proxy').spec as { template: { metadata: { annotations: Record<string, string> } } }
+    ).template.metadata.annotations;
     expect(annotations['checksum/egress-ca']).toBeUndefined();
 
     const withoutConfigMap = await renderChart({ set: ['egressProxy.ca.existingSecret=my-ca'] });
@@ -479,9 +562,11 @@ describe('charts/acis: the egress proxy\'s deployment CA', () => {
     expect(caConfigMapEnv(withoutConfigMap)).toBeUndefined();
   });
 
-  it('in mode api-server, is the API server\'s to publish: the chart renders none', async () => {
+  it("in mode api-server, is the API server's to publish: the chart renders none", async () => {
     const inApi = await renderChart({ set: ['egressProxy.mode=api-server', 'apiServer.replicas=1'] });
-    expect(inApi.filter((object) => ['Secret', 'ConfigMap'].includes(object.kind) && object.metadata.name.startsWith('acis-egress-ca'))).toEqual([]);
+    expect(
+      inApi.filter((object) => ['Secret', 'ConfigMap'].includes(object.kind) && object.metadata.name.startsWith('acis-egress-ca')),
+    ).toEqual([]);
     expect(caConfigMapEnv(inApi)).toBe('acis-egress-ca');
   });
 });
@@ -489,29 +574,53 @@ describe('charts/acis: the egress proxy\'s deployment CA', () => {
 describe('charts/acis: Secrets', () => {
   it('generates a master key and an admin token the server accepts, and keeps secret values out of everything else', async () => {
     const objects = await renderChart({ valuesFiles: [TRIAL_VALUES] });
-    const secrets = find(objects, 'Secret', 'acis-secrets') as unknown as { data: Record<string, string>; metadata: { annotations: Record<string, string> } };
+    const secrets = find(objects, 'Secret', 'acis-secrets') as unknown as {
+      data: Record<string, string>;
+      metadata: { annotations: Record<string, string> };
+    };
     const masterKey = Buffer.from(Buffer.from(secrets.data.ACIS_MASTER_KEY!, 'base64').toString(), 'base64');
     expect(masterKey.length).toBe(32);
     expect(Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString().length).toBeGreaterThanOrEqual(16);
     expect(secrets.metadata.annotations['helm.sh/resource-policy']).toBe('keep');
-    const database = Buffer.from((find(objects, 'Secret', 'acis-database') as unknown as { data: { DATABASE_URL: string } }).data.DATABASE_URL, 'base64').toString();
-    const password = Buffer.from((find(objects, 'Secret', 'acis-postgresql') as unknown as { data: { POSTGRES_PASSWORD: string } }).data.POSTGRES_PASSWORD, 'base64').toString();
+    const database = Buffer.from(
+      (find(objects, 'Secret', 'acis-database') as unknown as { data: { DATABASE_URL: string } }).data.DATABASE_URL,
+      'base64',
+    ).toString();
+    const password = Buffer.from(
+      (find(objects, 'Secret', 'acis-postgresql') as unknown as { data: { POSTGRES_PASSWORD: string } }).data.POSTGRES_PASSWORD,
+      'base64',
+    ).toString();
     expect(database).toBe(`postgres://acis:${password}@acis-postgresql:5432/acis`);
     // The egress resolve token, generated too, is mounted as a file into the API server and the proxy only.
-    const resolveToken = Buffer.from((find(objects, 'Secret', 'acis-egress-resolve') as unknown as { data: { token: string } }).data.token, 'base64').toString();
+    const resolveToken = Buffer.from(
+      (find(objects, 'Secret', 'acis-egress-resolve') as unknown as { data: { token: string } }).data.token,
+      'base64',
+    ).toString();
     expect(resolveToken.length).toBeGreaterThanOrEqual(32);
     const mountingResolveToken = ofKind(objects, 'Deployment')
-      .filter((deployment) => (podSpecOf(deployment).volumes ?? []).some((volume) => (volume.secret as { secretName?: string } | undefined)?.secretName === 'acis-egress-resolve'))
+      .filter((deployment) =>
+        (podSpecOf(deployment).volumes ?? []).some(
+          (volume) => (volume.secret as { secretName?: string } | undefined)?.secretName === 'acis-egress-resolve',
+        ),
+      )
       .map((deployment) => deployment.metadata.name);
     expect(mountingResolveToken.sort()).toEqual(['acis-api', 'acis-egress-proxy']);
     const elsewhere = JSON.stringify(objects.filter((object) => object.kind !== 'Secret'));
-    for (const value of [password, secrets.data.ACIS_MASTER_KEY!, Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString(), resolveToken]) expect(elsewhere).not.toContain(value);
+    for (const value of [
+      password,
+      secrets.data.ACIS_MASTER_KEY!,
+      Buffer.from(secrets.data.ACIS_ADMIN_TOKEN!, 'base64').toString(),
+      resolveToken,
+    ])
+      expect(elsewhere).not.toContain(value);
   });
 
   it('rolls the pods when a secret value given to the chart changes, not on a plain re-render', async () => {
     const checksum = async (set: string[]) => {
       const api = find(await renderChart({ set }), 'Deployment', 'acis-api');
-      return (api.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations['checksum/secrets'];
+      return (api.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations[
+        'checksum/secrets'
+      ];
     };
     const first = await checksum(['secrets.adminToken=admin-token-0123456789']);
     expect(first).toMatch(/^[0-9a-f]{64}$/);
@@ -542,7 +651,8 @@ describe('charts/acis: ServiceMonitors and scrape annotations', () => {
     }
     const defaults = await renderChart();
     for (const deployment of ofKind(defaults, 'Deployment')) {
-      const annotations = (deployment.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+      const annotations = (deployment.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
+        .annotations;
       expect(annotations['prometheus.io/scrape'], deployment.metadata.name).toBe('true');
     }
   });
@@ -551,7 +661,10 @@ describe('charts/acis: ServiceMonitors and scrape annotations', () => {
 describe('charts/acis: CRDs', () => {
   it('ships crds/ identical, file for file, to the top-level crds/', async () => {
     const chartFiles = (await readdir(path.join(CHART, 'crds'))).sort();
-    const topFiles = (await readdir(path.join(ROOT, 'crds'), { withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => entry.name).sort();
+    const topFiles = (await readdir(path.join(ROOT, 'crds'), { withFileTypes: true }))
+      .filter((entry) => entry.isFile())
+      .map((entry) => entry.name)
+      .sort();
     expect(chartFiles).toEqual(topFiles);
     for (const file of topFiles) {
       expect(await readFile(path.join(CHART, 'crds', file), 'utf8'), file).toBe(await readFile(path.join(ROOT, 'crds', file), 'utf8'));
@@ -594,13 +707,16 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
   function resolvedEnv(deployment: string): Record<string, string> {
     const env: Record<string, string> = {};
     for (const entry of podSpecOf(find(objects, 'Deployment', deployment)).containers[0]!.env ?? []) {
-      const from = entry.valueFrom as { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string; optional?: boolean } } | undefined;
+      const from = entry.valueFrom as
+        | { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string; optional?: boolean } }
+        | undefined;
       if (entry.value !== undefined) env[entry.name] = entry.value;
       else if (from?.fieldRef) env[entry.name] = from.fieldRef.fieldPath === 'metadata.namespace' ? NAMESPACE : `${deployment}-pod`;
       else if (from?.secretKeyRef) {
         const secret = find(objects, 'Secret', from.secretKeyRef.name) as unknown as { data: Record<string, string> };
         const value = secret.data[from.secretKeyRef.key];
-        if (value === undefined && !from.secretKeyRef.optional) throw new Error(`${entry.name}: ${from.secretKeyRef.name} has no ${from.secretKeyRef.key}`);
+        if (value === undefined && !from.secretKeyRef.optional)
+          throw new Error(`${entry.name}: ${from.secretKeyRef.name} has no ${from.secretKeyRef.key}`);
         if (value !== undefined) env[entry.name] = Buffer.from(value, 'base64').toString();
       }
     }
@@ -609,7 +725,13 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
 
   it('acis serve accepts its environment', () => {
     const config = loadConfig(resolvedEnv('acis-api'));
-    expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, repositorySyncRunner: 'kubernetes', k8sNamespace: NAMESPACE, shutdownGraceSeconds: 25 });
+    expect(config).toMatchObject({
+      host: '0.0.0.0',
+      port: 8080,
+      repositorySyncRunner: 'kubernetes',
+      k8sNamespace: NAMESPACE,
+      shutdownGraceSeconds: 25,
+    });
     expect(config.syncJobDeadlineSeconds).toBe(loadControllerConfig(resolvedEnv('acis-controller')).syncJobDeadlineSeconds);
     expect(Buffer.from(config.masterKey!, 'base64')).toHaveLength(32);
     expect(config.databaseUrl).toMatch(/^postgres:\/\/acis:[^@]+@acis-postgresql:5432\/acis$/);
@@ -618,14 +740,35 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
 
   it('acis controller accepts its environment', () => {
     const config = loadControllerConfig(resolvedEnv('acis-controller'));
-    expect(config).toMatchObject({ namespace: NAMESPACE, runnerPort: 7070, egressProxyHost: 'acis-egress-proxy', egressProxyPort: 3128, leaseName: 'acis-controller', databaseSecret: 'acis-database', identity: 'acis-controller-pod' });
+    expect(config).toMatchObject({
+      namespace: NAMESPACE,
+      runnerPort: 7070,
+      egressProxyHost: 'acis-egress-proxy',
+      egressProxyPort: 3128,
+      leaseName: 'acis-controller',
+      databaseSecret: 'acis-database',
+      identity: 'acis-controller-pod',
+    });
   });
 
   it('the egress proxy accepts its environment', () => {
     const config = loadEgressConfig(resolvedEnv('acis-egress-proxy'));
-    expect(config).toMatchObject({ host: '0.0.0.0', port: 3128, metricsPort: 9091, caDir: '/var/lib/acis-egress/egress-ca', metricsToken: 'metrics-token-0123456789' });
+    expect(config).toMatchObject({
+      host: '0.0.0.0',
+      port: 3128,
+      metricsPort: 9091,
+      caDir: '/var/lib/acis-egress/egress-ca',
+      metricsToken: 'metrics-token-0123456789',
+    });
     // Runs from the API server's resolve listener, through its Service, with the token the API server reads too.
-    expect(config.runs).toEqual({ source: 'api', url: 'http://acis-egress-resolve:8081', token: { file: '/etc/acis/egress-resolve/token' } });
-    expect(loadConfig(resolvedEnv('acis-api')).egressResolve).toEqual({ listen: { host: '0.0.0.0', port: 8081 }, token: { file: '/etc/acis/egress-resolve/token' } });
+    expect(config.runs).toEqual({
+      source: 'api',
+      url: 'http://acis-egress-resolve:8081',
+      token: { file: '/etc/acis/egress-resolve/token' },
+    });
+    expect(loadConfig(resolvedEnv('acis-api')).egressResolve).toEqual({
+      listen: { host: '0.0.0.0', port: 8081 },
+      token: { file: '/etc/acis/egress-resolve/token' },
+    });
   });
 });

@@ -46,7 +46,12 @@ export function podTemplate(server: KubeTestServer, namespace: string, name: str
  * The container's environment as the kubelet computes it for the pod `podName`: literal values,
  * the pod's name and namespace, and Secret keys (an optional key that is absent is left out).
  */
-export function containerEnv(server: KubeTestServer, namespace: string, podName: string, container: RenderedContainer): Record<string, string> {
+export function containerEnv(
+  server: KubeTestServer,
+  namespace: string,
+  podName: string,
+  container: RenderedContainer,
+): Record<string, string> {
   const env: Record<string, string> = {};
   for (const entry of container.env) {
     const value = resolveEnv(server, namespace, podName, entry);
@@ -77,7 +82,14 @@ function resolveEnv(server: KubeTestServer, namespace: string, podName: string, 
 export async function createDeploymentCaFiles(): Promise<Record<string, string>> {
   const dir = await mkdtemp(path.join(tmpdir(), 'acis-chart-ca-'));
   try {
-    await run('sh', ['-c', 'openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out ca.key && openssl req -x509 -new -key ca.key -days 30 -subj "/CN=test CA" -addext basicConstraints=critical,CA:TRUE -out ca.crt'], { cwd: dir });
+    await run(
+      'sh',
+      [
+        '-c',
+        'openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out ca.key && openssl req -x509 -new -key ca.key -days 30 -subj "/CN=test CA" -addext basicConstraints=critical,CA:TRUE -out ca.crt',
+      ],
+      { cwd: dir },
+    );
     const [crt, key] = await Promise.all([readFile(path.join(dir, 'ca.crt')), readFile(path.join(dir, 'ca.key'))]);
     return { 'ca.crt': crt.toString('base64'), 'ca.key': key.toString('base64') };
   } finally {

@@ -85,19 +85,27 @@ describe.each(IMAGES)('images: $file', ({ file, uid }) => {
     expect(sources.length).toBeGreaterThan(3);
     for (const source of sources) {
       await expect(stat(path.join(ROOT, source)), source).resolves.toBeDefined();
-      expect(ignored.some((pattern) => source === pattern || source.startsWith(`${pattern}/`) || source.startsWith(`./${pattern}`)), source).toBe(false);
+      expect(
+        ignored.some((pattern) => source === pattern || source.startsWith(`${pattern}/`) || source.startsWith(`./${pattern}`)),
+        source,
+      ).toBe(false);
     }
   });
 });
 
 describe('images: what they start', () => {
-  it('compiles, with the build command the Dockerfiles run, every entry point the images and the chart name', { timeout: 180_000 }, async () => {
+  it('compiles, with the build command the Dockerfiles run, every entry point the images and the chart name', {
+    timeout: 180_000,
+  }, async () => {
     const outDir = await mkdtemp(path.join(tmpdir(), 'acis-image-build-'));
     try {
-      await run(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', outDir], { cwd: ROOT });
+      await run(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', outDir], {
+        cwd: ROOT,
+      });
       const objects = await renderChart();
       const egress = objects.find((object) => object.kind === 'Deployment' && object.metadata.name === 'acis-egress-proxy')!;
-      const command = (egress.spec as { template: { spec: { containers: Array<{ command: string[] }> } } }).template.spec.containers[0]!.command;
+      const command = (egress.spec as { template: { spec: { containers: Array<{ command: string[] }> } } }).template.spec.containers[0]!
+        .command;
       expect(command[0]).toBe('node');
       const entries = [...IMAGES.map((image) => image.entry), command[1]!.replace('/app/', '')];
       for (const entry of entries) await expect(stat(path.join(outDir, entry.replace(/^dist\//, ''))), entry).resolves.toBeDefined();
@@ -121,10 +129,18 @@ describe('images: what they start', () => {
     const scratch = await mkdtemp(path.join(tmpdir(), 'acis-entrypoint-'));
     try {
       // The script execs node with the runner; a stand-in `node` on PATH reports what it was given.
-      await writeFile(path.join(scratch, 'node'), '#!/bin/sh\necho "args=$*"\necho "ssl=$SSL_CERT_FILE git=$GIT_SSL_CAINFO node=$NODE_EXTRA_CA_CERTS"\n');
+      await writeFile(
+        path.join(scratch, 'node'),
+        '#!/bin/sh\necho "args=$*"\necho "ssl=$SSL_CERT_FILE git=$GIT_SSL_CAINFO node=$NODE_EXTRA_CA_CERTS"\n',
+      );
       await chmod(path.join(scratch, 'node'), 0o755);
       await writeFile(path.join(scratch, 'ca.crt'), '-----BEGIN CERTIFICATE-----\nEGRESS\n-----END CERTIFICATE-----\n');
-      const env = { PATH: `${scratch}:${process.env.PATH}`, HOME: path.join(scratch, 'home'), TMPDIR: scratch, ACIS_EGRESS_CA_FILE: path.join(scratch, 'ca.crt') };
+      const env = {
+        PATH: `${scratch}:${process.env.PATH}`,
+        HOME: path.join(scratch, 'home'),
+        TMPDIR: scratch,
+        ACIS_EGRESS_CA_FILE: path.join(scratch, 'ca.crt'),
+      };
       const { stdout } = await run('sh', [script, '--flag'], { env });
       expect(stdout).toContain('args=/app/dist/runner/runner.js --flag');
       const bundle = path.join(scratch, 'acis-ca-bundle.pem');

@@ -24,7 +24,11 @@ describe('docs/install.md: the egress CA its openssl commands make', () => {
   it('is loaded by the egress proxy as it is, and signs leaves that verify', async () => {
     const doc = await readFile(path.join(ROOT, 'docs', 'install.md'), 'utf8');
     // The openssl commands of the page, continuation lines included.
-    const commands = doc.replace(/\\\n\s*/g, ' ').split('\n').map((line) => line.trim()).filter((line) => line.startsWith('openssl '));
+    const commands = doc
+      .replace(/\\\n\s*/g, ' ')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line.startsWith('openssl '));
     expect(commands).toHaveLength(2);
     const caDir = await mkdtemp(path.join(tmpdir(), 'acis-egress-ca-'));
     try {
@@ -44,21 +48,30 @@ describe('docs/install.md: the egress CA its openssl commands make', () => {
 });
 
 describe('charts/acis: the egress CA it generates', () => {
-  it('is loaded by the egress proxy from the Secret\'s files, and a client trusting the ConfigMap\'s certificate accepts its leaves', async () => {
+  it("is loaded by the egress proxy from the Secret's files, and a client trusting the ConfigMap's certificate accepts its leaves", async () => {
     const objects = await renderChart();
     const secret = (find(objects, 'Secret', 'acis-egress-ca-key') as unknown as { data: Record<string, string> }).data;
     const trusted = (find(objects, 'ConfigMap', 'acis-egress-ca') as unknown as { data: Record<string, string> }).data['ca.crt']!;
     const caDir = await mkdtemp(path.join(tmpdir(), 'acis-egress-ca-'));
     try {
-      for (const file of ['ca.crt', 'ca.key']) await writeFile(path.join(caDir, file), Buffer.from(secret[file]!, 'base64'), { mode: 0o440 });
+      for (const file of ['ca.crt', 'ca.key'])
+        await writeFile(path.join(caDir, file), Buffer.from(secret[file]!, 'base64'), { mode: 0o440 });
       const ca = await loadOrCreateDeploymentCa(caDir);
       expect(new X509Certificate(ca.certPem).fingerprint256).toBe(new X509Certificate(trusted).fingerprint256);
       // A TLS handshake as a runner makes one through the proxy: the leaf for the host, checked against the trusted CA alone.
-      const server = createServer({ SNICallback: (host, done) => ca.secureContextFor(host).then((context) => done(null, context), done) }, (socket) => socket.end());
+      const server = createServer(
+        { SNICallback: (host, done) => ca.secureContextFor(host).then((context) => done(null, context), done) },
+        (socket) => socket.end(),
+      );
       server.listen(0, '127.0.0.1');
       await once(server, 'listening');
       try {
-        const socket = connect({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, servername: 'api.anthropic.com', ca: trusted });
+        const socket = connect({
+          host: '127.0.0.1',
+          port: (server.address() as AddressInfo).port,
+          servername: 'api.anthropic.com',
+          ca: trusted,
+        });
         await once(socket, 'secureConnect');
         expect(socket.authorized).toBe(true);
         expect(socket.getPeerCertificate().subjectaltname).toBe('DNS:api.anthropic.com');

@@ -90,14 +90,20 @@ function peerMatches(peer: Peer, policyNamespace: string, other: Destination): b
     return inCidr(other.ip, peer.ipBlock.cidr) && !(peer.ipBlock.except ?? []).some((except) => inCidr(other.ip, except));
   }
   if (!isPod(other)) return false;
-  const namespaceOk = peer.namespaceSelector ? selects(peer.namespaceSelector, namespaceLabels(other)) : other.namespace === policyNamespace;
+  const namespaceOk = peer.namespaceSelector
+    ? selects(peer.namespaceSelector, namespaceLabels(other))
+    : other.namespace === policyNamespace;
   const podOk = peer.podSelector ? selects(peer.podSelector, other.labels) : true;
   return namespaceOk && podOk;
 }
 
 function portMatches(ports: PolicyPort[] | undefined, port: number, protocol: string): boolean {
   if (!ports || ports.length === 0) return true;
-  return ports.some((p) => (p.protocol ?? 'TCP') === protocol && (p.port === undefined || (p.endPort ? port >= Number(p.port) && port <= p.endPort : Number(p.port) === port)));
+  return ports.some(
+    (p) =>
+      (p.protocol ?? 'TCP') === protocol &&
+      (p.port === undefined || (p.endPort ? port >= Number(p.port) && port <= p.endPort : Number(p.port) === port)),
+  );
 }
 
 function policyTypes(policy: NetworkPolicy): string[] {
@@ -113,18 +119,34 @@ function allowedIn(
   protocol: string,
 ): boolean {
   const selecting = policies.filter(
-    (policy) => (policy.metadata.namespace ?? subject.namespace) === subject.namespace && policyTypes(policy).includes(direction) && selects(policy.spec.podSelector, subject.labels),
+    (policy) =>
+      (policy.metadata.namespace ?? subject.namespace) === subject.namespace &&
+      policyTypes(policy).includes(direction) &&
+      selects(policy.spec.podSelector, subject.labels),
   );
   if (selecting.length === 0) return true;
   return selecting.some((policy) => {
     const namespace = policy.metadata.namespace ?? subject.namespace;
-    const rules = direction === 'Ingress' ? (policy.spec.ingress ?? []).map((r) => ({ peers: r.from, ports: r.ports })) : (policy.spec.egress ?? []).map((r) => ({ peers: r.to, ports: r.ports }));
-    return rules.some((rule) => portMatches(rule.ports, port, protocol) && (!rule.peers || rule.peers.length === 0 || rule.peers.some((peer) => peerMatches(peer, namespace, other))));
+    const rules =
+      direction === 'Ingress'
+        ? (policy.spec.ingress ?? []).map((r) => ({ peers: r.from, ports: r.ports }))
+        : (policy.spec.egress ?? []).map((r) => ({ peers: r.to, ports: r.ports }));
+    return rules.some(
+      (rule) =>
+        portMatches(rule.ports, port, protocol) &&
+        (!rule.peers || rule.peers.length === 0 || rule.peers.some((peer) => peerMatches(peer, namespace, other))),
+    );
   });
 }
 
 /** Whether `source` may open `port`/`protocol` on `destination` under `policies`. */
-export function connectionAllowed(policies: NetworkPolicy[], source: PodEndpoint, destination: Destination, port: number, protocol = 'TCP'): boolean {
+export function connectionAllowed(
+  policies: NetworkPolicy[],
+  source: PodEndpoint,
+  destination: Destination,
+  port: number,
+  protocol = 'TCP',
+): boolean {
   if (!allowedIn(policies, 'Egress', source, destination, port, protocol)) return false;
   return isPod(destination) ? allowedIn(policies, 'Ingress', destination, source, port, protocol) : true;
 }

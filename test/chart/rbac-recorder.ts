@@ -39,10 +39,13 @@ export async function recordingKubeconfig(server: KubeTestServer, kubeconfigPath
   const recorder: Server = createServer((incoming, outgoing) => {
     const parsed = resourceRequest(incoming.method ?? 'GET', new URL(incoming.url ?? '/', upstream));
     if (parsed) requests.push(parsed);
-    const onward = forward({ host: upstream.hostname, port: upstream.port, method: incoming.method, path: incoming.url, headers: incoming.headers }, (answer) => {
-      outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(outgoing);
-    });
+    const onward = forward(
+      { host: upstream.hostname, port: upstream.port, method: incoming.method, path: incoming.url, headers: incoming.headers },
+      (answer) => {
+        outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(outgoing);
+      },
+    );
     onward.on('error', () => outgoing.destroy());
     incoming.pipe(onward);
   });
@@ -82,14 +85,20 @@ function resourceRequest(method: string, url: URL): ResourceRequest | undefined 
         : named
           ? 'get'
           : 'list'
-      : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: named ? 'delete' : 'deletecollection' } as Record<string, string>)[method] ?? method.toLowerCase();
+      : (({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: named ? 'delete' : 'deletecollection' } as Record<string, string>)[
+          method
+        ] ?? method.toLowerCase());
   return { verb, group, resource: subresource ? `${resource}/${subresource}` : resource, name, namespace };
 }
 
 /** The rules of every Role and ClusterRole bound (in `namespace`) to the service account `account`. */
 export function rulesOf(server: KubeTestServer, namespace: string, account: string): PolicyRule[] {
-  type Binding = KubeObject & { roleRef: { kind: string; name: string }; subjects?: Array<{ kind: string; name: string; namespace?: string }> };
-  const bound = (binding: Binding) => binding.subjects?.some((subject) => subject.kind === 'ServiceAccount' && subject.name === account && subject.namespace === namespace);
+  type Binding = KubeObject & {
+    roleRef: { kind: string; name: string };
+    subjects?: Array<{ kind: string; name: string; namespace?: string }>;
+  };
+  const bound = (binding: Binding) =>
+    binding.subjects?.some((subject) => subject.kind === 'ServiceAccount' && subject.name === account && subject.namespace === namespace);
   const bindings = [
     ...(server.store.list('rolebindings.rbac.authorization.k8s.io', namespace).items as Binding[]),
     ...(server.store.list('clusterrolebindings.rbac.authorization.k8s.io').items as Binding[]),
@@ -118,6 +127,8 @@ export function allowedBy(rules: PolicyRule[], request: ResourceRequest): boolea
 
 /** The distinct requests no rule allows, as `verb group/resource [name]` lines. */
 export function refused(rules: PolicyRule[], requests: ResourceRequest[]): string[] {
-  const lines = requests.filter((request) => !allowedBy(rules, request)).map((r) => `${r.verb} ${r.group || 'core'}/${r.resource}${r.name ? ` ${r.name}` : ''}`);
+  const lines = requests
+    .filter((request) => !allowedBy(rules, request))
+    .map((r) => `${r.verb} ${r.group || 'core'}/${r.resource}${r.name ? ` ${r.name}` : ''}`);
   return [...new Set(lines)];
 }

@@ -27,7 +27,10 @@ describe('caps', () => {
 
     file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-2');
     await waitForSandbox(file.cluster, 'cap-4', phaseIs('Ready'));
-    const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'cap-4').map((e: any) => e.reason);
+    const events = file.cluster.server.store
+      .list('events', NAMESPACE)
+      .items.filter((e: any) => e.involvedObject.name === 'cap-4')
+      .map((e: any) => e.reason);
     expect(events).toEqual(expect.arrayContaining(['CapacityExhausted', 'Started', 'Ready']));
     file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-3');
     file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-4');
@@ -47,7 +50,10 @@ describe('caps', () => {
     // Its place went to the newer one; the other tenant keeps its own.
     await waitForSandbox(file.cluster, 'warm-new', phaseIs('Ready'));
     expect(phase('other-tenant')).toBe('Ready');
-    const events = file.cluster.server.store.list('events', NAMESPACE).items.filter((e: any) => e.involvedObject.name === 'warm-old').map((e: any) => e.reason);
+    const events = file.cluster.server.store
+      .list('events', NAMESPACE)
+      .items.filter((e: any) => e.involvedObject.name === 'warm-old')
+      .map((e: any) => e.reason);
     expect(events).toContain('TenantWarmCapReached');
   });
 });

@@ -18,7 +18,14 @@ beforeEach(async () => {
   server = createServer((request: IncomingMessage, response) => {
     authorizations.push(request.headers.authorization ?? '');
     response.setHeader('content-type', 'application/json');
-    response.end(JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'runner-token', namespace: 'default' }, data: { token: 'dG9rZW4=' } }));
+    response.end(
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'runner-token', namespace: 'default' },
+        data: { token: 'dG9rZW4=' },
+      }),
+    );
   });
   server.on('connection', () => connections++);
   server.listen(0, '127.0.0.1');
@@ -53,7 +60,9 @@ describe('cluster access', () => {
     // undici may open a second connection while the first answer is being read; never one per request.
     expect(connections).toBeLessThanOrEqual(2);
     // Requests at once still each get an answer (more connections in the one pool).
-    const together = await Promise.all(Array.from({ length: 5 }, () => core.readNamespacedSecret({ name: 'runner-token', namespace: 'default' })));
+    const together = await Promise.all(
+      Array.from({ length: 5 }, () => core.readNamespacedSecret({ name: 'runner-token', namespace: 'default' })),
+    );
     expect(together.map((secret) => secret.data?.token)).toEqual(Array(5).fill('dG9rZW4='));
     expect(connections).toBeLessThanOrEqual(7);
     expect(authorizations.every((value) => value === 'Bearer first')).toBe(true);
@@ -88,7 +97,10 @@ describe('the Kubernetes API test server over TLS', () => {
     try {
       expect(cluster.url).toMatch(/^https:/);
       const core = loadKubeConfig(cluster.kubeconfigPath).makeApiClient(CoreV1Api);
-      const created = await core.createNamespacedSecret({ namespace: 'default', body: { metadata: { name: 'over-tls' }, stringData: { token: 't' } } });
+      const created = await core.createNamespacedSecret({
+        namespace: 'default',
+        body: { metadata: { name: 'over-tls' }, stringData: { token: 't' } },
+      });
       expect(created.metadata?.uid).toBeTruthy();
       const read = await core.readNamespacedSecret({ name: 'over-tls', namespace: 'default' });
       expect(Buffer.from(read.data?.token ?? '', 'base64').toString()).toBe('t');

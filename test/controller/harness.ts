@@ -34,9 +34,17 @@ export interface Cluster {
 }
 
 export async function startCluster(
-  options: { allocatable?: { cpu?: string; memory?: string; pods?: number }; historyLimit?: number; images?: Record<string, KubeletImage> } = {},
+  options: {
+    allocatable?: { cpu?: string; memory?: string; pods?: number };
+    historyLimit?: number;
+    images?: Record<string, KubeletImage>;
+  } = {},
 ): Promise<Cluster> {
-  const server = await startKubeTestServer({ crdDirectories: [path.join(ROOT, 'crds')], bookmarkIntervalMs: 200, historyLimit: options.historyLimit });
+  const server = await startKubeTestServer({
+    crdDirectories: [path.join(ROOT, 'crds')],
+    bookmarkIntervalMs: 200,
+    historyLimit: options.historyLimit,
+  });
   const runner = { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] };
   const kubelet = await startKubelet({
     server,
@@ -164,8 +172,19 @@ export function phaseIs(phase: string) {
   return (object: KubeObject | undefined) => (object as SandboxObject | undefined)?.status?.phase === phase;
 }
 
-export function waitForSandbox(cluster: Cluster, name: string, predicate: (s: SandboxObject | undefined) => boolean, timeoutMs = 15_000): Promise<SandboxObject | undefined> {
-  return cluster.server.store.waitFor('sandboxes', NAMESPACE, name, predicate as (o: KubeObject | undefined) => boolean, timeoutMs) as Promise<SandboxObject | undefined>;
+export function waitForSandbox(
+  cluster: Cluster,
+  name: string,
+  predicate: (s: SandboxObject | undefined) => boolean,
+  timeoutMs = 15_000,
+): Promise<SandboxObject | undefined> {
+  return cluster.server.store.waitFor(
+    'sandboxes',
+    NAMESPACE,
+    name,
+    predicate as (o: KubeObject | undefined) => boolean,
+    timeoutMs,
+  ) as Promise<SandboxObject | undefined>;
 }
 
 export function condition(sandbox: SandboxObject | undefined, type: string) {
@@ -179,7 +198,9 @@ export function runnerPods(cluster: Cluster, labelSelector = 'app.kubernetes.io/
 
 /** A pool's runner pods the kubelet reports ready. */
 export function readyPoolPods(cluster: Cluster, pool: string): KubeObject[] {
-  return runnerPods(cluster, `acis.dev/pool=${pool}`).filter((p: any) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+  return runnerPods(cluster, `acis.dev/pool=${pool}`).filter((p: any) =>
+    p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'),
+  );
 }
 
 /**
@@ -192,7 +213,8 @@ export function untilPoolReady(cluster: Cluster, pool: string, count: number, ti
     cluster,
     () => {
       const pods = readyPoolPods(cluster, pool);
-      const status = (cluster.server.store.get('sandboxwarmpools', NAMESPACE, pool) as { status?: { readyReplicas?: number } } | undefined)?.status;
+      const status = (cluster.server.store.get('sandboxwarmpools', NAMESPACE, pool) as { status?: { readyReplicas?: number } } | undefined)
+        ?.status;
       return pods.length === count && status?.readyReplicas === count && pods;
     },
     timeoutMs,

@@ -19,7 +19,12 @@ const run = async (...args: string[]) => {
 describe('kubectl against the controller’s resources', () => {
   it('kubectl get sbx shows conversation, tenant, mode, phase, expiry and age; -l selects a tenant; -o wide adds the pod', async () => {
     const expires = new Date(Date.now() + 3_600_000);
-    createSandbox(file.cluster, 'shown-1', { conversationId: 'con_SHOWN1', tenantId: 'tnt_ACME', mode: 'warm', shutdownTime: expires.toISOString() });
+    createSandbox(file.cluster, 'shown-1', {
+      conversationId: 'con_SHOWN1',
+      tenantId: 'tnt_ACME',
+      mode: 'warm',
+      shutdownTime: expires.toISOString(),
+    });
     createSandbox(file.cluster, 'shown-2', { conversationId: 'con_SHOWN2', tenantId: 'tnt_OTHER', mode: 'pooled' });
     await waitForSandbox(file.cluster, 'shown-1', phaseIs('Ready'));
     await waitForSandbox(file.cluster, 'shown-2', phaseIs('Ready'));
@@ -39,15 +44,34 @@ describe('kubectl against the controller’s resources', () => {
     expect(byTenant.trim()).toBe('sandbox.acis.dev/shown-1');
 
     const wide = await run('get', 'sandboxes', '-o', 'wide');
-    expect(wide.split('\n')[0]!.split(/\s{2,}/)).toEqual(['NAME', 'CONVERSATION', 'TENANT', 'MODE', 'PHASE', 'EXPIRES', 'AGE', 'AGENT', 'LAUNCH', 'POD', 'ENDPOINT']);
-    expect(wide).toMatch(/shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+127\.\d+\.\d+\.\d+:\d+/);
+    expect(wide.split('\n')[0]!.split(/\s{2,}/)).toEqual([
+      'NAME',
+      'CONVERSATION',
+      'TENANT',
+      'MODE',
+      'PHASE',
+      'EXPIRES',
+      'AGE',
+      'AGENT',
+      'LAUNCH',
+      'POD',
+      'ENDPOINT',
+    ]);
+    expect(wide).toMatch(
+      /shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+127\.\d+\.\d+\.\d+:\d+/,
+    );
   });
 
   it('kubectl apply of the samples, then kubectl scale sbxpool resizes the pool and kubectl get sbxpool shows it', async () => {
     await run('apply', '-f', path.join(SAMPLES, 'sandboxwarmpool.yaml'));
-    await eventually(file.cluster, () => runnerPods(file.cluster, 'acis.dev/pool=vendor-agent-sdk').filter((p: any) => !p.metadata.deletionTimestamp).length === 3);
+    await eventually(
+      file.cluster,
+      () => runnerPods(file.cluster, 'acis.dev/pool=vendor-agent-sdk').filter((p: any) => !p.metadata.deletionTimestamp).length === 3,
+    );
 
-    expect((await run('scale', 'sbxpool/vendor-agent-sdk', '--replicas=1')).trim()).toBe('sandboxwarmpool.acis.dev/vendor-agent-sdk scaled');
+    expect((await run('scale', 'sbxpool/vendor-agent-sdk', '--replicas=1')).trim()).toBe(
+      'sandboxwarmpool.acis.dev/vendor-agent-sdk scaled',
+    );
     await eventually(file.cluster, () => {
       const pool = file.cluster.server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as any;
       return pool.status?.readyReplicas === 1 && pool.status?.replicas === 1;
@@ -57,7 +81,9 @@ describe('kubectl against the controller’s resources', () => {
     expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'AGENT', 'DESIRED', 'READY', 'AVAILABLE', 'AGE']);
     expect(row!.split(/\s+/).slice(0, 5)).toEqual(['vendor-agent-sdk', 'vendor-agent-sdk', '1', '1', '1']);
 
-    const scale = JSON.parse(await run('get', '--raw', `/apis/acis.dev/v1alpha1/namespaces/${NAMESPACE}/sandboxwarmpools/vendor-agent-sdk/scale`));
+    const scale = JSON.parse(
+      await run('get', '--raw', `/apis/acis.dev/v1alpha1/namespaces/${NAMESPACE}/sandboxwarmpools/vendor-agent-sdk/scale`),
+    );
     expect(scale).toMatchObject({ spec: { replicas: 1 }, status: { replicas: 1, selector: 'acis.dev/pool=vendor-agent-sdk' } });
   });
 
@@ -73,7 +99,9 @@ describe('kubectl against the controller’s resources', () => {
     for (const file of ['sandbox-warm.yaml', 'sandbox-pooled.yaml']) {
       expect(await run('apply', '-f', path.join(SAMPLES, file))).toMatch(/^sandbox\.acis\.dev\/con-\S+ created/);
     }
-    const bad = readFileSync(path.join(SAMPLES, 'sandbox-warm.yaml'), 'utf8').replace('mode: warm', 'mode: hot').replace(/name: con-\S+/, 'name: bad-mode');
+    const bad = readFileSync(path.join(SAMPLES, 'sandbox-warm.yaml'), 'utf8')
+      .replace('mode: warm', 'mode: hot')
+      .replace(/name: con-\S+/, 'name: bad-mode');
     const refused = await kubectl(['apply', '-f', '-'], { kubeconfig: file.cluster.server.kubeconfigPath, input: bad, timeoutMs: 30_000 });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('spec.mode');

@@ -3,7 +3,10 @@ import { clusterForFile, condition, createSandbox, NAMESPACE, phaseIs, waitForSa
 
 const START_TIMEOUT_MS = 4_000;
 
-const file = clusterForFile({ cluster: { allocatable: { cpu: '2', memory: '4Gi', pods: 50 } }, controller: { startTimeoutMs: START_TIMEOUT_MS } });
+const file = clusterForFile({
+  cluster: { allocatable: { cpu: '2', memory: '4Gi', pods: 50 } },
+  controller: { startTimeoutMs: START_TIMEOUT_MS },
+});
 
 const get = (path: string) => fetch(`http://127.0.0.1:${file.controller.metricsPort}${path}`);
 
@@ -19,8 +22,13 @@ describe('reasons a user can act on', () => {
   });
 
   it('a pod refused by a ResourceQuota says QuotaExceeded, and starts once the quota allows', async () => {
-    const running = file.cluster.server.store.list('pods', NAMESPACE).items.filter((p: any) => !['Succeeded', 'Failed'].includes(p.status?.phase)).length;
-    file.cluster.server.store.create('resourcequotas', NAMESPACE, { metadata: { name: 'runners' }, spec: { hard: { pods: String(running) } } });
+    const running = file.cluster.server.store
+      .list('pods', NAMESPACE)
+      .items.filter((p: any) => !['Succeeded', 'Failed'].includes(p.status?.phase)).length;
+    file.cluster.server.store.create('resourcequotas', NAMESPACE, {
+      metadata: { name: 'runners' },
+      spec: { hard: { pods: String(running) } },
+    });
     createSandbox(file.cluster, 'quota-1');
     const refused = await waitForSandbox(file.cluster, 'quota-1', (s) => condition(s, 'Ready')?.reason === 'QuotaExceeded');
     expect(refused!.status!.phase).toBe('Starting');

@@ -107,7 +107,9 @@ const eventsOf = (repositoryId: string) =>
 const jobPod = (repositoryId: string, generation: number): any =>
   cluster.server.store
     .list('pods', NAMESPACE)
-    .items.find((p: any) => p.metadata.ownerReferences?.some((r: any) => r.kind === 'Job' && r.name === `${syncNameOf(repositoryId)}-${generation}`));
+    .items.find((p: any) =>
+      p.metadata.ownerReferences?.some((r: any) => r.kind === 'Job' && r.name === `${syncNameOf(repositoryId)}-${generation}`),
+    );
 
 async function register(
   password = credentialId,
@@ -133,7 +135,11 @@ describe('RepositorySync under the kubernetes sync runner', () => {
       ({ id } = await register());
       // The Job's git fetch is held at the server: the Secret exists now, mounted into that pod alone.
       await git.held();
-      expect(reposync(id).spec).toMatchObject({ repositoryId: id, requestGeneration: 1, credentialSecretName: `${syncNameOf(id)}-credential-1` });
+      expect(reposync(id).spec).toMatchObject({
+        repositoryId: id,
+        requestGeneration: 1,
+        credentialSecretName: `${syncNameOf(id)}-credential-1`,
+      });
       expect(delivered(secretOf(id))).toEqual({ type: 'git_pat', secret: TOKEN });
       const job = find('jobs', `${syncNameOf(id)}-1`);
       expect(job.metadata.ownerReferences[0]).toMatchObject({ kind: 'RepositorySync', name: syncNameOf(id) });
@@ -154,7 +160,11 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     const synced = await eventually(cluster, () => reposync(id!)?.status?.state === 'ready' && reposync(id!));
     expect(synced.status).toMatchObject({ state: 'ready', commit, shortCommit: commit.slice(0, 12), observedRequestGeneration: 1 });
     await eventually(cluster, () => secretOf(id!) === undefined);
-    expect(eventsOf(id!).map((e: any) => `${e.type} ${e.reason}`).sort()).toEqual(['Normal JobCreated', 'Normal Synced']);
+    expect(
+      eventsOf(id!)
+        .map((e: any) => `${e.type} ${e.reason}`)
+        .sort(),
+    ).toEqual(['Normal JobCreated', 'Normal Synced']);
 
     const table = await kubectl(['get', 'reposync', syncNameOf(id!)], { kubeconfig: cluster.server.kubeconfigPath });
     expect(table.code, table.stderr).toBe(0);
@@ -164,7 +174,10 @@ describe('RepositorySync under the kubernetes sync runner', () => {
   });
 
   it('a re-sync bumps the generation and runs a new Job; a wrong credential ends in error with its reason, in REST and the resource', async () => {
-    const wrong = await t.request('POST', '/credentials', { token: key, body: { name: unique('wrong'), type: 'git_pat', secret: 'ghp_wrongwrongwrongwrong' } });
+    const wrong = await t.request('POST', '/credentials', {
+      token: key,
+      body: { name: unique('wrong'), type: 'git_pat', secret: 'ghp_wrongwrongwrongwrong' },
+    });
     const { id } = await register(wrong.body.id);
     const failed = await syncEnded(t, key, id);
     expect(failed.sync.state, t.logs.filter((l) => l.includes('"level":50')).join('\n')).toBe('error');
@@ -182,12 +195,15 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     expect(resynced.spec.requestGeneration).toBe(2);
     expect(find('jobs', `${syncNameOf(id)}-2`)).toBeDefined();
     expect(eventsOf(id).map((e: any) => e.reason)).toContain('SyncFailed');
-    await eventually(cluster, () => secretOf(id, 1) === undefined && secretOf(id, 2) === undefined && reposync(id).status.credentialRemovedGeneration === 2);
+    await eventually(
+      cluster,
+      () => secretOf(id, 1) === undefined && secretOf(id, 2) === undefined && reposync(id).status.credentialRemovedGeneration === 2,
+    );
     // Two whole syncs (real git, a Job each through the simulated cluster): beyond the default 30 s
     // only on a loaded machine, where it is slow rather than wrong.
   }, 90_000);
 
-  it('a node that stops leaves its Job running; a Job killed before writing its outcome ends the sync with the cluster\'s reason', async () => {
+  it("a node that stops leaves its Job running; a Job killed before writing its outcome ends the sync with the cluster's reason", async () => {
     const release = git.hold();
     const other = await startTestServer({ ...clusterEnv, DATABASE_URL: t.databaseUrl, ACIS_MASTER_KEY: t.server.deps.config.masterKey! });
     let id: string;
@@ -237,7 +253,11 @@ describe('RepositorySync under the kubernetes sync runner', () => {
   it('a GitHub App credential reaches the Job as an installation token minted by the API server, never as the private key', async () => {
     const app = await t.request('POST', '/credentials', {
       token: key,
-      body: { name: unique('app'), type: 'github_app', secret: JSON.stringify({ app_id: APP_ID, installation_id: INSTALLATION_ID, private_key: PRIVATE_KEY_PEM }) },
+      body: {
+        name: unique('app'),
+        type: 'github_app',
+        secret: JSON.stringify({ app_id: APP_ID, installation_id: INSTALLATION_ID, private_key: PRIVATE_KEY_PEM }),
+      },
     });
     expect(app.status, app.text).toBe(201);
     const release = appGit.hold();
@@ -252,7 +272,9 @@ describe('RepositorySync under the kubernetes sync runner', () => {
       release();
     }
     expect((await syncEnded(t, key, id!)).sync).toMatchObject({ state: 'ready', error: null });
-    const dump = JSON.stringify(['secrets', 'jobs', 'pods', 'repositorysyncs', 'events'].map((kind) => cluster.server.store.list(kind, NAMESPACE)));
+    const dump = JSON.stringify(
+      ['secrets', 'jobs', 'pods', 'repositorysyncs', 'events'].map((kind) => cluster.server.store.list(kind, NAMESPACE)),
+    );
     expect(dump).not.toContain(KEY_CANARY);
     expect(t.logs.join('')).not.toContain(APP_TOKEN);
   });

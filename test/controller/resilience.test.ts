@@ -3,17 +3,31 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { clusterForFile, createPool, createSandbox, eventually, NAMESPACE, phaseIs, runnerPods, startTestController, waitForSandbox } from './harness.js';
+import {
+  clusterForFile,
+  createPool,
+  createSandbox,
+  eventually,
+  NAMESPACE,
+  phaseIs,
+  runnerPods,
+  startTestController,
+  waitForSandbox,
+} from './harness.js';
 
 const file = clusterForFile({ controller: { identity: 'controller-a' } });
 
 const podCreates = () => file.cluster.server.countRequests({ verb: 'create', resource: 'pods' });
 const livePods = (selector: string) => runnerPods(file.cluster, selector).filter((p: any) => !p.metadata.deletionTimestamp);
-const readyPods = (selector: string) => livePods(selector).filter((p: any) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+const readyPods = (selector: string) =>
+  livePods(selector).filter((p: any) => p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
 
 function touch(resource: string, name: string, value: string): void {
   const current = file.cluster.server.store.get(resource, NAMESPACE, name) as any;
-  file.cluster.server.store.update(resource, NAMESPACE, name, { ...current, metadata: { ...current.metadata, annotations: { touched: value } } });
+  file.cluster.server.store.update(resource, NAMESPACE, name, {
+    ...current,
+    metadata: { ...current.metadata, annotations: { touched: value } },
+  });
 }
 
 describe('controller resilience', () => {
@@ -46,7 +60,10 @@ describe('controller resilience', () => {
     file.cluster.server.closeWatches();
     createSandbox(file.cluster, 'relist-3');
     const two = file.cluster.server.store.get('sandboxes', NAMESPACE, 'relist-2') as any;
-    file.cluster.server.store.update('sandboxes', NAMESPACE, 'relist-2', { ...two, spec: { ...two.spec, shutdownTime: new Date(Date.now() - 1000).toISOString() } });
+    file.cluster.server.store.update('sandboxes', NAMESPACE, 'relist-2', {
+      ...two,
+      spec: { ...two.spec, shutdownTime: new Date(Date.now() - 1000).toISOString() },
+    });
     file.cluster.server.compact();
 
     await waitForSandbox(file.cluster, 'relist-3', phaseIs('Ready'));
@@ -90,8 +107,12 @@ describe('controller resilience', () => {
 
 describe('controller/rbac.yaml', () => {
   it('allows every request the controller made in this suite (only the controller speaks HTTP here)', () => {
-    const manifests = parseAllDocuments(readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'controller', 'rbac.yaml'), 'utf8')).map((d) => d.toJS());
-    const role = manifests.find((m) => m.kind === 'Role') as { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
+    const manifests = parseAllDocuments(
+      readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'controller', 'rbac.yaml'), 'utf8'),
+    ).map((d) => d.toJS());
+    const role = manifests.find((m) => m.kind === 'Role') as {
+      rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[];
+    };
     const denied = file.cluster.server.requests
       .filter((r) => r.resource && r.verb)
       .filter((r) => {

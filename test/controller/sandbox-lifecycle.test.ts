@@ -29,14 +29,26 @@ describe('Sandbox → Pod', () => {
   it('starts a locked-down runner pod owned by the Sandbox, with its own token Secret, and reports Ready with the endpoint', async () => {
     const sandbox = createSandbox(file.cluster, 'sbx-basic', { shutdownTime: new Date(Date.now() + 600_000).toISOString() });
     const ready = await waitForSandbox(file.cluster, 'sbx-basic', phaseIs('Ready'));
-    expect(ready!.status).toMatchObject({ podName: 'sbx-basic', launch: 'cold', tokenSecretName: 'sbx-basic-token', observedGeneration: 1 });
+    expect(ready!.status).toMatchObject({
+      podName: 'sbx-basic',
+      launch: 'cold',
+      tokenSecretName: 'sbx-basic-token',
+      observedGeneration: 1,
+    });
     expect(condition(ready, 'Ready')).toMatchObject({ status: 'True', reason: 'RunnerReady' });
     expect(condition(ready, 'Admitted')).toMatchObject({ status: 'True' });
     expect(condition(ready, 'Expired')).toMatchObject({ status: 'False' });
 
     const pod = file.cluster.server.store.get('pods', NAMESPACE, 'sbx-basic') as any;
     expect(pod.metadata.ownerReferences).toEqual([
-      { apiVersion: 'acis.dev/v1alpha1', kind: 'Sandbox', name: 'sbx-basic', uid: sandbox.metadata.uid, controller: true, blockOwnerDeletion: true },
+      {
+        apiVersion: 'acis.dev/v1alpha1',
+        kind: 'Sandbox',
+        name: 'sbx-basic',
+        uid: sandbox.metadata.uid,
+        controller: true,
+        blockOwnerDeletion: true,
+      },
     ]);
     expect(pod.metadata.labels).toMatchObject({
       'acis.dev/tenant': 'tnt_TESTTENANT1',
@@ -69,7 +81,12 @@ describe('Sandbox → Pod', () => {
     createSandbox(file.cluster, 'sbx-gone');
     await waitForSandbox(file.cluster, 'sbx-gone', phaseIs('Ready'));
     file.cluster.server.store.delete('sandboxes', NAMESPACE, 'sbx-gone');
-    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'sbx-gone') && !file.cluster.server.store.find('secrets', NAMESPACE, 'sbx-gone-token'));
+    await eventually(
+      file.cluster,
+      () =>
+        !file.cluster.server.store.find('pods', NAMESPACE, 'sbx-gone') &&
+        !file.cluster.server.store.find('secrets', NAMESPACE, 'sbx-gone-token'),
+    );
   });
 
   it('a runner that crashes fails its Sandbox with a terminal CrashLoop condition that says how', async () => {
@@ -108,7 +125,10 @@ describe('idle TTL', () => {
     await waitForSandbox(file.cluster, 'sbx-slide', phaseIs('Ready'));
     const current = file.cluster.server.store.get('sandboxes', NAMESPACE, 'sbx-slide') as any;
     const moved = first + 2_500;
-    file.cluster.server.store.update('sandboxes', NAMESPACE, 'sbx-slide', { ...current, spec: { ...current.spec, shutdownTime: new Date(moved).toISOString() } });
+    file.cluster.server.store.update('sandboxes', NAMESPACE, 'sbx-slide', {
+      ...current,
+      spec: { ...current.spec, shutdownTime: new Date(moved).toISOString() },
+    });
     await new Promise((resolve) => setTimeout(resolve, first - Date.now() + 500));
     expect((file.cluster.server.store.get('sandboxes', NAMESPACE, 'sbx-slide') as any).status.phase).toBe('Ready');
     expect(file.cluster.server.store.find('pods', NAMESPACE, 'sbx-slide')).toBeDefined();

@@ -36,7 +36,10 @@ async function workspace(name: string, skills: string[]) {
 async function deliver(cwd: string, skills: string[]) {
   for (const skill of skills) {
     await mkdir(path.join(cwd, '.claude', 'skills', skill), { recursive: true });
-    await writeFile(path.join(cwd, '.claude', 'skills', skill, 'SKILL.md'), `---\nname: ${skill}\ndescription: Handles ${skill}.\n---\nUse it.\n`);
+    await writeFile(
+      path.join(cwd, '.claude', 'skills', skill, 'SKILL.md'),
+      `---\nname: ${skill}\ndescription: Handles ${skill}.\n---\nUse it.\n`,
+    );
   }
 }
 
@@ -72,7 +75,10 @@ describe('agent sessions', () => {
   it('a runtime prewarmed and bound to the workspace takes the first turn, offering exactly the skills delivered after the binding', async () => {
     const { cwd, home } = await workspace('prewarmed', []);
     const logs: string[] = [];
-    const sessions = new AgentSessions(() => options(home), (line) => logs.push(line));
+    const sessions = new AgentSessions(
+      () => options(home),
+      (line) => logs.push(line),
+    );
     await sessions.prewarm(cwd);
     await deliver(cwd, ['pdf', 'docx']);
     const turn = await firstTurn(sessions, cwd, 'hello [[echo-skills]]', { skills: ['pdf'] });
@@ -82,9 +88,12 @@ describe('agent sessions', () => {
     expect(turn.first).toMatchObject({ type: 'system', subtype: 'init' });
   });
 
-  it('a run without skills goes straight to the bound session, which offers none of the runtime\'s own', async () => {
+  it("a run without skills goes straight to the bound session, which offers none of the runtime's own", async () => {
     const { cwd, home } = await workspace('prewarmed-no-skills', []);
-    const sessions = new AgentSessions(() => options(home), () => undefined);
+    const sessions = new AgentSessions(
+      () => options(home),
+      () => undefined,
+    );
     await sessions.prewarm(cwd);
     const turn = await firstTurn(sessions, cwd, 'hello [[echo-skills]]', { skills: [] });
     expect(turn).toMatchObject({ prewarmed: true, result: { subtype: 'success', result: 'Skills: none.' } });
@@ -93,7 +102,10 @@ describe('agent sessions', () => {
   it('a workspace holding more than skills at the first turn (what the binding did not see) starts the runtime afresh', async () => {
     const { cwd, home } = await workspace('prewarmed-stale', []);
     const logs: string[] = [];
-    const sessions = new AgentSessions(() => options(home), (line) => logs.push(line));
+    const sessions = new AgentSessions(
+      () => options(home),
+      (line) => logs.push(line),
+    );
     await sessions.prewarm(cwd);
     await deliver(cwd, ['pdf']);
     await writeFile(path.join(cwd, 'notes.txt'), 'an earlier run left this\n');
@@ -106,7 +118,10 @@ describe('agent sessions', () => {
     const home = path.join(cwd, '.home');
     await mkdir(home, { recursive: true });
     const logs: string[] = [];
-    const sessions = new AgentSessions(() => options(home), (line) => logs.push(line));
+    const sessions = new AgentSessions(
+      () => options(home),
+      (line) => logs.push(line),
+    );
     await sessions.prewarm(cwd);
     await deliver(cwd, ['pdf']);
     const turn = await firstTurn(sessions, cwd, '[[echo-skills]]', { skills: ['pdf'] });
@@ -116,7 +131,10 @@ describe('agent sessions', () => {
   it('a first turn in another folder than the one bound starts the runtime afresh there', async () => {
     const bound = await workspace('prewarmed-bound-here', []);
     const other = await workspace('prewarmed-used-there', ['pdf']);
-    const sessions = new AgentSessions(() => options(bound.home), () => undefined);
+    const sessions = new AgentSessions(
+      () => options(bound.home),
+      () => undefined,
+    );
     await sessions.prewarm(bound.cwd);
     const turn = await firstTurn(sessions, other.cwd, '[[echo-skills]]', { skills: ['pdf'] });
     expect(turn).toMatchObject({ prewarmed: false, result: { subtype: 'success', result: 'Skills: pdf' } });
@@ -124,11 +142,25 @@ describe('agent sessions', () => {
 
   it('a first turn that resumes a session leaves the spare and starts afresh, with the history and the skills filter', async () => {
     const { cwd, home } = await workspace('resumed', ['pdf', 'docx']);
-    const earlier = await firstTurn(new AgentSessions(() => options(home), () => undefined), cwd, 'remember me', { skills: ['docx'] });
+    const earlier = await firstTurn(
+      new AgentSessions(
+        () => options(home),
+        () => undefined,
+      ),
+      cwd,
+      'remember me',
+      { skills: ['docx'] },
+    );
     expect(earlier.prewarmed).toBe(false);
-    const sessions = new AgentSessions(() => options(home), () => undefined);
+    const sessions = new AgentSessions(
+      () => options(home),
+      () => undefined,
+    );
     await sessions.prewarm(cwd);
-    const turn = await firstTurn(sessions, cwd, 'again [[echo-history]] [[echo-skills]]', { resume: earlier.result.session_id, skills: ['docx'] });
+    const turn = await firstTurn(sessions, cwd, 'again [[echo-history]] [[echo-skills]]', {
+      resume: earlier.result.session_id,
+      skills: ['docx'],
+    });
     expect(turn.prewarmed).toBe(false);
     expect(turn.result).toMatchObject({ subtype: 'success' });
     expect((turn.result as { result?: string }).result).toBe('History: 1 earlier user turn: [1] "remember me"\nSkills: docx');
@@ -136,11 +168,19 @@ describe('agent sessions', () => {
 
   it('without a prewarm, the first turn starts the runtime with the skills filter', async () => {
     const { cwd, home } = await workspace('fresh', ['pdf', 'docx']);
-    const turn = await firstTurn(new AgentSessions(() => options(home), () => undefined), cwd, '[[echo-skills]]', { skills: ['docx', 'pdf'] });
+    const turn = await firstTurn(
+      new AgentSessions(
+        () => options(home),
+        () => undefined,
+      ),
+      cwd,
+      '[[echo-skills]]',
+      { skills: ['docx', 'pdf'] },
+    );
     expect(turn).toMatchObject({ prewarmed: false, result: { result: 'Skills: docx, pdf' } });
   });
 
-  it('turns every listed command but the offered skills off, and those on; with none named, Claude Code\'s own off', () => {
+  it("turns every listed command but the offered skills off, and those on; with none named, Claude Code's own off", () => {
     const commands = [{ name: 'pdf' }, { name: 'docx' }, { name: 'doctor', builtin: true }, { name: 'compact', builtin: true }];
     expect(skillOverrides(commands, ['pdf'])).toEqual({ pdf: 'on', docx: 'off', doctor: 'off', compact: 'off' });
     expect(skillOverrides(commands, [])).toEqual({ pdf: 'off', docx: 'off', doctor: 'off', compact: 'off' });

@@ -14,7 +14,14 @@ import { cleanEnv, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis
 import { hmacAssertion } from '../helpers/approver.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
-import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
+import {
+  ADMIN_TOKEN,
+  createTestDatabase,
+  dropTestDatabase,
+  problemSlug,
+  startTestServer,
+  type TestServer,
+} from '../helpers/test-server.js';
 
 const TOOL = 'mcp__platform__request_approval';
 const MASTER_KEY = randomBytes(32).toString('base64');
@@ -55,7 +62,10 @@ beforeAll(async () => {
   nodeB = await startNodeB();
   ({ serviceKey: key } = await nodeA.createIntegration('approvals across nodes'));
   user = await provisionUser(nodeA, key, { settings: { filler_enabled: false } });
-  const res = await nodeA.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, { token: ADMIN_TOKEN, body: { algorithm: 'hmac-sha256' } });
+  const res = await nodeA.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, {
+    token: ADMIN_TOKEN,
+    body: { algorithm: 'hmac-sha256' },
+  });
   approver = { id: res.body.id, secret: res.body.secret };
 }, 120_000);
 
@@ -88,14 +98,23 @@ async function parkOnNodeB(reason: string) {
     if (line.type === 'approval') markParked(line.approval);
   }).catch(() => [] as Line[]);
   const approval = await parked;
-  return { conversationId: conversation.body.id as string, messageId: response.headers.get('x-service-message-id')!, approval, lines, timeline };
+  return {
+    conversationId: conversation.body.id as string,
+    messageId: response.headers.get('x-service-message-id')!,
+    approval,
+    lines,
+    timeline,
+  };
 }
 
 describe('two API server processes on one database', () => {
   it('resumes a run parked on node B when the approve lands on node A', async () => {
     const run = await parkOnNodeB('cross-node');
     const approvedAt = Date.now();
-    const res = await nodeA.request('POST', `/approvals/${run.approval.id}/approve`, { token: key, body: { signature: signature(run.approval.id) } });
+    const res = await nodeA.request('POST', `/approvals/${run.approval.id}/approve`, {
+      token: key,
+      body: { signature: signature(run.approval.id) },
+    });
     expect(res.status, res.text).toBe(200);
     const lines = withoutPings(await run.lines);
     const types = lines.map((l) => l.type);
@@ -119,7 +138,10 @@ describe('two API server processes on one database', () => {
     expect(approval.body).toMatchObject({ status: 'expired', resolved_by: null });
     const messages = await nodeA.request('GET', `/conversations/${run.conversationId}/messages`, { token: key });
     expect(messages.body.data[0]).toMatchObject({ id: run.messageId, status: 'failed' });
-    const late = await nodeA.request('POST', `/approvals/${run.approval.id}/approve`, { token: key, body: { signature: signature(run.approval.id) } });
+    const late = await nodeA.request('POST', `/approvals/${run.approval.id}/approve`, {
+      token: key,
+      body: { signature: signature(run.approval.id) },
+    });
     expect(late.status).toBe(409);
     expect(problemSlug(late)).toBe('approval-expired');
   }, 120_000);

@@ -54,7 +54,10 @@ beforeAll(async () => {
   });
   ({ serviceKey: key } = await t.createIntegration('approvals e2e'));
   user = await provisionUser(t, key, { settings: { filler_enabled: false } });
-  const hmac = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, { token: ADMIN_TOKEN, body: { algorithm: 'hmac-sha256' } });
+  const hmac = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, {
+    token: ADMIN_TOKEN,
+    body: { algorithm: 'hmac-sha256' },
+  });
   expect(hmac.status, hmac.text).toBe(201);
   hmacKey = { id: hmac.body.id, secret: hmac.body.secret };
   const pair = generateKeyPairSync('ed25519');
@@ -152,7 +155,10 @@ const platform = (lines: Line[], type: string) => lines.filter((l) => l.object =
 describe('approve with HMAC', () => {
   it('parks the run, resumes it on a signed approve, and the agent sees the decision', async () => {
     const conversationId = await newConversation();
-    const run = await parkRun(conversationId, raise({ reason: 'Deploy to production', requested_items: [{ kind: 'action', description: 'deploy v2' }] }));
+    const run = await parkRun(
+      conversationId,
+      raise({ reason: 'Deploy to production', requested_items: [{ kind: 'action', description: 'deploy v2' }] }),
+    );
     expect(run.approval).toMatchObject({
       object: 'approval',
       id: expect.stringMatching(/^apr_[A-Za-z0-9]+$/),
@@ -173,7 +179,10 @@ describe('approve with HMAC', () => {
     const parkedMessage = await t.request('GET', `/conversations/${conversationId}/messages`, { token: key });
     expect(parkedMessage.body.data[0]).toMatchObject({ id: run.messageId, status: 'in_progress' });
 
-    const res = await resolveApproval(run.approval.id, 'approve', { signature: hmacSignature(run.approval.id, 'approve'), note: 'ship it' });
+    const res = await resolveApproval(run.approval.id, 'approve', {
+      signature: hmacSignature(run.approval.id, 'approve'),
+      note: 'ship it',
+    });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({
       id: run.approval.id,
@@ -214,7 +223,9 @@ describe('with the filler on', () => {
     await resolveApproval(run.approval.id, 'approve', { signature: hmacSignature(run.approval.id, 'approve') });
     const lines = withoutPings(await run.lines);
     const firstDelta = lines.findIndex((l) => l.type === 'stream_event');
-    const toolCall = lines.findIndex((l) => l.type === 'assistant' && l.message.content.some((b: any) => b.type === 'tool_use' && b.name === TOOL));
+    const toolCall = lines.findIndex(
+      (l) => l.type === 'assistant' && l.message.content.some((b: any) => b.type === 'tool_use' && b.name === TOOL),
+    );
     const approvalAt = lines.findIndex((l) => l.type === 'approval');
     const resumedAt = lines.findIndex((l) => l.type === 'resumed');
     // The filler's deltas are the text deltas before the agent's init line.
@@ -239,7 +250,10 @@ describe('approve with Ed25519, supplying a secret', () => {
     const run = await parkRun(
       conversationId,
       raise(
-        { reason: 'Need the deploy token', requested_items: [{ kind: 'secret', description: 'token for the deploy API', alias: 'DEPLOY_TOKEN' }] },
+        {
+          reason: 'Need the deploy token',
+          requested_items: [{ kind: 'secret', description: 'token for the deploy API', alias: 'DEPLOY_TOKEN' }],
+        },
         ` [[tool:Bash ${JSON.stringify({ command })}]]`,
       ),
     );
@@ -294,14 +308,23 @@ describe('approve with Ed25519, supplying a secret', () => {
 describe('refusals leave the approval as it was', () => {
   it('answers 403 to every bad assertion and 409 once it is resolved', async () => {
     const conversationId = await newConversation();
-    const run = await parkRun(conversationId, raise({ reason: 'Delete the staging database', requested_items: [{ kind: 'action', description: 'drop staging' }] }));
+    const run = await parkRun(
+      conversationId,
+      raise({ reason: 'Delete the staging database', requested_items: [{ kind: 'action', description: 'drop staging' }] }),
+    );
     const id = run.approval.id;
 
     // A key of another tenant.
     const other = await provisionUser(t, key);
-    const foreign = await t.request('POST', `/admin/tenants/${other.tenantId}/approver-keys`, { token: ADMIN_TOKEN, body: { algorithm: 'hmac-sha256' } });
+    const foreign = await t.request('POST', `/admin/tenants/${other.tenantId}/approver-keys`, {
+      token: ADMIN_TOKEN,
+      body: { algorithm: 'hmac-sha256' },
+    });
     // A revoked key of the right tenant.
-    const revoked = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, { token: ADMIN_TOKEN, body: { algorithm: 'hmac-sha256' } });
+    const revoked = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, {
+      token: ADMIN_TOKEN,
+      body: { algorithm: 'hmac-sha256' },
+    });
     expect((await t.request('DELETE', `/admin/approver-keys/${revoked.body.id}`, { token: ADMIN_TOKEN })).status).toBe(204);
     const good = hmacSignature(id, 'approve');
     const bad: Array<[string, object]> = [
@@ -314,7 +337,10 @@ describe('refusals leave the approval as it was', () => {
       ['a stale exp', hmacSignature(id, 'approve', nowSeconds() - 5)],
       ['an exp too far ahead', hmacSignature(id, 'approve', nowSeconds() + 3600)],
       ['another algorithm', { ...good, algorithm: 'ed25519' }],
-      ['an Ed25519 signature under the HMAC key', { ...ed25519Signature(id, 'approve', good.exp), key_id: hmacKey.id, algorithm: 'hmac-sha256' }],
+      [
+        'an Ed25519 signature under the HMAC key',
+        { ...ed25519Signature(id, 'approve', good.exp), key_id: hmacKey.id, algorithm: 'hmac-sha256' },
+      ],
       ['a value that is not base64url', { ...good, value: `${good.value}==` }],
     ];
     for (const [what, signature] of bad) {
@@ -349,7 +375,9 @@ describe('refusals leave the approval as it was', () => {
   });
 
   it('answers 422 to a malformed body and 404 to an unknown approval', async () => {
-    const missing = await resolveApproval('apr_000000000000000000000000', 'approve', { signature: hmacSignature('apr_000000000000000000000000', 'approve') });
+    const missing = await resolveApproval('apr_000000000000000000000000', 'approve', {
+      signature: hmacSignature('apr_000000000000000000000000', 'approve'),
+    });
     expect(missing.status).toBe(404);
     const malformed = await resolveApproval('apr_000000000000000000000000', 'approve', { signature: { key_id: hmacKey.id } });
     expect(malformed.status).toBe(422);
@@ -360,7 +388,10 @@ describe('refusals leave the approval as it was', () => {
 describe('deny', () => {
   it('resolves the approval as denied; the agent gets a refusal and finishes its turn', async () => {
     const conversationId = await newConversation();
-    const run = await parkRun(conversationId, raise({ reason: 'Email every customer', requested_items: [{ kind: 'action', description: 'bulk email' }] }));
+    const run = await parkRun(
+      conversationId,
+      raise({ reason: 'Email every customer', requested_items: [{ kind: 'action', description: 'bulk email' }] }),
+    );
     const res = await resolveApproval(run.approval.id, 'deny', { signature: hmacSignature(run.approval.id, 'deny'), note: 'not today' });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({ status: 'denied', resolved_by: `approver_key:${hmacKey.id}`, note: 'not today' });
@@ -377,7 +408,10 @@ describe('deny', () => {
 describe('expiry', () => {
   it('expires the approval at its deadline with no request arriving, and fails the attached run', async () => {
     const conversationId = await newConversation();
-    const run = await parkRun(conversationId, raise({ reason: 'Quick one', requested_items: [{ kind: 'action', description: 'x' }], expires_in_seconds: 2 }));
+    const run = await parkRun(
+      conversationId,
+      raise({ reason: 'Quick one', requested_items: [{ kind: 'action', description: 'x' }], expires_in_seconds: 2 }),
+    );
     expect(Date.parse(run.approval.expires_at) - Date.parse(run.approval.created_at)).toBe(2000);
     const lines = withoutPings(await run.lines);
     expect(lines.slice(-2).map((l) => l.type)).toEqual(['message_end', 'error']);
@@ -413,7 +447,12 @@ describe('expiry', () => {
     expect(message).toMatchObject({ id: run.messageId, status: 'failed' });
     expect((await getApproval(run.approval.id)).status).toBe('expired');
     const reattach = await t.request('GET', `/conversations/${conversationId}/messages/${run.messageId}/stream?after=0`, { token: key });
-    const lines = withoutPings(reattach.text.split('\n').filter(Boolean).map((l) => JSON.parse(l)));
+    const lines = withoutPings(
+      reattach.text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l)),
+    );
     expect(lines.some((l) => l.type === 'approval')).toBe(true);
     expect(lines.at(-1)).toMatchObject({ type: 'error', problem: { status: 409 } });
   });
@@ -475,7 +514,12 @@ describe('a client that disconnected while parked', () => {
     expect(message).toMatchObject({ id: run.messageId, status: 'completed' });
     expect(message.content).toContain('carried on after approval');
     const reattach = await t.request('GET', `/conversations/${conversationId}/messages/${run.messageId}/stream?after=0`, { token: key });
-    const types = withoutPings(reattach.text.split('\n').filter(Boolean).map((l) => JSON.parse(l))).map((l) => l.type);
+    const types = withoutPings(
+      reattach.text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l)),
+    ).map((l) => l.type);
     expect(types.indexOf('resumed')).toBeGreaterThan(types.indexOf('approval'));
     expect(types.slice(-2)).toEqual(['message_end', 'result']);
   });

@@ -53,11 +53,7 @@ async function conversation(name: string) {
 }
 
 /** Starts the runner in a sandbox for one conversation; `turn` sends a prompt and collects up to its result. */
-function startRunner(
-  dirs: { workspace: string; home: string },
-  env: Record<string, string> = {},
-  options: { resume?: string } = {},
-) {
+function startRunner(dirs: { workspace: string; home: string }, env: Record<string, string> = {}, options: { resume?: string } = {}) {
   let resume = options.resume;
   const runner = runnerCommand(appRoot, false);
   const sandbox = bwrapCommand({
@@ -146,14 +142,24 @@ describe('the runner under bubblewrap', () => {
     const second = startRunner(dirs, {}, { resume: sessionId });
     const messages = await second.turn('What was it? [[echo-history]]');
     expect(await second.close()).toBe(0);
-    expect(resultOf(messages)).toMatchObject({ session_id: sessionId, result: 'History: 1 earlier user turn: [1] "The password is heron [[reply: noted]]"' });
+    expect(resultOf(messages)).toMatchObject({
+      session_id: sessionId,
+      result: 'History: 1 earlier user turn: [1] "The password is heron [[reply: noted]]"',
+    });
   });
 
   it('keeps the tool from writing outside its workspace and from seeing /work, other workspaces or the host network', async () => {
     const other = await conversation('other');
     await writeFile(path.join(other.workspace, 'other-secret-7f3a.txt'), 'not yours');
     const dirs = await conversation('isolated');
-    const targets = ['/escape.txt', '/etc/escape.txt', '/usr/escape.txt', '/opt/acis/node_modules/escape.txt', `${SANDBOX_RUN}/escape.txt`, path.join(other.workspace, 'escape.txt')];
+    const targets = [
+      '/escape.txt',
+      '/etc/escape.txt',
+      '/usr/escape.txt',
+      '/opt/acis/node_modules/escape.txt',
+      `${SANDBOX_RUN}/escape.txt`,
+      path.join(other.workspace, 'escape.txt'),
+    ];
     const script = [
       ...targets.map((t) => `(echo x > ${t}) 2>/dev/null && echo "wrote ${t}" || echo "denied ${t}"`),
       'echo inside > inside.txt && echo "wrote workspace"',
@@ -190,7 +196,14 @@ describe('the runner under bubblewrap', () => {
     const messages = await runner.turn(`[[tool:Bash ${JSON.stringify({ command: fetchProbe })}]]`);
     expect(await runner.close()).toBe(0);
 
-    expect(JSON.parse(toolResultText(messages))).toEqual({ type: 'error', error: { type: 'not_found_error', message: 'stub: no route for GET /v1/bridged-probe' } });
-    expect(stub.requests.slice(before).map((r) => `${r.method} ${r.path}`)).toEqual(['POST /v1/messages', 'GET /v1/bridged-probe', 'POST /v1/messages']);
+    expect(JSON.parse(toolResultText(messages))).toEqual({
+      type: 'error',
+      error: { type: 'not_found_error', message: 'stub: no route for GET /v1/bridged-probe' },
+    });
+    expect(stub.requests.slice(before).map((r) => `${r.method} ${r.path}`)).toEqual([
+      'POST /v1/messages',
+      'GET /v1/bridged-probe',
+      'POST /v1/messages',
+    ]);
   });
 });

@@ -201,7 +201,10 @@ describe('a run calling out through the egress proxy', () => {
     const conversationId = await newConversation();
     const count = received.length;
     // Assembled by the shell, so the send-time scan cannot see it.
-    const { lines, message, terminal } = await bash(conversationId, `curl -s -H "X-Token: {{secret:NO""PE}}" http://127.0.0.1:${httpPort}/nope; sleep 20`);
+    const { lines, message, terminal } = await bash(
+      conversationId,
+      `curl -s -H "X-Token: {{secret:NO""PE}}" http://127.0.0.1:${httpPort}/nope; sleep 20`,
+    );
     expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
     expect(isTerminal(terminal)).toBe(true);
     expect(terminal).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 422 } });
@@ -213,7 +216,10 @@ describe('a run calling out through the egress proxy', () => {
     expect(assistant).toMatchObject({ id: message.id, status: 'failed' });
 
     // The runner was recycled and the conversation is free for the next turn.
-    const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: '[[reply: again]]' } });
+    const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: '[[reply: again]]' },
+    });
     expect(next.status, next.text).toBe(201);
     expect(next.body).toMatchObject({ status: 'completed', content: 'again' });
   });
@@ -244,7 +250,9 @@ describe('a run calling out through the egress proxy', () => {
     const [answer] = await held;
     try {
       const all = await processes();
-      const runnerProcesses = descendantsOf(process.pid, all).filter((info) => info.commandLine.startsWith('bwrap ') || info.commandLine.includes('/opt/acis/'));
+      const runnerProcesses = descendantsOf(process.pid, all).filter(
+        (info) => info.commandLine.startsWith('bwrap ') || info.commandLine.includes('/opt/acis/'),
+      );
       expect(runnerProcesses.length).toBeGreaterThan(0);
       const tokens = new Set<string>();
       for (const { pid } of runnerProcesses) {
@@ -258,7 +266,8 @@ describe('a run calling out through the egress proxy', () => {
         }
       }
       expect(tokens.size).toBeGreaterThan(0);
-      for (const token of tokens) expect(all.filter((info) => info.commandLine.includes(token)).map((info) => info.commandLine)).toEqual([]);
+      for (const token of tokens)
+        expect(all.filter((info) => info.commandLine.includes(token)).map((info) => info.commandLine)).toEqual([]);
     } finally {
       answer();
     }

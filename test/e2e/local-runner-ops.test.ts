@@ -36,7 +36,10 @@ describe('Runner operations on a LocalRunner in bubblewrap', () => {
   it('writes delivered skills into the workspace, exports it, and another runner imports it', async () => {
     const lease = await provider.acquire(request('conv_ops_a'), { wait: false });
     await lease.runner.deliverSkills([
-      { name: 'heron', files: [{ path: 'SKILL.md', data: Buffer.from('---\nname: heron\ndescription: Herons.\n---\n'), executable: false }] },
+      {
+        name: 'heron',
+        files: [{ path: 'SKILL.md', data: Buffer.from('---\nname: heron\ndescription: Herons.\n---\n'), executable: false }],
+      },
     ]);
     const archive = await lease.runner.exportWorkspace();
     await provider.release(lease, { discard: true });
@@ -51,13 +54,23 @@ describe('Runner operations on a LocalRunner in bubblewrap', () => {
 });
 
 describe('the pool of a LocalSandboxProvider', () => {
-  it('starts the replacement of a claimed runner only once that runner\'s agent has spoken, not during its first line', async () => {
+  it("starts the replacement of a claimed runner only once that runner's agent has spoken, not during its first line", async () => {
     const poolDir = await mkdtemp(path.join(tmpdir(), 'acis-local-pool-'));
-    const config = loadConfig({ ACIS_DATA_DIR: poolDir, ANTHROPIC_BASE_URL: stub.url, ACIS_POOL_SIZE: '1', ACIS_MAX_SANDBOXES: '3', ACIS_POOL_PREWARM: '0' });
+    const config = loadConfig({
+      ACIS_DATA_DIR: poolDir,
+      ANTHROPIC_BASE_URL: stub.url,
+      ACIS_POOL_SIZE: '1',
+      ACIS_MAX_SANDBOXES: '3',
+      ACIS_POOL_PREWARM: '0',
+    });
     const pool = new LocalSandboxProvider(config, pino({ level: 'silent' }), async () => undefined);
     try {
       await pool.start();
-      const states = () => pool.views().map((view) => view.state).sort();
+      const states = () =>
+        pool
+          .views()
+          .map((view) => view.state)
+          .sort();
       await until('the pool runner to be up', () => states().join() === 'pooled');
       const lease = await pool.acquire(request('conv_pool_a'), { wait: false });
       expect(states()).toEqual(['busy']);

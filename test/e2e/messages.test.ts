@@ -58,7 +58,12 @@ describe('POST /conversations/{id}/messages (stream=true)', () => {
     const history = await t.request('GET', `/conversations/${conversationId}/messages`, { token: key });
     expect(history.status).toBe(200);
     const [assistant, userMessage] = history.body.data;
-    expect(userMessage).toMatchObject({ role: 'user', content: 'Hello there [[reply: General Kenobi]]', env: { REGION: 'eu' }, status: 'completed' });
+    expect(userMessage).toMatchObject({
+      role: 'user',
+      content: 'Hello there [[reply: General Kenobi]]',
+      env: { REGION: 'eu' },
+      status: 'completed',
+    });
     expect(assistant).toMatchObject({ id: messageId, role: 'assistant', status: 'completed', content: 'General Kenobi' });
     expect(assistant.usage).toEqual({ input_tokens: expect.any(Number), output_tokens: expect.any(Number) });
     expect(assistant.parts).toEqual([{ type: 'text', text: 'General Kenobi' }]);

@@ -67,7 +67,10 @@ beforeAll(async () => {
   canaries.add(key);
   user = await provisionUser(t, key, { settings: { filler_enabled: false } });
   for (const value of [user.tenantId, user.tenantExternalId, user.userId, user.userExternalId, user.roleId]) canaries.add(value);
-  const approverKey = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, { token: ADMIN_TOKEN, body: { algorithm: 'hmac-sha256' } });
+  const approverKey = await t.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, {
+    token: ADMIN_TOKEN,
+    body: { algorithm: 'hmac-sha256' },
+  });
   expect(approverKey.status, approverKey.text).toBe(201);
   approver = { id: approverKey.body.id, secret: approverKey.body.secret };
   canaries.add(approver.secret);
@@ -191,11 +194,17 @@ describe('GET /metrics', () => {
   });
 
   it('counts a turn, its first agent line and its egress: a request forwarded with a substitution, one refused', async () => {
-    const upsert = await t.request('PUT', `/conversations/by-external-id/${CANARY_EXTERNAL_ID}`, { token: key, body: { user_id: user.userId } });
+    const upsert = await t.request('PUT', `/conversations/by-external-id/${CANARY_EXTERNAL_ID}`, {
+      token: key,
+      body: { user_id: user.userId },
+    });
     expect(upsert.status, upsert.text).toBe(201);
     const conversationId: string = upsert.body.id;
     canaries.add(conversationId);
-    const put = await t.request('PUT', `/conversations/${conversationId}/secrets`, { token: key, body: { secrets: { CANARY: CANARY_SECRET } } });
+    const put = await t.request('PUT', `/conversations/${conversationId}/secrets`, {
+      token: key,
+      body: { secrets: { CANARY: CANARY_SECRET } },
+    });
     expect(put.status, put.text).toBe(200);
     const command =
       `curl -s -H 'X-Token: {{secret:CANARY}}' http://127.0.0.1:${allowedPort}/allowed ; echo ; ` +
@@ -239,11 +248,17 @@ describe('GET /metrics', () => {
       expect(sumOf(whileParked, 'acis_runner_pool_size')).toBe(0);
       expect(sumOf(whileParked, 'acis_runs_queued')).toBe(0);
 
-      const refused = await t.request('POST', `/conversations/${rejected}/messages`, { token: key, body: { content: 'hi', on_capacity: 'reject' } });
+      const refused = await t.request('POST', `/conversations/${rejected}/messages`, {
+        token: key,
+        body: { content: 'hi', on_capacity: 'reject' },
+      });
       expect(refused.status).toBe(429);
       expect(problemSlug(refused)).toBe('capacity-exhausted');
 
-      const heldRun = follow(await openStream(held, { content: '[[reply: served after waiting]]', on_capacity: 'hold' }), (line) => line.type === 'queued');
+      const heldRun = follow(
+        await openStream(held, { content: '[[reply: served after waiting]]', on_capacity: 'hold' }),
+        (line) => line.type === 'queued',
+      );
       await heldRun.seen;
       expect(sumOf(await scrape(), 'acis_runs_queued')).toBe(1);
 
@@ -298,10 +313,13 @@ describe('GET /metrics', () => {
       canaries.add(res.body.id);
       return (await syncEnded(t, key, res.body.id)).sync.state as string;
     };
-    const delta = await across(async () => {
-      expect(await settled({ repo_url: repository.fileUrl })).toBe('ready');
-      expect(await settled({ repo_url: `file://${repoRoot}/does-not-exist` })).toBe('error');
-    }, (d) => d('acis_repository_syncs_total') >= 2);
+    const delta = await across(
+      async () => {
+        expect(await settled({ repo_url: repository.fileUrl })).toBe('ready');
+        expect(await settled({ repo_url: `file://${repoRoot}/does-not-exist` })).toBe('error');
+      },
+      (d) => d('acis_repository_syncs_total') >= 2,
+    );
     expect(delta('acis_repository_syncs_total', { outcome: 'ready' })).toBe(1);
     expect(delta('acis_repository_syncs_total', { outcome: 'error' })).toBe(1);
     expect(delta('acis_repository_sync_duration_seconds_count')).toBe(2);

@@ -61,7 +61,9 @@ describe('npm start (the compiled build on the embedded database)', () => {
     const tenant = await api('PUT', '/tenants/by-external-id/npm-start:tenant', BOOTSTRAP_KEY, { settings: { filler_enabled: false } });
     expect(tenant.status, tenant.text).toBe(201);
     const role = await api('POST', `/tenants/${tenant.body.id}/roles`, BOOTSTRAP_KEY, { name: 'member', skill_access: { mode: 'all' } });
-    const user = await api('PUT', `/tenants/${tenant.body.id}/users/by-external-id/npm-start:user`, BOOTSTRAP_KEY, { role_id: role.body.id });
+    const user = await api('PUT', `/tenants/${tenant.body.id}/users/by-external-id/npm-start:user`, BOOTSTRAP_KEY, {
+      role_id: role.body.id,
+    });
     expect(user.status, user.text).toBe(201);
     const approver = await api('POST', `/admin/tenants/${tenant.body.id}/approver-keys`, ADMIN_TOKEN, { algorithm: 'hmac-sha256' });
     expect(approver.status, approver.text).toBe(201);

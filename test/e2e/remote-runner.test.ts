@@ -109,7 +109,14 @@ async function turn(runner: Runner, content: string, options: { onEvent?: (event
 
 /** What identifies an event's place in a turn, without its ids and timings. */
 const shape = (events: AgentEvent[]) =>
-  events.map((event) => [event.type, event.subtype, (event.event as { type?: string } | undefined)?.type, (event.event as { delta?: { text?: string } } | undefined)?.delta?.text].join('/'));
+  events.map((event) =>
+    [
+      event.type,
+      event.subtype,
+      (event.event as { type?: string } | undefined)?.type,
+      (event.event as { delta?: { text?: string } } | undefined)?.delta?.text,
+    ].join('/'),
+  );
 
 describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
   it('runs turns of a live session with skills and the transcript store crossing the connection', async () => {
@@ -153,7 +160,10 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
     const refused = expect(runner.deliverSkills([skill('..')])).rejects.toThrow('is not a folder name');
     const second = await turn(runner, 'Which skills now? [[echo-skills]]');
     await refused;
-    expect(second.outcome).toMatchObject({ kind: 'crashed', error: expect.stringContaining('the workspace could not be prepared for the turn') });
+    expect(second.outcome).toMatchObject({
+      kind: 'crashed',
+      error: expect.stringContaining('the workspace could not be prepared for the turn'),
+    });
     expect(second.result).toBeUndefined();
     expect(await runnerProcess.exited).toBe(1);
     await runner.kill();
@@ -175,9 +185,13 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
   it('refuses a wrong token and a second connection while one is live, and logs it without the token', async () => {
     const runnerProcess = await startRunner('refusals');
     const options = { id: 'run_refusals', host: '127.0.0.1', port: runnerProcess.port, logger };
-    await expect(connectRemoteRunner({ ...options, token: 'sbx-token-wrong-0000000000000' })).rejects.toThrow(new RunnerRefused('wrong token'));
+    await expect(connectRemoteRunner({ ...options, token: 'sbx-token-wrong-0000000000000' })).rejects.toThrow(
+      new RunnerRefused('wrong token'),
+    );
     const runner = await connectRemoteRunner({ ...options, token: TOKEN });
-    await expect(connectRemoteRunner({ ...options, token: TOKEN })).rejects.toThrow('the runner refused the connection: another API connection is live');
+    await expect(connectRemoteRunner({ ...options, token: TOKEN })).rejects.toThrow(
+      'the runner refused the connection: another API connection is live',
+    );
     // The first connection is undisturbed.
     expect((await turn(runner, 'Still there? [[reply: yes]]')).result).toMatchObject({ result: 'yes' });
     const log = runnerProcess.stderr.join('');
@@ -196,7 +210,14 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
 
     const runnerProcess = await startRunner('cut');
     const net_ = await cuttableNetwork(runnerProcess.port);
-    const runner = await connectRemoteRunner({ id: 'run_cut', host: '127.0.0.1', port: net_.port, token: TOKEN, logger, reconnectSeconds: 10 });
+    const runner = await connectRemoteRunner({
+      id: 'run_cut',
+      host: '127.0.0.1',
+      port: net_.port,
+      token: TOKEN,
+      logger,
+      reconnectSeconds: 10,
+    });
     let deltas = 0;
     const cutRun = await turn(runner, prompt, {
       onEvent: (event) => {
@@ -222,7 +243,14 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
   it('answers an approval call exactly once when the connection drops while the agent waits for it', async () => {
     const runnerProcess = await startRunner('approval');
     const net_ = await cuttableNetwork(runnerProcess.port);
-    const runner = await connectRemoteRunner({ id: 'run_approval', host: '127.0.0.1', port: net_.port, token: TOKEN, logger, reconnectSeconds: 10 });
+    const runner = await connectRemoteRunner({
+      id: 'run_approval',
+      host: '127.0.0.1',
+      port: net_.port,
+      token: TOKEN,
+      logger,
+      reconnectSeconds: 10,
+    });
     const asked: unknown[] = [];
     const results: AgentEvent[] = [];
     const input = { reason: 'Deploy', requested_items: [{ kind: 'action', description: 'deploy to prod' }] };
@@ -250,7 +278,14 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
   it('exits when left alone past the reconnect window mid-turn, and the turn ends crashed', async () => {
     const runnerProcess = await startRunner('alone', 1);
     const net_ = await cuttableNetwork(runnerProcess.port);
-    const runner = await connectRemoteRunner({ id: 'run_alone', host: '127.0.0.1', port: net_.port, token: TOKEN, logger, reconnectSeconds: 1 });
+    const runner = await connectRemoteRunner({
+      id: 'run_alone',
+      host: '127.0.0.1',
+      port: net_.port,
+      token: TOKEN,
+      logger,
+      reconnectSeconds: 1,
+    });
     const { outcome } = await turn(runner, 'Long one [[slow: 200]] [[reply: a b c d e f g h i j k l m n o p]]', {
       onEvent: (event) => {
         if (event.type === 'stream_event') {

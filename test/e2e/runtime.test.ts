@@ -49,7 +49,11 @@ async function newConversation(server: TestServer, serviceKey: string, userId: s
 const runtimeOf = async (server: TestServer, serviceKey: string, conversationId: string) => {
   const res = await server.request('GET', `/conversations/${conversationId}`, { token: serviceKey });
   expect(res.status).toBe(200);
-  return res.body as { runtime: { mode: string; idle_ttl_seconds: number | null; sandbox_state: string; expires_at: string | null }; message_count: number; last_message_at: string | null };
+  return res.body as {
+    runtime: { mode: string; idle_ttl_seconds: number | null; sandbox_state: string; expires_at: string | null };
+    message_count: number;
+    last_message_at: string | null;
+  };
 };
 
 const runners = (server: TestServer): RunnerView[] => server.server.deps.runtime.provider.views();
@@ -99,7 +103,8 @@ const pooledIds = (server: TestServer) =>
   runners(server)
     .filter((r) => r.state === 'pooled' && r.agentType === AGENT_TYPE)
     .map((r) => r.id);
-const poolIsFull = (server: TestServer) => until('the pool to be topped up', () => pooledIds(server).length === POOL_SIZE && pooledIds(server));
+const poolIsFull = (server: TestServer) =>
+  until('the pool to be topped up', () => pooledIds(server).length === POOL_SIZE && pooledIds(server));
 
 const history = (...turns: string[]) =>
   `History: ${turns.length} earlier user turn${turns.length === 1 ? '' : 's'}: ${turns.map((text, i) => `[${i + 1}] "${text}"`).join(' ')}`;
@@ -122,7 +127,7 @@ const runtimeProcesses = () =>
 // ---------------------------------------------------------------- pooled mode
 
 describe('pooled mode', () => {
-  it('pool runners prewarm the agent runtime; a new conversation\'s first message runs in it, a resumed turn starts the runtime afresh', async () => {
+  it("pool runners prewarm the agent runtime; a new conversation's first message runs in it, a resumed turn starts the runtime afresh", async () => {
     await poolIsFull(t);
     await until('every pool runner to have its runtime prewarmed', () => runtimeProcesses().filter((p) => p.prewarmed).length >= POOL_SIZE);
     const conversationId = await newConversation(t, key, user.userId);
@@ -460,9 +465,7 @@ describe('capacity (ACIS_MAX_SANDBOXES=1, no pool)', () => {
 
   it('rejects with 429 and Retry-After before any stream, storing nothing; with hold, queues FIFO and runs when capacity frees', async () => {
     const { server, serviceKey, owner } = node;
-    const [busy, rejected, first, second] = await Promise.all(
-      [0, 1, 2, 3].map(() => newConversation(server, serviceKey, owner.userId)),
-    );
+    const [busy, rejected, first, second] = await Promise.all([0, 1, 2, 3].map(() => newConversation(server, serviceKey, owner.userId)));
     const busyRun = await occupy(server, serviceKey, busy!, 700);
 
     for (const path of [`/conversations/${rejected}/messages`, `/conversations/${rejected}/messages?stream=false`]) {
@@ -514,7 +517,9 @@ describe('capacity (ACIS_MAX_SANDBOXES=1, no pool)', () => {
       [second!, 'second served'],
     ] as const) {
       expect(await runtimeOf(server, serviceKey, conversation)).toMatchObject({ message_count: 2 });
-      expect((await assistantMessages(server, serviceKey, conversation)).map((m) => [m.status, m.content])).toEqual([['completed', content]]);
+      expect((await assistantMessages(server, serviceKey, conversation)).map((m) => [m.status, m.content])).toEqual([
+        ['completed', content],
+      ]);
     }
   });
 });

@@ -47,13 +47,19 @@ describe('Agent SDK against the model stub', () => {
     const dirs = await conversationDirs(root, 'plain');
     const skillDir = path.join(dirs.cwd, '.claude', 'skills', 'heron-facts');
     await mkdir(skillDir, { recursive: true });
-    await writeFile(path.join(skillDir, 'SKILL.md'), '---\nname: heron-facts\ndescription: Answers questions about herons.\n---\nHerons wade.\n');
+    await writeFile(
+      path.join(skillDir, 'SKILL.md'),
+      '---\nname: heron-facts\ndescription: Answers questions about herons.\n---\nHerons wade.\n',
+    );
 
     const { value: run, requests } = await requestsDuring(() =>
       collect(
         query({
           prompt: 'Say hello [[reply: Hello from the stub, streamed in pieces]]',
-          options: options(dirs, { systemPrompt: { type: 'preset', preset: 'claude_code', append: 'ACIS-SYSTEM-APPEND' }, skills: ['heron-facts'] }),
+          options: options(dirs, {
+            systemPrompt: { type: 'preset', preset: 'claude_code', append: 'ACIS-SYSTEM-APPEND' },
+            skills: ['heron-facts'],
+          }),
         }),
       ),
     );
@@ -70,11 +76,18 @@ describe('Agent SDK against the model stub', () => {
     expect(deltas.length).toBeGreaterThan(1);
     expect(streamedText(messages)).toBe('Hello from the stub, streamed in pieces');
     const assistant = messages.find((m) => m.type === 'assistant');
-    expect(assistant?.type === 'assistant' && assistant.message.content).toEqual([{ type: 'text', text: 'Hello from the stub, streamed in pieces' }]);
+    expect(assistant?.type === 'assistant' && assistant.message.content).toEqual([
+      { type: 'text', text: 'Hello from the stub, streamed in pieces' },
+    ]);
 
     const result = resultOf(messages);
     expect(messages.at(-1)).toBe(result);
-    expect(result).toMatchObject({ subtype: 'success', is_error: false, result: 'Hello from the stub, streamed in pieces', session_id: init.session_id });
+    expect(result).toMatchObject({
+      subtype: 'success',
+      is_error: false,
+      result: 'Hello from the stub, streamed in pieces',
+      session_id: init.session_id,
+    });
     expect(result.usage.input_tokens).toBeGreaterThan(0);
     expect(result.usage.output_tokens).toBe(10);
 
@@ -94,13 +107,17 @@ describe('Agent SDK against the model stub', () => {
   it('runs a Bash tool call in the cwd and answers with its result', async () => {
     const dirs = await conversationDirs(root, 'bash');
     const { value: run, requests } = await requestsDuring(() =>
-      collect(query({ prompt: 'Compute [[tool:Bash {"command":"echo $((6*7)) > answer.txt && cat answer.txt"}]]', options: options(dirs) })),
+      collect(
+        query({ prompt: 'Compute [[tool:Bash {"command":"echo $((6*7)) > answer.txt && cat answer.txt"}]]', options: options(dirs) }),
+      ),
     );
     expect(run.error).toBeUndefined();
 
     const toolUse = run.messages.flatMap((m) => (m.type === 'assistant' ? m.message.content : [])).find((b) => b.type === 'tool_use');
     expect(toolUse).toMatchObject({ name: 'Bash', input: { command: 'echo $((6*7)) > answer.txt && cat answer.txt' } });
-    const toolResult = run.messages.flatMap((m) => (m.type === 'user' && Array.isArray(m.message.content) ? m.message.content : [])).find((b) => b.type === 'tool_result');
+    const toolResult = run.messages
+      .flatMap((m) => (m.type === 'user' && Array.isArray(m.message.content) ? m.message.content : []))
+      .find((b) => b.type === 'tool_result');
     expect(toolResult).toMatchObject({ type: 'tool_result', tool_use_id: (toolUse as { id: string }).id, content: '42', is_error: false });
     expect(resultOf(run.messages)).toMatchObject({ subtype: 'success', result: 'Tool Bash returned: 42', num_turns: 2 });
     expect(await readFile(path.join(dirs.cwd, 'answer.txt'), 'utf8')).toBe('42\n');
@@ -123,13 +140,17 @@ describe('Agent SDK against the model stub', () => {
   it('resumes from another cwd and HOME through a sessionStore, as a recycled runner does', async () => {
     const store = createFileSessionStore(path.join(root, 'store', 'conversation-1'));
     const before = await conversationDirs(root, 'runner-a');
-    const first = await collect(query({ prompt: 'The code word is osprey [[reply: ok]]', options: options(before, { sessionStore: store }) }));
+    const first = await collect(
+      query({ prompt: 'The code word is osprey [[reply: ok]]', options: options(before, { sessionStore: store }) }),
+    );
     const sessionId = resultOf(first.messages).session_id;
     // The first runner and everything on its disk is gone.
     await rm(path.join(root, 'runner-a'), { recursive: true, force: true });
 
     const after = await conversationDirs(root, 'runner-b');
-    const second = await collect(query({ prompt: 'Which code word? [[echo-history]]', options: options(after, { sessionStore: store, resume: sessionId }) }));
+    const second = await collect(
+      query({ prompt: 'Which code word? [[echo-history]]', options: options(after, { sessionStore: store, resume: sessionId }) }),
+    );
     expect(second.error).toBeUndefined();
     expect(resultOf(second.messages)).toMatchObject({
       session_id: sessionId,
@@ -155,7 +176,12 @@ describe('Agent SDK against the model stub', () => {
       prompt: turns(),
       options: options(dirs, {
         spawnClaudeCodeProcess: (spawnOptions) => {
-          const child = spawn(spawnOptions.command, spawnOptions.args, { cwd: spawnOptions.cwd, env: spawnOptions.env, stdio: ['pipe', 'pipe', 'ignore'], signal: spawnOptions.signal });
+          const child = spawn(spawnOptions.command, spawnOptions.args, {
+            cwd: spawnOptions.cwd,
+            env: spawnOptions.env,
+            stdio: ['pipe', 'pipe', 'ignore'],
+            signal: spawnOptions.signal,
+          });
           spawned.push(child.pid ?? -1);
           return child;
         },

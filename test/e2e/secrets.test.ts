@@ -59,7 +59,11 @@ async function history(conversationId: string): Promise<any[]> {
 }
 
 async function conversationRow(conversationId: string) {
-  return t.server.deps.db.selectFrom('conversations').select(['id', 'user_id', 'tenant_id']).where('id', '=', conversationId).executeTakeFirstOrThrow();
+  return t.server.deps.db
+    .selectFrom('conversations')
+    .select(['id', 'user_id', 'tenant_id'])
+    .where('id', '=', conversationId)
+    .executeTakeFirstOrThrow();
 }
 
 async function runRows(messageId: string) {
@@ -99,7 +103,11 @@ describe('a send referring to an alias vaulted at no scope', () => {
 
     // Both messages are in history, the reply failed, like any platform abort; the conversation is free again.
     const [assistant, userMessage] = await history(conversationId);
-    expect(userMessage).toMatchObject({ role: 'user', status: 'completed', content: 'Use {{secret:PRESENT}} and {{secret:ABSENT_ONE}} [[reply: never]]' });
+    expect(userMessage).toMatchObject({
+      role: 'user',
+      status: 'completed',
+      content: 'Use {{secret:PRESENT}} and {{secret:ABSENT_ONE}} [[reply: never]]',
+    });
     expect(assistant).toMatchObject({ id: messageId, status: 'failed', content: '' });
     const next = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
       token: key,
@@ -114,7 +122,11 @@ describe('a send referring to an alias vaulted at no scope', () => {
     const agentCalls = stub.agentRequests().length;
     const res = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
       token: key,
-      body: { content: 'Call the API [[reply: never]]', env: { REGION: 'eu', AUTH: 'Bearer {{secret:API_KEY}}' }, secrets: { OTHER: canary('other') } },
+      body: {
+        content: 'Call the API [[reply: never]]',
+        env: { REGION: 'eu', AUTH: 'Bearer {{secret:API_KEY}}' },
+        secrets: { OTHER: canary('other') },
+      },
     });
     expect(problemSlug(res)).toBe('missing-secret');
     expect(res.status).toBe(422);
@@ -145,10 +157,11 @@ describe('a send referring to an alias vaulted at no scope', () => {
     expect(res.status).toBe(200);
     const lines = withoutPings(parseNdjson(res.text));
     expect(lines.map((l) => l.type)).toEqual(['conversation', 'message_end', 'error']);
-    expectMissingSecret(lines[2]!.problem, ['PARTS_KEY', 'PARTS_TOO'], [
-      '/initial_message/parts/1/request/headers/x-key',
-      '/initial_message/parts/1/request/tries/0',
-    ]);
+    expectMissingSecret(
+      lines[2]!.problem,
+      ['PARTS_KEY', 'PARTS_TOO'],
+      ['/initial_message/parts/1/request/headers/x-key', '/initial_message/parts/1/request/tries/0'],
+    );
     expect(lines[1]!.message.status).toBe('failed');
     expect(stub.agentRequests().length).toBe(agentCalls);
   });
@@ -325,7 +338,9 @@ describe('masking', () => {
       history: JSON.stringify(await history(conversationId)),
       reattach: (await t.request('GET', `/conversations/${conversationId}/messages/${messageId}/stream`, { token: key })).text,
       run_lines: JSON.stringify(await db.selectFrom('run_lines').selectAll().where('message_id', '=', messageId).execute()),
-      transcript: JSON.stringify(await db.selectFrom('agent_session_entries').selectAll().where('conversation_id', '=', conversationId).execute()),
+      transcript: JSON.stringify(
+        await db.selectFrom('agent_session_entries').selectAll().where('conversation_id', '=', conversationId).execute(),
+      ),
       logs: t.logs.join(''),
     };
     for (const [place, text] of Object.entries(places)) expect(text.includes(value), place).toBe(false);

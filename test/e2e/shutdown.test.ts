@@ -162,7 +162,9 @@ describe('acis serve on SIGTERM', () => {
     expect(await runnersOf(server.dataDir)).toEqual([]);
 
     // The other server replays the ended run, error line included, from the database.
-    const replay = await other.request('GET', `/conversations/${long.conversationId}/messages/${long.messageId}/stream?after=0`, { token: key });
+    const replay = await other.request('GET', `/conversations/${long.conversationId}/messages/${long.messageId}/stream?after=0`, {
+      token: key,
+    });
     expect(replay.status).toBe(200);
     const replayed = withoutPings(parseNdjson(replay.text));
     expect(replayed.at(-1)).toMatchObject({ type: 'error', problem: { detail: errorLine.problem.detail } });

@@ -48,7 +48,10 @@ beforeAll(async () => {
   expect(Object.keys(ids).sort()).toEqual(['alpha', 'beta', 'gamma']);
   // Exact agent text is asserted, so the filler is off at the tenant.
   user = await provisionUser(t, key, { settings: { filler_enabled: false } });
-  const attached = await t.request('PUT', `/tenants/${user.tenantId}/repository`, { token: key, body: { repository_id: registered.body.id } });
+  const attached = await t.request('PUT', `/tenants/${user.tenantId}/repository`, {
+    token: key,
+    body: { repository_id: registered.body.id },
+  });
   expect(attached.status).toBe(200);
 });
 afterAll(async () => {
@@ -97,7 +100,9 @@ describe('skills delivered to the agent', () => {
     });
     expect(narrowed).toBe('Tool Bash returned: alpha\nalpha notes\nSkills: alpha');
     // The next message without skill_ids gets the conversation's set back.
-    expect(await reply(conversationId, { content: `${LIST_SKILLS} [[echo-skills]]` })).toBe('Tool Bash returned: alpha gamma\nSkills: alpha, gamma');
+    expect(await reply(conversationId, { content: `${LIST_SKILLS} [[echo-skills]]` })).toBe(
+      'Tool Bash returned: alpha gamma\nSkills: alpha, gamma',
+    );
   });
 
   it('a warm session keeps its transcript when a narrower message needs another skill set', async () => {

@@ -81,12 +81,7 @@ async function conversation(conversationId: string): Promise<any> {
 
 /** The run's stored lines, in order, with their sequence numbers. */
 async function storedLines(messageId: string) {
-  return t.server.deps.db
-    .selectFrom('run_lines')
-    .select(['seq', 'line'])
-    .where('message_id', '=', messageId)
-    .orderBy('seq')
-    .execute();
+  return t.server.deps.db.selectFrom('run_lines').select(['seq', 'line']).where('message_id', '=', messageId).orderBy('seq').execute();
 }
 
 /** Waits until this node no longer hosts the run in memory, so a re-attach is served from storage. */
@@ -356,7 +351,11 @@ describe('Idempotency-Key on a streaming send', () => {
     });
     expect(otherPayload.status).toBe(409);
     expect(problemSlug(otherPayload)).toBe('idempotency-key-conflict');
-    const otherQuery = await t.request('POST', `${messagesPath}?stream=false`, { token: key, body, headers: { 'Idempotency-Key': idempotencyKey } });
+    const otherQuery = await t.request('POST', `${messagesPath}?stream=false`, {
+      token: key,
+      body,
+      headers: { 'Idempotency-Key': idempotencyKey },
+    });
     expect(otherQuery.status).toBe(409);
     expect(problemSlug(otherQuery)).toBe('idempotency-key-conflict');
 
@@ -382,7 +381,13 @@ describe('initial_message on create and upsert', () => {
     expect(lines[0]).toEqual({
       object: 'platform.event',
       type: 'conversation',
-      conversation: expect.objectContaining({ object: 'conversation', id: conversationId, user_id: user.userId, title: 'Greeting', status: 'active' }),
+      conversation: expect.objectContaining({
+        object: 'conversation',
+        id: conversationId,
+        user_id: user.userId,
+        title: 'Greeting',
+        status: 'active',
+      }),
     });
     expect(lines[1]).toMatchObject({ type: 'system', subtype: 'init' });
     expect(deltaText(lines)).toBe('welcome aboard');
@@ -465,7 +470,10 @@ describe('initial_message on create and upsert', () => {
 
   it('refuses an invalid initial message with pointers into it, creating no conversation', async () => {
     const before = await t.request('GET', `/conversations?user_id=${user.userId}&limit=100`, { token: key });
-    const empty = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, initial_message: { content: '' } } });
+    const empty = await t.request('POST', '/conversations', {
+      token: key,
+      body: { user_id: user.userId, initial_message: { content: '' } },
+    });
     expect(empty.status).toBe(422);
     expect(empty.body.errors).toContainEqual(expect.objectContaining({ pointer: '/initial_message/content' }));
     const skills = await t.request('POST', '/conversations', {
@@ -532,7 +540,10 @@ describe('message body rules', () => {
       expect(res.status, JSON.stringify(body)).toBe(422);
       expect(problemSlug(res)).toBe('validation-error');
       const pointers = (res.body.errors as { pointer: string }[]).map((e) => e.pointer);
-      expect(pointers.some((p) => p === pointer || p.startsWith(`${pointer}/`)), `${JSON.stringify(body)} → ${pointers}`).toBe(true);
+      expect(
+        pointers.some((p) => p === pointer || p.startsWith(`${pointer}/`)),
+        `${JSON.stringify(body)} → ${pointers}`,
+      ).toBe(true);
     }
     expect((await conversation(conversationId)).message_count).toBe(0);
     expect(await history(conversationId)).toEqual([]);
@@ -605,7 +616,10 @@ describe('a suspended tenant', () => {
     const owner = await provisionUser(t, key, { settings: { filler_enabled: false } });
     const externalId = unique('test:conversation');
     const conversationId = await newConversation({ external_id: externalId }, owner);
-    const first = await t.request('POST', `/conversations/${conversationId}/messages`, { token: key, body: { content: '[[reply: before]]' } });
+    const first = await t.request('POST', `/conversations/${conversationId}/messages`, {
+      token: key,
+      body: { content: '[[reply: before]]' },
+    });
     const firstMessageId = first.headers.get('x-service-message-id')!;
     expect(deltaText(parseNdjson(first.text))).toBe('before');
 

@@ -94,7 +94,13 @@ export async function serveAcis(env: NodeJS.ProcessEnv, options: { compiled?: bo
   const url = `http://127.0.0.1:${port}`;
   for (const deadline = Date.now() + READY_TIMEOUT_MS; Date.now() < deadline; ) {
     if (child.process.exitCode !== null) throw new Error(`acis serve exited with ${child.process.exitCode}:\n${child.output()}`);
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { ...child, url };
+    if (
+      await fetch(`${url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return { ...child, url };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   child.process.kill('SIGKILL');

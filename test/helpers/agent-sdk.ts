@@ -49,7 +49,11 @@ export function resultOf(messages: SDKMessage[]): SDKResultMessage {
 /** The text the stream_event text deltas carried, in order. */
 export function streamedText(messages: SDKMessage[]): string {
   return messages
-    .flatMap((m) => (m.type === 'stream_event' && m.event.type === 'content_block_delta' && m.event.delta.type === 'text_delta' ? [m.event.delta.text] : []))
+    .flatMap((m) =>
+      m.type === 'stream_event' && m.event.type === 'content_block_delta' && m.event.delta.type === 'text_delta'
+        ? [m.event.delta.text]
+        : [],
+    )
     .join('');
 }
 

@@ -63,7 +63,9 @@ export function createFileSessionStore(dir: string): SessionStore {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
         throw error;
       }
-      return names.filter((n) => n.startsWith(prefix) && n.endsWith('.jsonl')).map((n) => decodeURIComponent(n.slice(prefix.length, -'.jsonl'.length)));
+      return names
+        .filter((n) => n.startsWith(prefix) && n.endsWith('.jsonl'))
+        .map((n) => decodeURIComponent(n.slice(prefix.length, -'.jsonl'.length)));
     },
   };
 }

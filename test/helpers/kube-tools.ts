@@ -33,7 +33,11 @@ async function exists(file: string): Promise<boolean> {
   );
 }
 
-function run(command: string, args: string[], options: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<ToolResult> {
+function run(
+  command: string,
+  args: string[],
+  options: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<ToolResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -97,9 +101,17 @@ function toolEnv(options: ToolOptions): NodeJS.ProcessEnv {
 }
 
 export async function kubectl(args: string[], options: ToolOptions): Promise<ToolResult> {
-  return run(await kubeToolPath('kubectl'), ['--kubeconfig', options.kubeconfig, ...args], { input: options.input, env: toolEnv(options), timeoutMs: options.timeoutMs });
+  return run(await kubeToolPath('kubectl'), ['--kubeconfig', options.kubeconfig, ...args], {
+    input: options.input,
+    env: toolEnv(options),
+    timeoutMs: options.timeoutMs,
+  });
 }
 
 export async function helm(args: string[], options: ToolOptions): Promise<ToolResult> {
-  return run(await kubeToolPath('helm'), ['--kubeconfig', options.kubeconfig, ...args], { input: options.input, env: toolEnv(options), timeoutMs: options.timeoutMs });
+  return run(await kubeToolPath('helm'), ['--kubeconfig', options.kubeconfig, ...args], {
+    input: options.input,
+    env: toolEnv(options),
+    timeoutMs: options.timeoutMs,
+  });
 }

@@ -10,8 +10,7 @@ export function parseNdjson(text: string): Line[] {
 
 export const isPing = (line: Line) => line.event === 'ping';
 export const withoutPings = (lines: Line[]) => lines.filter((line) => !isPing(line));
-export const isTerminal = (line: Line) =>
-  line.type === 'result' || (line.object === 'platform.event' && line.type === 'error');
+export const isTerminal = (line: Line) => line.type === 'result' || (line.object === 'platform.event' && line.type === 'error');
 
 /** The text carried by the stream's text deltas, in order. */
 export function deltaText(lines: Line[]): string {

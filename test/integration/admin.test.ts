@@ -237,7 +237,10 @@ describe('approver keys', () => {
       const res = await admin('POST', `/admin/tenants/${rootTenantId}/approver-keys`, body);
       expect(res.status, JSON.stringify(body)).toBe(422);
       expect(problemSlug(res)).toBe('validation-error');
-      expect(res.body.errors.map((e: { pointer: string }) => e.pointer), JSON.stringify(body)).toContain(pointer);
+      expect(
+        res.body.errors.map((e: { pointer: string }) => e.pointer),
+        JSON.stringify(body),
+      ).toContain(pointer);
     }
     const rows = await queryRows(t.databaseUrl, 'select id from approver_keys where tenant_id = $1', [rootTenantId]);
     expect(rows).toEqual([]);
@@ -293,8 +296,20 @@ describe('GET /integration', () => {
     expect(res.status).toBe(200);
     expect(res.body.approver_keys).toEqual(
       [
-        { object: 'approver_key', id: rootKey.body.id, tenant_id: mine.rootTenantId, algorithm: 'hmac-sha256', created_at: rootKey.body.created_at },
-        { object: 'approver_key', id: childKey.body.id, tenant_id: child.body.id, algorithm: 'ed25519', created_at: childKey.body.created_at },
+        {
+          object: 'approver_key',
+          id: rootKey.body.id,
+          tenant_id: mine.rootTenantId,
+          algorithm: 'hmac-sha256',
+          created_at: rootKey.body.created_at,
+        },
+        {
+          object: 'approver_key',
+          id: childKey.body.id,
+          tenant_id: child.body.id,
+          algorithm: 'ed25519',
+          created_at: childKey.body.created_at,
+        },
       ].sort((a, b) => (a.id < b.id ? -1 : 1)),
     );
     for (const secret of [rootKey.body.secret, revokedKey.body.secret, foreignKey.body.secret]) {
@@ -386,7 +401,16 @@ describe('acis CLI (admin commands over HTTP)', () => {
     // A base64url key may begin with '-'; the CLI must take it as the option's value, not as an option.
     let publicKey = ed25519PublicKey();
     while (!publicKey.startsWith('-')) publicKey = ed25519PublicKey();
-    const apk = await cli(['approver-keys', 'create', '--tenant', integration.root_tenant_id, '--algorithm', 'ed25519', '--public-key', publicKey]);
+    const apk = await cli([
+      'approver-keys',
+      'create',
+      '--tenant',
+      integration.root_tenant_id,
+      '--algorithm',
+      'ed25519',
+      '--public-key',
+      publicKey,
+    ]);
     expect(apk.code, apk.stderr).toBe(0);
     const approverKey = JSON.parse(apk.stdout);
     expect(approverKey).toMatchObject({ algorithm: 'ed25519', tenant_id: integration.root_tenant_id });

@@ -11,8 +11,12 @@ import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js'
 let databaseUrl: string;
 let database: DatabaseHandle;
 
-const integrationNamed = compiledOnce((db: Db, name: string) => db.selectFrom('integrations').select(['id', 'name', 'created_at']).where('name', '=', name));
-const integrationsCreatedAfter = compiledOnce((db: Db, after: Date) => db.selectFrom('integrations').select('id').where('created_at', '>', after));
+const integrationNamed = compiledOnce((db: Db, name: string) =>
+  db.selectFrom('integrations').select(['id', 'name', 'created_at']).where('name', '=', name),
+);
+const integrationsCreatedAfter = compiledOnce((db: Db, after: Date) =>
+  db.selectFrom('integrations').select('id').where('created_at', '>', after),
+);
 
 beforeAll(async () => {
   databaseUrl = await createTestDatabase();
@@ -26,7 +30,10 @@ afterAll(async () => {
 });
 
 async function insertIntegration(db: Db, id: string, name: string): Promise<void> {
-  await db.insertInto('integrations').values({ id, name, root_tenant_id: `tnt_${id}`, created_at: new Date('2026-01-02T03:04:05.678Z') }).execute();
+  await db
+    .insertInto('integrations')
+    .values({ id, name, root_tenant_id: `tnt_${id}`, created_at: new Date('2026-01-02T03:04:05.678Z') })
+    .execute();
 }
 
 describe('compiled queries on PostgreSQL', () => {
@@ -62,7 +69,9 @@ describe('compiled queries on PostgreSQL', () => {
 
   it('reject with PostgreSQL’s error, and leave the pool usable', async () => {
     const { db } = database;
-    const invalid = compiledOnce((d: Db, at: string) => d.selectFrom('integrations').select('id').where('created_at', '=', sql<Date>`${at}::timestamptz`));
+    const invalid = compiledOnce((d: Db, at: string) =>
+      d.selectFrom('integrations').select('id').where('created_at', '=', sql<Date>`${at}::timestamptz`),
+    );
     await expect(invalid(db, 'not a time')).rejects.toMatchObject({ code: '22007' });
     // Every connection of the pool (3) was handed back: more calls than that at once all answer.
     const answers = await Promise.all(Array.from({ length: 8 }, () => integrationNamed(db, 'compiled a')));

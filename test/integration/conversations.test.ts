@@ -724,7 +724,12 @@ describe('GET|DELETE /conversations/by-external-id/{external_id}', () => {
 
 describe('GET /conversations', () => {
   it('needs exactly one of user_id and tenant_id (400)', async () => {
-    for (const query of ['', `?user_id=${bob.id}&tenant_id=${main.tenantId}`, '?limit=0&user_id=x', `?user_id=${bob.id}&starting_after=a&ending_before=b`]) {
+    for (const query of [
+      '',
+      `?user_id=${bob.id}&tenant_id=${main.tenantId}`,
+      '?limit=0&user_id=x',
+      `?user_id=${bob.id}&starting_after=a&ending_before=b`,
+    ]) {
       const res = await t.request('GET', `/conversations${query}`, { token: key });
       expectProblem(res, 400, 'validation-error');
     }

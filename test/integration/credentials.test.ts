@@ -271,19 +271,24 @@ describe('the secret is write-only (canary)', () => {
     const headers = { 'Idempotency-Key': `canary-${name}` };
     const created = await send('POST', '/credentials', { headers, body: { name, type: 'api_key', secret: canary } });
     expect(created.status).toBe(201);
-    expect((await send('POST', '/credentials', { headers, body: { name, type: 'api_key', secret: canary } })).headers.get(
-      'idempotency-replayed',
-    )).toBe('true');
+    expect(
+      (await send('POST', '/credentials', { headers, body: { name, type: 'api_key', secret: canary } })).headers.get(
+        'idempotency-replayed',
+      ),
+    ).toBe('true');
     expect((await send('GET', `/credentials/${created.body.id}`)).status).toBe(200);
     expect((await send('GET', '/credentials?limit=100')).body.data.map((x: { id: string }) => x.id)).toContain(created.body.id);
     // Failures carrying the secret must not echo it either.
     expect((await send('POST', '/credentials', { body: { name, secret: canary } })).status).toBe(409);
     expect((await send('POST', '/credentials', { body: { name: 'x'.repeat(256), secret: canary } })).status).toBe(422);
-    expect((await send('POST', '/credentials', { body: { name: unique('c'), secret: `${canary}${'x'.repeat(65536)}` } })).status).toBe(
-      422,
-    );
+    expect((await send('POST', '/credentials', { body: { name: unique('c'), secret: `${canary}${'x'.repeat(65536)}` } })).status).toBe(422);
 
-    const forms = [canary, Buffer.from(canary).toString('base64'), Buffer.from(canary).toString('base64url'), Buffer.from(canary).toString('hex')];
+    const forms = [
+      canary,
+      Buffer.from(canary).toString('base64'),
+      Buffer.from(canary).toString('base64url'),
+      Buffer.from(canary).toString('hex'),
+    ];
     const leaks = (text: string) => forms.filter((form) => text.includes(form));
     for (const res of responses) {
       expect(leaks(res.text)).toEqual([]);

@@ -49,7 +49,14 @@ async function listen(server: Server): Promise<number> {
   return (server.address() as AddressInfo).port;
 }
 
-const RUN_A = { id: 'run_a', token: 'tok-a-3f9c', secrets: new Map([['API_KEY', 'sk-a 9f/8e+7d'], ['ONLY_A', 'only-a-value-41']]) };
+const RUN_A = {
+  id: 'run_a',
+  token: 'tok-a-3f9c',
+  secrets: new Map([
+    ['API_KEY', 'sk-a 9f/8e+7d'],
+    ['ONLY_A', 'only-a-value-41'],
+  ]),
+};
 const RUN_B = { id: 'run_b', token: 'tok-b-77d1', secrets: new Map([['API_KEY', 'sk-b-5c5c5c']]) };
 const A_KEY = RUN_A.secrets.get('API_KEY')!;
 const B_KEY = RUN_B.secrets.get('API_KEY')!;
@@ -144,9 +151,16 @@ async function curl(proxyUrl: string, url: string, args: string[] = [], caFile =
     ),
   );
   const cut = stdout.lastIndexOf('\n');
-  const [status, connectStatus] = stdout.slice(cut + 1).split(' ').map(Number);
+  const [status, connectStatus] = stdout
+    .slice(cut + 1)
+    .split(' ')
+    .map(Number);
   const rawHeaders = await readFile(headerFile, 'utf8').catch(() => '');
-  const lastBlock = rawHeaders.trim().split(/\r\n\r\n/).pop() ?? '';
+  const lastBlock =
+    rawHeaders
+      .trim()
+      .split(/\r\n\r\n/)
+      .pop() ?? '';
   const headers: Record<string, string> = {};
   for (const line of lastBlock.split('\r\n').slice(1)) {
     const colon = line.indexOf(':');
@@ -189,9 +203,12 @@ async function nodeRequest(
 describe('createEgressProxy: substitution and masking', () => {
   it('HTTP: the upstream gets the value in target, header and body; the client sees placeholders', async () => {
     const res = await curl(withCredentials(proxy, RUN_A), `http://127.0.0.1:${httpPort}/v1/{{secret:API_KEY}}?key={{secret:API_KEY}}`, [
-      '-H', 'Authorization: Bearer {{secret:API_KEY}}',
-      '-H', 'Content-Type: application/json',
-      '--data-binary', '{"key":"{{secret:API_KEY}}"}',
+      '-H',
+      'Authorization: Bearer {{secret:API_KEY}}',
+      '-H',
+      'Content-Type: application/json',
+      '--data-binary',
+      '{"key":"{{secret:API_KEY}}"}',
     ]);
     expect(res.status).toBe(200);
 
@@ -215,10 +232,14 @@ describe('createEgressProxy: substitution and masking', () => {
 
   it('HTTPS: TLS terminated with the deployment CA, upstream verified with the extra CA, Host from the CONNECT target', async () => {
     const res = await curl(withCredentials(proxy, RUN_A), `https://localhost:${httpsPort}/q?key={{secret:API_KEY}}`, [
-      '-H', 'Authorization: token {{secret:API_KEY}}',
-      '-H', 'Host: 169.254.169.254',
-      '-H', 'Content-Type: text/plain',
-      '--data-binary', 'first {{secret:API_KEY}} then {{secret:ONLY_A}}',
+      '-H',
+      'Authorization: token {{secret:API_KEY}}',
+      '-H',
+      'Host: 169.254.169.254',
+      '-H',
+      'Content-Type: text/plain',
+      '--data-binary',
+      'first {{secret:API_KEY}} then {{secret:ONLY_A}}',
     ]);
     expect(res.status).toBe(200);
     expect(res.connectStatus).toBe(200);
@@ -269,8 +290,10 @@ describe('createEgressProxy: substitution and masking', () => {
   it('decodes a gzip response to mask it, and sends it on without the encoding', async () => {
     const res = await curl(withCredentials(proxy, RUN_A), `http://127.0.0.1:${httpPort}/gzipped`, [
       '--compressed',
-      '-H', 'X-Echo-Gzip: 1',
-      '-H', 'Authorization: {{secret:API_KEY}}',
+      '-H',
+      'X-Echo-Gzip: 1',
+      '-H',
+      'Authorization: {{secret:API_KEY}}',
     ]);
     expect(res.status).toBe(200);
     expect(received[0]!.headers.authorization).toBe(A_KEY);
@@ -302,7 +325,11 @@ describe('createEgressProxy: run credentials', () => {
     expect(connect.connectStatus).toBe(503);
     // The CONNECT and the tunnel's first request are looked up; the second request on it is not.
     lookupsLeft = 2;
-    const tunnel = await curl(withCredentials(proxy, RUN_A), `https://localhost:${httpsPort}/first`, [`https://localhost:${httpsPort}/second`, '-H', 'X-Key: {{secret:API_KEY}}']);
+    const tunnel = await curl(withCredentials(proxy, RUN_A), `https://localhost:${httpsPort}/first`, [
+      `https://localhost:${httpsPort}/second`,
+      '-H',
+      'X-Key: {{secret:API_KEY}}',
+    ]);
     expect(tunnel.status).toBe(503);
     expect(tunnel.headers['x-acis-egress-error']).toBe('lookup-failed');
     expect(received.map((r) => r.url)).toEqual(['/first']);
@@ -311,8 +338,10 @@ describe('createEgressProxy: run credentials', () => {
 
   it("never substitutes or masks another run's values", async () => {
     const res = await curl(withCredentials(proxy, RUN_B), `http://127.0.0.1:${httpPort}/b`, [
-      '-H', 'Authorization: {{secret:API_KEY}}',
-      '--data-binary', `literal ${A_KEY}`,
+      '-H',
+      'Authorization: {{secret:API_KEY}}',
+      '--data-binary',
+      `literal ${A_KEY}`,
     ]);
     expect(res.status).toBe(200);
     expect(received[0]!.headers.authorization).toBe(B_KEY);
@@ -364,7 +393,12 @@ describe('createEgressProxy: missing secrets', () => {
 describe('createEgressProxy: destination policy', () => {
   it('refuses loopback destinations the allow list does not name', async () => {
     const creds = withCredentials(proxy, RUN_A);
-    for (const url of [`http://127.0.0.1:${httpsPort}/`, `http://localhost:${httpPort}/`, `http://[::1]:${httpPort}/`, `http://0x7f.1:${httpsPort}/`]) {
+    for (const url of [
+      `http://127.0.0.1:${httpsPort}/`,
+      `http://localhost:${httpPort}/`,
+      `http://[::1]:${httpPort}/`,
+      `http://0x7f.1:${httpsPort}/`,
+    ]) {
       const res = await curl(creds, url);
       expect(res.status, url).toBe(403);
       expect(res.headers['x-acis-egress-error']).toBe('destination-refused');

@@ -62,8 +62,16 @@ describe('startEgressResolveServer', () => {
   it('answers 401 and nothing else without the resolve token, and logs the refusal without what was sent', async () => {
     for (const token of [null, 'wrong', `${TOKEN}x`, TOKEN.slice(0, -1), `Basic ${TOKEN}`]) {
       for (const pathname of [RESOLVE_PATH, MISSING_PATH, '/elsewhere']) {
-        const answer = await post(pathname, JSON.stringify({ runner_id: 'acis-runner-busy', token: 'egress-token-busy', alias: 'CANARY' }), token);
-        expect(answer, `${token} ${pathname}`).toEqual({ status: 401, cacheControl: 'no-store', body: JSON.stringify({ error: 'unauthorized' }) });
+        const answer = await post(
+          pathname,
+          JSON.stringify({ runner_id: 'acis-runner-busy', token: 'egress-token-busy', alias: 'CANARY' }),
+          token,
+        );
+        expect(answer, `${token} ${pathname}`).toEqual({
+          status: 401,
+          cacheControl: 'no-store',
+          body: JSON.stringify({ error: 'unauthorized' }),
+        });
       }
     }
     expect(aborted).toEqual([]);
@@ -73,9 +81,20 @@ describe('startEgressResolveServer', () => {
   });
 
   it('answers a credential that stands for a run with its values, any other with in_progress false, never cached', async () => {
-    expect(await post(RESOLVE_PATH, busy)).toEqual({ status: 200, cacheControl: 'no-store', body: JSON.stringify({ in_progress: true, secrets: { CANARY } }) });
-    for (const credential of [{ runner_id: 'acis-runner-busy', token: 'egress-token-other' }, { runner_id: 'acis-runner-idle', token: 'egress-token-busy' }]) {
-      expect(await post(RESOLVE_PATH, JSON.stringify(credential))).toEqual({ status: 200, cacheControl: 'no-store', body: JSON.stringify({ in_progress: false }) });
+    expect(await post(RESOLVE_PATH, busy)).toEqual({
+      status: 200,
+      cacheControl: 'no-store',
+      body: JSON.stringify({ in_progress: true, secrets: { CANARY } }),
+    });
+    for (const credential of [
+      { runner_id: 'acis-runner-busy', token: 'egress-token-other' },
+      { runner_id: 'acis-runner-idle', token: 'egress-token-busy' },
+    ]) {
+      expect(await post(RESOLVE_PATH, JSON.stringify(credential))).toEqual({
+        status: 200,
+        cacheControl: 'no-store',
+        body: JSON.stringify({ in_progress: false }),
+      });
     }
     expect(logs.join('\n')).not.toContain(CANARY);
   });
@@ -92,7 +111,12 @@ describe('startEgressResolveServer', () => {
   it('refuses what is not one of its two calls', async () => {
     expect((await post('/v1/egress/other', busy)).status).toBe(404);
     expect((await post(RESOLVE_PATH, '', TOKEN, 'GET')).status).toBe(405);
-    for (const body of ['not json', '{}', JSON.stringify({ runner_id: 'r', token: 't', extra: 1 }), JSON.stringify({ runner_id: 'r', token: 't', alias: 'lower-case' })]) {
+    for (const body of [
+      'not json',
+      '{}',
+      JSON.stringify({ runner_id: 'r', token: 't', extra: 1 }),
+      JSON.stringify({ runner_id: 'r', token: 't', alias: 'lower-case' }),
+    ]) {
       expect((await post(body.includes('alias') ? MISSING_PATH : RESOLVE_PATH, body)).status, body).toBe(400);
     }
     expect((await post(RESOLVE_PATH, JSON.stringify({ runner_id: 'r', token: 'x'.repeat(20_000) }))).status).toBe(413);
@@ -104,8 +128,12 @@ describe('createApiRunResolver', () => {
     const resolver = createApiRunResolver(url, TOKEN);
     expect(await resolver.resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).toEqual(new Map([['CANARY', CANARY]]));
     expect(await resolver.resolveRun({ runnerId: 'acis-runner-busy', token: 'nope' })).toBeUndefined();
-    await expect(createApiRunResolver(url, `${TOKEN}x`).resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
-    await expect(createApiRunResolver('http://127.0.0.1:1', TOKEN).resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).rejects.toThrow(RunLookupError);
+    await expect(
+      createApiRunResolver(url, `${TOKEN}x`).resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' }),
+    ).rejects.toThrow(RunLookupError);
+    await expect(
+      createApiRunResolver('http://127.0.0.1:1', TOKEN).resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' }),
+    ).rejects.toThrow(RunLookupError);
   });
 });
 
@@ -126,19 +154,28 @@ describe('the resolve settings', () => {
     });
     expect(loadEgressConfig({ ACIS_EGRESS_RUNS_FILE: 'runs.json' }).runs).toEqual({ source: 'file', file: path.resolve('runs.json') });
     expect(() => loadEgressConfig({})).toThrow(/ACIS_EGRESS_RESOLVE_URL .* or, in development, ACIS_EGRESS_RUNS_FILE/);
-    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: TOKEN, ACIS_EGRESS_RUNS_FILE: 'runs.json' })).toThrow(/both set/);
+    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: TOKEN, ACIS_EGRESS_RUNS_FILE: 'runs.json' })).toThrow(
+      /both set/,
+    );
     expect(() => loadEgressConfig(proxyEnv)).toThrow(/needs ACIS_EGRESS_RESOLVE_TOKEN/);
     expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: 'short' })).toThrow(/at least 32 characters/);
-    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: TOKEN, ACIS_EGRESS_RESOLVE_TOKEN_FILE: '/x' })).toThrow(/both set; set one/);
+    expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: TOKEN, ACIS_EGRESS_RESOLVE_TOKEN_FILE: '/x' })).toThrow(
+      /both set; set one/,
+    );
     // A bad token is named, never echoed.
     expect(() => loadEgressConfig({ ...proxyEnv, ACIS_EGRESS_RESOLVE_TOKEN: 'short-secret' })).not.toThrow(/short-secret/);
   });
 
   it('loadConfig serves the listener only with its token, and a token only with the listener', () => {
-    expect(loadConfig({ ACIS_EGRESS_RESOLVE_LISTEN: '0.0.0.0:8081', ACIS_EGRESS_RESOLVE_TOKEN: TOKEN }).egressResolve).toEqual({ listen: { host: '0.0.0.0', port: 8081 }, token: { value: TOKEN } });
+    expect(loadConfig({ ACIS_EGRESS_RESOLVE_LISTEN: '0.0.0.0:8081', ACIS_EGRESS_RESOLVE_TOKEN: TOKEN }).egressResolve).toEqual({
+      listen: { host: '0.0.0.0', port: 8081 },
+      token: { value: TOKEN },
+    });
     expect(loadConfig({}).egressResolve).toBeUndefined();
     expect(() => loadConfig({ ACIS_EGRESS_RESOLVE_LISTEN: '0.0.0.0:8081' })).toThrow(ConfigError);
-    expect(() => loadConfig({ ACIS_EGRESS_RESOLVE_TOKEN_FILE: '/etc/acis/egress-resolve/token' })).toThrow(/without ACIS_EGRESS_RESOLVE_LISTEN/);
+    expect(() => loadConfig({ ACIS_EGRESS_RESOLVE_TOKEN_FILE: '/etc/acis/egress-resolve/token' })).toThrow(
+      /without ACIS_EGRESS_RESOLVE_LISTEN/,
+    );
   });
 
   it('readResolveToken reads a mounted file without its trailing newline and refuses a short one', async () => {

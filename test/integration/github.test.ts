@@ -71,7 +71,10 @@ const SKILLS = { 'skills/pdf/SKILL.md': manifest({ name: 'pdf', description: 'Re
 
 const settled = (repositoryId: string) => syncEnded(t, key, repositoryId);
 
-async function registered(files: Record<string, string> = SKILLS, branch = 'main'): Promise<{ repo: GitRepository; id: string; cloneUrl: string }> {
+async function registered(
+  files: Record<string, string> = SKILLS,
+  branch = 'main',
+): Promise<{ repo: GitRepository; id: string; cloneUrl: string }> {
   const repo = await createGitRepository(root, unique('gh'), files);
   const cloneUrl = `${git.url(path.basename(repo.dir))}.git`;
   // Registered without `.git`: the webhook matches either spelling.
@@ -96,7 +99,12 @@ interface Delivery {
 }
 
 /** POSTs a delivery as GitHub does: the raw JSON body, signed with HMAC-SHA256 of the secret. */
-async function deliver({ event = 'push', id = randomBytes(8).toString('hex'), body, secret = WEBHOOK_SECRET }: Delivery): Promise<ApiResponse> {
+async function deliver({
+  event = 'push',
+  id = randomBytes(8).toString('hex'),
+  body,
+  secret = WEBHOOK_SECRET,
+}: Delivery): Promise<ApiResponse> {
   const raw = JSON.stringify(body);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -136,7 +144,9 @@ describe('github_app credentials', () => {
     const { id } = await registered();
     const skills = await request('GET', `/repositories/${id}/skills`);
     expect(skills.body.data.map((s: { name: string }) => s.name)).toEqual(['pdf']);
-    expect(github.requests.slice(before)).toEqual([{ method: 'POST', path: `/app/installations/${INSTALLATION_ID}/access_tokens`, status: 201 }]);
+    expect(github.requests.slice(before)).toEqual([
+      { method: 'POST', path: `/app/installations/${INSTALLATION_ID}/access_tokens`, status: 201 },
+    ]);
     // git authenticated with the token as x-access-token, the way GitHub expects it.
     expect(git.requests.filter((r) => r.authorization).every((r) => r.user === 'x-access-token')).toBe(true);
   });
@@ -160,7 +170,11 @@ describe('github_app credentials', () => {
 
   it('a github_app credential on a repository of another provider fails the sync saying so', async () => {
     const repo = await createGitRepository(root, unique('gh-generic'), SKILLS);
-    const res = await request('POST', '/repositories', { name: unique('repo'), repo_url: git.url(path.basename(repo.dir)), credential_id: appCredentialId });
+    const res = await request('POST', '/repositories', {
+      name: unique('repo'),
+      repo_url: git.url(path.basename(repo.dir)),
+      credential_id: appCredentialId,
+    });
     const failed = await settled(res.body.id);
     expect(failed.sync.error).toBe('a github_app credential needs a repository with provider github');
   });
@@ -173,10 +187,19 @@ describe('POST /webhooks/github', () => {
     const deliveryId = randomBytes(8).toString('hex');
     const res = await deliver({ id: deliveryId, body: pushOf(cloneUrl, after) });
     expect(res.status, res.text).toBe(202);
-    expect(res.body).toMatchObject({ object: 'webhook_delivery', delivery_id: deliveryId, event: 'push', outcome: 'queued', syncs_queued: 1 });
+    expect(res.body).toMatchObject({
+      object: 'webhook_delivery',
+      delivery_id: deliveryId,
+      event: 'push',
+      outcome: 'queued',
+      syncs_queued: 1,
+    });
     await settled(id);
     expect((await request('GET', `/repositories/${id}/sync`)).body.commit).toBe(after);
-    expect((await request('GET', `/repositories/${id}/skills`)).body.data.map((s: { name: string }) => s.name).sort()).toEqual(['csv', 'pdf']);
+    expect((await request('GET', `/repositories/${id}/skills`)).body.data.map((s: { name: string }) => s.name).sort()).toEqual([
+      'csv',
+      'pdf',
+    ]);
 
     const tokensBefore = github.requests.length;
     const again = await deliver({ id: deliveryId, body: pushOf(cloneUrl, after) });
@@ -186,7 +209,7 @@ describe('POST /webhooks/github', () => {
     expect(github.requests.length).toBe(tokensBefore);
   });
 
-  it('a wrong, a missing or another integration\'s signature is 401 and changes nothing', async () => {
+  it("a wrong, a missing or another integration's signature is 401 and changes nothing", async () => {
     const { repo, id, cloneUrl } = await registered();
     const after = await repo.commit({ 'skills/pdf/notes.md': 'notes\n' });
     const deliveries = await count('select count(*)::int as n from webhook_deliveries');
@@ -200,13 +223,21 @@ describe('POST /webhooks/github', () => {
     // The secret of an integration with no repository at this URL does not verify either.
     const { serviceKey: otherKey } = await t.createIntegration('github other');
     const otherSecret = `whsec-${randomBytes(8).toString('hex')}`;
-    await t.request('POST', '/credentials', { token: otherKey, body: { name: 'hook', type: 'github_webhook_secret', secret: otherSecret } });
+    await t.request('POST', '/credentials', {
+      token: otherKey,
+      body: { name: 'hook', type: 'github_webhook_secret', secret: otherSecret },
+    });
     expect((await deliver({ body: pushOf(cloneUrl, after), secret: otherSecret })).status).toBe(401);
     // A body altered after signing.
     const raw = JSON.stringify(pushOf(cloneUrl, after));
     const signature = `sha256=${createHmac('sha256', WEBHOOK_SECRET).update(raw).digest('hex')}`;
     const tampered = await t.request('POST', '/webhooks/github', {
-      headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-github-delivery': 'tampered', 'x-hub-signature-256': signature },
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'push',
+        'x-github-delivery': 'tampered',
+        'x-hub-signature-256': signature,
+      },
       rawBody: raw.replace('someone', 'someone else'),
     });
     expect(tampered.status).toBe(401);

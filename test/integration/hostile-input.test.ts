@@ -159,10 +159,7 @@ describe('JSON request bodies', () => {
 
   it('refuses a __proto__ key, plain or escaped, at any depth with 400, storing nothing', async () => {
     const before = await snapshot();
-    for (const body of [
-      '{"name":"p","__proto__":{"admin":true}}',
-      '{"name":"p","metadata":{"a":[{"\\u005f_proto__":{"admin":true}}]}}',
-    ]) {
+    for (const body of ['{"name":"p","__proto__":{"admin":true}}', '{"name":"p","metadata":{"a":[{"\\u005f_proto__":{"admin":true}}]}}']) {
       const response = await post(body);
       const text = await response.text();
       expect(response.status, text).toBe(400);
@@ -204,9 +201,10 @@ describe('JSON request bodies', () => {
     const bytes = Buffer.from(JSON.stringify({ name: 'chunked \u00e9', metadata: { note: 'x'.repeat(400) } }));
     // One cut inside the two-byte é: the UTF-8 check is on the whole body, not on each chunk.
     const cuts = [0, bytes.indexOf(0xc3) + 1, 100, 300, bytes.length];
-    const chunks = cuts.slice(1).map((end, i) => bytes.subarray(cuts[i], end)).map((chunk) =>
-      Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]),
-    );
+    const chunks = cuts
+      .slice(1)
+      .map((end, i) => bytes.subarray(cuts[i], end))
+      .map((chunk) => Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
     const head = `POST /tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`;
     const [answer] = await rawExchange(head, [...chunks, '0\r\n\r\n'], 1);
     expect(answer).toMatch(/^HTTP\/1\.1 201 [^]*"name":"chunked \u00e9"/);
@@ -377,7 +375,22 @@ function prng(seed: number): () => number {
 }
 
 // In URLs: NUL, UTF-8 forms of surrogates, overlong and truncated sequences, bytes that are never UTF-8, broken escapes.
-const BAD_URL_PIECES = ['%00', '%ED%A0%80', '%ED%BF%BF', '%C0%AF', '%C0%80', '%E0%80%AF', '%FF', '%FE', '%C3', '%F0%9F%98', '%F8%88%80%80%80', '%', '%G1', '%1'];
+const BAD_URL_PIECES = [
+  '%00',
+  '%ED%A0%80',
+  '%ED%BF%BF',
+  '%C0%AF',
+  '%C0%80',
+  '%E0%80%AF',
+  '%FF',
+  '%FE',
+  '%C3',
+  '%F0%9F%98',
+  '%F8%88%80%80%80',
+  '%',
+  '%G1',
+  '%1',
+];
 // In JSON strings: NUL and lone or reversed surrogates.
 const BAD_TEXT_PIECES = ['\u0000', '\ud800', '\udfff', '\udc00', '\ud83d', '\ude00\ud83d', 'a\u0000b'];
 const SAFE_TEXT = ['', 'a', 'x-1', 'caf\u00e9', '\ud83d\ude00', ' '];

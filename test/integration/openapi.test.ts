@@ -38,7 +38,10 @@ function resolvePointer(root: unknown, ref: string): unknown {
     .slice(2)
     .split('/')
     .map((part) => decodeURIComponent(part).replace(/~1/g, '/').replace(/~0/g, '~'))
-    .reduce<unknown>((node, part) => (node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[part] : undefined), root);
+    .reduce<unknown>(
+      (node, part) => (node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[part] : undefined),
+      root,
+    );
 }
 
 /**

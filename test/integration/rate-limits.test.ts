@@ -181,7 +181,12 @@ describe('GET /metrics without ACIS_METRICS_TOKEN', () => {
 });
 
 describe('RateLimiter.take(principal, rateClass)', () => {
-  const principal = (n: number): Principal => ({ kind: 'service', integrationId: 'int_x', rootTenantId: 'ten_x', serviceKeyId: `key_${n}_${randomBytes(4).toString('hex')}` });
+  const principal = (n: number): Principal => ({
+    kind: 'service',
+    integrationId: 'int_x',
+    rootTenantId: 'ten_x',
+    serviceKeyId: `key_${n}_${randomBytes(4).toString('hex')}`,
+  });
   const config = (limit: number, windowSeconds = 60): RateLimitConfig => ({
     enabled: true,
     windowSeconds,
@@ -217,7 +222,10 @@ describe('RateLimiter.take(principal, rateClass)', () => {
       expect(refused.allowed === false && refused.retryAfterSeconds).toBeGreaterThanOrEqual(29);
       // Time passes: on this node's clock and on the database's (the row's window moved back).
       nowMs += 31_000;
-      await database.db.updateTable('rate_limit_windows').set({ window_started_at: new Date(Date.now() - 31_000) }).execute();
+      await database.db
+        .updateTable('rate_limit_windows')
+        .set({ window_started_at: new Date(Date.now() - 31_000) })
+        .execute();
       expect((await limiter.take(who, 'message-send')).allowed).toBe(true);
       expect((await limiter.take(who, 'message-send')).allowed).toBe(true);
       expect((await limiter.take(who, 'message-send')).allowed).toBe(false);

@@ -87,7 +87,10 @@ describe('POST /repositories', () => {
     expect(row).toMatchObject({ name: 'Skills', branch: 'main' });
     // The scan started at registration ends; here, with nothing listening, in error with the reason.
     const ended = await syncEnded(res.body.id);
-    expect(ended).toEqual({ ...res.body, sync: { state: 'error', last_synced_at: null, error: expect.stringMatching(/^host unreachable/) } });
+    expect(ended).toEqual({
+      ...res.body,
+      sync: { state: 'error', last_synced_at: null, error: expect.stringMatching(/^host unreachable/) },
+    });
   });
 
   it('stores every provided field, with a credential of the same integration', async () => {
@@ -99,7 +102,12 @@ describe('POST /repositories', () => {
       metadata: { owner: 'platform' },
     });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ branch: 'release/v2', provider: 'gitlab', credential_id: credentialId, metadata: { owner: 'platform' } });
+    expect(res.body).toMatchObject({
+      branch: 'release/v2',
+      provider: 'gitlab',
+      credential_id: credentialId,
+      metadata: { owner: 'platform' },
+    });
     for (const provider of ['github', 'gitlab', 'bitbucket', 'azure_devops', 'generic']) {
       expect((await createRepository({ provider })).body.provider).toBe(provider);
     }

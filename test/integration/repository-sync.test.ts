@@ -85,7 +85,15 @@ describe('POST /repositories: the first sync', () => {
     expect(ready.sync).toEqual({ state: 'ready', last_synced_at: expect.any(String), error: null });
     expect(ready.skill_count).toBe(2);
     const found = byName(await skills(res.body.id));
-    expect(found.pdf).toMatchObject({ object: 'skill', repository_id: res.body.id, description: 'Reads PDF files.', version: '1.0', path: 'skills/pdf/SKILL.md', source: 'discovered', metadata: {} });
+    expect(found.pdf).toMatchObject({
+      object: 'skill',
+      repository_id: res.body.id,
+      description: 'Reads PDF files.',
+      version: '1.0',
+      path: 'skills/pdf/SKILL.md',
+      source: 'discovered',
+      metadata: {},
+    });
     expect(found.csv).toMatchObject({ version: null, path: 'skills/csv/SKILL.md', source: 'discovered' });
     expect(found.pdf.id).toMatch(/^skl_/);
 
@@ -96,7 +104,13 @@ describe('POST /repositories: the first sync', () => {
 
     const details = await t.request('GET', `/repositories/${res.body.id}/sync`, { token: key });
     expect(details.status).toBe(200);
-    expect(details.body).toMatchObject({ object: 'repository.sync', repository_id: res.body.id, state: 'ready', error: null, warnings: [] });
+    expect(details.body).toMatchObject({
+      object: 'repository.sync',
+      repository_id: res.body.id,
+      state: 'ready',
+      error: null,
+      warnings: [],
+    });
     expect(details.body.commit).toMatch(/^[0-9a-f]{40}$/);
   });
 
@@ -129,7 +143,11 @@ describe('POST /repositories: the first sync', () => {
   });
 
   it('keeps the content of the synced commit and the one before, collects older ones, and stores equal files once', async () => {
-    const [uniqueA, uniqueB, uniqueC] = ['A', 'B', 'C'].map((label) => `only in ${label} ${unique('content')}\n`) as [string, string, string];
+    const [uniqueA, uniqueB, uniqueC] = ['A', 'B', 'C'].map((label) => `only in ${label} ${unique('content')}\n`) as [
+      string,
+      string,
+      string,
+    ];
     const repo = await createGitRepository(root, unique('collected'), { ...SKILLS, 'skills/pdf/reference.md': uniqueA });
     const res = await register({ repo_url: repo.fileUrl });
     expect((await settled(res.body.id)).sync.state).toBe('ready');
@@ -175,7 +193,9 @@ describe('POST /repositories: the first sync', () => {
     expect((await skills(res.body.id)).map((s) => s.name)).toEqual(['good']);
     const details = (await t.request('GET', `/repositories/${res.body.id}/sync`, { token: key })).body;
     const warnings = Object.fromEntries(details.warnings.map((w: any) => [w.path, w]));
-    expect(Object.keys(warnings).sort()).toEqual(['bad-name/SKILL.md', 'bad-yaml/SKILL.md', 'no-description/SKILL.md', 'no-front-matter/SKILL.md'].concat('zz-dup/SKILL.md').sort());
+    expect(Object.keys(warnings).sort()).toEqual(
+      ['bad-name/SKILL.md', 'bad-yaml/SKILL.md', 'no-description/SKILL.md', 'no-front-matter/SKILL.md'].concat('zz-dup/SKILL.md').sort(),
+    );
     expect(warnings['bad-name/SKILL.md']).toMatchObject({ kind: 'invalid_manifest', message: expect.stringContaining('must match') });
     expect(warnings['no-description/SKILL.md'].message).toContain('no description');
     expect(warnings['zz-dup/SKILL.md']).toMatchObject({ kind: 'duplicate_name', name: 'good' });
@@ -188,7 +208,10 @@ describe('POST /repositories/{id}/sync', () => {
     const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
     const first = await settled(res.body.id);
     const before = byName(await skills(res.body.id));
-    const manual = await t.request('POST', `/repositories/${res.body.id}/skills`, { token: key, body: { name: 'handmade', description: 'Mine.' } });
+    const manual = await t.request('POST', `/repositories/${res.body.id}/skills`, {
+      token: key,
+      body: { name: 'handmade', description: 'Mine.' },
+    });
     expect(manual.status).toBe(201);
 
     await repo.commit({
@@ -228,7 +251,9 @@ describe('POST /repositories/{id}/sync', () => {
     await repo.commit({ 'skills/pdf/SKILL.md': manifest({ name: 'pdf', description: 'The discovered one.' }) });
     const synced = await resync(res.body.id);
     expect(synced.sync.state).toBe('ready');
-    expect(await skills(res.body.id)).toEqual([expect.objectContaining({ id: manual.body.id, source: 'manual', description: 'The manual one.', path: 'elsewhere/SKILL.md' })]);
+    expect(await skills(res.body.id)).toEqual([
+      expect.objectContaining({ id: manual.body.id, source: 'manual', description: 'The manual one.', path: 'elsewhere/SKILL.md' }),
+    ]);
     const details = (await t.request('GET', `/repositories/${res.body.id}/sync`, { token: key })).body;
     expect(details.warnings).toEqual([expect.objectContaining({ kind: 'manual_conflict', name: 'pdf', path: 'skills/pdf/SKILL.md' })]);
   });
@@ -238,7 +263,11 @@ describe('POST /repositories/{id}/sync', () => {
     const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
     await settled(res.body.id);
     // Nodes of one deployment share the master key: whichever wins the race below must decrypt the credential.
-    const other = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_ALLOW_FILE_REPOS: '1', ACIS_MASTER_KEY: t.server.deps.config.masterKey! });
+    const other = await startTestServer({
+      DATABASE_URL: t.databaseUrl,
+      ACIS_ALLOW_FILE_REPOS: '1',
+      ACIS_MASTER_KEY: t.server.deps.config.masterKey!,
+    });
     let release = git.hold();
     try {
       const started = await t.request('POST', `/repositories/${res.body.id}/sync`, { token: key });
@@ -330,7 +359,10 @@ describe('failed syncs', () => {
   it('a wrong credential ends in error with a reason that does not contain the credential', async () => {
     const repo = await createGitRepository(root, unique('wrong'), SKILLS);
     const wrongSecret = `ghp_${'wr0ngT0ken'.repeat(3)}`;
-    const wrong = await t.request('POST', '/credentials', { token: key, body: { name: unique('wrong'), type: 'git_pat', secret: wrongSecret } });
+    const wrong = await t.request('POST', '/credentials', {
+      token: key,
+      body: { name: unique('wrong'), type: 'git_pat', secret: wrongSecret },
+    });
     const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: wrong.body.id });
     const failed = await settled(res.body.id);
     expect(failed.sync.state).toBe('error');
@@ -361,9 +393,14 @@ describe('failed syncs', () => {
 
   it('over ssh, a git_ssh_key goes to ssh as a key file; other credential types are refused for ssh remotes', async () => {
     const privateKey = `-----BEGIN OPENSSH PRIVATE KEY-----\n${'c3NoLWtleS1zZWNyZXQ'.repeat(4)}\n-----END OPENSSH PRIVATE KEY-----\n`;
-    const sshKey = await t.request('POST', '/credentials', { token: key, body: { name: unique('ssh'), type: 'git_ssh_key', secret: privateKey } });
+    const sshKey = await t.request('POST', '/credentials', {
+      token: key,
+      body: { name: unique('ssh'), type: 'git_ssh_key', secret: privateKey },
+    });
     expect(sshKey.status).toBe(201);
-    const unreachable = await settled((await register({ repo_url: 'ssh://git@127.0.0.1:1/acme/skills.git', credential_id: sshKey.body.id })).body.id);
+    const unreachable = await settled(
+      (await register({ repo_url: 'ssh://git@127.0.0.1:1/acme/skills.git', credential_id: sshKey.body.id })).body.id,
+    );
     expect(unreachable.sync.error).toMatch(/^host unreachable/);
     expect(unreachable.sync.error).not.toContain('c3NoLWtleS1zZWNyZXQ');
     expect(t.logs.join('')).not.toContain('c3NoLWtleS1zZWNyZXQ');
@@ -380,7 +417,11 @@ describe('failed syncs', () => {
     const patched = await t.request('PATCH', `/repositories/${res.body.id}`, { token: key, body: { branch: 'gone' } });
     expect(patched.body.sync).toEqual({ state: 'pending', last_synced_at: good.sync.last_synced_at, error: null });
     const failed = await resync(res.body.id);
-    expect(failed.sync).toEqual({ state: 'error', last_synced_at: good.sync.last_synced_at, error: expect.stringMatching(/^branch not found/) });
+    expect(failed.sync).toEqual({
+      state: 'error',
+      last_synced_at: good.sync.last_synced_at,
+      error: expect.stringMatching(/^branch not found/),
+    });
     expect((await skills(res.body.id)).map((s) => s.name).sort()).toEqual(['csv', 'pdf']);
   });
 });
@@ -500,7 +541,9 @@ describe('recovery', () => {
     const res = await register({ repo_url: repo.fileUrl });
     await settled(res.body.id);
     await repo.commit({ 'skills/late/SKILL.md': manifest({ name: 'late', description: 'Added later.' }) });
-    await db.query(`update repositories set sync_state = 'syncing', sync_node_id = 'node_gone', sync_claim = 'dead' where id = $1`, [res.body.id]);
+    await db.query(`update repositories set sync_state = 'syncing', sync_node_id = 'node_gone', sync_claim = 'dead' where id = $1`, [
+      res.body.id,
+    ]);
     expect((await t.request('POST', `/repositories/${res.body.id}/sync`, { token: key })).status).toBe(409);
     const next = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_ALLOW_FILE_REPOS: '1' });
     try {
@@ -520,7 +563,9 @@ describe('roles and synced skills', () => {
     await settled(res.body.id);
     const found = byName(await skills(res.body.id));
     const tenant = await t.request('PUT', `/tenants/by-external-id/${unique('t:tenant')}`, { token: key, body: {} });
-    expect((await t.request('PUT', `/tenants/${tenant.body.id}/repository`, { token: key, body: { repository_id: res.body.id } })).status).toBe(200);
+    expect(
+      (await t.request('PUT', `/tenants/${tenant.body.id}/repository`, { token: key, body: { repository_id: res.body.id } })).status,
+    ).toBe(200);
     const role = await t.request('POST', `/tenants/${tenant.body.id}/roles`, {
       token: key,
       body: { name: 'pdf-only', skill_access: { mode: 'selected', skill_ids: [found.pdf.id] } },

@@ -328,7 +328,10 @@ describe('PATCH /roles/{role_id}', () => {
     expect(res.body).toMatchObject({ name: 'Patched', description: 'before', skill_access: { mode: 'all' }, metadata: { c: '3' } });
     const cleared = await t.request('PATCH', `/roles/${created.body.id}`, { token: key, body: { description: null } });
     expect(cleared.body.description).toBeNull();
-    const noop = await t.request('PATCH', `/roles/${created.body.id}`, { token: key, body: { name: 'Patched', skill_access: { mode: 'all' } } });
+    const noop = await t.request('PATCH', `/roles/${created.body.id}`, {
+      token: key,
+      body: { name: 'Patched', skill_access: { mode: 'all' } },
+    });
     expect(noop.status).toBe(200);
     expect(noop.body).toEqual(cleared.body);
     expect((await t.request('GET', `/roles/${created.body.id}`, { token: key })).body).toEqual(cleared.body);

@@ -94,7 +94,11 @@ describe('a node without a sandbox runtime', () => {
     expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed', content: '' } });
     const terminal = lines.at(-1)!;
     expect(isTerminal(terminal)).toBe(true);
-    expect(terminal).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 503, title: 'Sandbox runtime unavailable' } });
+    expect(terminal).toMatchObject({
+      object: 'platform.event',
+      type: 'error',
+      problem: { status: 503, title: 'Sandbox runtime unavailable' },
+    });
     expect(terminal.problem.type).toMatch(/\/problems\/sandbox-unavailable$/);
     expect(terminal.problem.detail).toContain('apt-get install bubblewrap');
 
@@ -104,17 +108,27 @@ describe('a node without a sandbox runtime', () => {
       ['user', 'completed'],
     ]);
     // The conversation is free for the next message (which fails the same way).
-    const replay = await t.request('GET', `/conversations/${conversationId}/messages/${res.headers.get('x-service-message-id')}/stream?after=0`, { token: key });
+    const replay = await t.request(
+      'GET',
+      `/conversations/${conversationId}/messages/${res.headers.get('x-service-message-id')}/stream?after=0`,
+      { token: key },
+    );
     expect(parseNdjson(replay.text).at(-1)).toMatchObject({ type: 'error', problem: { detail: terminal.problem.detail } });
   });
 
   it('answers 503 sandbox-unavailable at once for stream=false and with on_capacity=hold', async () => {
     const conversationId = await newConversation();
-    const plain = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, { token: key, body: { content: 'hello' } });
+    const plain = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: 'hello' },
+    });
     expect(plain.status, plain.text).toBe(503);
     expect(problemSlug(plain)).toBe('sandbox-unavailable');
     expect(plain.body.detail).toContain('bubblewrap');
-    const held = await t.request('POST', `/conversations/${conversationId}/messages?on_capacity=hold&stream=false`, { token: key, body: { content: 'again' } });
+    const held = await t.request('POST', `/conversations/${conversationId}/messages?on_capacity=hold&stream=false`, {
+      token: key,
+      body: { content: 'again' },
+    });
     expect(held.status, held.text).toBe(503);
     expect(problemSlug(held)).toBe('sandbox-unavailable');
   });

@@ -39,7 +39,11 @@ async function sealedValues(client: pg.Client): Promise<Sealed[]> {
   const credentials = await client.query('select id, secret_ciphertext from credentials');
   const approverKeys = await client.query('select id, secret_ciphertext from approver_keys where secret_ciphertext is not null');
   return [
-    ...secrets.rows.map((r) => ({ table: 'secrets', context: `secret:${r.scope}:${r.scope_id}:${r.alias}`, ciphertext: r.value_ciphertext })),
+    ...secrets.rows.map((r) => ({
+      table: 'secrets',
+      context: `secret:${r.scope}:${r.scope_id}:${r.alias}`,
+      ciphertext: r.value_ciphertext,
+    })),
     ...credentials.rows.map((r) => ({ table: 'credentials', context: `credential:${r.id}`, ciphertext: r.secret_ciphertext })),
     ...approverKeys.rows.map((r) => ({ table: 'approver_keys', context: `approver_key:${r.id}`, ciphertext: r.secret_ciphertext })),
   ];
@@ -82,7 +86,9 @@ describe('master key rotation', () => {
       ] as const;
       for (const [scope, id, url] of scopes) {
         const value = `${scope}-${unique('value')}`;
-        expect((await before.request('PUT', url, { token: serviceKey, body: { secrets: { [scope.toUpperCase()]: value } } })).status).toBe(200);
+        expect((await before.request('PUT', url, { token: serviceKey, body: { secrets: { [scope.toUpperCase()]: value } } })).status).toBe(
+          200,
+        );
         values.set(`secret:${scope}:${id}:${scope.toUpperCase()}`, value);
       }
       const credential = await before.request('POST', '/credentials', {

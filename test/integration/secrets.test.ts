@@ -145,7 +145,10 @@ describe('PUT /conversations/{id}/secrets', () => {
     for (const [body, pointer] of cases) {
       const res = await call('PUT', path, { body });
       expectProblem(res, 422, 'validation-error');
-      expect(pointers(res).some((p) => p === pointer || p.startsWith(`${pointer}/`)), `${JSON.stringify(body).slice(0, 80)} → ${pointers(res)}`).toBe(true);
+      expect(
+        pointers(res).some((p) => p === pointer || p.startsWith(`${pointer}/`)),
+        `${JSON.stringify(body).slice(0, 80)} → ${pointers(res)}`,
+      ).toBe(true);
     }
     expect(await storedRows('conversation', conversationId)).toEqual(before);
   });
@@ -309,7 +312,10 @@ describe('deprovisioning', () => {
     await call('PUT', `/users/${user.userId}/secrets`, { body: { secrets: { U: secretValue() } } });
     await call('PUT', `/tenants/${user.tenantId}/secrets`, { body: { secrets: { T: secretValue() } } });
     const count = async () =>
-      Number((await db.query('select count(*) from secrets where scope_id = any($1)', [[conversationId, user.userId, user.tenantId]])).rows[0].count);
+      Number(
+        (await db.query('select count(*) from secrets where scope_id = any($1)', [[conversationId, user.userId, user.tenantId]])).rows[0]
+          .count,
+      );
     expect(await count()).toBe(3);
     expect((await call('DELETE', `/conversations/${conversationId}`)).status).toBe(204);
     expect(await storedRows('conversation', conversationId)).toEqual([]);

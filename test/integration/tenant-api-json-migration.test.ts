@@ -29,11 +29,22 @@ describe('migration 0010 (tenant api_json)', () => {
     await sql`insert into integrations (id, name, root_tenant_id, created_at) values ('int_old', 'old', 'tnt_root', now())`.execute(db);
     const rows = [
       ['tnt_root', null, null, 'Root', 'active', '{"max_concurrent_warm": 5}', '{}', '2025-01-02T03:04:05.678Z'],
-      ['tnt_child', 'tnt_root', 'ext "1" \\ ü', 'Çhild \u2028 😀', 'suspended', '{"filler_enabled": false}', '{"k": "v\\n"}', '2026-06-07T08:09:10.5Z'],
+      [
+        'tnt_child',
+        'tnt_root',
+        'ext "1" \\ ü',
+        'Çhild \u2028 😀',
+        'suspended',
+        '{"filler_enabled": false}',
+        '{"k": "v\\n"}',
+        '2026-06-07T08:09:10.5Z',
+      ],
     ];
     for (const [id, parent, external, name, status, settings, metadata, at] of rows) {
       await sql`insert into tenants (id, integration_id, parent_id, external_id, name, status, settings, metadata, created_at, updated_at)
-        values (${id}, 'int_old', ${parent}, ${external}, ${name}, ${status}, ${settings}::jsonb, ${metadata}::jsonb, ${at}, ${at})`.execute(db);
+        values (${id}, 'int_old', ${parent}, ${external}, ${name}, ${status}, ${settings}::jsonb, ${metadata}::jsonb, ${at}, ${at})`.execute(
+        db,
+      );
     }
 
     expect((await migrateToLatest(db))[0]).toBe('0010-tenant-api-json');

@@ -174,9 +174,7 @@ describe('PUT /tenants/by-external-id/{external_id}', () => {
 
   it('collapses concurrent upserts of one external id: exactly one 201, the rest 200 with the same record', async () => {
     const path = `/tenants/by-external-id/${eid('race')}`;
-    const results = await Promise.all(
-      Array.from({ length: 10 }, () => t.request('PUT', path, { token: key, body: { name: 'Race' } })),
-    );
+    const results = await Promise.all(Array.from({ length: 10 }, () => t.request('PUT', path, { token: key, body: { name: 'Race' } })));
     expect(results.filter((r) => r.status === 201)).toHaveLength(1);
     expect(results.filter((r) => r.status === 200)).toHaveLength(9);
     expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
@@ -373,7 +371,10 @@ describe('GET /tenants', () => {
     const b = await t.createIntegration('interleaved b');
     const created: Record<string, string[]> = { a: [], b: [] };
     for (let i = 0; i < 7; i++) {
-      for (const [side, integration] of [['a', a], ['b', b]] as const) {
+      for (const [side, integration] of [
+        ['a', a],
+        ['b', b],
+      ] as const) {
         const res = await t.request('POST', '/tenants', { token: integration.serviceKey, body: { name: `${side}${i}` } });
         created[side]!.push(res.body.id);
       }
@@ -458,7 +459,11 @@ describe('response headers', () => {
     });
     const warm = await t.request('PUT', `/tenants/by-external-id/${eid('headers')}`, { token: key, body: {} });
     const page = await t.request('GET', '/tenants?limit=2', { token: key });
-    for (const [res, status] of [[upserted, 201], [warm, 200], [page, 200]] as const) {
+    for (const [res, status] of [
+      [upserted, 201],
+      [warm, 200],
+      [page, 200],
+    ] as const) {
       expect(res.status).toBe(status);
       expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
       expect(res.headers.get('content-length')).toBe(String(Buffer.byteLength(res.text)));

@@ -107,16 +107,10 @@ describe('POST /auth/token-exchange', () => {
   it('validates the body with JSON pointers (422)', async () => {
     const missing = await exchange({});
     expect(missing.status).toBe(422);
-    expect(missing.body.errors.map((e: { pointer: string }) => e.pointer).sort()).toEqual([
-      '/tenant_external_id',
-      '/user_external_id',
-    ]);
+    expect(missing.body.errors.map((e: { pointer: string }) => e.pointer).sort()).toEqual(['/tenant_external_id', '/user_external_id']);
     const tooLong = await exchange({ tenant_external_id: 'x'.repeat(256), user_external_id: '   ' });
     expect(tooLong.status).toBe(422);
-    expect(tooLong.body.errors.map((e: { pointer: string }) => e.pointer).sort()).toEqual([
-      '/tenant_external_id',
-      '/user_external_id',
-    ]);
+    expect(tooLong.body.errors.map((e: { pointer: string }) => e.pointer).sort()).toEqual(['/tenant_external_id', '/user_external_id']);
     const wrongTypes = await exchange({ tenant_external_id: 1, user_external_id: ['u'] });
     expect(wrongTypes.status).toBe(422);
   });

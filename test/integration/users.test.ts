@@ -13,8 +13,7 @@ let roleB: string;
 let foreignRole: string;
 
 const eid = (suffix: string) => `test:user:${suffix}`;
-const upsertPath = (tenantId: string, externalId: string) =>
-  `/tenants/${tenantId}/users/by-external-id/${encodeURIComponent(externalId)}`;
+const upsertPath = (tenantId: string, externalId: string) => `/tenants/${tenantId}/users/by-external-id/${encodeURIComponent(externalId)}`;
 const pointers = (res: { body: { errors: { pointer: string }[] } }) => res.body.errors.map((e) => e.pointer).sort();
 
 async function upsert(externalId: string, body: object = {}, tenantId = tenantA) {
@@ -36,8 +35,7 @@ beforeAll(async () => {
   foreignTenant = (await t.request('PUT', '/tenants/by-external-id/test:tenant:a', { token: otherKey, body: {} })).body.id;
   roleA = (await t.request('POST', `/tenants/${tenantA}/roles`, { token: key, body: { name: 'member' } })).body.id;
   roleB = (await t.request('POST', `/tenants/${tenantB}/roles`, { token: key, body: { name: 'member' } })).body.id;
-  foreignRole = (await t.request('POST', `/tenants/${foreignTenant}/roles`, { token: otherKey, body: { name: 'member' } })).body
-    .id;
+  foreignRole = (await t.request('POST', `/tenants/${foreignTenant}/roles`, { token: otherKey, body: { name: 'member' } })).body.id;
   for (const id of [tenantA, tenantB, foreignTenant, roleA, roleB, foreignRole]) expect(id).toBeTruthy();
 });
 afterAll(() => t.stop());
@@ -108,9 +106,7 @@ describe('PUT /tenants/{tenant_id}/users/by-external-id/{external_id}', () => {
   });
 
   it('collapses concurrent upserts of one external id: exactly one 201, the rest 200 with the same record', async () => {
-    const results = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => upsert(eid('race'), { display_name: `Racer ${i}` })),
-    );
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => upsert(eid('race'), { display_name: `Racer ${i}` })));
     expect(results.filter((r) => r.status === 201)).toHaveLength(1);
     expect(results.filter((r) => r.status === 200)).toHaveLength(9);
     expect(new Set(results.map((r) => r.body.id)).size).toBe(1);

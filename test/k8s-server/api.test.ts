@@ -33,7 +33,10 @@ async function call(method: string, urlPath: string, body?: unknown, contentType
 }
 
 /** Reads a watch stream until `until` says enough (or the server ends it) and returns its events. */
-async function watchEvents(urlPath: string, until: (events: Array<{ type: string; object: any }>) => boolean): Promise<Array<{ type: string; object: any }>> {
+async function watchEvents(
+  urlPath: string,
+  until: (events: Array<{ type: string; object: any }>) => boolean,
+): Promise<Array<{ type: string; object: any }>> {
   const controller = new AbortController();
   const response = await fetch(`${server.url}${urlPath}`, { signal: controller.signal });
   const events: Array<{ type: string; object: any }> = [];
@@ -62,7 +65,9 @@ function widget(name: string, spec: Record<string, unknown> = { color: 'red' }, 
 describe('makeInformer against the test server', () => {
   it('sees adds, updates and deletes, and lists again after 410 Gone without losing a change', async () => {
     const seen: string[] = [];
-    const informer = k8s.makeInformer(kubeConfig, '/api/v1/namespaces/team-a/configmaps', () => core.listNamespacedConfigMap({ namespace: 'team-a' }));
+    const informer = k8s.makeInformer(kubeConfig, '/api/v1/namespaces/team-a/configmaps', () =>
+      core.listNamespacedConfigMap({ namespace: 'team-a' }),
+    );
     const changed = new Promise<void>((resolve) => {
       informer.on('add', (object) => {
         seen.push(`add ${object.metadata?.name}`);
@@ -74,7 +79,10 @@ describe('makeInformer against the test server', () => {
     await core.createNamespacedConfigMap({ namespace: 'team-a', body: { metadata: { name: 'before' }, data: { value: '1' } } });
     await informer.start();
     await core.createNamespacedConfigMap({ namespace: 'team-a', body: { metadata: { name: 'second' } } });
-    await core.patchNamespacedConfigMap({ namespace: 'team-a', name: 'before', body: { data: { value: '2' } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    await core.patchNamespacedConfigMap(
+      { namespace: 'team-a', name: 'before', body: { data: { value: '2' } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
     await core.deleteNamespacedConfigMap({ namespace: 'team-a', name: 'second' });
     // The history is forgotten and the watch cut: reconnecting from the old version must fail with 410,
     // and the change made meanwhile must arrive through the re-list.
@@ -105,16 +113,23 @@ describe('watch', () => {
     const created = await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: { name: 'watched', labels: { tier: 'a' } } });
     const from = created.body.metadata.resourceVersion;
     await call('PATCH', '/api/v1/namespaces/default/configmaps/watched', { data: { x: '1' } }, 'application/merge-patch+json');
-    await call('PATCH', '/api/v1/namespaces/default/configmaps/watched', { metadata: { labels: { tier: 'b' } } }, 'application/merge-patch+json');
-    const events = await watchEvents(`/api/v1/namespaces/default/configmaps?watch=1&labelSelector=tier%3Da&allowWatchBookmarks=true&resourceVersion=${from}`, (list) =>
-      list.some((event) => event.type === 'BOOKMARK'),
+    await call(
+      'PATCH',
+      '/api/v1/namespaces/default/configmaps/watched',
+      { metadata: { labels: { tier: 'b' } } },
+      'application/merge-patch+json',
+    );
+    const events = await watchEvents(
+      `/api/v1/namespaces/default/configmaps?watch=1&labelSelector=tier%3Da&allowWatchBookmarks=true&resourceVersion=${from}`,
+      (list) => list.some((event) => event.type === 'BOOKMARK'),
     );
     expect(events.map((event) => event.type)).toEqual(['MODIFIED', 'DELETED', 'BOOKMARK']);
     expect(Number(events[2]!.object.metadata.resourceVersion)).toBeGreaterThan(Number(from));
   });
 
   it('answers a version older than the kept history with an ERROR event carrying 410 Expired', async () => {
-    for (let index = 0; index < 60; index++) await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: { generateName: 'churn-' } });
+    for (let index = 0; index < 60; index++)
+      await call('POST', '/api/v1/namespaces/default/configmaps', { metadata: { generateName: 'churn-' } });
     const events = await watchEvents('/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=2', () => false);
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } });
@@ -171,7 +186,12 @@ describe('writes', () => {
     expect(conflict.status).toBe(409);
     expect(conflict.body).toMatchObject({ kind: 'Status', reason: 'Conflict', code: 409 });
     expect(conflict.body.message).toContain('the object has been modified');
-    const patchConflict = await call('PATCH', `${WIDGETS}/concurrent`, { metadata: { resourceVersion: stale }, spec: { color: 'blue' } }, 'application/merge-patch+json');
+    const patchConflict = await call(
+      'PATCH',
+      `${WIDGETS}/concurrent`,
+      { metadata: { resourceVersion: stale }, spec: { color: 'blue' } },
+      'application/merge-patch+json',
+    );
     expect(patchConflict.status).toBe(409);
     const noVersion = await call('PUT', `${WIDGETS}/concurrent`, { ...updated.body, metadata: { name: 'concurrent' } });
     expect(noVersion.status).toBe(422);
@@ -186,11 +206,21 @@ describe('writes', () => {
     expect(created.status).toBeUndefined();
     const labelled = await call('PATCH', `${WIDGETS}/generations`, { metadata: { labels: { a: 'b' } } }, 'application/merge-patch+json');
     expect(labelled.body.metadata.generation).toBe(1);
-    const status = await call('PATCH', `${WIDGETS}/generations/status`, { status: { phase: 'Ready' }, spec: { color: 'blue' } }, 'application/merge-patch+json');
+    const status = await call(
+      'PATCH',
+      `${WIDGETS}/generations/status`,
+      { status: { phase: 'Ready' }, spec: { color: 'blue' } },
+      'application/merge-patch+json',
+    );
     expect(status.body.metadata.generation).toBe(1);
     expect(status.body.spec.color).toBe('red');
     expect(status.body.status.phase).toBe('Ready');
-    const spec = await call('PATCH', `${WIDGETS}/generations`, { spec: { color: 'blue' }, status: { phase: 'Lost' } }, 'application/merge-patch+json');
+    const spec = await call(
+      'PATCH',
+      `${WIDGETS}/generations`,
+      { spec: { color: 'blue' }, status: { phase: 'Lost' } },
+      'application/merge-patch+json',
+    );
     expect(spec.body.metadata.generation).toBe(2);
     expect(spec.body.status.phase).toBe('Ready');
     const statusPut = await call('PUT', `${WIDGETS}/generations/status`, { ...spec.body, status: { phase: 'Done' } });
@@ -199,31 +229,88 @@ describe('writes', () => {
 
   it('applies JSON patches, and refuses strategic merge patches for custom resources as the real server does', async () => {
     await call('POST', WIDGETS, widget('patched', { color: 'red', parts: [{ name: 'a' }] }));
-    const patched = await call('PATCH', `${WIDGETS}/patched`, [{ op: 'add', path: '/spec/parts/-', value: { name: 'b' } }, { op: 'replace', path: '/spec/color', value: 'green' }], 'application/json-patch+json');
-    expect(patched.body.spec).toMatchObject({ color: 'green', parts: [{ name: 'a', count: 1 }, { name: 'b', count: 1 }] });
-    const failedTest = await call('PATCH', `${WIDGETS}/patched`, [{ op: 'test', path: '/spec/color', value: 'red' }], 'application/json-patch+json');
+    const patched = await call(
+      'PATCH',
+      `${WIDGETS}/patched`,
+      [
+        { op: 'add', path: '/spec/parts/-', value: { name: 'b' } },
+        { op: 'replace', path: '/spec/color', value: 'green' },
+      ],
+      'application/json-patch+json',
+    );
+    expect(patched.body.spec).toMatchObject({
+      color: 'green',
+      parts: [
+        { name: 'a', count: 1 },
+        { name: 'b', count: 1 },
+      ],
+    });
+    const failedTest = await call(
+      'PATCH',
+      `${WIDGETS}/patched`,
+      [{ op: 'test', path: '/spec/color', value: 'red' }],
+      'application/json-patch+json',
+    );
     expect(failedTest.status).toBe(422);
     const strategic = await call('PATCH', `${WIDGETS}/patched`, { spec: { color: 'blue' } }, 'application/strategic-merge-patch+json');
     expect(strategic.status).toBe(415);
   });
 
-  it('merges a pod\'s containers by name in a strategic merge patch and keeps the rest of its spec immutable', async () => {
-    await call('POST', '/api/v1/namespaces/default/pods', { metadata: { name: 'smp' }, spec: { containers: [{ name: 'a', image: 'one' }, { name: 'b', image: 'two' }] } });
-    const patched = await call('PATCH', '/api/v1/namespaces/default/pods/smp', { spec: { containers: [{ name: 'b', image: 'three' }] } }, 'application/strategic-merge-patch+json');
+  it("merges a pod's containers by name in a strategic merge patch and keeps the rest of its spec immutable", async () => {
+    await call('POST', '/api/v1/namespaces/default/pods', {
+      metadata: { name: 'smp' },
+      spec: {
+        containers: [
+          { name: 'a', image: 'one' },
+          { name: 'b', image: 'two' },
+        ],
+      },
+    });
+    const patched = await call(
+      'PATCH',
+      '/api/v1/namespaces/default/pods/smp',
+      { spec: { containers: [{ name: 'b', image: 'three' }] } },
+      'application/strategic-merge-patch+json',
+    );
     expect(patched.body.spec.containers.map((container: { image: string }) => container.image)).toEqual(['one', 'three']);
-    const forbidden = await call('PATCH', '/api/v1/namespaces/default/pods/smp', { spec: { restartPolicy: 'Never' } }, 'application/strategic-merge-patch+json');
+    const forbidden = await call(
+      'PATCH',
+      '/api/v1/namespaces/default/pods/smp',
+      { spec: { restartPolicy: 'Never' } },
+      'application/strategic-merge-patch+json',
+    );
     expect(forbidden.status).toBe(422);
     expect(forbidden.body.details.causes[0]).toMatchObject({ reason: 'FieldValueForbidden', field: 'spec' });
   });
 
   it('fills in the defaults the real server adds to pods, services and secrets', async () => {
-    const pod = (await call('POST', '/api/v1/namespaces/default/pods', { metadata: { name: 'defaulted' }, spec: { containers: [{ name: 'main', image: 'runner:1.0', ports: [{ containerPort: 80 }] }] } })).body;
-    expect(pod.spec).toMatchObject({ restartPolicy: 'Always', serviceAccountName: 'default', enableServiceLinks: true, terminationGracePeriodSeconds: 30 });
-    expect(pod.spec.containers[0]).toMatchObject({ imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', ports: [{ containerPort: 80, protocol: 'TCP' }] });
+    const pod = (
+      await call('POST', '/api/v1/namespaces/default/pods', {
+        metadata: { name: 'defaulted' },
+        spec: { containers: [{ name: 'main', image: 'runner:1.0', ports: [{ containerPort: 80 }] }] },
+      })
+    ).body;
+    expect(pod.spec).toMatchObject({
+      restartPolicy: 'Always',
+      serviceAccountName: 'default',
+      enableServiceLinks: true,
+      terminationGracePeriodSeconds: 30,
+    });
+    expect(pod.spec.containers[0]).toMatchObject({
+      imagePullPolicy: 'IfNotPresent',
+      terminationMessagePath: '/dev/termination-log',
+      ports: [{ containerPort: 80, protocol: 'TCP' }],
+    });
     expect(pod.spec.tolerations).toHaveLength(2);
     expect(pod.status).toEqual({ phase: 'Pending', qosClass: 'BestEffort' });
-    const service = (await call('POST', '/api/v1/namespaces/default/services', { metadata: { name: 'egress' }, spec: { ports: [{ port: 3128 }] } })).body;
-    expect(service.spec).toMatchObject({ type: 'ClusterIP', clusterIP: expect.stringMatching(/^10\.96\./), ports: [{ port: 3128, targetPort: 3128, protocol: 'TCP' }] });
+    const service = (
+      await call('POST', '/api/v1/namespaces/default/services', { metadata: { name: 'egress' }, spec: { ports: [{ port: 3128 }] } })
+    ).body;
+    expect(service.spec).toMatchObject({
+      type: 'ClusterIP',
+      clusterIP: expect.stringMatching(/^10\.96\./),
+      ports: [{ port: 3128, targetPort: 3128, protocol: 'TCP' }],
+    });
     expect((await call('POST', '/api/v1/namespaces/default/secrets', { metadata: { name: 'plain' } })).body.type).toBe('Opaque');
   });
 
@@ -245,7 +332,10 @@ describe('writes', () => {
 describe('admission', () => {
   it('refuses pods past a ResourceQuota with 403 exceeded quota, and pods without the tracked requests', async () => {
     await call('POST', '/api/v1/namespaces', { metadata: { name: 'quota' } });
-    await call('POST', '/api/v1/namespaces/quota/resourcequotas', { metadata: { name: 'small' }, spec: { hard: { pods: '2', 'requests.cpu': '1' } } });
+    await call('POST', '/api/v1/namespaces/quota/resourcequotas', {
+      metadata: { name: 'small' },
+      spec: { hard: { pods: '2', 'requests.cpu': '1' } },
+    });
     const pod = (name: string, cpu?: string) => ({
       metadata: { name },
       spec: { containers: [{ name: 'main', image: 'x', ...(cpu ? { resources: { requests: { cpu } } } : {}) }] },
@@ -253,7 +343,9 @@ describe('admission', () => {
     expect((await call('POST', '/api/v1/namespaces/quota/pods', pod('a', '600m'))).status).toBe(201);
     const overCpu = await call('POST', '/api/v1/namespaces/quota/pods', pod('b', '500m'));
     expect(overCpu.body).toMatchObject({ code: 403, reason: 'Forbidden' });
-    expect(overCpu.body.message).toBe('pods "b" is forbidden: exceeded quota: small, requested: requests.cpu=500m, used: requests.cpu=600m, limited: requests.cpu=1');
+    expect(overCpu.body.message).toBe(
+      'pods "b" is forbidden: exceeded quota: small, requested: requests.cpu=500m, used: requests.cpu=600m, limited: requests.cpu=1',
+    );
     const unspecified = await call('POST', '/api/v1/namespaces/quota/pods', pod('c'));
     expect(unspecified.body.message).toBe('pods "c" is forbidden: failed quota: small: must specify requests.cpu');
     expect((await call('POST', '/api/v1/namespaces/quota/pods', pod('d', '100m'))).status).toBe(201);
@@ -277,8 +369,18 @@ describe('admission', () => {
     expect(recorded.body).toMatchObject({ apiVersion: 'events.k8s.io/v1', note: 'adopted a warm pod', regarding: { name: 'w' } });
     const core = await call('GET', '/api/v1/namespaces/default/events?fieldSelector=involvedObject.uid%3Du-1');
     expect(core.body.items).toHaveLength(1);
-    expect(core.body.items[0]).toMatchObject({ apiVersion: 'v1', message: 'adopted a warm pod', reportingComponent: 'acis.dev/controller', involvedObject: { kind: 'Widget' } });
-    const patched = await call('PATCH', '/apis/events.k8s.io/v1/namespaces/default/events/claimed.1', { series: { count: 2, lastObservedTime: '2026-01-01T00:01:00.000000Z' } }, 'application/merge-patch+json');
+    expect(core.body.items[0]).toMatchObject({
+      apiVersion: 'v1',
+      message: 'adopted a warm pod',
+      reportingComponent: 'acis.dev/controller',
+      involvedObject: { kind: 'Widget' },
+    });
+    const patched = await call(
+      'PATCH',
+      '/apis/events.k8s.io/v1/namespaces/default/events/claimed.1',
+      { series: { count: 2, lastObservedTime: '2026-01-01T00:01:00.000000Z' } },
+      'application/merge-patch+json',
+    );
     expect(patched.body).toMatchObject({ note: 'adopted a warm pod', series: { count: 2 } });
   });
 });
@@ -286,7 +388,11 @@ describe('admission', () => {
 describe('custom resource validation', () => {
   it('refuses a bad object with 422 and one cause per failure, changing nothing', async () => {
     const before = server.store.list('widgets', 'default').items.length;
-    const answer = await call('POST', WIDGETS, widget('bad', { replicas: -1, size: 'huge', code: 'ab', expiresAt: 'tomorrow', tags: { a: 1 }, parts: [{}, {}, {}, {}] }));
+    const answer = await call(
+      'POST',
+      WIDGETS,
+      widget('bad', { replicas: -1, size: 'huge', code: 'ab', expiresAt: 'tomorrow', tags: { a: 1 }, parts: [{}, {}, {}, {}] }),
+    );
     expect(answer.status).toBe(422);
     expect(answer.body.reason).toBe('Invalid');
     const causes = answer.body.details.causes.map((cause: { field: string; reason: string }) => `${cause.field} ${cause.reason}`);
@@ -304,15 +410,30 @@ describe('custom resource validation', () => {
     expect(answer.body.message).toMatch(/^Widget\.example\.test "bad" is invalid: \[/);
     const enumFailure = await call('POST', WIDGETS, widget('bad', { color: 'purple' }));
     expect(enumFailure.body.details.causes).toEqual([
-      { reason: 'FieldValueNotSupported', message: 'Unsupported value: "purple": supported values: "red", "green", "blue"', field: 'spec.color' },
+      {
+        reason: 'FieldValueNotSupported',
+        message: 'Unsupported value: "purple": supported values: "red", "green", "blue"',
+        field: 'spec.color',
+      },
     ]);
     expect(server.store.list('widgets', 'default').items.length).toBe(before);
   });
 
   it('prunes unknown fields (or refuses them with fieldValidation=Strict), keeps preserved ones and applies defaults', async () => {
-    const created = await call('POST', WIDGETS, widget('pruned', { color: 'blue', unknown: 1, note: null, extra: { anything: { goes: true } }, parts: [{ name: 'p' }] }));
+    const created = await call(
+      'POST',
+      WIDGETS,
+      widget('pruned', { color: 'blue', unknown: 1, note: null, extra: { anything: { goes: true } }, parts: [{ name: 'p' }] }),
+    );
     expect(created.status).toBe(201);
-    expect(created.body.spec).toEqual({ color: 'blue', note: null, extra: { anything: { goes: true } }, parts: [{ name: 'p', count: 1 }], replicas: 1, size: '1Gi' });
+    expect(created.body.spec).toEqual({
+      color: 'blue',
+      note: null,
+      extra: { anything: { goes: true } },
+      parts: [{ name: 'p', count: 1 }],
+      replicas: 1,
+      size: '1Gi',
+    });
     const strict = await call('POST', `${WIDGETS}?fieldValidation=Strict`, widget('strict', { color: 'blue', unknown: 1 }));
     expect(strict.status).toBe(400);
     expect(strict.body.message).toBe('strict decoding error: unknown field "spec.unknown"');
@@ -365,7 +486,19 @@ describe('lists and selectors', () => {
 describe('garbage collection', () => {
   async function owned(name: string, owner: Record<string, any>) {
     return call('POST', '/api/v1/namespaces/default/configmaps', {
-      metadata: { name, ownerReferences: [{ apiVersion: 'example.test/v1', kind: 'Widget', name: owner.metadata.name, uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true }] },
+      metadata: {
+        name,
+        ownerReferences: [
+          {
+            apiVersion: 'example.test/v1',
+            kind: 'Widget',
+            name: owner.metadata.name,
+            uid: owner.metadata.uid,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
     });
   }
 
@@ -373,12 +506,21 @@ describe('garbage collection', () => {
     const owner = (await call('POST', WIDGETS, widget('owner'))).body;
     await owned('dependent', owner);
     await call('DELETE', `${WIDGETS}/owner`);
-    await server.store.waitUntil(() => server.store.list('configmaps', 'default', { fieldSelector: 'metadata.name=dependent' }).items.length === 0, 5_000, 'the dependent to go');
+    await server.store.waitUntil(
+      () => server.store.list('configmaps', 'default', { fieldSelector: 'metadata.name=dependent' }).items.length === 0,
+      5_000,
+      'the dependent to go',
+    );
 
     const keeper = (await call('POST', WIDGETS, widget('keeper'))).body;
     await owned('orphan', keeper);
     await call('DELETE', `${WIDGETS}/keeper?propagationPolicy=Orphan`);
-    const orphan = await server.store.waitFor('configmaps', 'default', 'orphan', (object) => object?.metadata.ownerReferences === undefined);
+    const orphan = await server.store.waitFor(
+      'configmaps',
+      'default',
+      'orphan',
+      (object) => object?.metadata.ownerReferences === undefined,
+    );
     expect(orphan).toBeDefined();
   });
 
@@ -396,7 +538,12 @@ describe('garbage collection', () => {
     await call('POST', WIDGETS, { ...widget('finalized'), metadata: { name: 'finalized', finalizers: ['example.test/cleanup'] } });
     const deleting = await call('DELETE', `${WIDGETS}/finalized`);
     expect(deleting.body.metadata.deletionTimestamp).toBeDefined();
-    const refused = await call('PATCH', `${WIDGETS}/finalized`, { metadata: { finalizers: ['example.test/cleanup', 'other'] } }, 'application/merge-patch+json');
+    const refused = await call(
+      'PATCH',
+      `${WIDGETS}/finalized`,
+      { metadata: { finalizers: ['example.test/cleanup', 'other'] } },
+      'application/merge-patch+json',
+    );
     expect(refused.status).toBe(422);
     await call('PATCH', `${WIDGETS}/finalized`, { metadata: { finalizers: null } }, 'application/merge-patch+json');
     expect((await call('GET', `${WIDGETS}/finalized`)).status).toBe(404);
@@ -415,18 +562,42 @@ describe('garbage collection', () => {
 describe('discovery, leases and scale through client-node', () => {
   it('serves leases with optimistic concurrency, as leader election uses them', async () => {
     const coordination = kubeConfig.makeApiClient(k8s.CoordinationV1Api);
-    const lease = await coordination.createNamespacedLease({ namespace: 'default', body: { metadata: { name: 'leader' }, spec: { holderIdentity: 'a', leaseDurationSeconds: 5 } } });
-    await coordination.replaceNamespacedLease({ namespace: 'default', name: 'leader', body: { ...lease, spec: { ...lease.spec, holderIdentity: 'b' } } });
-    await expect(coordination.replaceNamespacedLease({ namespace: 'default', name: 'leader', body: { ...lease, spec: { ...lease.spec, holderIdentity: 'c' } } })).rejects.toMatchObject({ code: 409 });
+    const lease = await coordination.createNamespacedLease({
+      namespace: 'default',
+      body: { metadata: { name: 'leader' }, spec: { holderIdentity: 'a', leaseDurationSeconds: 5 } },
+    });
+    await coordination.replaceNamespacedLease({
+      namespace: 'default',
+      name: 'leader',
+      body: { ...lease, spec: { ...lease.spec, holderIdentity: 'b' } },
+    });
+    await expect(
+      coordination.replaceNamespacedLease({
+        namespace: 'default',
+        name: 'leader',
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: 'c' } },
+      }),
+    ).rejects.toMatchObject({ code: 409 });
     expect((await coordination.readNamespacedLease({ namespace: 'default', name: 'leader' })).spec?.holderIdentity).toBe('b');
   });
 
-  it('maps the scale subresource to the CRD\'s replicas paths', async () => {
+  it("maps the scale subresource to the CRD's replicas paths", async () => {
     await call('POST', WIDGETS, widget('scaled', { color: 'red', replicas: 2 }));
     await call('PATCH', `${WIDGETS}/scaled/status`, { status: { replicas: 1, selector: 'app=scaled' } }, 'application/merge-patch+json');
     const custom = kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    const scale = await custom.getNamespacedCustomObjectScale({ group: 'example.test', version: 'v1', namespace: 'default', plural: 'widgets', name: 'scaled' });
-    expect(scale).toMatchObject({ kind: 'Scale', apiVersion: 'autoscaling/v1', spec: { replicas: 2 }, status: { replicas: 1, selector: 'app=scaled' } });
+    const scale = await custom.getNamespacedCustomObjectScale({
+      group: 'example.test',
+      version: 'v1',
+      namespace: 'default',
+      plural: 'widgets',
+      name: 'scaled',
+    });
+    expect(scale).toMatchObject({
+      kind: 'Scale',
+      apiVersion: 'autoscaling/v1',
+      spec: { replicas: 2 },
+      status: { replicas: 1, selector: 'app=scaled' },
+    });
     await custom.patchNamespacedCustomObjectScale(
       { group: 'example.test', version: 'v1', namespace: 'default', plural: 'widgets', name: 'scaled', body: { spec: { replicas: 4 } } },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
@@ -456,14 +627,39 @@ describe('discovery, leases and scale through client-node', () => {
         group: 'example.test',
         scope: 'Namespaced',
         names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget' },
-        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties: { size: { type: 'integer' } } } } } } }],
+        versions: [
+          {
+            name: 'v1',
+            served: true,
+            storage: true,
+            schema: {
+              openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties: { size: { type: 'integer' } } } } },
+            },
+          },
+        ],
       },
     };
     const created = await call('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
-    expect(created.body.status.conditions).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'Established', status: 'True' })]));
-    const gadget = await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', { apiVersion: 'example.test/v1', kind: 'Gadget', metadata: { name: 'g' }, spec: { size: 'big' } });
+    expect(created.body.status.conditions).toEqual(
+      expect.arrayContaining([expect.objectContaining({ type: 'Established', status: 'True' })]),
+    );
+    const gadget = await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', {
+      apiVersion: 'example.test/v1',
+      kind: 'Gadget',
+      metadata: { name: 'g' },
+      spec: { size: 'big' },
+    });
     expect(gadget.status).toBe(422);
-    expect((await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', { apiVersion: 'example.test/v1', kind: 'Gadget', metadata: { name: 'g' }, spec: { size: 3 } })).status).toBe(201);
+    expect(
+      (
+        await call('POST', '/apis/example.test/v1/namespaces/default/gadgets', {
+          apiVersion: 'example.test/v1',
+          kind: 'Gadget',
+          metadata: { name: 'g' },
+          spec: { size: 3 },
+        })
+      ).status,
+    ).toBe(201);
     await call('DELETE', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.test');
     const gone = await call('GET', '/apis/example.test/v1/namespaces/default/gadgets');
     expect(gone.body).toMatchObject({ kind: 'Status', code: 404, reason: 'NotFound' });

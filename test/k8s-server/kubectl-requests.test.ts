@@ -40,7 +40,12 @@ describe('kubectl requests sent as protobuf', () => {
     expect(await run(['create', 'serviceaccount', 'builder', '-n', 'team-a'])).toMatchObject({ code: 0 });
     const token = await run(['create', 'token', 'builder', '-n', 'team-a', '--duration', '20m', '--audience', 'acis']);
     expect(token.code, token.stderr).toBe(0);
-    const claims = JSON.parse(Buffer.from(token.stdout.trim().split('.')[1]!, 'base64url').toString()) as { sub: string; aud: string[]; exp: number; iat: number };
+    const claims = JSON.parse(Buffer.from(token.stdout.trim().split('.')[1]!, 'base64url').toString()) as {
+      sub: string;
+      aud: string[];
+      exp: number;
+      iat: number;
+    };
     expect(claims).toMatchObject({ sub: 'system:serviceaccount:team-a:builder', aud: ['acis'] });
     expect(claims.exp - claims.iat).toBe(1200);
     const missing = await run(['create', 'token', 'nobody', '-n', 'team-a']);
@@ -63,8 +68,13 @@ describe('kubectl requests sent as protobuf', () => {
 
 describe('LimitRange', () => {
   it('is served: kubectl create -f validates it on the server, get lists it by its short name', async () => {
-    expect(await run(['create', '-f', '-', '-n', 'team-a'], LIMIT_RANGE)).toMatchObject({ code: 0, stdout: 'limitrange/defaults created\n' });
-    expect(server.requests.some((request) => request.resource === 'limitranges' && request.query.includes('fieldValidation=Strict'))).toBe(true);
+    expect(await run(['create', '-f', '-', '-n', 'team-a'], LIMIT_RANGE)).toMatchObject({
+      code: 0,
+      stdout: 'limitrange/defaults created\n',
+    });
+    expect(server.requests.some((request) => request.resource === 'limitranges' && request.query.includes('fieldValidation=Strict'))).toBe(
+      true,
+    );
     const listed = await run(['get', 'limits', '-n', 'team-a']);
     expect(listed.stdout).toMatch(/^defaults\s/m);
     const resources = await run(['api-resources', '--api-group=']);

@@ -39,9 +39,19 @@ spec:
 `;
 
 describe('kubectl against the test server', () => {
-  it('applies custom resources and prints them with the CRD\'s printer columns, wide-only ones with -o wide', async () => {
-    expect(await run(['apply', '-f', '-'], widgetManifest('first', 'red', 2))).toMatchObject({ code: 0, stdout: 'widget.example.test/first created\n' });
-    server.store.patch('widgets', 'default', 'first', 'application/merge-patch+json', { status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } }, { subresource: 'status' });
+  it("applies custom resources and prints them with the CRD's printer columns, wide-only ones with -o wide", async () => {
+    expect(await run(['apply', '-f', '-'], widgetManifest('first', 'red', 2))).toMatchObject({
+      code: 0,
+      stdout: 'widget.example.test/first created\n',
+    });
+    server.store.patch(
+      'widgets',
+      'default',
+      'first',
+      'application/merge-patch+json',
+      { status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } },
+      { subresource: 'status' },
+    );
     const table = await run(['get', 'wdg']);
     expect(table.code).toBe(0);
     const [header, row] = rows(table.stdout);
@@ -55,7 +65,7 @@ describe('kubectl against the test server', () => {
     expect(wide[1]![wide[0]!.indexOf('OWNER')]).toBe('ann');
   });
 
-  it('re-applies (configured), refuses an invalid object with the server\'s causes, and deletes', async () => {
+  it("re-applies (configured), refuses an invalid object with the server's causes, and deletes", async () => {
     expect((await run(['apply', '-f', '-'], widgetManifest('first', 'green', 2))).stdout).toBe('widget.example.test/first configured\n');
     expect(server.store.get('widgets', 'default', 'first').spec).toMatchObject({ color: 'green' });
     const refused = await run(['apply', '-f', '-'], widgetManifest('second', 'purple', 20));
@@ -70,7 +80,10 @@ describe('kubectl against the test server', () => {
   it('scales through the scale subresource', async () => {
     await run(['apply', '-f', '-'], widgetManifest('scalable', 'blue', 1));
     const generation = server.store.get('widgets', 'default', 'scalable').metadata.generation!;
-    expect(await run(['scale', 'wdg/scalable', '--replicas=5'])).toMatchObject({ code: 0, stdout: 'widget.example.test/scalable scaled\n' });
+    expect(await run(['scale', 'wdg/scalable', '--replicas=5'])).toMatchObject({
+      code: 0,
+      stdout: 'widget.example.test/scalable scaled\n',
+    });
     const scaled = server.store.get('widgets', 'default', 'scalable');
     expect(scaled.spec).toMatchObject({ replicas: 5 });
     expect(scaled.metadata.generation).toBe(generation + 1);
@@ -94,10 +107,24 @@ describe('kubectl against the test server', () => {
     const described = await run(['describe', 'widget', 'scalable']);
     expect(described.stdout).toMatch(/Normal\s+Scaled\s+\S+\s+widget-controller\s+scaled to 5/);
 
-    server.store.create('pods', 'default', { metadata: { name: 'p' }, spec: { nodeName: 'node-x', containers: [{ name: 'main', image: 'x' }] } });
-    server.store.patch('pods', 'default', 'p', 'application/merge-patch+json', {
-      status: { phase: 'Running', podIP: '127.0.0.9', containerStatuses: [{ name: 'main', ready: false, restartCount: 4, state: { waiting: { reason: 'CrashLoopBackOff' } } }] },
-    }, { subresource: 'status' });
+    server.store.create('pods', 'default', {
+      metadata: { name: 'p' },
+      spec: { nodeName: 'node-x', containers: [{ name: 'main', image: 'x' }] },
+    });
+    server.store.patch(
+      'pods',
+      'default',
+      'p',
+      'application/merge-patch+json',
+      {
+        status: {
+          phase: 'Running',
+          podIP: '127.0.0.9',
+          containerStatuses: [{ name: 'main', ready: false, restartCount: 4, state: { waiting: { reason: 'CrashLoopBackOff' } } }],
+        },
+      },
+      { subresource: 'status' },
+    );
     const [header, row] = rows((await run(['get', 'pods', '-o', 'wide'])).stdout);
     expect(header!.slice(0, 7)).toEqual(['NAME', 'READY', 'STATUS', 'RESTARTS', 'AGE', 'IP', 'NODE']);
     expect(row!.slice(0, 4)).toEqual(['p', '0/1', 'CrashLoopBackOff', '4']);
@@ -112,14 +139,21 @@ describe('kubectl against the test server', () => {
       await writeFile(path.join(chart, 'values.yaml'), 'color: blue\n');
       await writeFile(
         path.join(chart, 'templates', 'things.yaml'),
-        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\ndata:\n  color: {{ .Values.color }}\n---\n' + widgetManifest('{{ .Release.Name }}-widget', '{{ .Values.color }}', 1),
+        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\ndata:\n  color: {{ .Values.color }}\n---\n' +
+          widgetManifest('{{ .Release.Name }}-widget', '{{ .Values.color }}', 1),
       );
-      const installed = await helm(['install', 'demo', chart, '--namespace', 'default'], { kubeconfig: server.kubeconfigPath, timeoutMs: 60_000 });
+      const installed = await helm(['install', 'demo', chart, '--namespace', 'default'], {
+        kubeconfig: server.kubeconfigPath,
+        timeoutMs: 60_000,
+      });
       expect(installed.stderr, installed.stderr).toBe('');
       expect(installed.code, installed.stdout).toBe(0);
       expect(server.store.get('configmaps', 'default', 'demo-config').data).toEqual({ color: 'blue' });
       expect(server.store.get('widgets', 'default', 'demo-widget').spec).toMatchObject({ color: 'blue' });
-      const uninstalled = await helm(['uninstall', 'demo', '--namespace', 'default'], { kubeconfig: server.kubeconfigPath, timeoutMs: 60_000 });
+      const uninstalled = await helm(['uninstall', 'demo', '--namespace', 'default'], {
+        kubeconfig: server.kubeconfigPath,
+        timeoutMs: 60_000,
+      });
       expect(uninstalled.code, uninstalled.stderr).toBe(0);
       expect(server.store.find('configmaps', 'default', 'demo-config')).toBeUndefined();
     } finally {

@@ -14,7 +14,8 @@ import type { KubeObject } from '../../hack/k8s/store.js';
 const WILDCARD = `
 const server = require('node:http').createServer((request, response) => response.end(process.env.HOSTNAME + ' on ' + server.address().address));
 server.listen(Number(process.env.PORT));`;
-const FAILING = "console.log('loading the CA'); console.error('no CA at /var/lib/ca.crt'); require('fs').writeFileSync('/dev/termination-log', 'CA missing'); process.exit(3)";
+const FAILING =
+  "console.log('loading the CA'); console.error('no CA at /var/lib/ca.crt'); require('fs').writeFileSync('/dev/termination-log', 'CA missing'); process.exit(3)";
 
 let server: KubeTestServer;
 let kubelet: Kubelet;
@@ -49,13 +50,13 @@ const ready = (pod: KubeObject | undefined) =>
   Boolean((pod?.status as { containerStatuses?: Array<{ ready: boolean }> } | undefined)?.containerStatuses?.[0]?.ready);
 
 describe('the pod network', () => {
-  it('gives pods loopback IPs of this process\'s own block, never 127.0.0.0/23', () => {
+  it("gives pods loopback IPs of this process's own block, never 127.0.0.0/23", () => {
     expect(allocatePodIP(1)).toMatch(/^127\.0\.2\.\d+$/);
     expect(allocatePodIP(32_767)).toMatch(/^127\.255\.25[45]\.\d+$/);
     expect(allocatePodIP(4242).split('.').slice(0, 3)).not.toEqual(allocatePodIP(4243).split('.').slice(0, 3));
   });
 
-  it('lands a pod\'s wildcard listen on its own IP: two pods and a host process hold the same port', async () => {
+  it("lands a pod's wildcard listen on its own IP: two pods and a host process hold the same port", async () => {
     const taken = createServer();
     taken.listen(0, '127.0.0.1');
     await once(taken, 'listening');
@@ -72,9 +73,11 @@ describe('the pod network', () => {
     }
   });
 
-  it('times a wait on a pod out with its containers\' state, last termination message and last log lines', async () => {
+  it("times a wait on a pod out with its containers' state, last termination message and last log lines", async () => {
     runPod('failing', 'example/failing:1');
     const wait = server.store.waitFor('pods', 'default', 'failing', () => false, 1_000);
-    await expect(wait).rejects.toThrow(/container main: .*restarts\n {2}last state: terminated, exit code 3 Error: "CA missing"\n {2}last 20 log lines:\n {2}\| loading the CA\n {2}\| no CA at \/var\/lib\/ca\.crt/);
+    await expect(wait).rejects.toThrow(
+      /container main: .*restarts\n {2}last state: terminated, exit code 3 Error: "CA missing"\n {2}last 20 log lines:\n {2}\| loading the CA\n {2}\| no CA at \/var\/lib\/ca\.crt/,
+    );
   });
 });

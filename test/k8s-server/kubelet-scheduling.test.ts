@@ -10,7 +10,10 @@ describe('podResources(pod)', () => {
   it.each([
     [{ requests: { cpu: '500m', memory: '128Mi' } }, { cpu: 0.5, memory: 128 * 2 ** 20, pods: 1 }],
     [{ limits: { cpu: '2', memory: '1G' } }, { cpu: 2, memory: 1e9, pods: 1 }],
-    [{ requests: { cpu: '100m' }, limits: { cpu: '1' } }, { cpu: 0.1, memory: 0, pods: 1 }],
+    [
+      { requests: { cpu: '100m' }, limits: { cpu: '1' } },
+      { cpu: 0.1, memory: 0, pods: 1 },
+    ],
     [{}, { cpu: 0, memory: 0, pods: 1 }],
   ])('%j requests %j', (resources, expected) => {
     expect(podResources(pod('n', resources))).toEqual(expected);
@@ -19,7 +22,11 @@ describe('podResources(pod)', () => {
 
 describe('missingResources(allocatable, usage(pods, node), wanted)', () => {
   const allocatable = { cpu: 2, memory: 2 ** 30, pods: 3 };
-  const running = [pod('n', { requests: { cpu: '1500m' } }), pod('other', { requests: { cpu: '2' } }), pod('n', { requests: { cpu: '2' } }, 'Succeeded')];
+  const running = [
+    pod('n', { requests: { cpu: '1500m' } }),
+    pod('other', { requests: { cpu: '2' } }),
+    pod('n', { requests: { cpu: '2' } }, 'Succeeded'),
+  ];
 
   it.each([
     [{ requests: { cpu: '500m' } }, []],

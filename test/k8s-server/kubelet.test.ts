@@ -37,7 +37,10 @@ beforeAll(async () => {
       'example/script:1': { command: process.execPath, args: [path.join(scriptDir, 'main.cjs')], binds: [scriptDir] },
       'example/reporter:1': {
         command: process.execPath,
-        args: ['-e', "require('fs').writeFileSync(process.env.TERMINATION_LOG ?? '/dev/termination-log', 'the outcome'); process.exit(Number(process.env.EXIT_CODE ?? 0))"],
+        args: [
+          '-e',
+          "require('fs').writeFileSync(process.env.TERMINATION_LOG ?? '/dev/termination-log', 'the outcome'); process.exit(Number(process.env.EXIT_CODE ?? 0))",
+        ],
       },
     },
     probePeriodMs: 50,
@@ -54,7 +57,12 @@ afterAll(async () => {
 type Condition = { type: string; status: string; reason?: string; message?: string };
 type ContainerStatus = { ready: boolean; restartCount: number; state: Record<string, any>; lastState: Record<string, any> };
 
-function status(pod: KubeObject | undefined): { phase?: string; podIP?: string; conditions?: Condition[]; containerStatuses?: ContainerStatus[] } {
+function status(pod: KubeObject | undefined): {
+  phase?: string;
+  podIP?: string;
+  conditions?: Condition[];
+  containerStatuses?: ContainerStatus[];
+} {
   return (pod?.status ?? {}) as never;
 }
 
@@ -72,7 +80,10 @@ function waitForPod(name: string, predicate: (pod: KubeObject | undefined) => bo
 
 describe('startKubelet', () => {
   it('runs a pod to Ready in bubblewrap on its own loopback IP, with env from values, secrets, config maps and the downward API', async () => {
-    server.store.create('secrets', 'default', { metadata: { name: 'greeting' }, data: { text: Buffer.from('hello from a secret').toString('base64') } });
+    server.store.create('secrets', 'default', {
+      metadata: { name: 'greeting' },
+      data: { text: Buffer.from('hello from a secret').toString('base64') },
+    });
     server.store.create('configmaps', 'default', { metadata: { name: 'settings' }, data: { color: 'teal' } });
     createPod(
       'web',
@@ -101,7 +112,12 @@ describe('startKubelet', () => {
     expect(status(ready).phase).toBe('Running');
     expect((ready!.spec as { nodeName: string }).nodeName).toBe('node-1');
     expect(status(ready).containerStatuses![0]).toMatchObject({ ready: true, restartCount: 0, state: { running: {} } });
-    expect(['PodScheduled', 'Initialized', 'ContainersReady', 'Ready'].map((type) => condition(ready, type)?.status)).toEqual(['True', 'True', 'True', 'True']);
+    expect(['PodScheduled', 'Initialized', 'ContainersReady', 'Ready'].map((type) => condition(ready, type)?.status)).toEqual([
+      'True',
+      'True',
+      'True',
+      'True',
+    ]);
     const podIP = status(ready).podIP!;
     expect(podIP).toMatch(/^127\.\d+\.\d+\.\d+$/);
     expect(podIP).not.toBe('127.0.0.1');
@@ -142,8 +158,14 @@ setInterval(() => {}, 1000);`;
       ],
     });
     const waiting = await waitForPod('mounts', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.message !== undefined);
-    expect(status(waiting).containerStatuses![0]!.state.waiting).toEqual({ reason: 'ContainerCreating', message: 'MountVolume.SetUp failed for volume "token" : secret "runner-token" not found' });
-    server.store.create('secrets', 'default', { metadata: { name: 'runner-token' }, data: { token: Buffer.from('s3cret').toString('base64') } });
+    expect(status(waiting).containerStatuses![0]!.state.waiting).toEqual({
+      reason: 'ContainerCreating',
+      message: 'MountVolume.SetUp failed for volume "token" : secret "runner-token" not found',
+    });
+    server.store.create('secrets', 'default', {
+      metadata: { name: 'runner-token' },
+      data: { token: Buffer.from('s3cret').toString('base64') },
+    });
     await vi.waitFor(() => expect(kubelet.logs('default', 'mounts')).not.toBe(''), { timeout: 10_000 });
     expect(JSON.parse(kubelet.logs('default', 'mounts'))).toEqual({ token: 's3cret', mode: 'strict', note: 'written', readOnly: true });
     server.store.delete('pods', 'default', 'mounts', { gracePeriodSeconds: 0 });
@@ -158,7 +180,7 @@ setInterval(() => {}, 1000);`;
     expect(kubelet.processes().filter((process) => process.pod === 'web')).toEqual([]);
   });
 
-  it('runs a pod recreated under the same name as a new pod, the old one\'s process gone', async () => {
+  it("runs a pod recreated under the same name as a new pod, the old one's process gone", async () => {
     const first = createPod('reborn', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
     await waitForPod('reborn', (pod) => status(pod).phase === 'Running');
     server.store.delete('pods', 'default', 'reborn', { gracePeriodSeconds: 0 });
@@ -184,7 +206,12 @@ setInterval(() => {}, 1000);`;
   it('reports a crashing container as CrashLoopBackOff under restartPolicy Always, restarting it', async () => {
     createPod('crashy', { containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '3' }] }] });
     // From the fifth restart on the back-off is at its longest (1.6 s here), long enough to look with kubectl.
-    const looping = await waitForPod('crashy', (pod) => (status(pod).containerStatuses?.[0]?.restartCount ?? 0) >= 5 && status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CrashLoopBackOff');
+    const looping = await waitForPod(
+      'crashy',
+      (pod) =>
+        (status(pod).containerStatuses?.[0]?.restartCount ?? 0) >= 5 &&
+        status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CrashLoopBackOff',
+    );
     const container = status(looping).containerStatuses![0]!;
     expect(status(looping).phase).toBe('Running');
     expect(container.lastState).toMatchObject({ terminated: { exitCode: 3, reason: 'Error' } });
@@ -193,7 +220,9 @@ setInterval(() => {}, 1000);`;
     expect(printed.stdout).toMatch(/^crashy\s+0\/1\s+CrashLoopBackOff\s+\d+/);
     const described = await kubectl(['describe', 'pod', 'crashy'], { kubeconfig: server.kubeconfigPath });
     expect(described.stdout).toMatch(/Normal\s+Scheduled\s+\S+\s+default-scheduler\s+Successfully assigned default\/crashy to node-1/);
-    expect(described.stdout).toMatch(/Warning\s+BackOff\s+\S+( \(x\d+ over \S+\))?\s+kubelet\s+spec\.containers\{main\}: Back-off restarting failed container main in pod crashy/);
+    expect(described.stdout).toMatch(
+      /Warning\s+BackOff\s+\S+( \(x\d+ over \S+\))?\s+kubelet\s+spec\.containers\{main\}: Back-off restarting failed container main in pod crashy/,
+    );
     server.store.delete('pods', 'default', 'crashy');
   });
 
@@ -201,19 +230,29 @@ setInterval(() => {}, 1000);`;
     createPod('victim', { containers: [{ name: 'main', image: 'example/stubborn:1' }] });
     await waitForPod('victim', (pod) => status(pod).containerStatuses?.[0]?.state.running !== undefined);
     await kubelet.kill('default', 'victim');
-    const restarted = await waitForPod('victim', (pod) => status(pod).containerStatuses?.[0]?.restartCount === 1 && status(pod).containerStatuses?.[0]?.state.running !== undefined);
+    const restarted = await waitForPod(
+      'victim',
+      (pod) => status(pod).containerStatuses?.[0]?.restartCount === 1 && status(pod).containerStatuses?.[0]?.state.running !== undefined,
+    );
     expect(status(restarted).containerStatuses![0]!.lastState).toMatchObject({ terminated: { exitCode: 137, reason: 'Error' } });
     server.store.delete('pods', 'default', 'victim', { gracePeriodSeconds: 0 });
   });
 
   it('fails a pod whose container exits non-zero under restartPolicy Never', async () => {
-    createPod('once', { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '7' }] }] });
+    createPod('once', {
+      restartPolicy: 'Never',
+      containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '7' }] }],
+    });
     const failed = await waitForPod('once', (pod) => status(pod).phase === 'Failed');
-    expect(status(failed).containerStatuses![0]).toMatchObject({ restartCount: 0, ready: false, state: { terminated: { exitCode: 7, reason: 'Error' } } });
+    expect(status(failed).containerStatuses![0]).toMatchObject({
+      restartCount: 0,
+      ready: false,
+      state: { terminated: { exitCode: 7, reason: 'Error' } },
+    });
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'PodCompleted' });
   });
 
-  it('keeps an image\'s files visible under a volume mounted over their parent (an emptyDir at /tmp)', async () => {
+  it("keeps an image's files visible under a volume mounted over their parent (an emptyDir at /tmp)", async () => {
     createPod('image-under-tmp', {
       restartPolicy: 'Never',
       containers: [{ name: 'main', image: 'example/script:1', volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }] }],
@@ -224,60 +263,117 @@ setInterval(() => {}, 1000);`;
     expect(kubelet.logs('default', 'image-under-tmp')).toContain('from the image file');
   });
 
-  it('reports what a container wrote to its terminationMessagePath as the terminated state\'s message, or its last log lines when asked', async () => {
+  it("reports what a container wrote to its terminationMessagePath as the terminated state's message, or its last log lines when asked", async () => {
     createPod('reporter', { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/reporter:1' }] });
     const done = await waitForPod('reporter', (pod) => status(pod).phase === 'Succeeded');
     expect(status(done).containerStatuses![0]!.state.terminated).toMatchObject({ exitCode: 0, message: 'the outcome' });
     createPod('reporter-elsewhere', {
       restartPolicy: 'Never',
-      containers: [{ name: 'main', image: 'example/reporter:1', terminationMessagePath: '/tmp/outcome', env: [{ name: 'TERMINATION_LOG', value: '/tmp/outcome' }, { name: 'EXIT_CODE', value: '4' }] }],
+      containers: [
+        {
+          name: 'main',
+          image: 'example/reporter:1',
+          terminationMessagePath: '/tmp/outcome',
+          env: [
+            { name: 'TERMINATION_LOG', value: '/tmp/outcome' },
+            { name: 'EXIT_CODE', value: '4' },
+          ],
+        },
+      ],
     });
     const failed = await waitForPod('reporter-elsewhere', (pod) => status(pod).phase === 'Failed');
     expect(status(failed).containerStatuses![0]!.state.terminated).toMatchObject({ exitCode: 4, message: 'the outcome' });
-    createPod('silent', { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', terminationMessagePolicy: 'FallbackToLogsOnError', env: [{ name: 'EXIT_CODE', value: '5' }] }] });
+    createPod('silent', {
+      restartPolicy: 'Never',
+      containers: [
+        {
+          name: 'main',
+          image: 'example/exit:1',
+          terminationMessagePolicy: 'FallbackToLogsOnError',
+          env: [{ name: 'EXIT_CODE', value: '5' }],
+        },
+      ],
+    });
     const silent = await waitForPod('silent', (pod) => status(pod).phase === 'Failed');
     expect(status(silent).containerStatuses![0]!.state.terminated.message).toBeUndefined();
   });
 
-  it('runs a Job\'s pod (restartPolicy OnFailure) to completion, and the Job completes', async () => {
+  it("runs a Job's pod (restartPolicy OnFailure) to completion, and the Job completes", async () => {
     server.store.create('jobs', 'default', {
       metadata: { name: 'sync' },
-      spec: { template: { metadata: { labels: { app: 'sync' } }, spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] } } },
+      spec: {
+        template: {
+          metadata: { labels: { app: 'sync' } },
+          spec: { restartPolicy: 'OnFailure', containers: [{ name: 'main', image: 'example/exit:1' }] },
+        },
+      },
     });
     const job = await server.store.waitFor('jobs', 'default', 'sync', (object) =>
-      ((object?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).some((candidate) => candidate.type === 'Complete' && candidate.status === 'True'),
+      ((object?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).some(
+        (candidate) => candidate.type === 'Complete' && candidate.status === 'True',
+      ),
     );
     expect(job!.status).toMatchObject({ succeeded: 1, active: 0, failed: 0 });
     const [pod] = server.store.list('pods', 'default', { labelSelector: 'batch.kubernetes.io/job-name=sync' }).items;
     expect(pod!.metadata.name).toMatch(/^sync-[a-z0-9]{5}$/);
     expect(status(pod)).toMatchObject({ phase: 'Succeeded' });
-    expect(status(pod).containerStatuses![0]).toMatchObject({ restartCount: 0, state: { terminated: { exitCode: 0, reason: 'Completed' } } });
+    expect(status(pod).containerStatuses![0]).toMatchObject({
+      restartCount: 0,
+      state: { terminated: { exitCode: 0, reason: 'Completed' } },
+    });
   });
 
   it('fails a Job whose pods keep failing past its backoffLimit', async () => {
     server.store.create('jobs', 'default', {
       metadata: { name: 'doomed' },
-      spec: { backoffLimit: 1, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '1' }] }] } } },
+      spec: {
+        backoffLimit: 1,
+        template: {
+          spec: {
+            restartPolicy: 'Never',
+            containers: [{ name: 'main', image: 'example/exit:1', env: [{ name: 'EXIT_CODE', value: '1' }] }],
+          },
+        },
+      },
     });
     const job = await server.store.waitFor('jobs', 'default', 'doomed', (object) =>
       ((object?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).some((candidate) => candidate.type === 'Failed'),
     );
-    expect(job!.status).toMatchObject({ failed: 2, succeeded: 0, conditions: expect.arrayContaining([expect.objectContaining({ type: 'Failed', reason: 'BackoffLimitExceeded' })]) });
+    expect(job!.status).toMatchObject({
+      failed: 2,
+      succeeded: 0,
+      conditions: expect.arrayContaining([expect.objectContaining({ type: 'Failed', reason: 'BackoffLimitExceeded' })]),
+    });
   });
 
   it('reports an unknown image as ErrImagePull, then ImagePullBackOff', async () => {
     createPod('missing-image', { containers: [{ name: 'main', image: 'example/nowhere:9' }] });
-    const pulling = await waitForPod('missing-image', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'ErrImagePull');
+    const pulling = await waitForPod(
+      'missing-image',
+      (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'ErrImagePull',
+    );
     expect(status(pulling).phase).toBe('Pending');
-    const backingOff = await waitForPod('missing-image', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'ImagePullBackOff');
+    const backingOff = await waitForPod(
+      'missing-image',
+      (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'ImagePullBackOff',
+    );
     expect(status(backingOff).containerStatuses![0]!.state.waiting.message).toContain('example/nowhere:9');
   });
 
   it('reports a missing secret as CreateContainerConfigError and starts once it exists', async () => {
     createPod('needs-secret', {
-      containers: [{ name: 'main', image: 'example/stubborn:1', env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'later', key: 'token' } } }] }],
+      containers: [
+        {
+          name: 'main',
+          image: 'example/stubborn:1',
+          env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'later', key: 'token' } } }],
+        },
+      ],
     });
-    const waiting = await waitForPod('needs-secret', (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CreateContainerConfigError');
+    const waiting = await waitForPod(
+      'needs-secret',
+      (pod) => status(pod).containerStatuses?.[0]?.state.waiting?.reason === 'CreateContainerConfigError',
+    );
     expect(status(waiting).containerStatuses![0]!.state.waiting.message).toBe('secret "later" not found');
     server.store.create('secrets', 'default', { metadata: { name: 'later' }, stringData: { token: 't' } });
     await waitForPod('needs-secret', (pod) => status(pod).containerStatuses?.[0]?.state.running !== undefined);
@@ -287,9 +383,14 @@ setInterval(() => {}, 1000);`;
   it('leaves a pod that does not fit the node Pending as Unschedulable, and binds it once room frees', async () => {
     createPod('hog', { containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '1500m' } } }] });
     await waitForPod('hog', (pod) => status(pod).phase === 'Running');
-    createPod('second', { containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '1', memory: '100Mi' } } }] });
+    createPod('second', {
+      containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '1', memory: '100Mi' } } }],
+    });
     const unschedulable = await waitForPod('second', (pod) => condition(pod, 'PodScheduled')?.reason === 'Unschedulable');
-    expect(condition(unschedulable, 'PodScheduled')).toMatchObject({ status: 'False', message: expect.stringContaining('Insufficient cpu') });
+    expect(condition(unschedulable, 'PodScheduled')).toMatchObject({
+      status: 'False',
+      message: expect.stringContaining('Insufficient cpu'),
+    });
     expect((unschedulable!.spec as { nodeName?: string }).nodeName).toBeUndefined();
     const events = server.store.list('events', 'default', { fieldSelector: 'involvedObject.name=second,reason=FailedScheduling' }).items;
     expect(events).toHaveLength(1);
@@ -300,7 +401,12 @@ setInterval(() => {}, 1000);`;
   });
 
   it('shares pods between nodes: a pod that does not fit one kubelet runs on another', async () => {
-    const second = await startKubelet({ server, nodeName: 'node-2', images: { 'example/stubborn:1': { command: process.execPath, args: ['-e', STUBBORN] } }, allocatable: { cpu: '4' } });
+    const second = await startKubelet({
+      server,
+      nodeName: 'node-2',
+      images: { 'example/stubborn:1': { command: process.execPath, args: ['-e', STUBBORN] } },
+      allocatable: { cpu: '4' },
+    });
     try {
       createPod('wide', { containers: [{ name: 'main', image: 'example/stubborn:1', resources: { requests: { cpu: '3' } } }] });
       const running = await waitForPod('wide', (pod) => status(pod).phase === 'Running');

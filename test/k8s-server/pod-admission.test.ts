@@ -12,15 +12,36 @@ let server: KubeTestServer;
 
 beforeAll(async () => {
   server = await startKubeTestServer({ namespaces: ['limited', 'enforced', 'warned'], podAdmission: { requestsWithinLimits: true } });
-  server.store.patch('namespaces', undefined, 'enforced', 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }));
-  server.store.patch('namespaces', undefined, 'warned', 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/warn': 'restricted', 'pod-security.kubernetes.io/enforce': 'baseline' } } }));
+  server.store.patch(
+    'namespaces',
+    undefined,
+    'enforced',
+    'application/merge-patch+json',
+    JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }),
+  );
+  server.store.patch(
+    'namespaces',
+    undefined,
+    'warned',
+    'application/merge-patch+json',
+    JSON.stringify({
+      metadata: { labels: { 'pod-security.kubernetes.io/warn': 'restricted', 'pod-security.kubernetes.io/enforce': 'baseline' } },
+    }),
+  );
 });
 afterAll(() => server.close());
 
 interface Answer {
   code: number;
   warnings: string[];
-  body: { kind?: string; reason?: string; message?: string; code?: number; metadata?: { annotations?: Record<string, string> }; spec?: { containers: Array<{ resources?: unknown }> } };
+  body: {
+    kind?: string;
+    reason?: string;
+    message?: string;
+    code?: number;
+    metadata?: { annotations?: Record<string, string> };
+    spec?: { containers: Array<{ resources?: unknown }> };
+  };
 }
 
 async function createPod(namespace: string, name: string, spec: Record<string, unknown>): Promise<Answer> {
@@ -44,7 +65,15 @@ const RESTRICTED = {
 describe('pod validation (ValidatePodCreate)', () => {
   it('refuses port names that are not IANA_SVC_NAMEs, one cause per rule broken', async () => {
     const answer = await createPod('default', 'ports', {
-      containers: [container({ ports: [{ name: 'metrics-port-long', containerPort: 9090 }, { name: 'Web--', containerPort: 8080 }, { name: '8080', containerPort: 8081 }] })],
+      containers: [
+        container({
+          ports: [
+            { name: 'metrics-port-long', containerPort: 9090 },
+            { name: 'Web--', containerPort: 8080 },
+            { name: '8080', containerPort: 8081 },
+          ],
+        }),
+      ],
     });
     expect(answer.code).toBe(422);
     expect(answer.body).toMatchObject({ kind: 'Status', reason: 'Invalid', code: 422 });
@@ -61,7 +90,12 @@ describe('pod validation (ValidatePodCreate)', () => {
   it('refuses a request above its limit and a mount of an undeclared volume', async () => {
     const answer = await createPod('default', 'resources', {
       volumes: [{ name: 'scratch', emptyDir: {} }],
-      containers: [container({ resources: { requests: { cpu: '200m' }, limits: { cpu: '100m' } }, volumeMounts: [{ name: 'data', mountPath: '/data' }] })],
+      containers: [
+        container({
+          resources: { requests: { cpu: '200m' }, limits: { cpu: '100m' } },
+          volumeMounts: [{ name: 'data', mountPath: '/data' }],
+        }),
+      ],
     });
     expect(answer.code).toBe(422);
     expect(answer.body.message).toBe(
@@ -70,12 +104,18 @@ describe('pod validation (ValidatePodCreate)', () => {
     );
   });
 
-  it('keeps a pod\'s spec but its images, activeDeadlineSeconds and added tolerations', async () => {
-    expect((await createPod('default', 'immutable', { containers: [container()], tolerations: [{ key: 'a', operator: 'Exists' }] })).code).toBe(201);
+  it("keeps a pod's spec but its images, activeDeadlineSeconds and added tolerations", async () => {
+    expect(
+      (await createPod('default', 'immutable', { containers: [container()], tolerations: [{ key: 'a', operator: 'Exists' }] })).code,
+    ).toBe(201);
     const update = (change: (spec: Record<string, any>) => void) => {
       const next = structuredClone(server.store.get('pods', 'default', 'immutable') as KubeObject & { spec: Record<string, any> });
       change(next.spec);
-      return fetch(`${server.url}/api/v1/namespaces/default/pods/immutable`, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(next) });
+      return fetch(`${server.url}/api/v1/namespaces/default/pods/immutable`, {
+        method: 'PUT',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(next),
+      });
     };
     const added = await update((spec) => {
       spec.containers[0].image = 'example/app:2';
@@ -84,7 +124,9 @@ describe('pod validation (ValidatePodCreate)', () => {
     expect(added.status).toBe(200);
     const removed = await update((spec) => (spec.tolerations = []));
     expect(removed.status).toBe(422);
-    expect(((await removed.json()) as { message: string }).message).toMatch(/^Pod "immutable" is invalid: spec: Forbidden: pod updates may not change fields other than `spec\.containers\[\*\]\.image`/);
+    expect(((await removed.json()) as { message: string }).message).toMatch(
+      /^Pod "immutable" is invalid: spec: Forbidden: pod updates may not change fields other than `spec\.containers\[\*\]\.image`/,
+    );
   });
 });
 
@@ -92,22 +134,41 @@ describe('LimitRange admission', () => {
   beforeAll(() => {
     server.store.create('limitranges', 'limited', {
       metadata: { name: 'container-limits' },
-      spec: { limits: [{ type: 'Container', default: { cpu: '500m', memory: '256Mi' }, defaultRequest: { cpu: '100m' }, max: { cpu: '1' }, min: { memory: '32Mi' } }] },
+      spec: {
+        limits: [
+          {
+            type: 'Container',
+            default: { cpu: '500m', memory: '256Mi' },
+            defaultRequest: { cpu: '100m' },
+            max: { cpu: '1' },
+            min: { memory: '32Mi' },
+          },
+        ],
+      },
     });
   });
 
   it('fills in default requests and limits and says so in the limit-ranger annotation', async () => {
     const answer = await createPod('limited', 'defaulted', { containers: [container({ resources: { requests: { memory: '64Mi' } } })] });
     expect(answer.code).toBe(201);
-    expect(answer.body.spec!.containers[0]!.resources).toEqual({ requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
-    expect(answer.body.metadata!.annotations!['kubernetes.io/limit-ranger']).toBe('LimitRanger plugin set: cpu request for container main; cpu, memory limit for container main');
+    expect(answer.body.spec!.containers[0]!.resources).toEqual({
+      requests: { cpu: '100m', memory: '64Mi' },
+      limits: { cpu: '500m', memory: '256Mi' },
+    });
+    expect(answer.body.metadata!.annotations!['kubernetes.io/limit-ranger']).toBe(
+      'LimitRanger plugin set: cpu request for container main; cpu, memory limit for container main',
+    );
   });
 
   it('refuses a limit over max and a request under min with 403 Forbidden', async () => {
-    const answer = await createPod('limited', 'too-big', { containers: [container({ resources: { requests: { memory: '16Mi' }, limits: { cpu: '2', memory: '64Mi' } } })] });
+    const answer = await createPod('limited', 'too-big', {
+      containers: [container({ resources: { requests: { memory: '16Mi' }, limits: { cpu: '2', memory: '64Mi' } } })],
+    });
     expect(answer.code).toBe(403);
     expect(answer.body).toMatchObject({ reason: 'Forbidden', code: 403 });
-    expect(answer.body.message).toBe('pods "too-big" is forbidden: [minimum memory usage per Container is 32Mi, but request is 16Mi, maximum cpu usage per Container is 1, but limit is 2]');
+    expect(answer.body.message).toBe(
+      'pods "too-big" is forbidden: [minimum memory usage per Container is 32Mi, but request is 16Mi, maximum cpu usage per Container is 1, but limit is 2]',
+    );
   });
 });
 
@@ -130,7 +191,13 @@ describe('Pod Security admission', () => {
     const answer = await createPod('warned', 'privileged', {
       hostNetwork: true,
       volumes: [{ name: 'root', hostPath: { path: '/' } }],
-      containers: [container({ securityContext: { privileged: true }, ports: [{ containerPort: 80, hostPort: 80 }], volumeMounts: [{ name: 'root', mountPath: '/host' }] })],
+      containers: [
+        container({
+          securityContext: { privileged: true },
+          ports: [{ containerPort: 80, hostPort: 80 }],
+          volumeMounts: [{ name: 'root', mountPath: '/host' }],
+        }),
+      ],
     });
     expect(answer.code).toBe(403);
     expect(answer.body.message).toBe(
@@ -139,15 +206,26 @@ describe('Pod Security admission', () => {
   });
 
   it('warn: admits the pod with a 299 Warning header, which kubectl prints', async () => {
-    const answer = await createPod('warned', 'unconfined', { containers: [container({ securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true } })] });
+    const answer = await createPod('warned', 'unconfined', {
+      containers: [
+        container({ securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true } }),
+      ],
+    });
     expect(answer.code).toBe(201);
     expect(answer.warnings).toEqual([
       '299 - "would violate PodSecurity \\"restricted:latest\\": seccompProfile (pod or container \\"main\\" must set securityContext.seccompProfile.type to \\"RuntimeDefault\\" or \\"Localhost\\")"',
     ]);
-    const manifest = JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'by-kubectl', namespace: 'warned' }, spec: { containers: [container()] } });
+    const manifest = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'by-kubectl', namespace: 'warned' },
+      spec: { containers: [container()] },
+    });
     const created = await kubectl(['create', '-f', '-'], { kubeconfig: server.kubeconfigPath, input: manifest });
     expect(created.code, created.stderr).toBe(0);
-    expect(created.stderr).toContain('Warning: would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "main" must set securityContext.allowPrivilegeEscalation=false)');
+    expect(created.stderr).toContain(
+      'Warning: would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "main" must set securityContext.allowPrivilegeEscalation=false)',
+    );
   });
 });
 
@@ -155,8 +233,17 @@ describe('startKubeTestServer({ podAdmission })', () => {
   it('relaxes the rules a test turns off', async () => {
     const relaxed = await startKubeTestServer({ podAdmission: { validation: false, podSecurity: false } });
     try {
-      relaxed.store.patch('namespaces', undefined, 'default', 'application/merge-patch+json', JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }));
-      const pod = relaxed.store.create('pods', 'default', { metadata: { name: 'relaxed' }, spec: { containers: [container({ ports: [{ name: 'Not_A_Port_Name', containerPort: 80 }] })] } });
+      relaxed.store.patch(
+        'namespaces',
+        undefined,
+        'default',
+        'application/merge-patch+json',
+        JSON.stringify({ metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }),
+      );
+      const pod = relaxed.store.create('pods', 'default', {
+        metadata: { name: 'relaxed' },
+        spec: { containers: [container({ ports: [{ name: 'Not_A_Port_Name', containerPort: 80 }] })] },
+      });
       expect(pod.metadata.uid).toBeDefined();
     } finally {
       await relaxed.close();

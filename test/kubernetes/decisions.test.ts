@@ -29,7 +29,13 @@ describe('newSandbox(request, namespace, now)', () => {
       namespace: 'acis',
       labels: { 'acis.dev/tenant': 'tnt_T', 'acis.dev/conversation': 'con_ABC', 'acis.dev/agent-type': 'vendor-agent-sdk' },
     });
-    expect(made.spec).toEqual({ conversationId: 'con_ABC', tenantId: 'tnt_T', agentType: 'vendor-agent-sdk', mode: 'pooled', lastActivityTime: '2026-01-01T00:00:00.000Z' });
+    expect(made.spec).toEqual({
+      conversationId: 'con_ABC',
+      tenantId: 'tnt_T',
+      agentType: 'vendor-agent-sdk',
+      mode: 'pooled',
+      lastActivityTime: '2026-01-01T00:00:00.000Z',
+    });
   });
 });
 

@@ -13,7 +13,15 @@ import { KubernetesSandboxProvider, type RunnerConnector } from '../../api-serve
 import { SandboxClient } from '../../api-server/sandboxes/kubernetes/sandboxes.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import { CapacityExhausted, type Lease, type SandboxProvider } from '../../api-server/sandboxes/provider.js';
-import { conversationId, eventually, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster } from '../controller/harness.js';
+import {
+  conversationId,
+  eventually,
+  NAMESPACE,
+  type SandboxObject,
+  startCluster,
+  startTestController,
+  type Cluster,
+} from '../controller/harness.js';
 import { greetingConnector, quietLogger, StateLog } from './provider-harness.js';
 
 let cluster: Cluster;
@@ -71,7 +79,11 @@ describe('KubernetesSandboxProvider.acquire / release', () => {
 
     const [sandbox] = sandboxesOf(conversation);
     expect(sandbox!.metadata.name).toBe(sandboxName(conversation));
-    expect(sandbox!.metadata.labels).toMatchObject({ 'acis.dev/tenant': TENANT, 'acis.dev/conversation': conversation, 'acis.dev/agent-type': 'vendor-agent-sdk' });
+    expect(sandbox!.metadata.labels).toMatchObject({
+      'acis.dev/tenant': TENANT,
+      'acis.dev/conversation': conversation,
+      'acis.dev/agent-type': 'vendor-agent-sdk',
+    });
     expect(sandbox!.spec).toMatchObject({ conversationId: conversation, tenantId: TENANT, agentType: 'vendor-agent-sdk', mode: 'pooled' });
     expect(lease.continuing).toBe(false);
     expect(lease.runner.id).toBe(sandbox!.status?.podName);
@@ -96,7 +108,9 @@ describe('KubernetesSandboxProvider.acquire / release', () => {
       expect(sandbox!.status?.phase).toBeUndefined();
       const pods = cluster.server.store.list('pods', NAMESPACE, { labelSelector: `acis.dev/sandbox=${sandbox!.metadata.name}` }).items;
       expect(pods.map((pod) => pod.metadata.name)).toEqual([lease.runner.id]);
-      expect(pods[0]!.metadata.ownerReferences).toEqual([expect.objectContaining({ kind: 'Sandbox', uid: sandbox!.metadata.uid, controller: true })]);
+      expect(pods[0]!.metadata.ownerReferences).toEqual([
+        expect.objectContaining({ kind: 'Sandbox', uid: sandbox!.metadata.uid, controller: true }),
+      ]);
       expect((lease.runner as unknown as { greeting: string }).greeting).toBe('runner has a token');
       cluster.server.clearFailures();
       await eventually(cluster, () => sandboxesOf(conversation)[0]?.status?.phase === 'Ready');
@@ -112,7 +126,10 @@ describe('KubernetesSandboxProvider.acquire / release', () => {
     const conversation = conversationId();
     const creates = () => cluster.server.countRequests({ method: 'POST', resource: 'sandboxes' });
     const before = creates();
-    const [leaseA, leaseB] = await Promise.all([a.provider.acquire(request(conversation), { wait: false }), b.provider.acquire(request(conversation), { wait: false })]);
+    const [leaseA, leaseB] = await Promise.all([
+      a.provider.acquire(request(conversation), { wait: false }),
+      b.provider.acquire(request(conversation), { wait: false }),
+    ]);
     expect(creates() - before).toBe(2);
     expect(sandboxesOf(conversation)).toHaveLength(1);
     expect(leaseA.runner.id).toBe(leaseB.runner.id);
@@ -328,7 +345,9 @@ describe('KubernetesSandboxProvider with egress records (shared by the replicas)
     };
     const failing = await replica(undefined, refused, records);
     const other = conversationId();
-    await expect(failing.provider.acquire({ ...request(other), runId: 'msg_REFUSED' }, { wait: false })).rejects.toThrow('refused by the runner');
+    await expect(failing.provider.acquire({ ...request(other), runId: 'msg_REFUSED' }, { wait: false })).rejects.toThrow(
+      'refused by the runner',
+    );
     expect(await bindings()).toEqual([]);
     await sandboxGone(other);
   });

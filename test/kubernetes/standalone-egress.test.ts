@@ -19,7 +19,16 @@ import { tokenSecretName } from '../../controller/api/v1alpha1.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import { MISSING_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { createPool, NAMESPACE, type SandboxObject, startCluster, startTestController, type Cluster, eventually, untilPoolReady } from '../controller/harness.js';
+import {
+  createPool,
+  NAMESPACE,
+  type SandboxObject,
+  startCluster,
+  startTestController,
+  type Cluster,
+  eventually,
+  untilPoolReady,
+} from '../controller/harness.js';
 import { type AcisProcess, cleanEnv, freePort, ROOT, startEgressProxyProcess, stopAcis } from '../helpers/acis-process.js';
 import { type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
@@ -97,7 +106,12 @@ beforeAll(async () => {
   );
   // The operator's ConfigMap of the proxy's CA certificate (never its key), which the controller mounts into runner pods.
   const caCertificate = await readFile(path.join(proxyDataDir, 'egress-ca', 'ca.crt'), 'utf8');
-  cluster.server.store.create('configmaps', NAMESPACE, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: CA_CONFIGMAP, namespace: NAMESPACE }, data: { 'ca.crt': caCertificate } } as unknown as KubeObject);
+  cluster.server.store.create('configmaps', NAMESPACE, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: CA_CONFIGMAP, namespace: NAMESPACE },
+    data: { 'ca.crt': caCertificate },
+  } as unknown as KubeObject);
 
   controller = await startTestController(cluster, {
     runnerImage: RUNNER_IMAGE,
@@ -123,7 +137,8 @@ afterAll(async () => {
   if (scratch) await rm(scratch, { recursive: true, force: true });
 }, 60_000);
 
-const sandboxOf = (conversationId: string) => cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as SandboxObject | undefined;
+const sandboxOf = (conversationId: string) =>
+  cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as SandboxObject | undefined;
 
 /** A runner pod's egress credential, from its token Secret. */
 function credentialOf(podName: string): { runner_id: string; token: string } {
@@ -131,7 +146,11 @@ function credentialOf(podName: string): { runner_id: string; token: string } {
   return { runner_id: podName, token: Buffer.from(secret.data['egress-token']!, 'base64').toString() };
 }
 
-async function resolveCall(pathname: string, body: unknown, token: string | null = RESOLVE_TOKEN): Promise<{ status: number; cacheControl: string | null; text: string }> {
+async function resolveCall(
+  pathname: string,
+  body: unknown,
+  token: string | null = RESOLVE_TOKEN,
+): Promise<{ status: number; cacheControl: string | null; text: string }> {
   const response = await fetch(`${resolveUrl}${pathname}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(token !== null && { authorization: `Bearer ${token}` }) },
@@ -150,7 +169,9 @@ async function dumpDatabase(): Promise<string> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
-    const tables = await client.query<{ table_name: string }>("select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'");
+    const tables = await client.query<{ table_name: string }>(
+      "select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'",
+    );
     const dump: Record<string, unknown[]> = {};
     for (const { table_name } of tables.rows) dump[table_name] = (await client.query(`select * from "${table_name}"`)).rows;
     return JSON.stringify(dump);
@@ -170,9 +191,14 @@ describe('the egress proxy as its own process, resolving runs through the API se
     expect(idle).toEqual({ status: 200, cacheControl: 'no-store', text: JSON.stringify({ in_progress: false }) });
 
     const canary = `canary-${randomBytes(12).toString('hex')}`;
-    const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } } });
+    const created = await t.request('POST', '/conversations', {
+      token: key,
+      body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+    });
     const conversationId: string = created.body.id;
-    expect((await t.request('PUT', `/conversations/${conversationId}/secrets`, { token: key, body: { secrets: { CANARY: canary } } })).status).toBe(200);
+    expect(
+      (await t.request('PUT', `/conversations/${conversationId}/secrets`, { token: key, body: { secrets: { CANARY: canary } } })).status,
+    ).toBe(200);
     const command = [
       `curl -s -H "X-Canary: {{secret:CANARY}}" http://127.0.0.1:${httpEchoPort}/canary`,
       `curl -sS -H "X-Canary: {{secret:CANARY}}" https://localhost:${httpsEchoPort}/canary-tls`,
@@ -200,7 +226,11 @@ describe('the egress proxy as its own process, resolving runs through the API se
     // The pool's pod served it, and once its turn is over (the runner is released just after the last
     // line is out) its credential stands for nothing again, though the pod is still held warm.
     expect(sandboxOf(conversationId)!.status).toMatchObject({ launch: 'pool', podName });
-    await until(async () => (await resolveCall(RESOLVE_PATH, credential)).text === JSON.stringify({ in_progress: false }), 10_000, 'the credential to stand for no run');
+    await until(
+      async () => (await resolveCall(RESOLVE_PATH, credential)).text === JSON.stringify({ in_progress: false }),
+      10_000,
+      'the credential to stand for no run',
+    );
     expect(sandboxOf(conversationId)!.status).toMatchObject({ podName });
 
     // Substituted at both upstreams (HTTPS: the pod trusted the standalone proxy's CA from the ConfigMap).
@@ -214,7 +244,9 @@ describe('the egress proxy as its own process, resolving runs through the API se
     expect(apiMetrics.text).not.toMatch(/^acis_egress_requests_total\{outcome="forwarded"\} [1-9]/m);
     expect(JSON.stringify(stub.agentRequests())).toContain('{{secret:CANARY}}');
 
-    const pod = cluster.server.store.get('pods', NAMESPACE, podName) as KubeObject & { spec: { volumes?: Array<{ configMap?: { name: string } }> } };
+    const pod = cluster.server.store.get('pods', NAMESPACE, podName) as KubeObject & {
+      spec: { volumes?: Array<{ configMap?: { name: string } }> };
+    };
     expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: CA_CONFIGMAP }) }));
     // Responses, stream lines, the logs of the API server, the proxy and the runner, the cluster's objects, the database.
     const everything = [
@@ -241,11 +273,18 @@ describe('the egress proxy as its own process, resolving runs through the API se
     const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
     // Assembled by the shell, so the send-time scan cannot see it.
     const command = `curl -s -H "X-Token: {{secret:NO""PE}}" http://127.0.0.1:${httpEchoPort}/nope; sleep 20`;
-    const res = await t.request('POST', `/conversations/${created.body.id}/messages`, { token: key, body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` } });
+    const res = await t.request('POST', `/conversations/${created.body.id}/messages`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` },
+    });
     const lines = withoutPings(parseNdjson(res.text));
     expect(lines.filter(isTerminal)).toHaveLength(1);
     expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
-    expect(lines.at(-1)).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 422, type: expect.stringMatching(/\/problems\/missing-secret$/) } });
+    expect(lines.at(-1)).toMatchObject({
+      object: 'platform.event',
+      type: 'error',
+      problem: { status: 422, type: expect.stringMatching(/\/problems\/missing-secret$/) },
+    });
     expect(lines.at(-1)!.problem.detail).toContain('NOPE');
     expect(echoed.some((r) => r.path === '/nope')).toBe(false);
     expect(await proxyMetric('missing-secret')).toBeGreaterThanOrEqual(1);
@@ -264,7 +303,10 @@ describe('the egress proxy as its own process, resolving runs through the API se
     expect(t.logs.some((line) => line.includes('egress resolve call refused'))).toBe(true);
     expect(t.logs.join('\n')).not.toContain('wrong-token-0123456789');
     expect(await resolveCall(RESOLVE_PATH, someone)).toMatchObject({ status: 200, text: JSON.stringify({ in_progress: false }) });
-    expect(await resolveCall(MISSING_PATH, { ...someone, alias: 'X' })).toMatchObject({ status: 200, text: JSON.stringify({ in_progress: false }) });
+    expect(await resolveCall(MISSING_PATH, { ...someone, alias: 'X' })).toMatchObject({
+      status: 200,
+      text: JSON.stringify({ in_progress: false }),
+    });
     expect((await resolveCall(RESOLVE_PATH, { runner_id: 'x' })).status).toBe(400);
   });
 

@@ -24,7 +24,15 @@ const edKey: ApproverKeyMaterial = {
 
 const mac = (payload: string) => createHmac('sha256', Buffer.from(secret, 'base64url')).update(payload).digest('base64url');
 
-function verify(overrides: { value?: string; exp?: number; algorithm?: string; key?: ApproverKeyMaterial | undefined; decision?: 'approve' | 'deny' } = {}) {
+function verify(
+  overrides: {
+    value?: string;
+    exp?: number;
+    algorithm?: string;
+    key?: ApproverKeyMaterial | undefined;
+    decision?: 'approve' | 'deny';
+  } = {},
+) {
   const exp = overrides.exp ?? NOW + 60;
   const key = 'key' in overrides ? overrides.key : hmacKey;
   return verifyApprovalSignature({

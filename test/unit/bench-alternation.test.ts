@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { Alternation } from '../../hack/bench/alternation.js';
 
 /** A loop of `steps` slots that records, for each, its name and whether another slot ran meanwhile. */
-async function loop(alternation: Alternation, index: number, name: string, steps: number, log: string[], running: { now: number }): Promise<void> {
+async function loop(
+  alternation: Alternation,
+  index: number,
+  name: string,
+  steps: number,
+  log: string[],
+  running: { now: number },
+): Promise<void> {
   const slot = alternation.slotOf(index);
   try {
     for (let step = 0; step < steps; step++) {

@@ -32,7 +32,10 @@ describe('compiledOnce', () => {
         .where('external_id', '=', externalId)
         .where('parent_id', '=', integrationId);
     const lookup = compiledOnce(build);
-    for (const [integrationId, externalId] of [['int_a', 'eid-1'], ['int_b', 'eid-2']] as const) {
+    for (const [integrationId, externalId] of [
+      ['int_a', 'eid-1'],
+      ['int_b', 'eid-2'],
+    ] as const) {
       await lookup(db, integrationId, externalId);
       const expected = build(db, integrationId, externalId).compile();
       expect(executed.at(-1)).toMatchObject({ sql: expected.sql, parameters: expected.parameters });

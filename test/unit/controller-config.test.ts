@@ -39,6 +39,9 @@ describe('loadControllerConfig(env)', () => {
   });
 
   it('splits the runner command on spaces', () => {
-    expect(loadControllerConfig({ ACIS_RUNNER_COMMAND: 'node  dist/runner/runner.js' }).runnerCommand).toEqual(['node', 'dist/runner/runner.js']);
+    expect(loadControllerConfig({ ACIS_RUNNER_COMMAND: 'node  dist/runner/runner.js' }).runnerCommand).toEqual([
+      'node',
+      'dist/runner/runner.js',
+    ]);
   });
 });

@@ -20,7 +20,11 @@ function sandbox(spec: Partial<Sandbox['spec']> = {}, status?: SandboxStatus): S
 }
 
 function pod(name: string, status: V1Pod['status'] = {}, extra: Partial<V1Pod['metadata']> = {}): V1Pod {
-  return { metadata: { name, creationTimestamp: new Date(NOW - 5_000), labels: { 'acis.dev/pool': 'p' }, ...extra }, spec: { containers: [{ name: 'runner', image: 'img:1' }] }, status };
+  return {
+    metadata: { name, creationTimestamp: new Date(NOW - 5_000), labels: { 'acis.dev/pool': 'p' }, ...extra },
+    spec: { containers: [{ name: 'runner', image: 'img:1' }] },
+    status,
+  };
 }
 
 const running = (ip = '10.0.0.7'): V1Pod['status'] => ({ phase: 'Running', podIP: ip, conditions: [{ type: 'Ready', status: 'True' }] });
@@ -32,37 +36,104 @@ const admittedStatus = (extra: SandboxStatus = {}): SandboxStatus => ({
 });
 
 function observe(extra: Partial<SandboxObservation> = {}): SandboxObservation {
-  return { now: NOW, podInFlight: false, admission: { admitted: true }, releasedByWarmCap: false, startTimeoutMs: 60_000, runnerPort: 7070, ...extra };
+  return {
+    now: NOW,
+    podInFlight: false,
+    admission: { admitted: true },
+    releasedByWarmCap: false,
+    startTimeoutMs: 60_000,
+    runnerPort: 7070,
+    ...extra,
+  };
 }
 
 const ready = (s: SandboxStatus | undefined) => s?.conditions?.find((c) => c.type === 'Ready');
 
 describe('decideSandbox(sandbox, observed)', () => {
   it.each<[string, Sandbox, Partial<SandboxObservation>, { phase: string; reason?: string; actions: string[]; launch?: string }]>([
-    ['admitted with no pod and no pool pod: starts one cold', sandbox(), {}, { phase: 'Starting', reason: 'Starting', actions: ['create-pod'], launch: 'cold' }],
-    ['admitted with a ready pool pod: adopts it, Ready in the same pass', sandbox(), { poolCandidate: pod('pool-a', running()) }, { phase: 'Ready', reason: 'RunnerReady', actions: ['adopt-pod'], launch: 'pool' }],
-    ['not admitted: waits, Pending, nothing started', sandbox(), { admission: { admitted: false, position: 2, used: 5, max: 5 } }, { phase: 'Pending', reason: 'CapacityExhausted', actions: [] }],
-    ['a create in flight: waits for the cache, never a second pod', sandbox({}, admittedStatus()), { podInFlight: true }, { phase: 'Starting', actions: [] }],
-    ['its pod ready: Ready with the endpoint', sandbox({}, admittedStatus()), { pod: pod('sbx', running()) }, { phase: 'Ready', reason: 'RunnerReady', actions: [] }],
-    ['shutdownTime passed: pod deleted, Expired', sandbox({ shutdownTime: iso(-1) }, admittedStatus()), { pod: pod('sbx', running()) }, { phase: 'Expired', reason: 'ShutdownTimeReached', actions: ['delete-pod'] }],
-    ['shutdownTime exactly now: Expired (inclusive)', sandbox({ shutdownTime: iso(0) }), {}, { phase: 'Expired', reason: 'ShutdownTimeReached', actions: [] }],
-    ['released by the tenant warm cap', sandbox({}, admittedStatus()), { pod: pod('sbx', running()), releasedByWarmCap: true }, { phase: 'Expired', reason: 'TenantWarmCapReached', actions: ['delete-pod'] }],
+    [
+      'admitted with no pod and no pool pod: starts one cold',
+      sandbox(),
+      {},
+      { phase: 'Starting', reason: 'Starting', actions: ['create-pod'], launch: 'cold' },
+    ],
+    [
+      'admitted with a ready pool pod: adopts it, Ready in the same pass',
+      sandbox(),
+      { poolCandidate: pod('pool-a', running()) },
+      { phase: 'Ready', reason: 'RunnerReady', actions: ['adopt-pod'], launch: 'pool' },
+    ],
+    [
+      'not admitted: waits, Pending, nothing started',
+      sandbox(),
+      { admission: { admitted: false, position: 2, used: 5, max: 5 } },
+      { phase: 'Pending', reason: 'CapacityExhausted', actions: [] },
+    ],
+    [
+      'a create in flight: waits for the cache, never a second pod',
+      sandbox({}, admittedStatus()),
+      { podInFlight: true },
+      { phase: 'Starting', actions: [] },
+    ],
+    [
+      'its pod ready: Ready with the endpoint',
+      sandbox({}, admittedStatus()),
+      { pod: pod('sbx', running()) },
+      { phase: 'Ready', reason: 'RunnerReady', actions: [] },
+    ],
+    [
+      'shutdownTime passed: pod deleted, Expired',
+      sandbox({ shutdownTime: iso(-1) }, admittedStatus()),
+      { pod: pod('sbx', running()) },
+      { phase: 'Expired', reason: 'ShutdownTimeReached', actions: ['delete-pod'] },
+    ],
+    [
+      'shutdownTime exactly now: Expired (inclusive)',
+      sandbox({ shutdownTime: iso(0) }),
+      {},
+      { phase: 'Expired', reason: 'ShutdownTimeReached', actions: [] },
+    ],
+    [
+      'released by the tenant warm cap',
+      sandbox({}, admittedStatus()),
+      { pod: pod('sbx', running()), releasedByWarmCap: true },
+      { phase: 'Expired', reason: 'TenantWarmCapReached', actions: ['delete-pod'] },
+    ],
     [
       'its pod crashed: Failed, the finished pod kept for logs',
       sandbox({}, admittedStatus()),
-      { pod: pod('sbx', { phase: 'Failed', containerStatuses: [{ name: 'runner', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 3 } } }] }) },
+      {
+        pod: pod('sbx', {
+          phase: 'Failed',
+          containerStatuses: [
+            { name: 'runner', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 3 } } },
+          ],
+        }),
+      },
       { phase: 'Failed', reason: 'CrashLoop', actions: [] },
     ],
     [
       'image pull backing off: Failed at once, pod deleted',
       sandbox({}, admittedStatus()),
-      { pod: pod('sbx', { phase: 'Pending', containerStatuses: [{ name: 'runner', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ImagePullBackOff' } } }] }) },
+      {
+        pod: pod('sbx', {
+          phase: 'Pending',
+          containerStatuses: [
+            { name: 'runner', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ImagePullBackOff' } } },
+          ],
+        }),
+      },
       { phase: 'Failed', reason: 'ImagePullFailed', actions: ['delete-pod'] },
     ],
     [
       'unschedulable before the deadline: says so, keeps waiting',
       sandbox({}, admittedStatus()),
-      { pod: pod('sbx', { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes: Insufficient cpu' }] }) },
+      {
+        pod: pod('sbx', {
+          phase: 'Pending',
+          conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes: Insufficient cpu' }],
+        }),
+      },
       { phase: 'Starting', reason: 'Unschedulable', actions: [] },
     ],
     [
@@ -71,11 +142,36 @@ describe('decideSandbox(sandbox, observed)', () => {
       { pod: pod('sbx', { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }] }) },
       { phase: 'Failed', reason: 'Unschedulable', actions: ['delete-pod'] },
     ],
-    ['starting past the deadline: Failed StartTimeout', sandbox({}, admittedStatus({ admittedTime: iso(-61_000) })), { pod: pod('sbx', { phase: 'Pending' }) }, { phase: 'Failed', reason: 'StartTimeout', actions: ['delete-pod'] }],
-    ['quota refused the pod: says QuotaExceeded and tries again', sandbox({}, admittedStatus()), { createRefused: { reason: 'QuotaExceeded', message: 'exceeded quota: runners' } }, { phase: 'Starting', reason: 'QuotaExceeded', actions: ['create-pod'] }],
-    ['quota still refusing at the deadline: Failed QuotaExceeded', sandbox({}, admittedStatus({ admittedTime: iso(-61_000) })), { createRefused: { reason: 'QuotaExceeded', message: 'exceeded quota' } }, { phase: 'Failed', reason: 'QuotaExceeded', actions: [] }],
-    ['its ready pod vanished: Failed PodDeleted, not restarted', sandbox({}, admittedStatus({ podName: 'sbx', readyTime: iso(-500) })), {}, { phase: 'Failed', reason: 'PodDeleted', actions: [] }],
-    ['terminal stays terminal: a leftover pod of an expired one goes', sandbox({}, { phase: 'Expired' }), { pod: pod('sbx', running()) }, { phase: 'Expired', actions: ['delete-pod'] }],
+    [
+      'starting past the deadline: Failed StartTimeout',
+      sandbox({}, admittedStatus({ admittedTime: iso(-61_000) })),
+      { pod: pod('sbx', { phase: 'Pending' }) },
+      { phase: 'Failed', reason: 'StartTimeout', actions: ['delete-pod'] },
+    ],
+    [
+      'quota refused the pod: says QuotaExceeded and tries again',
+      sandbox({}, admittedStatus()),
+      { createRefused: { reason: 'QuotaExceeded', message: 'exceeded quota: runners' } },
+      { phase: 'Starting', reason: 'QuotaExceeded', actions: ['create-pod'] },
+    ],
+    [
+      'quota still refusing at the deadline: Failed QuotaExceeded',
+      sandbox({}, admittedStatus({ admittedTime: iso(-61_000) })),
+      { createRefused: { reason: 'QuotaExceeded', message: 'exceeded quota' } },
+      { phase: 'Failed', reason: 'QuotaExceeded', actions: [] },
+    ],
+    [
+      'its ready pod vanished: Failed PodDeleted, not restarted',
+      sandbox({}, admittedStatus({ podName: 'sbx', readyTime: iso(-500) })),
+      {},
+      { phase: 'Failed', reason: 'PodDeleted', actions: [] },
+    ],
+    [
+      'terminal stays terminal: a leftover pod of an expired one goes',
+      sandbox({}, { phase: 'Expired' }),
+      { pod: pod('sbx', running()) },
+      { phase: 'Expired', actions: ['delete-pod'] },
+    ],
     ['terminal stays terminal even when capacity is offered', sandbox({}, { phase: 'Failed' }), {}, { phase: 'Failed', actions: [] }],
   ])('%s', (_name, object, observation, expected) => {
     const decision = decideSandbox(object, observe(observation));
@@ -102,7 +198,14 @@ describe('decideSandbox(sandbox, observed)', () => {
 
   it('an adopted ready pool pod: bound and Ready in one status, both events, no second write once the cache shows the pod', () => {
     const adopted = decideSandbox(sandbox(), observe({ poolCandidate: pod('pool-a', running('10.4.5.6')) }));
-    expect(adopted.status).toMatchObject({ phase: 'Ready', podName: 'pool-a', tokenSecretName: 'pool-a-token', endpoint: '10.4.5.6:7070', readyTime: iso(0), launch: 'pool' });
+    expect(adopted.status).toMatchObject({
+      phase: 'Ready',
+      podName: 'pool-a',
+      tokenSecretName: 'pool-a-token',
+      endpoint: '10.4.5.6:7070',
+      readyTime: iso(0),
+      launch: 'pool',
+    });
     expect(adopted.events.map((e) => e.reason)).toEqual(['Adopted', 'Ready']);
     // The pass its own status write triggers, before the pod's watch event: still Ready, nothing to write.
     const inFlight = decideSandbox(sandbox({}, adopted.status), observe({ now: NOW + 5, podInFlight: true }));
@@ -115,7 +218,10 @@ describe('decideSandbox(sandbox, observed)', () => {
   });
 
   it('a pool pod that is not ready is bound but not Ready: no endpoint until its pod is', () => {
-    const bound = decideSandbox(sandbox(), observe({ poolCandidate: pod('pool-a', { phase: 'Running', podIP: '10.4.5.6', conditions: [{ type: 'Ready', status: 'False' }] }) }));
+    const bound = decideSandbox(
+      sandbox(),
+      observe({ poolCandidate: pod('pool-a', { phase: 'Running', podIP: '10.4.5.6', conditions: [{ type: 'Ready', status: 'False' }] }) }),
+    );
     expect(bound.actions.map((a) => a.kind)).toEqual(['adopt-pod']);
     expect(bound.status).toMatchObject({ phase: 'Starting', podName: 'pool-a' });
     expect(bound.status.endpoint).toBeUndefined();
@@ -147,9 +253,34 @@ describe('setCondition(conditions, next, now)', () => {
 describe('podHealth(pod)', () => {
   it.each<[string, V1Pod['status'], string, string?]>([
     ['running and ready', running(), 'ready'],
-    ['running, not ready yet', { phase: 'Running', podIP: '10.0.0.1', conditions: [{ type: 'Ready', status: 'False' }] }, 'starting', 'Starting'],
-    ['restarted before', { phase: 'Running', containerStatuses: [{ name: 'r', image: 'i', imageID: '', ready: false, restartCount: 2, lastState: { terminated: { exitCode: 1 } } }] }, 'failing', 'CrashLoop'],
-    ['ErrImagePull (not given up yet)', { phase: 'Pending', containerStatuses: [{ name: 'r', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImagePull' } } }] }, 'failing', 'ImagePullFailed'],
+    [
+      'running, not ready yet',
+      { phase: 'Running', podIP: '10.0.0.1', conditions: [{ type: 'Ready', status: 'False' }] },
+      'starting',
+      'Starting',
+    ],
+    [
+      'restarted before',
+      {
+        phase: 'Running',
+        containerStatuses: [
+          { name: 'r', image: 'i', imageID: '', ready: false, restartCount: 2, lastState: { terminated: { exitCode: 1 } } },
+        ],
+      },
+      'failing',
+      'CrashLoop',
+    ],
+    [
+      'ErrImagePull (not given up yet)',
+      {
+        phase: 'Pending',
+        containerStatuses: [
+          { name: 'r', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImagePull' } } },
+        ],
+      },
+      'failing',
+      'ImagePullFailed',
+    ],
   ])('%s', (_name, status, state, reason) => {
     const health = podHealth(pod('p', status));
     expect(health.state).toBe(state);
@@ -157,7 +288,13 @@ describe('podHealth(pod)', () => {
   });
 
   it('ErrImagePull may still resolve; ImagePullBackOff is final', () => {
-    const waiting = (reason: string) => podHealth(pod('p', { phase: 'Pending', containerStatuses: [{ name: 'r', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason } } }] }));
+    const waiting = (reason: string) =>
+      podHealth(
+        pod('p', {
+          phase: 'Pending',
+          containerStatuses: [{ name: 'r', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason } } }],
+        }),
+      );
     expect(waiting('ErrImagePull')).toMatchObject({ terminal: false });
     expect(waiting('ImagePullBackOff')).toMatchObject({ terminal: true });
   });
@@ -190,7 +327,12 @@ describe('decidePool(pool, observed)', () => {
     ['never past the cluster cap', 3, { usedElsewhere: 9 }, { create: 1, delete: [] }],
     ['claims waiting for a place come first', 3, { usedElsewhere: 7, waitingClaims: 2 }, { create: 1, delete: [] }],
     ['replaces a failed pod', 1, { pods: [pod('dead', { phase: 'Failed' })] }, { create: 1, delete: ['dead'] }],
-    ['scales down, pods not ready first, never a picked one', 1, { pods: [pod('r1', running()), pod('r2', running()), pod('s1', { phase: 'Pending' })], picked: new Set(['r1']) }, { create: 0, delete: ['s1', 'r2'] }],
+    [
+      'scales down, pods not ready first, never a picked one',
+      1,
+      { pods: [pod('r1', running()), pod('r2', running()), pod('s1', { phase: 'Pending' })], picked: new Set(['r1']) },
+      { create: 0, delete: ['s1', 'r2'] },
+    ],
   ])('%s', (_name, replicas, observed, expected) => {
     const decision = decidePool(pool(replicas), { ...base, ...observed });
     expect({ create: decision.create, delete: decision.delete }).toEqual(expected);
@@ -213,8 +355,13 @@ describe('decidePool(pool, observed)', () => {
 
   it('refills an empty pool at once: no ready pod left, or the last one being adopted', () => {
     expect(decidePool(pool(2), { ...base, claimedAt: [now] })).toMatchObject({ create: 2, requeueAt: undefined });
-    expect(decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('s1', { phase: 'Pending' })] })).toMatchObject({ create: 1, requeueAt: undefined });
-    expect(decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('r1', running())], picked: new Set(['r1']) })).toMatchObject({ create: 1 });
+    expect(decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('s1', { phase: 'Pending' })] })).toMatchObject({
+      create: 1,
+      requeueAt: undefined,
+    });
+    expect(decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('r1', running())], picked: new Set(['r1']) })).toMatchObject({
+      create: 1,
+    });
   });
 
   it('removes failed and surplus pods while a refill is held back', () => {
@@ -223,7 +370,18 @@ describe('decidePool(pool, observed)', () => {
   });
 
   it('reports desired, ready and available (ready, not picked) and the selector', () => {
-    const decision = decidePool(pool(3), { ...base, pods: [pod('r1', running()), pod('r2', running()), pod('s1', { phase: 'Pending' })], picked: new Set(['r1']) });
-    expect(decision.status).toEqual({ replicas: 3, desiredReplicas: 3, readyReplicas: 2, availableReplicas: 1, selector: 'acis.dev/pool=p', observedGeneration: 4 });
+    const decision = decidePool(pool(3), {
+      ...base,
+      pods: [pod('r1', running()), pod('r2', running()), pod('s1', { phase: 'Pending' })],
+      picked: new Set(['r1']),
+    });
+    expect(decision.status).toEqual({
+      replicas: 3,
+      desiredReplicas: 3,
+      readyReplicas: 2,
+      availableReplicas: 1,
+      selector: 'acis.dev/pool=p',
+      observedGeneration: 4,
+    });
   });
 });

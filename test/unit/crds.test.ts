@@ -74,8 +74,14 @@ describe('crds/*.yaml', () => {
 
   it('group acis.dev, version v1alpha1, short names sbx, sbxpool and reposync', () => {
     expect(crds.get('Sandbox')!.spec).toMatchObject({ group: 'acis.dev', names: { plural: 'sandboxes', shortNames: ['sbx'] } });
-    expect(crds.get('SandboxWarmPool')!.spec).toMatchObject({ group: 'acis.dev', names: { plural: 'sandboxwarmpools', shortNames: ['sbxpool'] } });
-    expect(crds.get('RepositorySync')!.spec).toMatchObject({ group: 'acis.dev', names: { plural: 'repositorysyncs', shortNames: ['reposync'] } });
+    expect(crds.get('SandboxWarmPool')!.spec).toMatchObject({
+      group: 'acis.dev',
+      names: { plural: 'sandboxwarmpools', shortNames: ['sbxpool'] },
+    });
+    expect(crds.get('RepositorySync')!.spec).toMatchObject({
+      group: 'acis.dev',
+      names: { plural: 'repositorysyncs', shortNames: ['reposync'] },
+    });
     for (const crd of crds.values()) expect(crd.spec.versions.map((v) => v.name)).toEqual(['v1alpha1']);
   });
 });
@@ -89,12 +95,24 @@ describe('crds/samples', () => {
     ['an unknown mode', (o) => (o.spec.mode = 'hot'), '/spec/mode must be equal to one of the allowed values'],
     ['a conversation id that is not one', (o) => (o.spec.conversationId = 'conversation-1'), '/spec/conversationId must match pattern'],
     ['a tenant id too long for a label', (o) => (o.spec.tenantId = `tnt_${'A'.repeat(59)}`), '/spec/tenantId must match pattern'],
-    ['a shutdownTime that is not a time', (o) => (o.spec.shutdownTime = 'in five minutes'), '/spec/shutdownTime must match format "date-time"'],
+    [
+      'a shutdownTime that is not a time',
+      (o) => (o.spec.shutdownTime = 'in five minutes'),
+      '/spec/shutdownTime must match format "date-time"',
+    ],
     ['a negative warm cap', (o) => (o.spec.maxConcurrentWarm = -1), '/spec/maxConcurrentWarm must be >= 0'],
-    ['a malformed memory quantity', (o) => (o.spec.resources = { limits: { memory: 'lots' } }), '/spec/resources/limits/memory must match pattern'],
+    [
+      'a malformed memory quantity',
+      (o) => (o.spec.resources = { limits: { memory: 'lots' } }),
+      '/spec/resources/limits/memory must match pattern',
+    ],
     ['no agent type', (o) => delete o.spec.agentType, " must have required property 'agentType'"],
     ['a status phase nobody knows', (o) => (o.status = { phase: 'Sleeping' }), '/status/phase must be equal to one of the allowed values'],
-    ['a condition of an unknown type', (o) => (o.status = { conditions: [{ type: 'Happy', status: 'True', reason: 'X', lastTransitionTime: '2026-01-01T00:00:00Z' }] }), '/status/conditions/0/type must be equal to one of the allowed values'],
+    [
+      'a condition of an unknown type',
+      (o) => (o.status = { conditions: [{ type: 'Happy', status: 'True', reason: 'X', lastTransitionTime: '2026-01-01T00:00:00Z' }] }),
+      '/status/conditions/0/type must be equal to one of the allowed values',
+    ],
   ])('a Sandbox with %s is refused', (_name, spoil, error) => {
     const object = goodSandbox();
     spoil(object);
@@ -116,7 +134,11 @@ describe('crds/samples', () => {
     ['a repository id that is not one', (o) => (o.spec.repositoryId = 'skills'), '/spec/repositoryId must match pattern'],
     ['no claim', (o) => delete o.spec.claim, " must have required property 'claim'"],
     ['a request generation of 0', (o) => (o.spec.requestGeneration = 0), '/spec/requestGeneration must be >= 1'],
-    ['a credential Secret name that is not a DNS label', (o) => (o.spec.credentialSecretName = 'Repo_Credential'), '/spec/credentialSecretName must match pattern'],
+    [
+      'a credential Secret name that is not a DNS label',
+      (o) => (o.spec.credentialSecretName = 'Repo_Credential'),
+      '/spec/credentialSecretName must match pattern',
+    ],
     ['a state nobody knows', (o) => (o.status = { state: 'pending' }), '/status/state must be equal to one of the allowed values'],
     ['a commit that is not a hash', (o) => (o.status = { commit: 'main' }), '/status/commit must match pattern'],
   ])('a RepositorySync with %s is refused', (_name, spoil, error) => {

@@ -36,7 +36,12 @@ function upstream(): Server {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      received.push({ port: (server.address() as AddressInfo).port, path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      received.push({
+        port: (server.address() as AddressInfo).port,
+        path: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+      });
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ key_seen: req.headers['x-api-key'] ?? null }));
     });
@@ -49,10 +54,20 @@ function listen(server: Server): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 }
 
-function viaProxy(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
+function viaProxy(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: proxy.port, method: 'POST', path: url, headers: { 'proxy-authorization': CREDENTIAL, 'content-type': 'application/json', ...headers } },
+      {
+        host: '127.0.0.1',
+        port: proxy.port,
+        method: 'POST',
+        path: url,
+        headers: { 'proxy-authorization': CREDENTIAL, 'content-type': 'application/json', ...headers },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -143,9 +143,7 @@ describe('createMaskingTransform(compileMasker(values))', () => {
     ]);
     const input = '{{secret:OTHER}} | a%20%22b%22%20c%2Fd | "a \\"b\\" c/d" | a "b" c/d';
     for (const chunks of splits(input)) {
-      expect(await mask(odd, chunks)).toBe(
-        '{{secret:LOOKS_LIKE}} | {{secret:QUOTED}} | "{{secret:QUOTED}}" | {{secret:QUOTED}}',
-      );
+      expect(await mask(odd, chunks)).toBe('{{secret:LOOKS_LIKE}} | {{secret:QUOTED}} | "{{secret:QUOTED}}" | {{secret:QUOTED}}');
     }
   });
 
@@ -186,7 +184,12 @@ describe('substituteHeaderValue(value, values)', () => {
 
 describe('compileMasker(values).maskHeaderValue(value)', () => {
   it('masks values in a header string in one pass', () => {
-    const masker = compileMasker(new Map([['TOKEN', 'tok-123'], ['WORD', 'secret']]))!;
+    const masker = compileMasker(
+      new Map([
+        ['TOKEN', 'tok-123'],
+        ['WORD', 'secret'],
+      ]),
+    )!;
     expect(masker.maskHeaderValue('session=tok-123; secret')).toBe('session={{secret:TOKEN}}; {{secret:WORD}}');
   });
 });

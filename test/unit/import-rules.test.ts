@@ -49,7 +49,9 @@ function wallBreaches(root: string, graph: ImportGraph): string[] {
 }
 
 function treeGraph(root: string): ImportGraph {
-  const tops = [...new Set(FOLDERS.map((folder) => folder.split('/')[0]!))].map((top) => path.join(root, top)).filter((dir) => existsSync(dir));
+  const tops = [...new Set(FOLDERS.map((folder) => folder.split('/')[0]!))]
+    .map((top) => path.join(root, top))
+    .filter((dir) => existsSync(dir));
   return importGraph(tops.flatMap((dir) => sources(dir)));
 }
 
@@ -81,7 +83,10 @@ describe('the import-rule check on a planted tree', () => {
   plant('controller/api/v1alpha1.ts', 'export const LABELS = {};\n');
   plant('controller/reconciler.ts', "import { startServer } from '../api-server/server.js';\n");
   plant('api-server/server.ts', "import { decide } from '../controller/decisions.js';\nexport const startServer = 1;\n");
-  plant('api-server/sandboxes/provider.ts', "import { LABELS } from '../../controller/api/v1alpha1.js';\nimport type { Deps } from '../deps.js';\n");
+  plant(
+    'api-server/sandboxes/provider.ts',
+    "import { LABELS } from '../../controller/api/v1alpha1.js';\nimport type { Deps } from '../deps.js';\n",
+  );
   plant('api-server/deps.ts', "import type { Provider } from './sandboxes/provider.js';\n");
   plant('controller/decisions.ts', 'export const decide = 1;\n');
   plant('hack/bench/run.ts', "import { helper } from '../../test/helpers/x.js';\n");

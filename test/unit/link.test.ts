@@ -16,7 +16,11 @@ describe('LineSplitter', () => {
   it('splits at newlines across chunk boundaries, drops CR and empty lines, and reports an over-long line', () => {
     const lines: string[] = [];
     let overflows = 0;
-    const splitter = new LineSplitter(10, (line) => lines.push(line), () => overflows++);
+    const splitter = new LineSplitter(
+      10,
+      (line) => lines.push(line),
+      () => overflows++,
+    );
     const input = Buffer.from('one\r\ntwo\n\nthr€e\nfour');
     // Every split point, including inside the multi-byte €.
     for (let at = 0; at < input.length; at++) splitter.push(input.subarray(at, at + 1));
@@ -36,7 +40,17 @@ describe('decodeFrame', () => {
       control: { type: 'hello', token: 't', link: 'l', after: 0 },
     });
     expect(decodeFrame('{"type":"ack","seq":3}')).toEqual({ kind: 'control', control: { type: 'ack', seq: 3 } });
-    for (const bad of ['0 x', '-1 x', '1x y', 'x 1', '{"type":"ack","seq":-1}', '{"type":"hello","token":"t","link":"","after":0}', '{nope', '{"type":"other"}', '12345678901234567 x']) {
+    for (const bad of [
+      '0 x',
+      '-1 x',
+      '1x y',
+      'x 1',
+      '{"type":"ack","seq":-1}',
+      '{"type":"hello","token":"t","link":"","after":0}',
+      '{nope',
+      '{"type":"other"}',
+      '12345678901234567 x',
+    ]) {
       expect(decodeFrame(bad), bad).toEqual({ kind: 'invalid' });
     }
   });
@@ -196,7 +210,12 @@ describe('serveLink and openLinkClient over TCP', () => {
   }
 
   const connect = (server: LinkServer, options: { token?: string; reconnectSeconds?: number } = {}) =>
-    openLinkClient({ host: '127.0.0.1', port: server.address.port, token: options.token ?? TOKEN, reconnectSeconds: options.reconnectSeconds ?? 1 });
+    openLinkClient({
+      host: '127.0.0.1',
+      port: server.address.port,
+      token: options.token ?? TOKEN,
+      reconnectSeconds: options.reconnectSeconds ?? 1,
+    });
 
   /** A raw connection's first answer line to `first` (or nothing, closing at once). */
   function rawExchange(port: number, first: string): Promise<string[]> {
@@ -224,7 +243,9 @@ describe('serveLink and openLinkClient over TCP', () => {
   it('refuses a wrong token, a first line that is not a hello, and a second client while one is live, logging none of the tokens', async () => {
     const server = await start();
     await expect(connect(server, { token: 'tok_wrong_wrong_wrong_wrong' })).rejects.toThrow(new LinkRefused('wrong token'));
-    expect(await rawExchange(server.address.port, '{"type":"turn","content":"hi"}')).toEqual([encodeControl({ type: 'refused', error: 'the first line was not a hello' })]);
+    expect(await rawExchange(server.address.port, '{"type":"turn","content":"hi"}')).toEqual([
+      encodeControl({ type: 'refused', error: 'the first line was not a hello' }),
+    ]);
     const first = await connect(server);
     await expect(connect(server)).rejects.toThrow('the runner refused the connection: another API connection is live');
     expect(logs.filter((line) => line.startsWith('refused'))).toHaveLength(3);

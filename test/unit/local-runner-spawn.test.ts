@@ -8,7 +8,11 @@ import { LocalRunner } from '../../api-server/sandboxes/local/runner.js';
 
 describe('LocalRunner whose process cannot be spawned', () => {
   it('fails ready, ends its exit, answers a turn as crashed and can be killed', async () => {
-    const runner = new LocalRunner('run_nobinary', { file: '/nonexistent/acis-test/bwrap', args: [], env: {}, cwd: '/' }, pino({ level: 'silent' }));
+    const runner = new LocalRunner(
+      'run_nobinary',
+      { file: '/nonexistent/acis-test/bwrap', args: [], env: {}, cwd: '/' },
+      pino({ level: 'silent' }),
+    );
     await expect(runner.ready).rejects.toThrow('runner could not be started: spawn /nonexistent/acis-test/bwrap ENOENT');
     await runner.exit;
     expect(runner.alive).toBe(false);

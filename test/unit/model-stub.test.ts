@@ -41,11 +41,16 @@ async function stream(messages: Message[], extra: Record<string, unknown> = {}):
 }
 
 const textOf = (events: SseEvent[]) =>
-  events.filter((e) => e.event === 'content_block_delta' && e.data.delta.type === 'text_delta').map((e) => e.data.delta.text).join('');
+  events
+    .filter((e) => e.event === 'content_block_delta' && e.data.delta.type === 'text_delta')
+    .map((e) => e.data.delta.text)
+    .join('');
 
 describe('streaming replies', () => {
   it('streams a scripted reply as the vendor event sequence, in several text deltas', async () => {
-    const events = await stream([user('<system-reminder>\nnot a prompt\n</system-reminder>', 'Please [[reply: The quick brown fox jumps over the lazy dog]]')]);
+    const events = await stream([
+      user('<system-reminder>\nnot a prompt\n</system-reminder>', 'Please [[reply: The quick brown fox jumps over the lazy dog]]'),
+    ]);
     expect(events.map((e) => e.event)).toEqual([
       'message_start',
       'ping',
@@ -93,17 +98,28 @@ describe('streaming replies', () => {
     const round = async (messages: Message[]) => json(await post({ messages }));
 
     const one = await round([prompt]);
-    expect(one.content).toEqual([{ type: 'tool_use', id: expect.stringMatching(/^toolu_stub_/), name: 'Read', input: { file_path: '/a' } }]);
-    const afterOne = [prompt, { role: 'assistant', content: one.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: one.content[0].id, content: 'file a' }] }];
+    expect(one.content).toEqual([
+      { type: 'tool_use', id: expect.stringMatching(/^toolu_stub_/), name: 'Read', input: { file_path: '/a' } },
+    ]);
+    const afterOne = [
+      prompt,
+      { role: 'assistant', content: one.content },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: one.content[0].id, content: 'file a' }] },
+    ];
     const two = await round(afterOne);
-    expect(two.content).toEqual([{ type: 'tool_use', id: expect.stringMatching(/^toolu_stub_/), name: 'mcp__platform__request_approval', input }]);
+    expect(two.content).toEqual([
+      { type: 'tool_use', id: expect.stringMatching(/^toolu_stub_/), name: 'mcp__platform__request_approval', input },
+    ]);
     expect(two.content[0].id).not.toBe(one.content[0].id);
     const three = await round([
       ...afterOne,
       { role: 'assistant', content: two.content },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: two.content[0].id, content: 'denied', is_error: true }] },
     ]);
-    expect(three).toMatchObject({ stop_reason: 'end_turn', content: [{ type: 'text', text: 'Tool mcp__platform__request_approval failed: denied' }] });
+    expect(three).toMatchObject({
+      stop_reason: 'end_turn',
+      content: [{ type: 'text', text: 'Tool mcp__platform__request_approval failed: denied' }],
+    });
   });
 
   it('paces deltas with [[slow: N]]', async () => {
@@ -122,7 +138,13 @@ describe('history', () => {
       { role: 'assistant', content: [{ type: 'text', text: 'first answer' }] },
       user('<system-reminder>ignored</system-reminder>', 'second "question"', 'failed turn merged in'),
       { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'Bash', input: {} }] },
-      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'out' }, { type: 'text', text: 'not a prompt' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'tool_result', tool_use_id: 't1', content: 'out' },
+          { type: 'text', text: 'not a prompt' },
+        ],
+      },
       { role: 'assistant', content: [{ type: 'text', text: 'ok' }] },
       { role: 'user', content: 'what did I ask? [[echo-history]]' },
     ]);
@@ -135,7 +157,8 @@ describe('history', () => {
 });
 
 describe('skills', () => {
-  const listing = (...lines: string[]) => `Intro.\n\nThe following skills are available for use with the Skill tool:\n\n${lines.join('\n')}\n\nMore text.`;
+  const listing = (...lines: string[]) =>
+    `Intro.\n\nThe following skills are available for use with the Skill tool:\n\n${lines.join('\n')}\n\nMore text.`;
 
   it('[[echo-skills]] names the skills listed in the system prompt, sorted', async () => {
     const system = [{ type: 'text', text: listing('- pdf: Reads PDFs.', '- csv: Reads: CSV files.') }];
@@ -143,7 +166,9 @@ describe('skills', () => {
   });
 
   it('finds a listing in a system-reminder of the messages', async () => {
-    const events = await stream([user(`<system-reminder>${listing('- heron-facts: Herons.')}</system-reminder>`, '[[echo-skills]] [[reply: and more]]')]);
+    const events = await stream([
+      user(`<system-reminder>${listing('- heron-facts: Herons.')}</system-reminder>`, '[[echo-skills]] [[reply: and more]]'),
+    ]);
     expect(textOf(events)).toBe('Skills: heron-facts\nand more');
   });
 
@@ -157,13 +182,24 @@ describe('non-streaming, token counting and errors', () => {
     const res = await post({ messages: [user('[[reply: plain json]]')] });
     expect(res.status).toBe(200);
     const body = await json(res);
-    expect(body).toMatchObject({ type: 'message', role: 'assistant', content: [{ type: 'text', text: 'plain json' }], stop_reason: 'end_turn', usage: { output_tokens: 3 } });
+    expect(body).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      content: [{ type: 'text', text: 'plain json' }],
+      stop_reason: 'end_turn',
+      usage: { output_tokens: 3 },
+    });
     expect(body.usage.input_tokens).toBeGreaterThan(0);
   });
 
   it('counts tokens deterministically', async () => {
     const count = async () =>
-      json(await fetch(`${stub.url}/v1/messages/count_tokens`, { method: 'POST', body: JSON.stringify({ model: 'm', messages: [user('abc')] }) }));
+      json(
+        await fetch(`${stub.url}/v1/messages/count_tokens`, {
+          method: 'POST',
+          body: JSON.stringify({ model: 'm', messages: [user('abc')] }),
+        }),
+      );
     const first = await count();
     expect(first.input_tokens).toBeGreaterThan(0);
     expect(await count()).toEqual(first);
@@ -184,7 +220,9 @@ describe('non-streaming, token counting and errors', () => {
     const badJson = await post({ messages: [user('[[tool:Bash {"command": nope}]]')] });
     expect(badJson.status).toBe(400);
     expect((await post({ messages: [user('[[slow: soon]]')] })).status).toBe(400);
-    expect((await post({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: 'y' }] }] })).status).toBe(400);
+    expect((await post({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: 'y' }] }] })).status).toBe(
+      400,
+    );
   });
 
   it('answers unknown paths with 404 and records them', async () => {
@@ -196,7 +234,9 @@ describe('non-streaming, token counting and errors', () => {
 
 describe('filler calls', () => {
   it('gives the canned acknowledgement to a request marked in its system prompt, whatever the prompt says', async () => {
-    const events = await stream([user('[[error: 500]] [[tool:Bash {}]]')], { system: [{ type: 'text', text: `You acknowledge. ${FILLER_MARKER}` }] });
+    const events = await stream([user('[[error: 500]] [[tool:Bash {}]]')], {
+      system: [{ type: 'text', text: `You acknowledge. ${FILLER_MARKER}` }],
+    });
     expect(textOf(events)).toBe(FILLER_REPLY);
     expect(stub.requests.at(-1)!.kind).toBe('filler');
   });
@@ -224,9 +264,19 @@ describe('filler calls', () => {
 describe('recording', () => {
   it('records method, path, query, body and headers with credentials redacted', async () => {
     const before = stub.requests.length;
-    await post({ messages: [user('[[reply: recorded]]')], system: 'the system prompt' }, { authorization: 'Bearer tok', 'x-custom': 'kept' });
+    await post(
+      { messages: [user('[[reply: recorded]]')], system: 'the system prompt' },
+      { authorization: 'Bearer tok', 'x-custom': 'kept' },
+    );
     const record = stub.requests[before]!;
-    expect(record).toMatchObject({ seq: before + 1, method: 'POST', path: '/v1/messages', query: '?beta=true', kind: 'agent', status: 200 });
+    expect(record).toMatchObject({
+      seq: before + 1,
+      method: 'POST',
+      path: '/v1/messages',
+      query: '?beta=true',
+      kind: 'agent',
+      status: 200,
+    });
     expect(record.headers).toMatchObject({ 'x-api-key': '[redacted]', authorization: '[redacted]', 'x-custom': 'kept' });
     expect(JSON.stringify(record)).not.toContain('sk-secret-value');
     expect(record.body).toMatchObject({ system: 'the system prompt', messages: [user('[[reply: recorded]]')] });
@@ -237,7 +287,11 @@ describe('recording', () => {
     const keyed = await startModelStub({ apiKey: 'sk-right' });
     try {
       const call = (key: string) =>
-        fetch(`${keyed.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key }, body: JSON.stringify({ max_tokens: 1000, messages: [user('hi')] }) });
+        fetch(`${keyed.url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'x-api-key': key },
+          body: JSON.stringify({ max_tokens: 1000, messages: [user('hi')] }),
+        });
       const wrong = await call('sk-wrong');
       expect(wrong.status).toBe(401);
       expect((await json(wrong)).error.type).toBe('authentication_error');

@@ -9,30 +9,62 @@ const now = new Date('2026-11-25T08:00:00Z');
 const COMMIT = 'a'.repeat(40);
 
 /** Generation 2 of a RepositorySync whose generation 1 has ended and had its credential removed. */
-function sync(overrides: Partial<RepositorySync['spec']> = {}, status: RepositorySync['status'] = { credentialRemovedGeneration: 1 }): RepositorySync {
+function sync(
+  overrides: Partial<RepositorySync['spec']> = {},
+  status: RepositorySync['status'] = { credentialRemovedGeneration: 1 },
+): RepositorySync {
   return {
     apiVersion: 'acis.dev/v1alpha1',
     kind: 'RepositorySync',
     metadata: { name: 'rep-01abc', namespace: 'acis', uid: 'uid-1' },
-    spec: { repositoryId: 'rep_01ABC', url: 'https://example.com/a.git', branch: 'main', credentialSecretName: 'rep-01abc-credential-2', claim: 'c1a1m0000000', requestGeneration: 2, ...overrides },
+    spec: {
+      repositoryId: 'rep_01ABC',
+      url: 'https://example.com/a.git',
+      branch: 'main',
+      credentialSecretName: 'rep-01abc-credential-2',
+      claim: 'c1a1m0000000',
+      requestGeneration: 2,
+      ...overrides,
+    },
     status,
   };
 }
 const job = (condition?: 'Complete' | 'Failed', reason?: string, generation = 2): V1Job => ({
   metadata: { name: `rep-01abc-${generation}` },
-  status: condition ? { conditions: [{ type: condition, status: 'True', ...(reason && { reason }) }], ...(condition === 'Complete' && { completionTime: now }) } : {},
+  status: condition
+    ? {
+        conditions: [{ type: condition, status: 'True', ...(reason && { reason }) }],
+        ...(condition === 'Complete' && { completionTime: now }),
+      }
+    : {},
 });
 const pod = (message?: string): V1Pod => ({
   metadata: { name: 'rep-01abc-2-x' },
-  status: { containerStatuses: [{ name: 'sync', image: 'acis:1', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0, ...(message && { message }) } } }] },
+  status: {
+    containerStatuses: [
+      {
+        name: 'sync',
+        image: 'acis:1',
+        imageID: '',
+        ready: false,
+        restartCount: 0,
+        state: { terminated: { exitCode: 0, ...(message && { message }) } },
+      },
+    ],
+  },
 });
 
 describe('decideRepositorySync', () => {
-  it('creates the generation\'s Job: owned, locked down, the credential mounted for it alone, the claim in its environment', () => {
+  it("creates the generation's Job: owned, locked down, the credential mounted for it alone, the claim in its environment", () => {
     const decision = decideRepositorySync(sync(), {}, now, config);
     const created = decision.createJob!;
     expect(created.metadata!.name).toBe(syncJobName(sync()));
-    expect(created.metadata!.ownerReferences![0]).toMatchObject({ kind: 'RepositorySync', name: 'rep-01abc', uid: 'uid-1', controller: true });
+    expect(created.metadata!.ownerReferences![0]).toMatchObject({
+      kind: 'RepositorySync',
+      name: 'rep-01abc',
+      uid: 'uid-1',
+      controller: true,
+    });
     const podSpec = created.spec!.template.spec!;
     const container = podSpec.containers[0]!;
     expect(container.args).toEqual(['sync-repository', 'rep_01ABC']);
@@ -45,9 +77,18 @@ describe('decideRepositorySync', () => {
     );
     expect(podSpec.volumes).toContainEqual({ name: 'credential', secret: { secretName: 'rep-01abc-credential-2', defaultMode: 0o440 } });
     expect(podSpec.automountServiceAccountToken).toBe(false);
-    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(container.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+    });
     expect(created.spec).toMatchObject({ backoffLimit: 0, activeDeadlineSeconds: 600 });
-    expect(decision.status).toMatchObject({ state: 'syncing', jobName: 'rep-01abc-2', observedRequestGeneration: 2, credentialRemovedGeneration: 1 });
+    expect(decision.status).toMatchObject({
+      state: 'syncing',
+      jobName: 'rep-01abc-2',
+      observedRequestGeneration: 2,
+      credentialRemovedGeneration: 1,
+    });
     expect(decision.deleteCredentialSecrets).toEqual([]);
     expect(decision.events).toEqual([{ type: 'Normal', reason: 'JobCreated', message: 'generation 2: started job rep-01abc-2' }]);
   });
@@ -59,11 +100,35 @@ describe('decideRepositorySync', () => {
 
   it.each<[string, V1Job, V1Pod | undefined, Record<string, unknown>, boolean]>([
     ['running', job(), undefined, { state: 'syncing' }, false],
-    ['complete and ready', job('Complete'), pod(JSON.stringify({ state: 'ready', commit: COMMIT })), { state: 'ready', commit: COMMIT, shortCommit: COMMIT.slice(0, 12), lastSyncedTime: now.toISOString() }, true],
-    ['failed with a reason', job('Failed', 'BackoffLimitExceeded'), pod(JSON.stringify({ state: 'error', error: 'authentication failed' })), { state: 'error', error: 'authentication failed' }, true],
-    ['past its deadline', job('Failed', 'DeadlineExceeded'), undefined, { state: 'error', error: 'the sync job ran past its deadline and was stopped' }, true],
+    [
+      'complete and ready',
+      job('Complete'),
+      pod(JSON.stringify({ state: 'ready', commit: COMMIT })),
+      { state: 'ready', commit: COMMIT, shortCommit: COMMIT.slice(0, 12), lastSyncedTime: now.toISOString() },
+      true,
+    ],
+    [
+      'failed with a reason',
+      job('Failed', 'BackoffLimitExceeded'),
+      pod(JSON.stringify({ state: 'error', error: 'authentication failed' })),
+      { state: 'error', error: 'authentication failed' },
+      true,
+    ],
+    [
+      'past its deadline',
+      job('Failed', 'DeadlineExceeded'),
+      undefined,
+      { state: 'error', error: 'the sync job ran past its deadline and was stopped' },
+      true,
+    ],
     ['complete but saying nothing', job('Complete'), pod(), { state: 'error' }, true],
-    ['superseded by a newer change', job('Failed', 'BackoffLimitExceeded'), pod(JSON.stringify({ state: 'superseded' })), { conditions: [expect.objectContaining({ reason: 'Superseded' })] }, true],
+    [
+      'superseded by a newer change',
+      job('Failed', 'BackoffLimitExceeded'),
+      pod(JSON.stringify({ state: 'superseded' })),
+      { conditions: [expect.objectContaining({ reason: 'Superseded' })] },
+      true,
+    ],
   ])('a Job %s', (_name, observedJob, observedPod, status, deletesSecret) => {
     const decision = decideRepositorySync(sync(), { job: observedJob, pod: observedPod }, now, config);
     expect(decision.createJob).toBeUndefined();
@@ -73,36 +138,63 @@ describe('decideRepositorySync', () => {
   });
 
   it('records one Event per outcome: Normal when synced, Warning with the reason when failed, none when nothing changed', () => {
-    const ready = decideRepositorySync(sync(), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, now, config);
+    const ready = decideRepositorySync(
+      sync(),
+      { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) },
+      now,
+      config,
+    );
     expect(ready.events).toEqual([{ type: 'Normal', reason: 'Synced', message: `generation 2: synced at ${COMMIT.slice(0, 12)}` }]);
     const failed = decideRepositorySync(sync(), { job: job('Failed', 'DeadlineExceeded') }, now, config);
-    expect(failed.events).toEqual([{ type: 'Warning', reason: 'SyncFailed', message: 'generation 2: the sync job ran past its deadline and was stopped' }]);
+    expect(failed.events).toEqual([
+      { type: 'Warning', reason: 'SyncFailed', message: 'generation 2: the sync job ran past its deadline and was stopped' },
+    ]);
     const running = decideRepositorySync(sync({}, decideRepositorySync(sync(), {}, now, config).status), { job: job() }, now, config);
     expect(running.events).toEqual([]);
   });
 
   it('once the outcome is written, no Secret is deleted again, no Event repeats and the status does not change', () => {
-    const first = decideRepositorySync(sync(), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, now, config);
-    const again = decideRepositorySync(sync({}, first.status), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) }, new Date(now.getTime() + 60_000), config);
+    const first = decideRepositorySync(
+      sync(),
+      { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) },
+      now,
+      config,
+    );
+    const again = decideRepositorySync(
+      sync({}, first.status),
+      { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: COMMIT })) },
+      new Date(now.getTime() + 60_000),
+      config,
+    );
     expect(again.deleteCredentialSecrets).toEqual([]);
     expect(again.events).toEqual([]);
     expect(again.status).toEqual(first.status);
   });
 
-  it('an older generation\'s Job still running keeps its credential, while generations that will never run lose theirs at once', () => {
+  it("an older generation's Job still running keeps its credential, while generations that will never run lose theirs at once", () => {
     // Generation 4 is current; 2 still runs (a PATCH let a new claim start before it ended); 3 was bumped past before its Job was made.
     const current = sync({ requestGeneration: 4, credentialSecretName: 'rep-01abc-credential-4' });
     const olderJobs = [job(undefined, undefined, 2)];
     const running = decideRepositorySync(current, { olderJobs }, now, config);
     expect(running.deleteCredentialSecrets).toEqual(['rep-01abc-credential-3']);
     expect(running.status.credentialRemovedGeneration).toBe(1);
-    const ended = decideRepositorySync(sync({ requestGeneration: 4, credentialSecretName: 'rep-01abc-credential-4' }, running.status), { olderJobs: [job('Complete', undefined, 2)], job: job('Failed', 'DeadlineExceeded', 4) }, now, config);
+    const ended = decideRepositorySync(
+      sync({ requestGeneration: 4, credentialSecretName: 'rep-01abc-credential-4' }, running.status),
+      { olderJobs: [job('Complete', undefined, 2)], job: job('Failed', 'DeadlineExceeded', 4) },
+      now,
+      config,
+    );
     expect(ended.deleteCredentialSecrets).toEqual(['rep-01abc-credential-2', 'rep-01abc-credential-3', 'rep-01abc-credential-4']);
     expect(ended.status.credentialRemovedGeneration).toBe(4);
   });
 
   it('a termination message that is not ours is not trusted', () => {
-    const decision = decideRepositorySync(sync(), { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: 'not-a-commit' })) }, now, config);
+    const decision = decideRepositorySync(
+      sync(),
+      { job: job('Complete'), pod: pod(JSON.stringify({ state: 'ready', commit: 'not-a-commit' })) },
+      now,
+      config,
+    );
     expect(decision.status.state).toBe('error');
   });
 });

@@ -63,8 +63,15 @@ describe('readRunnerConfig(env, readFile)', () => {
     expect(readRunnerConfig({ ACIS_RUNNER_TOKEN: TOKEN }, noFile).problems).toHaveLength(1);
   });
 
-  it('gives the agent the runner\'s environment without its connection token', () => {
-    expect(agentEnvironment({ ACIS_RUNNER_TOKEN: TOKEN, ACIS_RUNNER_TOKEN_FILE: '/var/run/token', HOME: '/workspace/.home', HTTPS_PROXY: 'http://p:3128' })).toEqual({
+  it("gives the agent the runner's environment without its connection token", () => {
+    expect(
+      agentEnvironment({
+        ACIS_RUNNER_TOKEN: TOKEN,
+        ACIS_RUNNER_TOKEN_FILE: '/var/run/token',
+        HOME: '/workspace/.home',
+        HTTPS_PROXY: 'http://p:3128',
+      }),
+    ).toEqual({
       HOME: '/workspace/.home',
       HTTPS_PROXY: 'http://p:3128',
     });

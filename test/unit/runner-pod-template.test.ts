@@ -12,19 +12,34 @@ const sandbox: Sandbox = {
 };
 
 const container = (pod: V1Pod): V1Container => pod.spec!.containers[0]!;
-const envOf = (pod: V1Pod) => Object.fromEntries((container(pod).env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
+const envOf = (pod: V1Pod) =>
+  Object.fromEntries((container(pod).env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
 
 describe('runnerPod: the model path and trust of the egress proxy', () => {
   it('gives the pod the model endpoint and only the placeholder of the platform key', () => {
     const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' }));
-    expect(envOf(pod)).toMatchObject({ ANTHROPIC_BASE_URL: 'https://api.anthropic.com', ANTHROPIC_API_KEY: '{{secret:ANTHROPIC_API_KEY}}' });
-    const custom = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_MODEL_BASE_URL: 'http://models.internal:8080/' }));
+    expect(envOf(pod)).toMatchObject({
+      ANTHROPIC_BASE_URL: 'https://api.anthropic.com',
+      ANTHROPIC_API_KEY: '{{secret:ANTHROPIC_API_KEY}}',
+    });
+    const custom = runnerPod(
+      sandbox,
+      'con-01jab-x1',
+      loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_MODEL_BASE_URL: 'http://models.internal:8080/' }),
+    );
     expect(envOf(custom).ANTHROPIC_BASE_URL).toBe('http://models.internal:8080');
   });
 
   it('mounts the proxy CA from the named ConfigMap read-only and points every client at it', () => {
-    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_EGRESS_CA_CONFIGMAP: 'acis-egress-ca' }));
-    expect(pod.spec!.volumes).toContainEqual({ name: 'egress-ca', configMap: { name: 'acis-egress-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] } });
+    const pod = runnerPod(
+      sandbox,
+      'con-01jab-x1',
+      loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_EGRESS_CA_CONFIGMAP: 'acis-egress-ca' }),
+    );
+    expect(pod.spec!.volumes).toContainEqual({
+      name: 'egress-ca',
+      configMap: { name: 'acis-egress-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+    });
     expect(container(pod).volumeMounts).toContainEqual({ name: 'egress-ca', mountPath: '/etc/acis/egress-ca', readOnly: true });
     expect(envOf(pod)).toMatchObject({
       ACIS_EGRESS_CA_FILE: '/etc/acis/egress-ca/ca.crt',
@@ -49,10 +64,17 @@ describe('runnerPod: the model path and trust of the egress proxy', () => {
   });
 
   it('prewarms the agent runtime in warm-pool pods only, unless ACIS_POOL_PREWARM=0', () => {
-    const pool = { apiVersion: API_VERSION, kind: 'SandboxWarmPool', metadata: { name: 'pool', namespace: 'acis', uid: 'uid-2' }, spec: { agentType: 'vendor-agent-sdk', replicas: 1 } } as SandboxWarmPool;
+    const pool = {
+      apiVersion: API_VERSION,
+      kind: 'SandboxWarmPool',
+      metadata: { name: 'pool', namespace: 'acis', uid: 'uid-2' },
+      spec: { agentType: 'vendor-agent-sdk', replicas: 1 },
+    } as SandboxWarmPool;
     const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' });
     expect(envOf(runnerPod(pool, 'pool-x1', config)).ACIS_PREWARM).toBe('1');
     expect(envOf(runnerPod(sandbox, 'con-01jab-x1', config)).ACIS_PREWARM).toBeUndefined();
-    expect(envOf(runnerPod(pool, 'pool-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_POOL_PREWARM: '0' }))).ACIS_PREWARM).toBeUndefined();
+    expect(
+      envOf(runnerPod(pool, 'pool-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_POOL_PREWARM: '0' }))).ACIS_PREWARM,
+    ).toBeUndefined();
   });
 });

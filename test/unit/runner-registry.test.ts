@@ -32,7 +32,12 @@ function setup(): Setup {
 }
 
 /** A registered runner brought to `state` through the transitions a provider would use. */
-function inState(registry: RunnerRegistry<RegisteredRunner>, state: 'starting' | 'pooled' | 'busy' | 'held', id = 'run_1', runId?: string): RegisteredRunner {
+function inState(
+  registry: RunnerRegistry<RegisteredRunner>,
+  state: 'starting' | 'pooled' | 'busy' | 'held',
+  id = 'run_1',
+  runId?: string,
+): RegisteredRunner {
   const entry = registry.add({ runner: runner(id, runId), egressToken: 'tok' }, 'vendor-agent-sdk');
   if (state === 'pooled') registry.ready(entry);
   if (state === 'busy' || state === 'held') registry.claim(entry, OWNER);

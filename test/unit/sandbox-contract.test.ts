@@ -16,11 +16,21 @@ function sandbox(name: string, status: SandboxStatus = {}, meta: Partial<Sandbox
   };
 }
 
-const condition = (type: Condition['type'], status: Condition['status'], reason: string): Condition => ({ type, status, reason, lastTransitionTime: AT });
+const condition = (type: Condition['type'], status: Condition['status'], reason: string): Condition => ({
+  type,
+  status,
+  reason,
+  lastTransitionTime: AT,
+});
 const queued: SandboxStatus = { phase: 'Pending', conditions: [condition('Admitted', 'False', 'CapacityExhausted')] };
 
 describe('standingOf(sandbox)', () => {
-  const ready: SandboxStatus = { phase: 'Ready', endpoint: '10.0.0.7:7070', tokenSecretName: 'p-token', conditions: [condition('Ready', 'True', 'RunnerReady')] };
+  const ready: SandboxStatus = {
+    phase: 'Ready',
+    endpoint: '10.0.0.7:7070',
+    tokenSecretName: 'p-token',
+    conditions: [condition('Ready', 'True', 'RunnerReady')],
+  };
   it.each<[string, Sandbox, ReturnType<typeof standingOf>]>([
     ['no status yet', sandbox('a', {}), { kind: 'starting' }],
     ['starting', sandbox('a', { phase: 'Starting', conditions: [condition('Admitted', 'True', 'Admitted')] }), { kind: 'starting' }],
@@ -33,7 +43,11 @@ describe('standingOf(sandbox)', () => {
       { kind: 'ended', reason: 'ImagePullFailed', message: 'no such image' },
     ],
     ['expired', sandbox('a', { phase: 'Expired' }), { kind: 'ended', reason: 'Expired', message: 'the Sandbox is Expired' }],
-    ['being deleted', sandbox('a', ready, { deletionTimestamp: AT }), { kind: 'ended', reason: 'Deleted', message: 'the Sandbox is being deleted' }],
+    [
+      'being deleted',
+      sandbox('a', ready, { deletionTimestamp: AT }),
+      { kind: 'ended', reason: 'Deleted', message: 'the Sandbox is being deleted' },
+    ],
   ])('%s', (_, input, expected) => {
     expect(standingOf(input)).toEqual(expected);
   });
@@ -61,7 +75,13 @@ describe('parseEndpoint(endpoint)', () => {
 
 describe('statusAddress(sandbox)', () => {
   it('is the endpoint, pod and token Secret of a Ready status, and nothing before', () => {
-    const ready: SandboxStatus = { phase: 'Ready', podName: 'p', endpoint: '10.0.0.7:7070', tokenSecretName: 'p-token', conditions: [condition('Ready', 'True', 'RunnerReady')] };
+    const ready: SandboxStatus = {
+      phase: 'Ready',
+      podName: 'p',
+      endpoint: '10.0.0.7:7070',
+      tokenSecretName: 'p-token',
+      conditions: [condition('Ready', 'True', 'RunnerReady')],
+    };
     expect(statusAddress(sandbox('a', ready))).toEqual({ podName: 'p', host: '10.0.0.7', port: 7070, tokenSecretName: 'p-token' });
     expect(statusAddress(sandbox('a', { ...ready, phase: 'Starting', conditions: [] }))).toBeUndefined();
     expect(statusAddress(sandbox('a', ready, { deletionTimestamp: AT }))).toBeUndefined();
@@ -76,7 +96,9 @@ describe('servingPod(sandbox, pods)', () => {
       metadata: {
         name,
         uid: `uid-${name}`,
-        ...(ownerUid && { ownerReferences: [{ apiVersion: 'acis.dev/v1alpha1', kind: 'Sandbox', name: 'a', uid: ownerUid, controller: true }] }),
+        ...(ownerUid && {
+          ownerReferences: [{ apiVersion: 'acis.dev/v1alpha1', kind: 'Sandbox', name: 'a', uid: ownerUid, controller: true }],
+        }),
         ...(deleting && { deletionTimestamp: new Date(AT) }),
       },
       spec: { containers: [{ name: 'runner', ports: [{ name: port, containerPort: 7070 }] }] },

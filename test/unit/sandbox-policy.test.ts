@@ -26,8 +26,16 @@ const request = { agentType: 'vendor-agent-sdk', conversationId: 'con_a' };
 
 describe('decideAcquire(runners, request, limits)', () => {
   it.each([
-    ['prefers the conversation’s own held runner', [runner('p', 'pooled'), runner('h', 'held', { conversationId: 'con_a' })], { kind: 'use-held', runnerId: 'h' }],
-    ['then a pre-started runner of the agent type', [runner('h2', 'held', { conversationId: 'con_b' }), runner('p', 'pooled')], { kind: 'claim-pooled', runnerId: 'p' }],
+    [
+      'prefers the conversation’s own held runner',
+      [runner('p', 'pooled'), runner('h', 'held', { conversationId: 'con_a' })],
+      { kind: 'use-held', runnerId: 'h' },
+    ],
+    [
+      'then a pre-started runner of the agent type',
+      [runner('h2', 'held', { conversationId: 'con_b' }), runner('p', 'pooled')],
+      { kind: 'claim-pooled', runnerId: 'p' },
+    ],
     ['ignores pre-started runners of another type', [runner('p', 'pooled', { agentType: 'other' })], { kind: 'start-new' }],
     ['starts one while below capacity', [runner('b', 'busy')], { kind: 'start-new' }],
     [
@@ -40,7 +48,11 @@ describe('decideAcquire(runners, request, limits)', () => {
       [runner('b', 'busy'), runner('b2', 'busy'), runner('p', 'pooled', { agentType: 'other' })],
       { kind: 'evict-and-start', evictRunnerId: 'p' },
     ],
-    ['has no capacity when every runner is busy', [runner('a', 'busy'), runner('b', 'busy'), runner('c', 'starting')], { kind: 'no-capacity' }],
+    [
+      'has no capacity when every runner is busy',
+      [runner('a', 'busy'), runner('b', 'busy'), runner('c', 'starting')],
+      { kind: 'no-capacity' },
+    ],
   ])('%s', (_name, runners, expected) => {
     expect(decideAcquire(runners, request, limits)).toEqual(expected);
   });

@@ -102,7 +102,11 @@ describe('EventMasker', () => {
     expect(textOf(m.push(delta('a can')))).toBe('a ');
     const out = m.push({ type: 'assistant', message: { content: [{ type: 'text', text: 'a can' }] } });
     expect(out).toHaveLength(2);
-    expect(out[0]).toMatchObject({ type: 'stream_event', session_id: 's', event: { index: 0, delta: { type: 'text_delta', text: 'can' } } });
+    expect(out[0]).toMatchObject({
+      type: 'stream_event',
+      session_id: 's',
+      event: { index: 0, delta: { type: 'text_delta', text: 'can' } },
+    });
     expect(out[0]!.uuid).not.toBe('u-1');
     expect(out[1]!.type).toBe('assistant');
   });
@@ -145,7 +149,10 @@ describe('findSecretReferences', () => {
     const refs = findSecretReferences(
       {
         content: 'use {{secret:A}} and {{secret:B_2}}',
-        parts: [{ type: 'text', text: 'x' }, { type: 'x-call', args: { 'h/d~r': ['{{secret:C}}'] } }],
+        parts: [
+          { type: 'text', text: 'x' },
+          { type: 'x-call', args: { 'h/d~r': ['{{secret:C}}'] } },
+        ],
         env: { TOKEN: 'Bearer {{secret:D}}', PLAIN: 'no' },
       },
       '/initial_message',
@@ -203,6 +210,13 @@ describe('createMasker: one masker for the API server and the egress proxy', () 
 
   it('gives a value shared by two aliases the first in sort order, whatever order they came in', () => {
     expect(masker({ ZED: 'same-value', ALPHA: 'same-value' }).maskText('same-value')).toBe('{{secret:ALPHA}}');
-    expect(compileMasker(new Map([['ZED', 'same-value'], ['ALPHA', 'same-value']]))!.maskText('same-value')).toBe('{{secret:ALPHA}}');
+    expect(
+      compileMasker(
+        new Map([
+          ['ZED', 'same-value'],
+          ['ALPHA', 'same-value'],
+        ]),
+      )!.maskText('same-value'),
+    ).toBe('{{secret:ALPHA}}');
   });
 });

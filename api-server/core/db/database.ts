@@ -57,10 +57,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   // Loaded lazily: the WASM build is only needed when no server is configured.
-  const [{ PGlite }, { PGliteDialect }] = await Promise.all([
-    import('@electric-sql/pglite'),
-    import('kysely-pglite-dialect'),
-  ]);
+  const [{ PGlite }, { PGliteDialect }] = await Promise.all([import('@electric-sql/pglite'), import('kysely-pglite-dialect')]);
   const dir = path.join(options.dataDir, 'pgdata');
   await mkdir(dir, { recursive: true });
   const client = await PGlite.create(dir);

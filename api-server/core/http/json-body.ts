@@ -20,7 +20,8 @@ const JSON_TYPES = [
 /** Only an object or an array is a body (after JSON's own whitespace). */
 const OBJECT_OR_ARRAY = /^[\x20\x09\x0a\x0d]*[[{]/;
 /** A `__proto__` key, possibly escaped: such a body is refused rather than risk prototype pollution. */
-const PROTO_KEY = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[Ff])(?:t|\\u0074)(?:o|\\u006[Ff])(?:_|\\u005[Ff])(?:_|\\u005[Ff])"\s*:/;
+const PROTO_KEY =
+  /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[Ff])(?:t|\\u0074)(?:o|\\u006[Ff])(?:_|\\u005[Ff])(?:_|\\u005[Ff])"\s*:/;
 
 /**
  * Parses JSON bodies up to `limitBytes` into `ctx.request.body` (and the text into `rawBody`, which

@@ -81,9 +81,12 @@ export type AnyRoute = RouteDefinition<any, any, any, any, any>;
  * `api-server/define-route.ts`, so this machinery never names a feature).
  */
 export function routeDefiner<D extends CoreDeps>() {
-  return function defineRoute<A extends AuthMode, P extends z.ZodType = NoInput, Q extends z.ZodType = NoInput, B extends z.ZodType = NoInput>(
-    route: RouteDefinition<A, P, Q, B, D>,
-  ): AnyRoute {
+  return function defineRoute<
+    A extends AuthMode,
+    P extends z.ZodType = NoInput,
+    Q extends z.ZodType = NoInput,
+    B extends z.ZodType = NoInput,
+  >(route: RouteDefinition<A, P, Q, B, D>): AnyRoute {
     return route as AnyRoute;
   };
 }

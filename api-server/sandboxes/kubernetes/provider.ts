@@ -109,7 +109,8 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       const entry = this.registry.all().find((e) => e.sandbox.metadata.uid === sandbox.metadata.uid);
       if (!entry) return;
       if (event !== 'delete') entry.sandbox = sandbox;
-      const standing: SandboxStanding = event === 'delete' ? { kind: 'ended', reason: 'Deleted', message: 'the Sandbox was deleted' } : standingOf(sandbox);
+      const standing: SandboxStanding =
+        event === 'delete' ? { kind: 'ended', reason: 'Deleted', message: 'the Sandbox was deleted' } : standingOf(sandbox);
       if (standing.kind === 'ended') void this.lost(entry, standing);
     });
     await this.options.client.start();
@@ -188,13 +189,18 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     let connected: Connected;
     for (let attempt = 1; ; attempt++) {
       let address: RunnerAddress;
-      ({ sandbox: ready, address } = await untilReady(await this.sandboxFor(request), options, {
-        client: this.options.client,
-        logger: this.options.logger,
-        readyTimeoutMs: this.options.readyTimeoutMs,
-        stopping: this.stopping.signal,
-        onQueuedChange: (delta) => (this.queued += delta),
-      }, onAdmitted));
+      ({ sandbox: ready, address } = await untilReady(
+        await this.sandboxFor(request),
+        options,
+        {
+          client: this.options.client,
+          logger: this.options.logger,
+          readyTimeoutMs: this.options.readyTimeoutMs,
+          stopping: this.stopping.signal,
+          onQueuedChange: (delta) => (this.queued += delta),
+        },
+        onAdmitted,
+      ));
       try {
         connected = await this.connectTo(address, request.runId);
         break;
@@ -204,7 +210,10 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         // connection at a time): the conversation then moves here and resumes from its transcript.
         await this.options.client.delete(ready);
         if (attempt >= CONNECT_ATTEMPTS) throw error;
-        this.options.logger.warn({ err: error, sandbox: ready.metadata.name }, 'connecting to a runner failed; starting a new sandbox for the conversation');
+        this.options.logger.warn(
+          { err: error, sandbox: ready.metadata.name },
+          'connecting to a runner failed; starting a new sandbox for the conversation',
+        );
         await this.options.client.whenGone(ready);
       }
     }
@@ -233,7 +242,14 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const entry = this.registry.get(lease.runner.id);
     if (!entry) return { heldUntil: null };
     const hold = options.hold;
-    if (hold && hold.maxConcurrentWarm > 0 && !options.broken && !options.discard && lease.runner.alive && standingOf(entry.sandbox).kind !== 'ended') {
+    if (
+      hold &&
+      hold.maxConcurrentWarm > 0 &&
+      !options.broken &&
+      !options.discard &&
+      lease.runner.alive &&
+      standingOf(entry.sandbox).kind !== 'ended'
+    ) {
       const now = this.now();
       const spec = holdSpec(now, hold.idleTtlSeconds, hold.maxConcurrentWarm);
       try {
@@ -244,7 +260,10 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         await this.registry.showWarm(entry, new Date(heldUntil));
         return { heldUntil: new Date(heldUntil) };
       } catch (error) {
-        this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'moving a Sandbox shutdownTime failed; it is released instead');
+        this.options.logger.warn(
+          { err: error, sandbox: entry.sandbox.metadata.name },
+          'moving a Sandbox shutdownTime failed; it is released instead',
+        );
       }
     }
     await this.end(entry, { save: !options.broken && !options.discard });
@@ -308,7 +327,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>): Promise<void> {
     if (!this.registry.has(entry)) return;
     this.options.logger.warn(
-      { sandbox: entry.sandbox.metadata.name, runner_id: entry.runner.id, reason: standing.reason, message: standing.message, state: entry.view.state },
+      {
+        sandbox: entry.sandbox.metadata.name,
+        runner_id: entry.runner.id,
+        reason: standing.reason,
+        message: standing.message,
+        state: entry.view.state,
+      },
       'a sandbox in use ended',
     );
     if (entry.view.state === 'busy') {
@@ -333,9 +358,15 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const { conversationId } = entry.view;
     if (options.save && records && conversationId && entry.runner.alive) {
       try {
-        await records.saveWorkspace(conversationId, await entry.runner.exportWorkspace({ maxBytes: WORKSPACE_MAX_BYTES, exclude: WORKSPACE_EXCLUDE }));
+        await records.saveWorkspace(
+          conversationId,
+          await entry.runner.exportWorkspace({ maxBytes: WORKSPACE_MAX_BYTES, exclude: WORKSPACE_EXCLUDE }),
+        );
       } catch (error) {
-        this.options.logger.warn({ err: error, conversation_id: conversationId }, 'keeping a workspace failed; the next sandbox starts without it');
+        this.options.logger.warn(
+          { err: error, conversation_id: conversationId },
+          'keeping a workspace failed; the next sandbox starts without it',
+        );
       }
     }
     await entry.runner.kill();

@@ -37,7 +37,12 @@ export interface ReadySandbox {
 }
 
 /** Resolves once the Sandbox's runner is ready; `onAdmitted` is told as soon as it has its place (at the latest, when ready). */
-export function untilReady(sandbox: Sandbox, options: WaitOptions, context: ReadinessContext, onAdmitted: () => void = () => {}): Promise<ReadySandbox> {
+export function untilReady(
+  sandbox: Sandbox,
+  options: WaitOptions,
+  context: ReadinessContext,
+  onAdmitted: () => void = () => {},
+): Promise<ReadySandbox> {
   const { client } = context;
   const { name, uid } = sandbox.metadata;
   return new Promise<ReadySandbox>((resolve, reject) => {
@@ -71,7 +76,9 @@ export function untilReady(sandbox: Sandbox, options: WaitOptions, context: Read
     // The cache may be behind the create's answer, or ahead of it.
     const latest = () => {
       const cached = client.cached(name);
-      return cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(sandbox.metadata.resourceVersion) ? cached : sandbox;
+      return cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(sandbox.metadata.resourceVersion)
+        ? cached
+        : sandbox;
     };
     const evaluate = (current: Sandbox) => {
       const standing = standingOf(current);
@@ -80,7 +87,10 @@ export function untilReady(sandbox: Sandbox, options: WaitOptions, context: Read
       if (address) return finish({ ready: { sandbox: current, address } });
       switch (standing.kind) {
         case 'ended':
-          return finish({ error: new SandboxUnavailable(`the sandbox could not start (${standing.reason}): ${standing.message}`), discard: false });
+          return finish({
+            error: new SandboxUnavailable(`the sandbox could not start (${standing.reason}): ${standing.message}`),
+            discard: false,
+          });
         case 'queued': {
           if (!options.wait) return finish({ error: refusal(), discard: true });
           setQueued(true);
@@ -110,7 +120,9 @@ export function untilReady(sandbox: Sandbox, options: WaitOptions, context: Read
     const timer = setTimeout(
       () =>
         finish({
-          error: new SandboxUnavailable(`the sandbox was not ready within ${Math.round(context.readyTimeoutMs / 1000)} s; is the controller running?`),
+          error: new SandboxUnavailable(
+            `the sandbox was not ready within ${Math.round(context.readyTimeoutMs / 1000)} s; is the controller running?`,
+          ),
           discard: true,
         }),
       context.readyTimeoutMs,

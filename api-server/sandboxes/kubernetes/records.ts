@@ -32,14 +32,22 @@ export function databaseRunnerRecords(db: Db, nodeId: string, now: () => Date): 
       await db
         .insertInto('runner_egress')
         .values(row)
-        .onConflict((oc) => oc.column('runner_id').doUpdateSet({ token_digest: row.token_digest, run_id: runId, node_id: nodeId, updated_at: row.updated_at }))
+        .onConflict((oc) =>
+          oc
+            .column('runner_id')
+            .doUpdateSet({ token_digest: row.token_digest, run_id: runId, node_id: nodeId, updated_at: row.updated_at }),
+        )
         .execute();
     },
     async clearEgress(runnerId, runId) {
       await db.deleteFrom('runner_egress').where('runner_id', '=', runnerId).where('run_id', '=', runId).execute();
     },
     async egressRun(runnerId, egressToken) {
-      const row = await db.selectFrom('runner_egress').select(['token_digest', 'run_id']).where('runner_id', '=', runnerId).executeTakeFirst();
+      const row = await db
+        .selectFrom('runner_egress')
+        .select(['token_digest', 'run_id'])
+        .where('runner_id', '=', runnerId)
+        .executeTakeFirst();
       if (!row) return undefined;
       return constantTimeEqual(row.token_digest, digest(egressToken)) ? row.run_id : undefined;
     },
@@ -63,7 +71,11 @@ export function databaseRunnerRecords(db: Db, nodeId: string, now: () => Date): 
         .execute();
     },
     async loadWorkspace(conversationId) {
-      const row = await db.selectFrom('conversation_workspaces').select('archive').where('conversation_id', '=', conversationId).executeTakeFirst();
+      const row = await db
+        .selectFrom('conversation_workspaces')
+        .select('archive')
+        .where('conversation_id', '=', conversationId)
+        .executeTakeFirst();
       return row?.archive;
     },
   };

@@ -46,7 +46,8 @@ export class RunnerPods {
       onEvent: (event, pod) => {
         const uid = pod.metadata?.uid;
         if (uid && event === 'delete') this.prefetched.delete(uid);
-        else if (uid && pod.metadata?.labels?.[LABELS.pool] && isPodReady(pod) && !this.prefetched.has(uid)) this.prefetch(uid, pod.metadata!.name!);
+        else if (uid && pod.metadata?.labels?.[LABELS.pool] && isPodReady(pod) && !this.prefetched.has(uid))
+          this.prefetch(uid, pod.metadata!.name!);
         for (const listener of this.listeners) listener();
       },
       onError: warnOnRestart(logger, 'pods'),

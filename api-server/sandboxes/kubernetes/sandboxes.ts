@@ -113,7 +113,14 @@ export class SandboxClient {
       if (!current || current.metadata.uid !== sandbox.metadata.uid) return false;
       const metadata = { name: sandbox.metadata.name, namespace: this.namespace, resourceVersion: current.metadata.resourceVersion };
       try {
-        await this.objects.patch({ apiVersion: sandbox.apiVersion, kind: sandbox.kind, metadata, spec } as never, undefined, undefined, FIELD_MANAGER, undefined, PatchStrategy.MergePatch);
+        await this.objects.patch(
+          { apiVersion: sandbox.apiVersion, kind: sandbox.kind, metadata, spec } as never,
+          undefined,
+          undefined,
+          FIELD_MANAGER,
+          undefined,
+          PatchStrategy.MergePatch,
+        );
         return true;
       } catch (error) {
         if (httpStatus(error) !== 409 || attempt >= PATCH_ATTEMPTS) throw error;

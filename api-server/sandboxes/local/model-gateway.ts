@@ -19,7 +19,16 @@ export interface ModelGatewayOptions {
   logger: Logger;
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 const DROPPED = new Set([...HOP_BY_HOP, 'host', 'x-api-key', 'authorization']);
 
 export async function serveModelGateway(socketPath: string, options: ModelGatewayOptions): Promise<Bridge> {

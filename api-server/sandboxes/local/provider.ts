@@ -89,7 +89,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (this.config.sandboxIsolation === 'bwrap') {
       this.runtime = await checkSandboxRuntime(this.config.bwrapPath, path.join(this.root, 'probe'));
       if (!this.runtime.ok) {
-        this.logger.error({ reason: this.runtime.reason }, 'agent runners cannot start on this machine: every message fails until this is fixed and the server restarted');
+        this.logger.error(
+          { reason: this.runtime.reason },
+          'agent runners cannot start on this machine: every message fails until this is fixed and the server restarted',
+        );
       }
     }
     this.modelBridge = await serveModelGateway(path.join(runDir, 'model.sock'), {

@@ -31,7 +31,12 @@ export interface LocalRunnerProcessOptions {
   prewarm: boolean;
 }
 
-export function localRunnerProcess(options: LocalRunnerProcessOptions): { file: string; args: string[]; env: Record<string, string>; cwd: string } {
+export function localRunnerProcess(options: LocalRunnerProcessOptions): {
+  file: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string;
+} {
   const { appRoot, compiled, dirs, runDir } = options;
   const isolated = options.isolation !== 'none';
   // Inside a sandbox the run dir is at /run/acis and the proxy is reached through a loopback bridge to

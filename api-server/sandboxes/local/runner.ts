@@ -14,7 +14,12 @@ export class LocalRunner extends ChannelRunner {
   constructor(id: string, command: { file: string; args: string[]; env: Record<string, string>; cwd: string }, logger: Logger) {
     // Its own process group: a Ctrl-C meant for the server (which shuts down gracefully) must not kill
     // the runners of the turns it lets finish. They still die with the server (bwrap --die-with-parent).
-    const child = spawn(command.file, command.args, { cwd: command.cwd, env: command.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const child = spawn(command.file, command.args, {
+      cwd: command.cwd,
+      env: command.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
     super(id, stdioChannel(child.stdout, child.stdin), logger, () => child.kill('SIGKILL'));
     const stderrTail: string[] = [];
     child.stderr.on('data', (chunk: Buffer) => {

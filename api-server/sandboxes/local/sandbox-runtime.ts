@@ -27,7 +27,11 @@ export type SandboxRuntime = { ok: true; bwrapPath: string } | { ok: false; reas
  * Finds bubblewrap (`configured`: ACIS_BWRAP_PATH, a path or a name looked up on PATH) and starts an
  * empty sandbox with the runner's recipe in `scratchDir` (created and removed here).
  */
-export async function checkSandboxRuntime(configured: string, scratchDir: string, searchPath = process.env.PATH ?? ''): Promise<SandboxRuntime> {
+export async function checkSandboxRuntime(
+  configured: string,
+  scratchDir: string,
+  searchPath = process.env.PATH ?? '',
+): Promise<SandboxRuntime> {
   const bwrapPath = await findExecutable(configured, searchPath);
   if (!bwrapPath) {
     const where = configured.includes('/') ? `at ${configured} (ACIS_BWRAP_PATH)` : `on PATH (${searchPath || 'empty'})`;
@@ -55,7 +59,12 @@ export async function checkSandboxRuntime(configured: string, scratchDir: string
 }
 
 async function findExecutable(name: string, searchPath: string): Promise<string | undefined> {
-  const candidates = name.includes('/') ? [path.resolve(name)] : searchPath.split(':').filter(Boolean).map((dir) => path.join(dir, name));
+  const candidates = name.includes('/')
+    ? [path.resolve(name)]
+    : searchPath
+        .split(':')
+        .filter(Boolean)
+        .map((dir) => path.join(dir, name));
   for (const candidate of candidates) {
     const executable = await access(candidate, constants.X_OK).then(
       async () => (await stat(candidate)).isFile(),
