@@ -7,7 +7,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { jwtVerify } from 'jose';
 
 export interface GitHubStubOptions {

@@ -121,7 +121,7 @@ function holdsProtoKey(value: unknown): boolean {
   while (pending.length > 0) {
     const node = pending.pop();
     if (typeof node !== 'object' || node === null) continue;
-    if (Object.prototype.hasOwnProperty.call(node, '__proto__')) return true;
+    if (Object.hasOwn(node, '__proto__')) return true;
     for (const child of Object.values(node)) pending.push(child);
   }
   return false;
