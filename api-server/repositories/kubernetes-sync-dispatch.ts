@@ -9,7 +9,7 @@
  * The bump is a replace conditioned on the resourceVersion read; when it loses (a status write, or
  * another node's bump) it reads again and retries, unless its claim is no longer current.
  */
-import { CoreV1Api, CustomObjectsApi, type V1Secret } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   GROUP,
@@ -34,7 +34,7 @@ export function repositorySyncName(repositoryId: string): string {
   return repositoryId.toLowerCase().replace(/_/g, '-');
 }
 
-export function kubernetesSyncDispatch(deps: {
+export interface KubernetesSyncDispatchDeps {
   db: Db;
   namespace: string;
   gitCredential: GitCredentialSource;
@@ -43,26 +43,105 @@ export function kubernetesSyncDispatch(deps: {
   kubeconfigPath: string | undefined;
   /** The controller's Job deadline plus the longest git command: an attempt older than this is orphaned. */
   attemptDeadlineMs: number;
-}): SyncDispatch {
-  const kubeConfig = loadKubeConfig(deps.kubeconfigPath);
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const namespace = deps.namespace;
-  const common = { group: GROUP, version: VERSION, namespace, plural: REPOSITORY_SYNC.plural };
+}
 
-  const read = async (name: string): Promise<RepositorySync | undefined> =>
-    (await custom.getNamespacedCustomObject({ ...common, name }).catch((error: unknown) => {
+export function kubernetesSyncDispatch(deps: KubernetesSyncDispatchDeps): SyncDispatch {
+  const syncs = new RepositorySyncs(loadKubeConfig(deps.kubeconfigPath), deps.namespace);
+  return {
+    attemptDeadlineMs: deps.attemptDeadlineMs,
+    hand: (repository, claim) => handOver(deps, syncs, repository, claim),
+    async failureOf(repositoryId: string, claim: string) {
+      const sync = await syncs.read(repositorySyncName(repositoryId));
+      if (!sync || sync.spec.claim !== claim || sync.status?.observedRequestGeneration !== sync.spec.requestGeneration) return undefined;
+      return sync.status.state === 'error' ? (sync.status.error ?? 'the sync job failed') : undefined;
+    },
+    // Its Jobs, their pods and the credential Secrets are owned by it and go with it.
+    forget: (repositoryId) => syncs.delete(repositorySyncName(repositoryId)),
+  };
+}
+
+/** Hands a claimed attempt to the cluster: the first generation's create, or the next generation's bump. */
+async function handOver(deps: KubernetesSyncDispatchDeps, syncs: RepositorySyncs, repository: RepositoryRow, claim: string): Promise<void> {
+  const name = repositorySyncName(repository.id);
+  const resolved = await deps.gitCredential(repository);
+  const credential = resolved && deliveredCredential(resolved);
+  for (let round = 0; round < BUMP_ATTEMPTS; round++) {
+    const existing = await syncs.read(name);
+    if (!existing) {
+      // The first generation: the Secret needs its owner's uid, so it follows the create (the Job's pod waits for it).
+      const created = await syncs.create(name, specOf(repository, claim, 1, credential !== undefined));
+      if (!created) continue;
+      if (credential) await syncs.writeCredential(created, syncCredentialSecretName(name, 1), credential);
+      return logHanded(deps.logger, repository.id, name, 1);
+    }
+    const generation = existing.spec.requestGeneration + 1;
+    // Written before the bump, under this generation's own name: the controller deletes only ended generations' Secrets.
+    if (credential) await syncs.writeCredential(existing, syncCredentialSecretName(name, generation), credential);
+    const replaced = await syncs.replace({ ...existing, spec: specOf(repository, claim, generation, credential !== undefined) });
+    if (replaced) return logHanded(deps.logger, repository.id, name, generation);
+    if (!(await isCurrentSync(deps.db, repository.id, claim))) {
+      deps.logger.info({ repository_id: repository.id }, 'sync hand-over dropped: its claim was superseded meanwhile');
+      return;
+    }
+  }
+  throw new Error(`the RepositorySync ${name} kept changing; the sync was not handed over`);
+}
+
+/** The RepositorySyncs of one namespace and their credential Secrets, as the API server writes them. */
+class RepositorySyncs {
+  private readonly custom: CustomObjectsApi;
+  private readonly core: CoreV1Api;
+  private readonly common: { group: string; version: string; namespace: string; plural: string };
+
+  constructor(
+    kubeConfig: KubeConfig,
+    private readonly namespace: string,
+  ) {
+    this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.common = { group: GROUP, version: VERSION, namespace, plural: REPOSITORY_SYNC.plural };
+  }
+
+  async read(name: string): Promise<RepositorySync | undefined> {
+    return (await this.custom.getNamespacedCustomObject({ ...this.common, name }).catch((error: unknown) => {
       if (httpStatus(error) === 404) return undefined;
       throw error;
     })) as RepositorySync | undefined;
+  }
 
-  const writeCredential = async (sync: RepositorySync, secretName: string, credential: string) => {
+  /** Undefined when another node created it first (409). */
+  async create(name: string, spec: RepositorySync['spec']): Promise<RepositorySync | undefined> {
+    const body = { apiVersion: `${GROUP}/${VERSION}`, kind: REPOSITORY_SYNC.kind, metadata: { name, namespace: this.namespace }, spec };
+    return (await this.custom.createNamespacedCustomObject({ ...this.common, body }).catch((error: unknown) => {
+      if (httpStatus(error) === 409) return undefined;
+      throw error;
+    })) as RepositorySync | undefined;
+  }
+
+  /** A replace conditioned on the resourceVersion read; undefined when it lost (409). */
+  async replace(sync: RepositorySync): Promise<RepositorySync | undefined> {
+    return (await this.custom
+      .replaceNamespacedCustomObject({ ...this.common, name: sync.metadata.name, body: sync })
+      .catch((error: unknown) => {
+        if (httpStatus(error) === 409) return undefined;
+        throw error;
+      })) as RepositorySync | undefined;
+  }
+
+  async delete(name: string): Promise<void> {
+    await this.custom.deleteNamespacedCustomObject({ ...this.common, name, propagationPolicy: 'Background' }).catch((error: unknown) => {
+      if (httpStatus(error) !== 404) throw error;
+    });
+  }
+
+  /** The attempt's credential Secret, owned by its RepositorySync (so it goes with it). */
+  async writeCredential(sync: RepositorySync, secretName: string, credential: string): Promise<void> {
     const secret: V1Secret = {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: {
         name: secretName,
-        namespace,
+        namespace: this.namespace,
         labels: { 'acis.dev/repository-sync': sync.metadata.name },
         ownerReferences: [
           {
@@ -78,73 +157,11 @@ export function kubernetesSyncDispatch(deps: {
       type: 'Opaque',
       data: { [SYNC_CREDENTIAL_KEY]: Buffer.from(credential).toString('base64') },
     };
-    await core.createNamespacedSecret({ namespace, body: secret }).catch(async (error: unknown) => {
+    await this.core.createNamespacedSecret({ namespace: this.namespace, body: secret }).catch(async (error: unknown) => {
       if (httpStatus(error) !== 409) throw error;
-      await core.replaceNamespacedSecret({ name: secretName, namespace, body: secret });
+      await this.core.replaceNamespacedSecret({ name: secretName, namespace: this.namespace, body: secret });
     });
-  };
-
-  return {
-    attemptDeadlineMs: deps.attemptDeadlineMs,
-
-    async hand(repository: RepositoryRow, claim: string) {
-      const name = repositorySyncName(repository.id);
-      const resolved = await deps.gitCredential(repository);
-      const credential = resolved && deliveredCredential(resolved);
-      for (let round = 0; round < BUMP_ATTEMPTS; round++) {
-        let existing = await read(name);
-        if (!existing) {
-          // The first generation: the Secret needs its owner's uid, so it follows the create (the Job's pod waits for it).
-          const created = await custom
-            .createNamespacedCustomObject({
-              ...common,
-              body: {
-                apiVersion: `${GROUP}/${VERSION}`,
-                kind: REPOSITORY_SYNC.kind,
-                metadata: { name, namespace },
-                spec: specOf(repository, claim, 1, credential !== undefined),
-              },
-            })
-            .catch((error: unknown) => {
-              if (httpStatus(error) === 409) return undefined;
-              throw error;
-            });
-          if (!created) continue;
-          if (credential) await writeCredential(created as RepositorySync, syncCredentialSecretName(name, 1), credential);
-          return logHanded(deps.logger, repository.id, name, 1);
-        }
-        const generation = existing.spec.requestGeneration + 1;
-        // Written before the bump, under this generation's own name: the controller deletes only ended generations' Secrets.
-        if (credential) await writeCredential(existing, syncCredentialSecretName(name, generation), credential);
-        existing = { ...existing, spec: specOf(repository, claim, generation, credential !== undefined) };
-        const replaced = await custom.replaceNamespacedCustomObject({ ...common, name, body: existing }).catch((error: unknown) => {
-          if (httpStatus(error) === 409) return undefined;
-          throw error;
-        });
-        if (replaced) return logHanded(deps.logger, repository.id, name, generation);
-        if (!(await isCurrentSync(deps.db, repository.id, claim))) {
-          deps.logger.info({ repository_id: repository.id }, 'sync hand-over dropped: its claim was superseded meanwhile');
-          return;
-        }
-      }
-      throw new Error(`the RepositorySync ${name} kept changing; the sync was not handed over`);
-    },
-
-    async failureOf(repositoryId: string, claim: string) {
-      const sync = await read(repositorySyncName(repositoryId));
-      if (!sync || sync.spec.claim !== claim || sync.status?.observedRequestGeneration !== sync.spec.requestGeneration) return undefined;
-      return sync.status.state === 'error' ? (sync.status.error ?? 'the sync job failed') : undefined;
-    },
-
-    async forget(repositoryId: string) {
-      // Its Jobs, their pods and the credential Secrets are owned by it and go with it.
-      await custom
-        .deleteNamespacedCustomObject({ ...common, name: repositorySyncName(repositoryId), propagationPolicy: 'Background' })
-        .catch((error: unknown) => {
-          if (httpStatus(error) !== 404) throw error;
-        });
-    },
-  };
+  }
 }
 
 function specOf(repository: RepositoryRow, claim: string, generation: number, withCredential: boolean): RepositorySync['spec'] {
