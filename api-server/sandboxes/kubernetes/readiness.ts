@@ -43,92 +43,127 @@ export function untilReady(
   context: ReadinessContext,
   onAdmitted: () => void = () => {},
 ): Promise<ReadySandbox> {
-  const { client } = context;
-  const { name, uid } = sandbox.metadata;
   return new Promise<ReadySandbox>((resolve, reject) => {
-    let announced = 0;
-    let queued = false;
-    let settled = false;
-    const setQueued = (value: boolean) => {
-      if (queued !== value) context.onQueuedChange(value ? 1 : -1);
-      queued = value;
-    };
-    const finish = (outcome: { ready: ReadySandbox } | { error: Error; discard: boolean }) => {
-      if (settled) return;
-      settled = true;
-      setQueued(false);
-      unsubscribe();
-      unsubscribePods();
-      clearTimeout(timer);
-      options.signal?.removeEventListener('abort', onAbort);
-      context.stopping.removeEventListener('abort', onStop);
-      if ('ready' in outcome) return resolve(outcome.ready);
-      if (!outcome.discard) return reject(outcome.error);
-      client.delete(sandbox).then(
-        () => reject(outcome.error),
-        (error: unknown) => {
-          context.logger.warn({ err: error, sandbox: name }, 'deleting a Sandbox not admitted failed');
-          reject(outcome.error);
-        },
-      );
-    };
-    const refusal = () => new CapacityExhausted(retryHintSeconds(queuePosition(client.cachedAll(), name), TYPICAL_TURN_SECONDS));
-    // The cache may be behind the create's answer, or ahead of it.
-    const latest = () => {
-      const cached = client.cached(name);
-      return cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(sandbox.metadata.resourceVersion)
-        ? cached
-        : sandbox;
-    };
-    const evaluate = (current: Sandbox) => {
-      const standing = standingOf(current);
-      const address = standing.kind === 'ended' ? undefined : (statusAddress(current) ?? client.pods.servingFor(current));
-      if (address || (standing.kind === 'starting' && isAdmitted(current))) onAdmitted();
-      if (address) return finish({ ready: { sandbox: current, address } });
-      switch (standing.kind) {
-        case 'ended':
-          return finish({
-            error: new SandboxUnavailable(`the sandbox could not start (${standing.reason}): ${standing.message}`),
-            discard: false,
-          });
-        case 'queued': {
-          if (!options.wait) return finish({ error: refusal(), discard: true });
-          setQueued(true);
-          const position = queuePosition(client.cachedAll(), name);
-          if (position !== announced) {
-            announced = position;
-            options.onQueued?.(position, retryHintSeconds(position, TYPICAL_TURN_SECONDS));
-          }
-          return;
-        }
-        case 'starting':
-          setQueued(false);
-      }
-    };
-    const unsubscribe = client.subscribe((event, changed) => {
-      if (changed.metadata.uid === uid && event === 'delete') {
-        return finish({ error: new SandboxUnavailable('the sandbox was deleted before its runner was ready'), discard: false });
-      }
-      // Any Sandbox leaving the line moves this one up in it.
-      evaluate(latest());
-    });
-    const unsubscribePods = client.pods.subscribe(() => evaluate(latest()));
-    const onAbort = () => finish({ error: refusal(), discard: true });
-    const onStop = () => finish({ error: new CapacityExhausted(1), discard: false });
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    context.stopping.addEventListener('abort', onStop, { once: true });
-    const timer = setTimeout(
-      () =>
-        finish({
-          error: new SandboxUnavailable(
-            `the sandbox was not ready within ${Math.round(context.readyTimeoutMs / 1000)} s; is the controller running?`,
-          ),
-          discard: true,
-        }),
-      context.readyTimeoutMs,
-    );
-    timer.unref();
-    if (options.signal?.aborted) return onAbort();
-    evaluate(latest());
+    new ReadinessWait(sandbox, options, context, onAdmitted, { resolve, reject }).start();
   });
+}
+
+type WaitOutcome = { ready: ReadySandbox } | { error: Error; discard: boolean };
+
+/** One wait: its watches, its place in the line as last announced, and how it ends (once). */
+class ReadinessWait {
+  private announced = 0;
+  private queued = false;
+  private settled = false;
+  private readonly cleanups: (() => void)[] = [];
+
+  constructor(
+    private readonly sandbox: Sandbox,
+    private readonly options: WaitOptions,
+    private readonly context: ReadinessContext,
+    private readonly onAdmitted: () => void,
+    private readonly settle: { resolve: (ready: ReadySandbox) => void; reject: (error: Error) => void },
+  ) {}
+
+  start(): void {
+    const { client, stopping, readyTimeoutMs } = this.context;
+    const { uid } = this.sandbox.metadata;
+    this.cleanups.push(
+      client.subscribe((event, changed) => {
+        if (changed.metadata.uid === uid && event === 'delete') {
+          this.finish({ error: new SandboxUnavailable('the sandbox was deleted before its runner was ready'), discard: false });
+        } else {
+          // Any Sandbox leaving the line moves this one up in it.
+          this.evaluate(this.latest());
+        }
+      }),
+      client.pods.subscribe(() => this.evaluate(this.latest())),
+    );
+    const onAbort = () => this.finish({ error: this.refusal(), discard: true });
+    const onStop = () => this.finish({ error: new CapacityExhausted(1), discard: false });
+    this.options.signal?.addEventListener('abort', onAbort, { once: true });
+    stopping.addEventListener('abort', onStop, { once: true });
+    const timer = setTimeout(() => this.finish({ error: this.notReadyInTime(), discard: true }), readyTimeoutMs);
+    timer.unref();
+    this.cleanups.push(
+      () => clearTimeout(timer),
+      () => this.options.signal?.removeEventListener('abort', onAbort),
+      () => stopping.removeEventListener('abort', onStop),
+    );
+    if (this.options.signal?.aborted) onAbort();
+    else this.evaluate(this.latest());
+  }
+
+  private evaluate(current: Sandbox): void {
+    const standing = standingOf(current);
+    const address = standing.kind === 'ended' ? undefined : (statusAddress(current) ?? this.context.client.pods.servingFor(current));
+    if (address || (standing.kind === 'starting' && isAdmitted(current))) this.onAdmitted();
+    if (address) {
+      this.finish({ ready: { sandbox: current, address } });
+    } else if (standing.kind === 'ended') {
+      this.finish({
+        error: new SandboxUnavailable(`the sandbox could not start (${standing.reason}): ${standing.message}`),
+        discard: false,
+      });
+    } else if (standing.kind === 'starting') {
+      this.setQueued(false);
+    } else if (standing.kind === 'queued' && !this.options.wait) {
+      this.finish({ error: this.refusal(), discard: true });
+    } else if (standing.kind === 'queued') {
+      this.setQueued(true);
+      this.announcePosition();
+    }
+  }
+
+  private announcePosition(): void {
+    const position = queuePosition(this.context.client.cachedAll(), this.sandbox.metadata.name);
+    if (position === this.announced) return;
+    this.announced = position;
+    this.options.onQueued?.(position, retryHintSeconds(position, TYPICAL_TURN_SECONDS));
+  }
+
+  /** The cache may be behind the create's answer, or ahead of it. */
+  private latest(): Sandbox {
+    const { name, uid, resourceVersion } = this.sandbox.metadata;
+    const cached = this.context.client.cached(name);
+    return cached && cached.metadata.uid === uid && Number(cached.metadata.resourceVersion) >= Number(resourceVersion)
+      ? cached
+      : this.sandbox;
+  }
+
+  private refusal(): CapacityExhausted {
+    const position = queuePosition(this.context.client.cachedAll(), this.sandbox.metadata.name);
+    return new CapacityExhausted(retryHintSeconds(position, TYPICAL_TURN_SECONDS));
+  }
+
+  private notReadyInTime(): SandboxUnavailable {
+    const seconds = Math.round(this.context.readyTimeoutMs / 1000);
+    return new SandboxUnavailable(`the sandbox was not ready within ${seconds} s; is the controller running?`);
+  }
+
+  private setQueued(value: boolean): void {
+    if (this.queued !== value) this.context.onQueuedChange(value ? 1 : -1);
+    this.queued = value;
+  }
+
+  private finish(outcome: WaitOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.setQueued(false);
+    for (const cleanup of this.cleanups) cleanup();
+    if ('ready' in outcome) this.settle.resolve(outcome.ready);
+    else if (!outcome.discard) this.settle.reject(outcome.error);
+    else this.discardThenReject(outcome.error);
+  }
+
+  /** A Sandbox that never got its place is deleted, so it keeps none in the line. */
+  private discardThenReject(error: Error): void {
+    this.context.client.delete(this.sandbox).then(
+      () => this.settle.reject(error),
+      (deleteError: unknown) => {
+        this.context.logger.warn({ err: deleteError, sandbox: this.sandbox.metadata.name }, 'deleting a Sandbox not admitted failed');
+        this.settle.reject(error);
+      },
+    );
+  }
 }
