@@ -463,6 +463,7 @@ describe('capacity (ACIS_MAX_SANDBOXES=1, no pool)', () => {
     await node?.server.stop();
   });
 
+  // Four agent turns one after another on a one-runner node: 20-26 s on a quiet 2-core machine, past 30 s under load.
   it('rejects with 429 and Retry-After before any stream, storing nothing; with hold, queues FIFO and runs when capacity frees', async () => {
     const { server, serviceKey, owner } = node;
     const [busy, rejected, first, second] = await Promise.all([0, 1, 2, 3].map(() => newConversation(server, serviceKey, owner.userId)));
@@ -521,7 +522,7 @@ describe('capacity (ACIS_MAX_SANDBOXES=1, no pool)', () => {
         ['completed', content],
       ]);
     }
-  });
+  }, 90_000);
 });
 
 describe('capacity hold past ACIS_MAX_HOLD_SECONDS', () => {
