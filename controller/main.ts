@@ -5,11 +5,11 @@
  */
 import { pino } from 'pino';
 import { ConnectionSharingKubeConfig } from '../kube/cluster-access.js';
-import { ControllerConfigError, loadControllerConfig } from './config.js';
+import { type ControllerConfig, ControllerConfigError, loadControllerConfig } from './config.js';
 import { startController } from './controller.js';
 
 export async function runController(): Promise<number> {
-  let config;
+  let config: ControllerConfig;
   try {
     config = loadControllerConfig();
   } catch (error) {
@@ -23,9 +23,11 @@ export async function runController(): Promise<number> {
   const kubeConfig = new ConnectionSharingKubeConfig();
   kubeConfig.loadFromDefault();
   const controller = await startController({ config, kubeConfig, logger });
-  let stopping: Promise<void> | undefined;
+  let stopping = false;
   const shutdown = (signal: string) => {
-    stopping ??= (async () => {
+    if (stopping) return;
+    stopping = true;
+    void (async () => {
       logger.info({ signal }, 'shutting down');
       await controller.stop();
       process.exit(0);

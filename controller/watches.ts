@@ -143,7 +143,10 @@ export class ChangeRouting implements ClusterEvents {
     if (event === 'resync') return;
     // A sync Job's pod: its RepositorySync looks again (its outcome is in the pod's termination message).
     const syncName = pod.metadata?.labels?.[SYNC_LABEL];
-    if (syncName) return this.queues.add(REPOSITORY_SYNC.kind, syncName);
+    if (syncName) {
+      this.queues.add(REPOSITORY_SYNC.kind, syncName);
+      return;
+    }
     const name = pod.metadata!.name!;
     const owner = pod.metadata?.ownerReferences?.find((r) => r.controller);
     const ownerKey = owner ? objectKey(owner.kind === SANDBOX.kind ? 'Sandbox' : 'SandboxWarmPool', this.namespace, owner.name) : undefined;

@@ -128,7 +128,8 @@ function sendBody(deps: ForwardingDeps, out: Outbound, secrets: RunSecrets): voi
   const substitutable = hasBody && !isEncoded(req.headers['content-encoding']) && isTextual(req.headers['content-type']);
   if (!hasBody) {
     if (declared === '0') headers['content-length'] = '0';
-    return send(upstreams, out, undefined);
+    send(upstreams, out, undefined);
+    return;
   }
   if (!substitutable) {
     logger.debug(
@@ -137,7 +138,8 @@ function sendBody(deps: ForwardingDeps, out: Outbound, secrets: RunSecrets): voi
     );
     if (declared !== undefined) headers['content-length'] = declared;
     else headers['transfer-encoding'] = 'chunked';
-    return send(upstreams, out, req);
+    send(upstreams, out, req);
+    return;
   }
   if (declared !== undefined && Number(declared) <= BUFFERED_BODY_LIMIT) {
     // Small: substitute whole, so a missing alias is found before a byte goes upstream.

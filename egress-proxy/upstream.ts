@@ -106,7 +106,8 @@ function answer(deps: AnswerDeps, req: IncomingMessage, res: ServerResponse, up:
   const decoders = masker && bodyful ? decodersFor(up.headers['content-encoding']) : [];
   if (!decoders) {
     up.destroy();
-    return refusals.refuse(res, 502, 'undecodable-response', 'the upstream answered in a content-encoding the proxy cannot inspect');
+    refusals.refuse(res, 502, 'undecodable-response', 'the upstream answered in a content-encoding the proxy cannot inspect');
+    return;
   }
   metrics.request('forwarded');
   const log = () =>

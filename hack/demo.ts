@@ -326,7 +326,8 @@ async function main(): Promise<void> {
 
   section('Done');
   if (stub) {
-    const kinds = stub.requests.reduce<Record<string, number>>((count, r) => ({ ...count, [r.kind]: (count[r.kind] ?? 0) + 1 }), {});
+    const kinds: Record<string, number> = {};
+    for (const r of stub.requests) kinds[r.kind] = (kinds[r.kind] ?? 0) + 1;
     note(
       `the model stub answered ${stub.requests.length} requests: ${Object.entries(kinds)
         .map(([kind, n]) => `${n} ${kind}`)

@@ -132,7 +132,9 @@ class ReopeningWatch extends Watch {
   override watch(
     path: string,
     queryParams: Record<string, string | number | boolean | undefined>,
+    // biome-ignore lint/suspicious/noExplicitAny: the override repeats @kubernetes/client-node's Watch.watch signature, whose objects are untyped
     callback: (phase: string, apiObj: any, watchObj?: any) => void,
+    // biome-ignore lint/suspicious/noExplicitAny: as above, the library's signature
     done: (err: any) => void,
   ): Promise<AbortController> {
     return super.watch(

@@ -80,7 +80,10 @@ export class WorkQueue {
 
   addAfter(key: string, delayMs: number): void {
     if (!this.running) return;
-    if (delayMs <= 0) return this.add(key);
+    if (delayMs <= 0) {
+      this.add(key);
+      return;
+    }
     const at = this.now() + delayMs;
     const pending = this.timers.get(key);
     if (pending && pending.at <= at) return;

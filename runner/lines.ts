@@ -29,7 +29,10 @@ export class LineSplitter {
         this.partialLength = 0;
       }
       if (line.endsWith('\r')) line = line.slice(0, -1);
-      if (line.length > this.maxLineLength) return this.onOverflow();
+      if (line.length > this.maxLineLength) {
+        this.onOverflow();
+        return;
+      }
       if (line.length > 0) this.onLine(line);
     }
     if (start < text.length) {

@@ -91,7 +91,7 @@ export const messageRoutes = [
     handler: async ({ deps, principal, params, query }) => {
       await getConversationInScope(deps, principal, params.conversation_id);
       const message = await findMessage(deps.db, params.conversation_id, params.message_id);
-      if (!message || message.role !== 'assistant') throw problems.notFound('run');
+      if (message?.role !== 'assistant') throw problems.notFound('run');
       return streamResponse(message.id, query.after);
     },
   }),

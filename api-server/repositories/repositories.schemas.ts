@@ -72,6 +72,7 @@ const URL_SCHEMES = new Set(['https:', 'http:', 'ssh:', 'git:', 'file:']);
 // can never be read as an ssh option, and `host::x` is refused since git reads `<helper>::<address>`
 // as a remote helper (e.g. `ext::`, which runs commands).
 const SCP_LIKE = /^[A-Za-z0-9._~-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(?!:)(?!\/\/)(?!-)\S+$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matches control characters so a remote holding one is refused
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
@@ -122,6 +123,7 @@ export function isPlausibleRefName(name: string): boolean {
   if (name === '@' || name.startsWith('-') || name.startsWith('/') || name.endsWith('/') || name.endsWith('.')) {
     return false;
   }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: git refuses control characters in ref names; so does this check
   if (/[\u0000-\u0020\u007f~^:?*[\\]/.test(name) || name.includes('..') || name.includes('@{') || name.includes('//')) {
     return false;
   }

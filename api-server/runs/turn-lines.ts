@@ -54,8 +54,10 @@ export class TurnLines {
     const held: StreamLine[] = [];
     this.held = held;
     const fillerMasker = new EventMasker(this.masker);
-    const text = await filler((line) => fillerMasker.push(line).forEach((l) => this.stream.append(l)));
-    fillerMasker.flush().forEach((l) => this.stream.append(l));
+    const text = await filler((line) => {
+      for (const l of fillerMasker.push(line)) this.stream.append(l);
+    });
+    for (const l of fillerMasker.flush()) this.stream.append(l);
     this.reply.addLeadingText(this.masker.maskText(text));
     this.held = undefined;
     for (const line of held) this.stream.append(line);

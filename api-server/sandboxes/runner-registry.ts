@@ -127,7 +127,7 @@ export class RunnerRegistry<E extends RegisteredRunner> {
    */
   egressRun(runnerId: string, token: string): string | undefined {
     const entry = this.entries.get(runnerId);
-    if (!entry || entry.view.state !== 'busy') return undefined;
+    if (entry?.view.state !== 'busy') return undefined;
     if (!constantTimeEqual(Buffer.from(entry.egressToken), Buffer.from(token))) return undefined;
     return entry.runner.currentRunId;
   }

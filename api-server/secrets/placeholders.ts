@@ -21,7 +21,9 @@ export function findSecretReferences(
     if (typeof value === 'string') {
       for (const alias of placeholdersIn(value)) found.push({ alias, pointer });
     } else if (Array.isArray(value)) {
-      value.forEach((item, index) => visit(item, `${pointer}/${index}`));
+      value.forEach((item, index) => {
+        visit(item, `${pointer}/${index}`);
+      });
     } else if (value !== null && typeof value === 'object') {
       for (const [key, item] of Object.entries(value)) visit(item, `${pointer}/${escapePointer(key)}`);
     }

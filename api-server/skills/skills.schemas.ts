@@ -27,6 +27,7 @@ export const SkillList = ListOf(Skill);
 
 /** A relative path that stays inside the repository: no absolute paths, no `..`, no backslashes. */
 function isPathInsideRepository(path: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a path holding a control character is refused
   if (path.startsWith('/') || path.includes('\\') || /[\u0000-\u001f\u007f]/.test(path)) return false;
   return path.split('/').every((segment) => segment !== '..');
 }

@@ -213,6 +213,7 @@ export async function measureFirstMessages(
   }
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: a stream line is JSON read field by field; a bench script, its checks catch a wrong shape
 export type Line = Record<string, any>;
 
 /** The turn as a client sees it: the clock starts before the request is sent. */
@@ -283,6 +284,7 @@ export class Api {
   }
 
   /** A JSON call that must answer `status`. */
+  // biome-ignore lint/suspicious/noExplicitAny: the JSON answer, read loosely by the bench (a wrong shape fails its checks)
   async call(method: string, route: string, body: unknown, status: number): Promise<any> {
     const response = await this.fetch(method, route, body);
     const text = await response.text();

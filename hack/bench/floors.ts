@@ -69,7 +69,10 @@ function plainRoutes(router: Router, pool: pg.Pool): void {
 
   router.post('/auth/token-exchange', async (ctx) => {
     const integrationId = await integrationOf(ctx.get('authorization'));
-    if (!integrationId) return void (ctx.status = 401);
+    if (!integrationId) {
+      ctx.status = 401;
+      return;
+    }
     const body = await readJson(ctx.req);
     const { rows } = await pool.query({
       name: 'token-exchange',
@@ -77,8 +80,14 @@ function plainRoutes(router: Router, pool: pg.Pool): void {
       values: [integrationId, body.tenant_external_id, body.user_external_id],
     });
     const row = rows[0];
-    if (!row) return void (ctx.status = 404);
-    if (row.tenant_status === 'suspended' || row.user_status === 'suspended') return void (ctx.status = 403);
+    if (!row) {
+      ctx.status = 404;
+      return;
+    }
+    if (row.tenant_status === 'suspended' || row.user_status === 'suspended') {
+      ctx.status = 403;
+      return;
+    }
     const issuedAt = Math.floor(Date.now() / 1000);
     const claims = {
       tid: row.tenant_id,
@@ -104,7 +113,10 @@ function plainRoutes(router: Router, pool: pg.Pool): void {
 
   router.put('/tenants/by-external-id/:externalId', async (ctx) => {
     const integrationId = await integrationOf(ctx.get('authorization'));
-    if (!integrationId) return void (ctx.status = 401);
+    if (!integrationId) {
+      ctx.status = 401;
+      return;
+    }
     const body = await readJson(ctx.req);
     const { rows } = await pool.query<{ json: string }>({
       name: 'tenant-json',
@@ -112,10 +124,16 @@ function plainRoutes(router: Router, pool: pg.Pool): void {
       values: [integrationId, ctx.params.externalId],
     });
     const stored = rows[0]?.json;
-    if (stored === undefined) return void (ctx.status = 501);
+    if (stored === undefined) {
+      ctx.status = 501;
+      return;
+    }
     const tenant = JSON.parse(stored) as Record<string, unknown>;
     const unchanged = Object.entries(body).every(([field, value]) => JSON.stringify(tenant[field]) === JSON.stringify(value));
-    if (!unchanged) return void (ctx.status = 501);
+    if (!unchanged) {
+      ctx.status = 501;
+      return;
+    }
     ctx.type = 'application/json';
     ctx.body = stored;
   });

@@ -219,10 +219,14 @@ function launchesOf(cluster: KubeTestServer): { byName: Map<string, string>; rea
   return { byName, readyMs, close };
 }
 
+interface PodStatus {
+  conditions?: Array<{ type: string; status: string }>;
+}
+
 function readyPoolPods(cluster: KubeTestServer): KubeObject[] {
   return cluster.store
     .list('pods', NAMESPACE, { labelSelector: `acis.dev/pool=${POOL}` })
-    .items.filter((pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+    .items.filter((pod) => (pod.status as PodStatus | undefined)?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
 }
 
 /** Polls the in-process store (no watch needed for a one-off wait in a bench). */

@@ -20,6 +20,7 @@ export interface Scenario {
   /** The status every response must have (a warm upsert answering 201 would measure the cold path). */
   expectStatus: number;
   /** A look at one response before the load, so a wrong fixture cannot make a fast, empty benchmark. */
+  // biome-ignore lint/suspicious/noExplicitAny: a scenario's check reads the JSON answer field by field
   check?: (body: any) => string | undefined;
   /** Id of a scenario this one's throughput is compared with (the same request at another size). */
   baseline?: string;
@@ -31,6 +32,7 @@ export const BARE_FLOOR = 'floor-bare';
 export const QUERY_FLOOR = 'floor-one-query';
 
 const PAGE = 20;
+// biome-ignore lint/suspicious/noExplicitAny: reads the JSON answer field by field; a wrong shape is reported, not thrown
 const fullPage = (body: any) =>
   body?.data?.length === PAGE && body.has_more === true ? undefined : `expected a full page of ${PAGE} with has_more`;
 

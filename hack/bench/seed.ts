@@ -33,6 +33,7 @@ interface Api {
 }
 
 /** One API call during seeding; any other status than `status` stops the bench with the answer. */
+// biome-ignore lint/suspicious/noExplicitAny: the JSON answer, read loosely by the seeding script (a wrong shape stops the bench)
 async function expectStatus(api: Api, method: string, path: string, body: unknown, status: number): Promise<any> {
   const response = await fetch(`${api.url}${path}`, {
     method,

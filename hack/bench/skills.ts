@@ -180,6 +180,7 @@ export async function runSkillsPlane(ctx: PlaneContext): Promise<PlaneResult> {
 }
 
 function client(server: RunningServer) {
+  // biome-ignore lint/suspicious/noExplicitAny: the JSON answer, read loosely by the bench
   return async (method: string, urlPath: string, body: unknown, token: string): Promise<any> => {
     const res = await fetch(`${server.url}${urlPath}`, {
       method,

@@ -15,6 +15,7 @@ export interface CallOptions {
 export interface JsonAnswer {
   status: number;
   headers: Headers;
+  // biome-ignore lint/suspicious/noExplicitAny: the demo reads the API's JSON answers field by field and checks what it shows
   body: any;
 }
 

@@ -4,6 +4,7 @@
  * (inline they would read as part of the text).
  */
 
+// biome-ignore lint/suspicious/noExplicitAny: a stream line is JSON read field by field by a demo script
 type Line = Record<string, any>;
 
 export interface StreamSummary {
@@ -101,7 +102,7 @@ class Printer {
 
   line(label: string, detail: string): void {
     this.end();
-    process.stdout.write(`${INDENT}${label.padEnd(LABEL_WIDTH)} ${detail}`.trimEnd() + '\n');
+    process.stdout.write(`${`${INDENT}${label.padEnd(LABEL_WIDTH)} ${detail}`.trimEnd()}\n`);
   }
 
   end(): void {

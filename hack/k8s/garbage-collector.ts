@@ -36,8 +36,10 @@ export class GarbageCollector {
       if (change.type === 'DELETED') {
         this.handleOwnerGone(object);
         this.releaseForegroundOwners(object);
-        const namespace = object.metadata.namespace && this.objects.store.get('/namespaces', undefined, object.metadata.namespace);
-        if (namespace && namespace.metadata.deletionTimestamp) this.emptyNamespace(namespace);
+        const namespace = object.metadata.namespace
+          ? this.objects.store.get('/namespaces', undefined, object.metadata.namespace)
+          : undefined;
+        if (namespace?.metadata.deletionTimestamp) this.emptyNamespace(namespace);
       } else {
         if (change.type === 'ADDED') this.collectIfOrphaned(change.storageKey, object);
         if (object.metadata.deletionTimestamp && (object.metadata.finalizers ?? []).includes('foregroundDeletion'))

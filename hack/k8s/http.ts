@@ -132,10 +132,14 @@ function serveDiscovery(response: ServerResponse, method: string, segments: stri
   };
   if (method === 'GET' && ['/healthz', '/livez', '/readyz'].includes(path)) {
     response.writeHead(200, { 'Content-Type': 'text/plain' });
-    return void response.end('ok');
+    response.end('ok');
+    return;
   }
   const body = found();
-  if (body) return send(response, 200, body);
+  if (body) {
+    send(response, 200, body);
+    return;
+  }
   response.writeHead(404, { 'Content-Type': 'text/plain' });
   response.end('404 page not found\n');
 }

@@ -131,7 +131,7 @@ export function containerEnv(
     } else if (from.fieldRef) {
       const labelMatch = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(from.fieldRef.fieldPath);
       const value = labelMatch
-        ? (pod.metadata[labelMatch[1] as 'labels' | 'annotations'] ?? {})[labelMatch[2]!]
+        ? pod.metadata[labelMatch[1] as 'labels' | 'annotations']?.[labelMatch[2]!]
         : fieldValue(pod, from.fieldRef.fieldPath);
       env[variable.name] = value === undefined ? '' : String(value);
     }

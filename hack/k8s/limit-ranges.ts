@@ -45,9 +45,12 @@ export function defaultFromLimitRanges(store: ObjectStore, namespace: string, po
   const set: string[] = [];
   for (const limits of containerLimits(store, namespace)) {
     for (const container of containersOf(pod)) {
-      const resources = (container.resources ??= {});
-      const requested = fill((resources.requests ??= {}), limits.defaultRequest);
-      const limited = fill((resources.limits ??= {}), limits.default);
+      container.resources ??= {};
+      const resources = container.resources;
+      resources.requests ??= {};
+      resources.limits ??= {};
+      const requested = fill(resources.requests, limits.defaultRequest);
+      const limited = fill(resources.limits, limits.default);
       if (requested.length) set.push(`${requested.join(', ')} request for container ${container.name}`);
       if (limited.length) set.push(`${limited.join(', ')} limit for container ${container.name}`);
       if (Object.keys(resources.requests).length === 0) delete resources.requests;

@@ -62,13 +62,18 @@ function decodeMessage(buffer: Buffer, message: Message): Record<string, unknown
         1: { name: 'key', type: 'string' },
         2: { name: 'value', type: spec.type === 'map<string,bytes>' ? 'bytes' : 'string' },
       });
-      const map = (object[spec.name] ??= {}) as Record<string, unknown>;
+      object[spec.name] ??= {};
+      const map = object[spec.name] as Record<string, unknown>;
       map[String(entry.key ?? '')] = entry.value ?? '';
       continue;
     }
     const value = fieldValue(field, spec.type);
-    if (spec.repeated) ((object[spec.name] ??= []) as unknown[]).push(value);
-    else object[spec.name] = value;
+    if (spec.repeated) {
+      object[spec.name] ??= [];
+      (object[spec.name] as unknown[]).push(value);
+    } else {
+      object[spec.name] = value;
+    }
   }
   return object;
 }

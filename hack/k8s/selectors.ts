@@ -82,7 +82,7 @@ function matchesLabels(labels: Record<string, string>, requirements: Requirement
         return !has;
       case 'in':
         return has && requirement.values.includes(value!);
-      case 'notin':
+      default: // 'notin'
         return !has || !requirement.values.includes(value!);
     }
   });

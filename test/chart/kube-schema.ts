@@ -62,7 +62,11 @@ function checkValue(value: unknown, type: string, at: string, problems: string[]
   const array = /^Array<(.+)>$/.exec(type);
   if (array) {
     if (!Array.isArray(value)) problems.push(`${at}: expected an array`);
-    else value.forEach((item, index) => checkValue(item, array[1]!, `${at}[${index}]`, problems));
+    else {
+      value.forEach((item, index) => {
+        checkValue(item, array[1]!, `${at}[${index}]`, problems);
+      });
+    }
     return;
   }
   const map = /^\{ \[key: string\]: (.+); \}$/.exec(type);

@@ -105,7 +105,7 @@ describe('the Kubernetes API test server over TLS', () => {
       const read = await core.readNamespacedSecret({ name: 'over-tls', namespace: 'default' });
       expect(Buffer.from(read.data?.token ?? '', 'base64').toString()).toBe('t');
       // Plain HTTP to it is no API: the server speaks TLS only.
-      await expect(fetch(cluster.url.replace('https:', 'http:') + '/api/v1/namespaces/default/secrets/over-tls')).rejects.toThrow();
+      await expect(fetch(`${cluster.url.replace('https:', 'http:')}/api/v1/namespaces/default/secrets/over-tls`)).rejects.toThrow();
     } finally {
       await cluster.close();
     }

@@ -173,6 +173,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
     const runnerProcess = await startRunner('token-hidden');
     const runner = await connectRemoteRunner({ id: 'run_hidden', host: '127.0.0.1', port: runnerProcess.port, token: TOKEN, logger });
     runner.bindSessionStore(memoryStore());
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, sent literally for the runner's shell to expand
     const command = 'env; echo "token file: ${ACIS_RUNNER_TOKEN_FILE:-none}"';
     const done = await turn(runner, `[[tool:Bash ${JSON.stringify({ command })}]]`);
     const output = JSON.stringify(done.events);

@@ -37,7 +37,9 @@ export async function startEchoServers(caName: string): Promise<EchoServers> {
     httpsPort: httpsPort!,
     caCertificatePem: ca.certPem,
     received,
-    close: () => servers.forEach((server) => server.close()),
+    close: () => {
+      for (const server of servers) server.close();
+    },
   };
 }
 

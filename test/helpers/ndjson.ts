@@ -24,7 +24,7 @@ export function deltaText(lines: Line[]): string {
  * Reads an NDJSON response line by line, so a test can stop part-way (a client that goes away).
  * `onLine` returning true stops reading and cancels the body.
  */
-export async function readLines(response: Response, onLine?: (line: Line) => boolean | void): Promise<Line[]> {
+export async function readLines(response: Response, onLine?: (line: Line) => unknown): Promise<Line[]> {
   const lines: Line[] = [];
   const reader = response.body!.getReader();
   const decoder = new TextDecoder();

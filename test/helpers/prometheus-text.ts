@@ -30,7 +30,10 @@ export function parsePrometheusText(text: string): Exposition {
   const samples: Sample[] = [];
   const family = (name: string) => {
     let found = families.get(name);
-    if (!found) families.set(name, (found = { name }));
+    if (!found) {
+      found = { name };
+      families.set(name, found);
+    }
     return found;
   };
   text.split('\n').forEach((raw, index) => {

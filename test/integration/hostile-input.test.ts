@@ -207,7 +207,7 @@ describe('JSON request bodies', () => {
       .map((chunk) => Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
     const head = `POST /tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`;
     const [answer] = await rawExchange(head, [...chunks, '0\r\n\r\n'], 1);
-    expect(answer).toMatch(/^HTTP\/1\.1 201 [^]*"name":"chunked \u00e9"/);
+    expect(answer).toMatch(/^HTTP\/1\.1 201 [\s\S]*"name":"chunked \u00e9"/);
   });
 });
 
@@ -288,7 +288,7 @@ describe('transport-level refusals', () => {
       'GET /integration HTTP/9.9\r\nHost: x\r\n\r\n',
     ]) {
       const [answer] = await rawExchange(head, [], 1);
-      expect(answer, JSON.stringify(head)).toMatch(/^HTTP\/1\.1 400 [^]*content-type: application\/problem\+json[^]*"status":400/i);
+      expect(answer, JSON.stringify(head)).toMatch(/^HTTP\/1\.1 400 [\s\S]*content-type: application\/problem\+json[\s\S]*"status":400/i);
     }
   });
 
@@ -316,12 +316,12 @@ describe('transport-level refusals', () => {
       [`${Buffer.byteLength(opening).toString(16)}\r\n${opening}\r\n`, ...chunks, '0\r\n\r\n', next],
       2,
     );
-    expect(answers[0]).toMatch(/^HTTP\/1\.1 413 [^]*content-type: application\/problem\+json[^]*"status":413/i);
+    expect(answers[0]).toMatch(/^HTTP\/1\.1 413 [\s\S]*content-type: application\/problem\+json[\s\S]*"status":413/i);
     expect(answers[1]).toMatch(/^HTTP\/1\.1 200 /);
 
     // A body announced far past what is worth reading is answered at once, and the connection closed.
     const [huge] = await rawExchange(`${post}Content-Length: ${1024 ** 3}\r\n\r\n`, ['{"name":"'], 1);
-    expect(huge).toMatch(/^HTTP\/1\.1 413 [^]*connection: close[^]*"status":413/i);
+    expect(huge).toMatch(/^HTTP\/1\.1 413 [\s\S]*connection: close[\s\S]*"status":413/i);
     expect(await snapshot()).toEqual(before);
   });
 });

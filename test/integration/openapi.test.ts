@@ -22,8 +22,11 @@ const label = (route: AnyRoute) => `${route.method.toUpperCase()} ${route.path}`
 
 /** Every `$ref` anywhere in a JSON value, with where it was found. */
 function collectRefs(value: unknown, at = '#', out: [string, string][] = []): [string, string][] {
-  if (Array.isArray(value)) value.forEach((item, i) => collectRefs(item, `${at}/${i}`, out));
-  else if (value !== null && typeof value === 'object') {
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => {
+      collectRefs(item, `${at}/${i}`, out);
+    });
+  } else if (value !== null && typeof value === 'object') {
     for (const [key, child] of Object.entries(value)) {
       if (key === '$ref' && typeof child === 'string') out.push([at, child]);
       else collectRefs(child, `${at}/${key}`, out);

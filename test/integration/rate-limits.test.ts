@@ -236,7 +236,15 @@ describe('RateLimiter.take(principal, rateClass)', () => {
 
   it('lets requests through and says so in the log when the database cannot be reached', async () => {
     const lines: string[] = [];
-    const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) }));
+    const logger = pino(
+      { level: 'warn' },
+      new Writable({
+        write: (chunk, _e, done) => {
+          lines.push(String(chunk));
+          done();
+        },
+      }),
+    );
     const unreachable = await openDatabase({ databaseUrl: 'postgres://postgres@127.0.0.1:1/nothing', dataDir: nodeBDataDir, poolSize: 1 });
     try {
       const limiter = new RateLimiter({ db: unreachable.db, logger, config: config(1) });

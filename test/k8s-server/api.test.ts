@@ -45,8 +45,7 @@ async function watchEvents(
   try {
     for await (const chunk of response.body!) {
       buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-      let newline: number;
-      while ((newline = buffer.indexOf('\n')) >= 0) {
+      for (let newline = buffer.indexOf('\n'); newline >= 0; newline = buffer.indexOf('\n')) {
         events.push(JSON.parse(buffer.slice(0, newline)));
         buffer = buffer.slice(newline + 1);
       }

@@ -22,7 +22,7 @@ describe('unsafeInput', () => {
       ok: 'fine',
       name: 'a\ud800',
       list: ['x', ['y', 'z\u0000']],
-      'a/b~c': { ['k\u0000']: 'v', deep: '\udfff' },
+      'a/b~c': { 'k\u0000': 'v', deep: '\udfff' },
       count: 3,
       none: null,
     });

@@ -65,6 +65,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
   return { db, kind: 'pglite', close: () => db.destroy() };
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: migrations run against any schema (they take Kysely<any>), not the app's typed one
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
   const migrator = new Migrator({ db, provider: migrationProvider });
   const { error, results } = await migrator.migrateToLatest();

@@ -81,6 +81,7 @@ const statementRunners = new WeakMap<object, StatementRunner>();
  * 8% of token exchange's server CPU. Undefined for anything else, a transaction
  * included (it is another object), which must go through kysely to run on its own connection.
  */
+// biome-ignore lint/suspicious/noExplicitAny: a lookup keyed by the Kysely instance, whatever its schema (kysely's generic plumbing)
 export function statementRunnerFor(db: Kysely<any>): StatementRunner | undefined {
   return statementRunners.get(db);
 }

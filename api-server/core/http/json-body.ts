@@ -18,6 +18,7 @@ const JSON_TYPES = [
   'application/scim+json',
 ];
 /** Only an object or an array is a body (after JSON's own whitespace). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: JSON's own whitespace (tab, LF, CR) is exactly what is skipped here
 const OBJECT_OR_ARRAY = /^[\x20\x09\x0a\x0d]*[[{]/;
 /** A `__proto__` key, possibly escaped: such a body is refused rather than risk prototype pollution. */
 const PROTO_KEY =

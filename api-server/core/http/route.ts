@@ -74,6 +74,7 @@ export interface RouteDefinition<
 }
 
 /** A route of any input shape, as the registry holds them. */
+// biome-ignore lint/suspicious/noExplicitAny: erases the generics on purpose so routes of different shapes share one list
 export type AnyRoute = RouteDefinition<any, any, any, any, any>;
 
 /**
