@@ -9,6 +9,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Outgoi
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { HOP_BY_HOP } from '../../../egress-proxy/http-messages.js';
 import type { Bridge } from '../../../runner/bridge.js';
 
 export interface ModelGatewayOptions {
@@ -19,16 +20,6 @@ export interface ModelGatewayOptions {
   logger: Logger;
 }
 
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 const DROPPED = new Set([...HOP_BY_HOP, 'host', 'x-api-key', 'authorization']);
 
 export async function serveModelGateway(socketPath: string, options: ModelGatewayOptions): Promise<Bridge> {
