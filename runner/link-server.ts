@@ -18,7 +18,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, type LinkControl, LinkEndpoint } from './link.js';
-import { socketChannel } from './socket-channel.js';
+import { type SocketChannel, socketChannel } from './socket-channel.js';
 
 export interface LinkServerOptions {
   host: string;
@@ -48,84 +48,43 @@ const DEFAULT_HELLO_TIMEOUT_MS = 10_000;
 
 type Hello = Extract<LinkControl, { type: 'hello' }>;
 
-export async function serveLink(options: LinkServerOptions): Promise<LinkServer> {
-  const endpoint = new LinkEndpoint();
-  const expectedDigest = digest(options.token);
-  let clientLink: string | undefined;
-  let windowTimer: NodeJS.Timeout | undefined;
-  const sockets = new Set<net.Socket>();
+/** What the connections of one link server share: the link, who its client is, the reconnect window. */
+interface LinkState {
+  options: LinkServerOptions;
+  endpoint: LinkEndpoint;
+  expectedDigest: Buffer;
+  /** The link id of the accepted client (its reconnects carry the same one). */
+  clientLink: string | undefined;
+  windowTimer: NodeJS.Timeout | undefined;
+}
 
+export async function serveLink(options: LinkServerOptions): Promise<LinkServer> {
+  const state: LinkState = {
+    options,
+    endpoint: new LinkEndpoint(),
+    expectedDigest: digest(options.token),
+    clientLink: undefined,
+    windowTimer: undefined,
+  };
+  const { endpoint } = state;
+  const sockets = new Set<net.Socket>();
   endpoint.onDetached((reason) => {
     options.log(`API connection lost (${reason})`);
     if (!options.busy()) return;
-    clearTimeout(windowTimer);
-    windowTimer = setTimeout(() => {
+    clearTimeout(state.windowTimer);
+    state.windowTimer = setTimeout(() => {
       if (!endpoint.attached) endpoint.end(`no API connection came back within ${options.reconnectSeconds} s`);
     }, options.reconnectSeconds * 1000);
   });
   endpoint.onClosed(() => {
-    clearTimeout(windowTimer);
+    clearTimeout(state.windowTimer);
     if (server.listening) server.close();
   });
-
   const server = net.createServer((socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
-    const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
-    const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_LENGTH);
-    let greeted = false;
-    const helloTimer = setTimeout(() => wire.close('no hello'), options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS);
-    wire.onClosed((reason) => {
-      clearTimeout(helloTimer);
-      if (!greeted && reason === 'a line exceeded the length limit')
-        options.log(`refused a connection from ${peer}: its first line was too long`);
-    });
-    wire.onLine((line) => {
-      if (greeted) return;
-      greeted = true;
-      clearTimeout(helloTimer);
-      const admission = admit(line);
-      if ('refusal' in admission) {
-        options.log(`refused a connection from ${peer}: ${admission.refusal}`);
-        wire.send(encodeControl({ type: 'refused', error: admission.refusal }));
-        wire.close('refused');
-        return;
-      }
-      const { hello } = admission;
-      const isNew = hello.link !== clientLink;
-      if (isNew) {
-        clientLink = hello.link;
-        endpoint.reset();
-        options.onNewClient();
-      }
-      wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived }));
-      wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
-      clearTimeout(windowTimer);
-      endpoint.attach(wire, hello.after);
-      options.log(`API connection from ${peer} ${isNew ? 'accepted' : 'resumed'}`);
-    });
+    greet(socket, state);
   });
-
-  /** The hello a first line carries, if it is let in; else why not. */
-  function admit(line: string): { hello: Hello } | { refusal: string } {
-    const frame = decodeFrame(line);
-    if (frame.kind !== 'control' || frame.control.type !== 'hello') return { refusal: 'the first line was not a hello' };
-    const refusal = refusalOf(frame.control);
-    return refusal === undefined ? { hello: frame.control } : { refusal };
-  }
-
-  function refusalOf(hello: Hello): string | undefined {
-    if (!timingSafeEqual(digest(hello.token), expectedDigest)) return 'wrong token';
-    if (endpoint.isEnded) return 'the runner is shutting down';
-    if (hello.link === clientLink) {
-      return endpoint.canReplayFrom(hello.after) ? undefined : `cannot resume after line ${hello.after}: it was never sent or is gone`;
-    }
-    if (endpoint.attached) return 'another API connection is live';
-    if (options.busy()) return 'a turn of another connection is in progress';
-    if (hello.after !== 0) return 'a new connection must start after line 0';
-    return undefined;
-  }
-
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -142,6 +101,69 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
       if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A new connection: its first line decides whether it is let in (and attached to the link) or refused. */
+function greet(socket: net.Socket, state: LinkState): void {
+  const { options } = state;
+  const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+  const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_LENGTH);
+  let greeted = false;
+  const helloTimer = setTimeout(() => wire.close('no hello'), options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS);
+  wire.onClosed((reason) => {
+    clearTimeout(helloTimer);
+    if (!greeted && reason === 'a line exceeded the length limit')
+      options.log(`refused a connection from ${peer}: its first line was too long`);
+  });
+  wire.onLine((line) => {
+    if (greeted) return;
+    greeted = true;
+    clearTimeout(helloTimer);
+    const admission = admit(line, state);
+    if ('refusal' in admission) {
+      options.log(`refused a connection from ${peer}: ${admission.refusal}`);
+      wire.send(encodeControl({ type: 'refused', error: admission.refusal }));
+      wire.close('refused');
+    } else {
+      attach(wire, admission.hello, state, peer);
+    }
+  });
+}
+
+/** Let in: a new client starts the link afresh; the same client resumes where it left off. */
+function attach(wire: SocketChannel, hello: Hello, state: LinkState, peer: string): void {
+  const { endpoint, options } = state;
+  const isNew = hello.link !== state.clientLink;
+  if (isNew) {
+    state.clientLink = hello.link;
+    endpoint.reset();
+    options.onNewClient();
+  }
+  wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived }));
+  wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
+  clearTimeout(state.windowTimer);
+  endpoint.attach(wire, hello.after);
+  options.log(`API connection from ${peer} ${isNew ? 'accepted' : 'resumed'}`);
+}
+
+/** The hello a first line carries, if it is let in; else why not. */
+function admit(line: string, state: LinkState): { hello: Hello } | { refusal: string } {
+  const frame = decodeFrame(line);
+  if (frame.kind !== 'control' || frame.control.type !== 'hello') return { refusal: 'the first line was not a hello' };
+  const refusal = refusalOf(frame.control, state);
+  return refusal === undefined ? { hello: frame.control } : { refusal };
+}
+
+function refusalOf(hello: Hello, { endpoint, options, expectedDigest, clientLink }: LinkState): string | undefined {
+  if (!timingSafeEqual(digest(hello.token), expectedDigest)) return 'wrong token';
+  if (endpoint.isEnded) return 'the runner is shutting down';
+  if (hello.link === clientLink) {
+    return endpoint.canReplayFrom(hello.after) ? undefined : `cannot resume after line ${hello.after}: it was never sent or is gone`;
+  }
+  if (endpoint.attached) return 'another API connection is live';
+  if (options.busy()) return 'a turn of another connection is in progress';
+  if (hello.after !== 0) return 'a new connection must start after line 0';
+  return undefined;
 }
 
 /** Fixed-length digests, so the comparison takes the same time whatever the given token's length. */
