@@ -54,6 +54,19 @@ const EnvSchema = z.object({
     .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
     .default('acis-database'),
   ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
+  ACIS_IMAGE_PULL_SECRETS: z
+    .string()
+    .default('')
+    .transform((names) =>
+      names
+        .split(',')
+        .map((name) => name.trim())
+        .filter(Boolean),
+    )
+    .refine(
+      (names) => names.every((name) => /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name)),
+      'must be Secret names separated by commas',
+    ),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -94,6 +107,8 @@ export interface ControllerConfig {
   databaseSecret: string;
   /** A sync Job running longer than this is stopped and its RepositorySync reports the timeout. */
   syncJobDeadlineSeconds: number;
+  /** Secrets (names) every pod the controller makes (runners, warm-pool pods, sync Jobs) pulls its image with. */
+  imagePullSecrets: string[];
   logLevel: string;
 }
 
@@ -134,6 +149,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     syncCommand: e.ACIS_SYNC_COMMAND ? e.ACIS_SYNC_COMMAND.split(' ').filter(Boolean) : [],
     databaseSecret: e.ACIS_DATABASE_SECRET,
     syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
+    imagePullSecrets: e.ACIS_IMAGE_PULL_SECRETS,
     logLevel: e.LOG_LEVEL,
   };
 }

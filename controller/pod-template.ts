@@ -99,6 +99,7 @@ export function runnerPod(owner: RunnerOwner, podName: string, config: Controlle
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 10,
+      ...(config.imagePullSecrets.length > 0 && { imagePullSecrets: config.imagePullSecrets.map((name) => ({ name })) }),
       securityContext: {
         runAsNonRoot: true,
         runAsUser: RUNNER_UID,

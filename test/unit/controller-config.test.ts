@@ -24,6 +24,15 @@ describe('loadControllerConfig(env)', () => {
     expect(() => loadControllerConfig({ ACIS_POOL_REFILL_DELAY_SECONDS: '-1' })).toThrow(/ACIS_POOL_REFILL_DELAY_SECONDS/);
   });
 
+  it('takes the image pull Secrets comma-separated, none by default', () => {
+    expect(loadControllerConfig({}).imagePullSecrets).toEqual([]);
+    expect(loadControllerConfig({ ACIS_IMAGE_PULL_SECRETS: 'registry-a, registry-b' }).imagePullSecrets).toEqual([
+      'registry-a',
+      'registry-b',
+    ]);
+    expect(() => loadControllerConfig({ ACIS_IMAGE_PULL_SECRETS: 'Not A Name' })).toThrow(/ACIS_IMAGE_PULL_SECRETS/);
+  });
+
   it('reports every problem of the environment at once', () => {
     let error: unknown;
     try {

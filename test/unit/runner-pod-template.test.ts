@@ -78,3 +78,24 @@ describe('runnerPod: the model path and trust of the egress proxy', () => {
     ).toBeUndefined();
   });
 });
+
+describe('runnerPod: private registries', () => {
+  const pool = {
+    apiVersion: API_VERSION,
+    kind: 'SandboxWarmPool',
+    metadata: { name: 'pool', namespace: 'acis', uid: 'uid-2' },
+    spec: { agentType: 'vendor-agent-sdk', replicas: 1 },
+  } as SandboxWarmPool;
+
+  it('gives Sandbox and warm-pool pods the image pull Secrets of ACIS_IMAGE_PULL_SECRETS', () => {
+    const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_IMAGE_PULL_SECRETS: 'registry-a,registry-b' });
+    const expected = [{ name: 'registry-a' }, { name: 'registry-b' }];
+    expect(runnerPod(sandbox, 'con-01jab-x1', config).spec!.imagePullSecrets).toEqual(expected);
+    expect(runnerPod(pool, 'pool-x1', config).spec!.imagePullSecrets).toEqual(expected);
+  });
+
+  it('without any, sets none', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' }));
+    expect(pod.spec!.imagePullSecrets).toBeUndefined();
+  });
+});
