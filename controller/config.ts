@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { Resources } from './api/v1alpha1.js';
 import { clusterNamespace } from '../kube/cluster-access.js';
+import { resourcesProblem } from './pod-template.js';
 
 const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity such as 250m or 1Gi');
 const port = z.coerce.number().int().min(1).max(65535);
@@ -54,6 +55,19 @@ const EnvSchema = z.object({
     .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
     .default('acis-database'),
   ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
+  ACIS_IMAGE_PULL_SECRETS: z
+    .string()
+    .default('')
+    .transform((names) =>
+      names
+        .split(',')
+        .map((name) => name.trim())
+        .filter(Boolean),
+    )
+    .refine(
+      (names) => names.every((name) => /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name)),
+      'must be Secret names separated by commas',
+    ),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -94,6 +108,8 @@ export interface ControllerConfig {
   databaseSecret: string;
   /** A sync Job running longer than this is stopped and its RepositorySync reports the timeout. */
   syncJobDeadlineSeconds: number;
+  /** Secrets (names) every pod the controller makes (runners, warm-pool pods, sync Jobs) pulls its image with. */
+  imagePullSecrets: string[];
   logLevel: string;
 }
 
@@ -106,16 +122,20 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     throw new ControllerConfigError(`invalid environment:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  const runnerResources: Resources = {
+    requests: { cpu: e.ACIS_RUNNER_CPU_REQUEST, memory: e.ACIS_RUNNER_MEMORY_REQUEST },
+    limits: { cpu: e.ACIS_RUNNER_CPU_LIMIT, memory: e.ACIS_RUNNER_MEMORY_LIMIT },
+  };
+  // Every runner pod would be refused (422): said at startup, not on each Sandbox.
+  const problem = resourcesProblem(runnerResources, runnerResources);
+  if (problem) throw new ControllerConfigError(`invalid environment:\n  ACIS_RUNNER_*_REQUEST/LIMIT: ${problem}`);
   return {
     namespace: clusterNamespace(e.ACIS_K8S_NAMESPACE),
     runnerImage: e.ACIS_RUNNER_IMAGE,
     runnerCommand: e.ACIS_RUNNER_COMMAND ? e.ACIS_RUNNER_COMMAND.split(' ').filter(Boolean) : [],
     runnerPort: e.ACIS_RUNNER_PORT,
     poolPrewarm: e.ACIS_POOL_PREWARM === '1',
-    runnerResources: {
-      requests: { cpu: e.ACIS_RUNNER_CPU_REQUEST, memory: e.ACIS_RUNNER_MEMORY_REQUEST },
-      limits: { cpu: e.ACIS_RUNNER_CPU_LIMIT, memory: e.ACIS_RUNNER_MEMORY_LIMIT },
-    },
+    runnerResources,
     egressProxyHost: e.ACIS_EGRESS_PROXY_HOST,
     egressProxyPort: e.ACIS_EGRESS_PROXY_PORT,
     egressCaConfigMap: e.ACIS_EGRESS_CA_CONFIGMAP,
@@ -134,6 +154,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     syncCommand: e.ACIS_SYNC_COMMAND ? e.ACIS_SYNC_COMMAND.split(' ').filter(Boolean) : [],
     databaseSecret: e.ACIS_DATABASE_SECRET,
     syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
+    imagePullSecrets: e.ACIS_IMAGE_PULL_SECRETS,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -239,6 +239,7 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
           restartPolicy: 'Never',
           automountServiceAccountToken: false,
           enableServiceLinks: false,
+          ...(config.imagePullSecrets.length > 0 && { imagePullSecrets: config.imagePullSecrets.map((name) => ({ name })) }),
           securityContext: {
             runAsNonRoot: true,
             runAsUser: 1000,

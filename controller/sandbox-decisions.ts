@@ -31,8 +31,10 @@ export interface SandboxObservation {
   releasedByWarmCap: boolean;
   /** A ready, unclaimed pod of a matching warm pool. */
   poolCandidate?: V1Pod | undefined;
-  /** The last pod create was refused by the API server (a ResourceQuota). */
+  /** The last pod create was refused by the API server (a ResourceQuota, an invalid spec, an admission webhook), with its message. */
   createRefused?: { reason: string; message: string } | undefined;
+  /** Why no valid runner pod can be made of its spec (requests above limits), found before any create. */
+  specProblem?: string | undefined;
   startTimeoutMs: number;
   runnerPort: number;
 }
@@ -99,6 +101,9 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
     reason: REASONS.notExpired,
     message: expiryMessage(sandbox),
   });
+
+  // A spec no pod can be made of fails at once, holding no place (the API server would refuse each create).
+  if (observed.specProblem) return end(draft, 'Failed', REASONS.invalidResources, observed.specProblem);
 
   // Admission: a place among the cluster's sandboxes, first come first served.
   if (!observed.admission.admitted) return waitForPlace(draft, observed.admission);
@@ -176,8 +181,12 @@ function startRunner(draft: Draft, startDeadline: number): SandboxDecision {
     return end(draft, 'Failed', last.reason, `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s: ${last.message}`);
   }
   if (observed.createRefused) {
-    // Retried with backoff by the queue; said so in the meantime.
-    const conditions = withCondition(draft, { type: 'Ready', status: 'False', ...observed.createRefused });
+    // Retried with backoff by the queue; said so in the meantime, told as an event once per refusal.
+    const refused = observed.createRefused;
+    const shown = conditionOf(before, 'Ready');
+    if (shown?.reason !== refused.reason || shown.message !== refused.message)
+      draft.events.push({ type: 'Warning', reason: refused.reason, message: refused.message });
+    const conditions = withCondition(draft, { type: 'Ready', status: 'False', ...refused });
     return {
       actions: [{ kind: 'create-pod' }],
       events: draft.events,

@@ -8,14 +8,14 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
-import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, LABELS, REASONS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
 import { creationTime } from './api/admission-order.js';
 import type { ControllerConfig } from './config.js';
 import type { KubeClient } from '../kube/kube-client.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
 import type { ControllerMetrics } from './metrics.js';
-import { controllerRef, runnerPod, sandboxPodLabels, tokenSecret } from './pod-template.js';
+import { controllerRef, resourcesProblem, runnerPod, sandboxPodLabels, tokenSecret } from './pod-template.js';
 import { statusChanged } from './conditions.js';
 import { decideSandbox, type SandboxAction, type SandboxDecision, type SandboxObservation } from './sandbox-decisions.js';
 import type { ProcessResult } from '../kube/work-queue.js';
@@ -55,6 +55,7 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     releasedByWarmCap: view.releasedByWarmCap(sandbox),
     poolCandidate: pod || podInFlight ? undefined : view.poolCandidate(sandbox),
     createRefused: refused.get(key),
+    specProblem: resourcesProblem(ctx.config.runnerResources, sandbox.spec.resources),
     startTimeoutMs: ctx.config.startTimeoutMs,
     runnerPort: ctx.config.runnerPort,
   };
@@ -66,12 +67,17 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     refused.delete(key);
   } catch (error) {
     if (error instanceof LostAdoption) return { requeueAt: at, conflict: true };
-    if (httpStatus(error) !== 403) throw error;
-    // A ResourceQuota refused the pod: say so, and retry with backoff until the start deadline.
-    refused.set(key, { reason: 'QuotaExceeded', message: statusMessage(error) });
+    if (!(error instanceof CreateRefused)) throw error;
+    // The API server refused the pod (403: a ResourceQuota; 422: an invalid spec; 400: an admission
+    // webhook; 409: a conflict): say so with its message, and retry with backoff until the start deadline.
+    const status = httpStatus(error.cause);
+    refused.set(key, {
+      reason: status === 403 ? REASONS.quotaExceeded : REASONS.podCreateRefused,
+      message: status === 403 ? statusMessage(error.cause) : `the API server refused the pod (${status}): ${statusMessage(error.cause)}`,
+    });
     decision = decideSandbox(sandbox, { ...observation, createRefused: refused.get(key) });
     await writeStatus(ctx, sandbox, { ...decision, actions: [] });
-    throw error;
+    throw error.cause;
   }
   const [written] = await Promise.all([writeStatus(ctx, sandbox, decision), ...trailing]);
   if (!written) return { conflict: true };
@@ -79,6 +85,9 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
 }
 
 class LostAdoption extends Error {}
+
+/** The API server answered a create of the runner pod (or its token Secret) with an error status. */
+class CreateRefused extends Error {}
 
 async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action: SandboxAction, trailing: Promise<void>[]): Promise<void> {
   const { view, client, config } = ctx;
@@ -97,6 +106,8 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
         await client.createIfAbsent(runnerPod(sandbox, podName, config));
       } catch (error) {
         view.expectations = lowerCreate(view.expectations, key, podName);
+        const status = httpStatus(error);
+        if (status !== undefined && status >= 400 && status < 500) throw new CreateRefused(statusMessage(error), { cause: error });
         throw error;
       }
       return;

@@ -102,6 +102,8 @@ export const REASONS = {
   unschedulable: 'Unschedulable',
   imagePullFailed: 'ImagePullFailed',
   quotaExceeded: 'QuotaExceeded',
+  podCreateRefused: 'PodCreateRefused',
+  invalidResources: 'InvalidResources',
   crashLoop: 'CrashLoop',
   podDeleted: 'PodDeleted',
   startTimeout: 'StartTimeout',

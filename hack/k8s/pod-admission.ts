@@ -3,7 +3,7 @@
  * admission (LimitRanger's defaults), then validation (pod-validation.ts, through objects.ts), then
  * validating admission (LimitRanger's min/max, PodSecurity; ResourceQuota last, in quota.ts). Each
  * part can be switched with the server's `podAdmission` option, so a test that needs a rule of the
- * real server relaxed says so; all are on by default but one a product bug still needs off.
+ * real server relaxed says so; all are on by default.
  */
 import { defaultFromLimitRanges, admitLimitRanges } from './limit-ranges.js';
 import { admitPodSecurity } from './pod-security.js';
@@ -12,12 +12,7 @@ import type { KubeObject, ObjectStore } from './store.js';
 export interface PodAdmission {
   /** The pod rules of pod-validation.ts (port names, volume mounts, required fields). */
   validation: boolean;
-  /**
-   * pod-validation.ts's rule that a request may not exceed its limit. Off by default: ACIS's
-   * controller makes runner pods whose requests exceed their limits when a Sandbox raises only its
-   * requests (controller/pod-template.ts, mergeResources), which a real server refuses and
-   * test/controller/reasons-metrics.test.ts relies on. On once the controller is fixed.
-   */
+  /** pod-validation.ts's rule that a request may not exceed its limit (a 422, as kube-apiserver's). */
   requestsWithinLimits: boolean;
   /** LimitRange defaults and min/max. */
   limitRanges: boolean;
@@ -25,7 +20,7 @@ export interface PodAdmission {
   podSecurity: boolean;
 }
 
-export const ALL_POD_ADMISSION: PodAdmission = { validation: true, requestsWithinLimits: false, limitRanges: true, podSecurity: true };
+export const ALL_POD_ADMISSION: PodAdmission = { validation: true, requestsWithinLimits: true, limitRanges: true, podSecurity: true };
 
 export function mutatePod(store: ObjectStore, admission: PodAdmission, namespace: string, pod: KubeObject): void {
   if (admission.limitRanges) defaultFromLimitRanges(store, namespace, pod);

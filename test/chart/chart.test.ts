@@ -751,6 +751,16 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
     });
   });
 
+  it("hands the chart's image pull Secrets to the controller for the pods it creates, none when there are none", async () => {
+    const controllerEnv = (rendered: RenderedObject[]) => envOf(podSpecOf(find(rendered, 'Deployment', 'acis-controller')).containers[0]!);
+    const production = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
+    expect(controllerEnv(production).get('ACIS_IMAGE_PULL_SECRETS')!.value).toBe('registry-example-com');
+    const two = await renderChart({ set: ['imagePullSecrets={registry-a,registry-b}'] });
+    const value = controllerEnv(two).get('ACIS_IMAGE_PULL_SECRETS')!.value!;
+    expect(loadControllerConfig({ ACIS_IMAGE_PULL_SECRETS: value }).imagePullSecrets).toEqual(['registry-a', 'registry-b']);
+    expect(controllerEnv(objects).has('ACIS_IMAGE_PULL_SECRETS')).toBe(false);
+  });
+
   it('the egress proxy accepts its environment', () => {
     const config = loadEgressConfig(resolvedEnv('acis-egress-proxy'));
     expect(config).toMatchObject({

@@ -12,13 +12,52 @@ const get = (path: string) => fetch(`http://127.0.0.1:${file.controller.metricsP
 
 describe('reasons a user can act on', () => {
   it('a pod no node can fit says Unschedulable, then fails with it at the start deadline', async () => {
-    createSandbox(file.cluster, 'too-big', { resources: { requests: { cpu: '16' } } });
+    createSandbox(file.cluster, 'too-big', { resources: { requests: { cpu: '16' }, limits: { cpu: '16' } } });
     const waiting = await waitForSandbox(file.cluster, 'too-big', (s) => condition(s, 'Ready')?.reason === 'Unschedulable');
     expect(waiting!.status!.phase).toBe('Starting');
     expect(condition(waiting, 'Ready')!.message).toContain('no node can run it');
     const failed = await waitForSandbox(file.cluster, 'too-big', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'Unschedulable' });
     expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s/);
+  });
+
+  it('requests above their limits are refused up front: Failed InvalidResources at once, no pod, no place held', async () => {
+    createSandbox(file.cluster, 'over-limit', { resources: { requests: { cpu: '16' } } });
+    const failed = await waitForSandbox(file.cluster, 'over-limit', phaseIs('Failed'));
+    expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'InvalidResources' });
+    expect(condition(failed, 'Ready')!.message).toMatch(/the cpu request 16 exceeds its limit \S+ \(the default\)/);
+    expect(file.cluster.server.store.find('pods', NAMESPACE, 'over-limit')).toBeUndefined();
+  });
+
+  it('a pod an admission webhook refuses says PodCreateRefused with its message, as an Event, and starts once it allows', async () => {
+    const message = 'admission webhook "policy.example.com" denied the request: images must be signed';
+    file.cluster.server.failNext({ verb: 'create', resource: 'pods', namespace: NAMESPACE, status: 400, message, times: 2 });
+    createSandbox(file.cluster, 'webhook-1');
+    const refused = await waitForSandbox(file.cluster, 'webhook-1', (s) => condition(s, 'Ready')?.reason === 'PodCreateRefused');
+    expect(refused!.status!.phase).toBe('Starting');
+    expect(condition(refused, 'Ready')!.message).toContain(message);
+    await waitForSandbox(file.cluster, 'webhook-1', phaseIs('Ready'));
+    const events = file.cluster.server.store
+      .list('events', NAMESPACE)
+      .items.filter((e: any) => e.involvedObject.name === 'webhook-1' && e.reason === 'PodCreateRefused');
+    expect(events.length).toBeGreaterThan(0);
+    expect(events[0]!.message).toContain(message);
+  });
+
+  it('a pod refused until the start deadline fails with the refusal', async () => {
+    file.cluster.server.failNext({
+      verb: 'create',
+      resource: 'pods',
+      namespace: NAMESPACE,
+      status: 422,
+      message: 'Pod "webhook-2" is invalid',
+      times: 1000,
+    });
+    createSandbox(file.cluster, 'webhook-2');
+    const failed = await waitForSandbox(file.cluster, 'webhook-2', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
+    file.cluster.server.clearFailures();
+    expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'PodCreateRefused' });
+    expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s: .*\(422\).*is invalid/);
   });
 
   it('a pod refused by a ResourceQuota says QuotaExceeded, and starts once the quota allows', async () => {

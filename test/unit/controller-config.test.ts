@@ -24,6 +24,22 @@ describe('loadControllerConfig(env)', () => {
     expect(() => loadControllerConfig({ ACIS_POOL_REFILL_DELAY_SECONDS: '-1' })).toThrow(/ACIS_POOL_REFILL_DELAY_SECONDS/);
   });
 
+  it('takes the image pull Secrets comma-separated, none by default', () => {
+    expect(loadControllerConfig({}).imagePullSecrets).toEqual([]);
+    expect(loadControllerConfig({ ACIS_IMAGE_PULL_SECRETS: 'registry-a, registry-b' }).imagePullSecrets).toEqual([
+      'registry-a',
+      'registry-b',
+    ]);
+    expect(() => loadControllerConfig({ ACIS_IMAGE_PULL_SECRETS: 'Not A Name' })).toThrow(/ACIS_IMAGE_PULL_SECRETS/);
+  });
+
+  it('refuses default runner requests above their limits, which every runner pod would be refused for', () => {
+    expect(() => loadControllerConfig({ ACIS_RUNNER_CPU_REQUEST: '4', ACIS_RUNNER_CPU_LIMIT: '2' })).toThrow(
+      /cpu request 4 exceeds its limit 2/,
+    );
+    expect(loadControllerConfig({ ACIS_RUNNER_CPU_REQUEST: '2', ACIS_RUNNER_CPU_LIMIT: '2000m' }).runnerResources.requests!.cpu).toBe('2');
+  });
+
   it('reports every problem of the environment at once', () => {
     let error: unknown;
     try {

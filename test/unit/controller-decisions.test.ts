@@ -161,6 +161,27 @@ describe('decideSandbox(sandbox, observed)', () => {
       { phase: 'Failed', reason: 'QuotaExceeded', actions: [] },
     ],
     [
+      'an admission webhook refused the pod: says PodCreateRefused and tries again',
+      sandbox({}, admittedStatus()),
+      { createRefused: { reason: 'PodCreateRefused', message: 'the API server refused the pod (400): denied' } },
+      { phase: 'Starting', reason: 'PodCreateRefused', actions: ['create-pod'] },
+    ],
+    [
+      'still refused at the deadline: Failed PodCreateRefused',
+      sandbox({}, admittedStatus({ admittedTime: iso(-61_000) })),
+      { createRefused: { reason: 'PodCreateRefused', message: 'the API server refused the pod (422): invalid' } },
+      { phase: 'Failed', reason: 'PodCreateRefused', actions: [] },
+    ],
+    [
+      'requests above limits: Failed InvalidResources at once, before admission, nothing created',
+      sandbox(),
+      {
+        specProblem: 'resources: the cpu request 16 exceeds its limit 2 (the default)',
+        admission: { admitted: false, position: 1, used: 5, max: 5 },
+      },
+      { phase: 'Failed', reason: 'InvalidResources', actions: [] },
+    ],
+    [
       'its ready pod vanished: Failed PodDeleted, not restarted',
       sandbox({}, admittedStatus({ podName: 'sbx', readyTime: iso(-500) })),
       {},
@@ -187,6 +208,15 @@ describe('decideSandbox(sandbox, observed)', () => {
     expect(decideSandbox(live, observe({ pod: pod('sbx', { phase: 'Pending' }) })).requeueAt).toBe(NOW + 30_000);
     const later = sandbox({ shutdownTime: iso(120_000) }, admittedStatus());
     expect(decideSandbox(later, observe({ pod: pod('sbx', { phase: 'Pending' }) })).requeueAt).toBe(NOW - 1_000 + 60_000);
+  });
+
+  it('a refused create is told as a Warning event with the server message once, not on every retry', () => {
+    const createRefused = { reason: 'PodCreateRefused', message: 'the API server refused the pod (400): denied' };
+    const first = decideSandbox(sandbox({}, admittedStatus()), observe({ createRefused }));
+    expect(first.events).toEqual([{ type: 'Warning', ...createRefused }]);
+    expect(ready(first.status)?.message).toBe(createRefused.message);
+    const again = decideSandbox(sandbox({}, first.status), observe({ now: NOW + 1_000, createRefused }));
+    expect(again.events).toEqual([]);
   });
 
   it('a second pass over its own result changes nothing (one status write, then none)', () => {

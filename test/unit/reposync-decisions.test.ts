@@ -93,6 +93,13 @@ describe('decideRepositorySync', () => {
     expect(decision.events).toEqual([{ type: 'Normal', reason: 'JobCreated', message: 'generation 2: started job rep-01abc-2' }]);
   });
 
+  it("pulls the Job's image with the image pull Secrets of ACIS_IMAGE_PULL_SECRETS, none without", () => {
+    const privateConfig = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_IMAGE_PULL_SECRETS: 'registry-example-com' });
+    const created = decideRepositorySync(sync(), {}, now, privateConfig).createJob!;
+    expect(created.spec!.template.spec!.imagePullSecrets).toEqual([{ name: 'registry-example-com' }]);
+    expect(decideRepositorySync(sync(), {}, now, config).createJob!.spec!.template.spec!.imagePullSecrets).toBeUndefined();
+  });
+
   it('without a credential, no Secret is mounted', () => {
     const created = decideRepositorySync(sync({ credentialSecretName: undefined }), {}, now, config).createJob!;
     expect(created.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['tmp']);

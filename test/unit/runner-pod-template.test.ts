@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, type Sandbox, type SandboxWarmPool } from '../../controller/api/v1alpha1.js';
 import { loadControllerConfig } from '../../controller/config.js';
-import { runnerPod } from '../../controller/pod-template.js';
+import { resourcesProblem, runnerPod } from '../../controller/pod-template.js';
 
 const sandbox: Sandbox = {
   apiVersion: API_VERSION,
@@ -76,5 +76,43 @@ describe('runnerPod: the model path and trust of the egress proxy', () => {
     expect(
       envOf(runnerPod(pool, 'pool-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_POOL_PREWARM: '0' }))).ACIS_PREWARM,
     ).toBeUndefined();
+  });
+});
+
+describe('runnerPod: private registries', () => {
+  const pool = {
+    apiVersion: API_VERSION,
+    kind: 'SandboxWarmPool',
+    metadata: { name: 'pool', namespace: 'acis', uid: 'uid-2' },
+    spec: { agentType: 'vendor-agent-sdk', replicas: 1 },
+  } as SandboxWarmPool;
+
+  it('gives Sandbox and warm-pool pods the image pull Secrets of ACIS_IMAGE_PULL_SECRETS', () => {
+    const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_IMAGE_PULL_SECRETS: 'registry-a,registry-b' });
+    const expected = [{ name: 'registry-a' }, { name: 'registry-b' }];
+    expect(runnerPod(sandbox, 'con-01jab-x1', config).spec!.imagePullSecrets).toEqual(expected);
+    expect(runnerPod(pool, 'pool-x1', config).spec!.imagePullSecrets).toEqual(expected);
+  });
+
+  it('without any, sets none', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' }));
+    expect(pod.spec!.imagePullSecrets).toBeUndefined();
+  });
+});
+
+describe('resourcesProblem: requests above limits, as the API server refuses them', () => {
+  const defaults = { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } };
+
+  it('names a request raised above the default limit', () => {
+    expect(resourcesProblem(defaults, { requests: { cpu: '16' } })).toContain('the cpu request 16 exceeds its limit 2 (the default)');
+    expect(resourcesProblem(defaults, { requests: { memory: '3Gi' }, limits: { memory: '2048Mi' } })).toContain(
+      'the memory request 3Gi exceeds its limit 2048Mi',
+    );
+  });
+
+  it('accepts requests within their limits, equal ones, and none', () => {
+    expect(resourcesProblem(defaults, undefined)).toBeUndefined();
+    expect(resourcesProblem(defaults, { requests: { cpu: '16' }, limits: { cpu: '16' } })).toBeUndefined();
+    expect(resourcesProblem(defaults, { requests: { cpu: '1500m', memory: '2Gi' } })).toBeUndefined();
   });
 });
