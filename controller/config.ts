@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { Resources } from './api/v1alpha1.js';
 import { clusterNamespace } from '../kube/cluster-access.js';
-import { resourcesProblem } from './pod-template.js';
+import { resourcesProblem } from './runner-resources.js';
 
 const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity such as 250m or 1Gi');
 const port = z.coerce.number().int().min(1).max(65535);

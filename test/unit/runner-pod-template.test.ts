@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, type Sandbox, type SandboxWarmPool } from '../../controller/api/v1alpha1.js';
 import { loadControllerConfig } from '../../controller/config.js';
-import { resourcesProblem, runnerPod } from '../../controller/pod-template.js';
+import { runnerPod } from '../../controller/pod-template.js';
+import { resourcesProblem } from '../../controller/runner-resources.js';
 
 const sandbox: Sandbox = {
   apiVersion: API_VERSION,
