@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { listQuery } from '../core/pagination.js';
+import { idPattern } from '../core/ids.js';
 import { ExternalId, IdParam, ListOf, Metadata, Storage, Timestamp } from '../core/schemas.js';
 import { Filler, OnCapacity, SendMessageBody } from '../messages/message-body.schemas.js';
 
@@ -77,8 +78,8 @@ export const PatchConversationBody = z.object({
 });
 
 export const ListConversationsQuery = listQuery('conversation', {
-  user_id: z.string().min(1).max(100).optional(),
-  tenant_id: z.string().min(1).max(100).optional(),
+  user_id: z.string().regex(idPattern('user'), 'must be a user id (usr_...)').optional(),
+  tenant_id: z.string().regex(idPattern('tenant'), 'must be a tenant id (tnt_...)').optional(),
 }).refine((q) => Boolean((q as { user_id?: string }).user_id) !== Boolean((q as { tenant_id?: string }).tenant_id), {
   message: 'exactly one of user_id and tenant_id is required',
   path: ['user_id'],

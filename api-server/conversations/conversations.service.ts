@@ -9,7 +9,8 @@ import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';
 import { isKnownAgentType } from '../sandboxes/agent-types.js';
 import { listSkillIds } from '../skills/skills.repository.js';
-import { effectiveRepositoryId } from '../tenants/tenants.repository.js';
+import { effectiveRepositoryId, findTenant } from '../tenants/tenants.repository.js';
+import { findUser } from '../users/users.repository.js';
 import {
   type ConversationRow,
   deleteConversation,
@@ -332,8 +333,23 @@ export async function listConversations(
     if (query.tenant_id !== undefined || query.user_id !== caller.userId) {
       throw problems.forbidden('The token reaches only its own user.');
     }
+  } else {
+    await requireFilterInScope(deps, caller, query);
   }
   if (query.user_id) q = q.where('conversations.user_id', '=', query.user_id);
   if (query.tenant_id) q = q.where('conversations.tenant_id', '=', query.tenant_id);
   return paginate(q, 'conversations.id', query);
+}
+
+/**
+ * A filter naming a user or tenant that does not exist, or lies outside the caller's integration, is
+ * answered 404 as a GET of it would be: an empty list would hide a host adapter's typo.
+ */
+async function requireFilterInScope(
+  deps: AppDeps,
+  caller: ServicePrincipal,
+  query: { user_id?: string | undefined; tenant_id?: string | undefined },
+) {
+  if (query.user_id && !(await findUser(deps.db, caller.integrationId, query.user_id))) throw problems.notFound('user');
+  if (query.tenant_id && !(await findTenant(deps.db, caller.integrationId, query.tenant_id))) throw problems.notFound('tenant');
 }

@@ -1,6 +1,7 @@
 import type { SelectQueryBuilder } from 'kysely';
 import { z } from 'zod';
 import { ID_PREFIX, type IdKind, idPattern } from './ids.js';
+import { QueryInteger } from './schemas.js';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
@@ -15,7 +16,7 @@ export function listQuery<Extra extends z.ZodRawShape>(cursor: IdKind | z.ZodTyp
     typeof cursor === 'string' ? z.string().regex(idPattern(cursor), `must be an id of this listing (${ID_PREFIX[cursor]}_...)`) : cursor;
   return z
     .object({
-      limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE),
+      limit: QueryInteger(z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE)),
       starting_after: cursorSchema.optional(),
       ending_before: cursorSchema.optional(),
       ...extra,

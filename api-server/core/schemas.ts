@@ -46,6 +46,19 @@ export const BucketUri = z
  */
 export const IdParam = z.string().max(100);
 
+/**
+ * An integer from a query string, in decimal digits only. `z.coerce.number()` alone reads what
+ * `Number()` reads (`0x10` as 16, `1e1` as 10, ` 16` and the empty string as numbers): a caller's
+ * typo would then be answered as if it meant something.
+ */
+export function QueryInteger<T extends z.ZodType<number>>(schema: T) {
+  return z.preprocess((value, context) => {
+    if (typeof value !== 'string' || /^[0-9]{1,10}$/.test(value)) return value;
+    context.addIssue({ code: 'custom', message: 'must be a decimal integer', input: value });
+    return z.NEVER;
+  }, schema);
+}
+
 /** List envelope of the spec. */
 export function ListOf<T extends z.ZodType>(item: T) {
   return z.object({

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { listQuery } from '../core/pagination.js';
-import { IdParam, ListOf, Metadata, Timestamp } from '../core/schemas.js';
+import { IdParam, ListOf, Metadata, QueryInteger, Timestamp } from '../core/schemas.js';
 import { Part } from './message-body.schemas.js';
 
 export { SendMessageBody } from './message-body.schemas.js';
@@ -38,4 +38,4 @@ export const SendMessageQuery = z.object({
 export const ListMessagesQuery = listQuery('message', {});
 
 export const MessageStreamParams = z.object({ conversation_id: IdParam, message_id: IdParam });
-export const MessageStreamQuery = z.object({ after: z.coerce.number().int().min(0).default(0) });
+export const MessageStreamQuery = z.object({ after: QueryInteger(z.coerce.number().int().min(0).default(0)) });

@@ -763,12 +763,33 @@ describe('GET /conversations', () => {
     expect(await conversationIdsOf(second.id)).toEqual([ids[3], ids[1]]);
   });
 
-  it('shows nothing of another integration (an empty page, not an error)', async () => {
-    const theirs = await t.request('GET', `/conversations?user_id=${bob.id}`, { token: otherKey });
-    expect(theirs.status).toBe(200);
-    expect(theirs.body.data).toEqual([]);
-    const tenantPage = await t.request('GET', `/conversations?tenant_id=${main.tenantId}`, { token: otherKey });
-    expect(tenantPage.body.data).toEqual([]);
+  it('answers 404 for a user or tenant of another integration, or one that does not exist, as a GET of it does', async () => {
+    expectProblem(await t.request('GET', `/conversations?user_id=${bob.id}`, { token: otherKey }), 404, 'not-found');
+    expectProblem(await t.request('GET', `/conversations?tenant_id=${main.tenantId}`, { token: otherKey }), 404, 'not-found');
+    const missingUser = `usr_${'0'.repeat(26)}`;
+    const missingTenant = `tnt_${'0'.repeat(26)}`;
+    expect((await t.request('GET', `/users/${missingUser}`, { token: key })).status).toBe(404);
+    expectProblem(await t.request('GET', `/conversations?user_id=${missingUser}`, { token: key }), 404, 'not-found');
+    expectProblem(await t.request('GET', `/conversations?tenant_id=${missingTenant}`, { token: key }), 404, 'not-found');
+    expect((await t.request('GET', `/conversations?user_id=${bob.id}`, { token: key })).status).toBe(200);
+  });
+
+  it('refuses a filter that is not an id of its kind, and a limit not written in decimal digits (400)', async () => {
+    for (const query of [
+      `tenant_id=${encodeURIComponent("tnt_x' OR '1'='1")}`,
+      `tenant_id=${bob.id}`,
+      `user_id=${main.tenantId}`,
+      'user_id=x',
+      `user_id=${bob.id}&limit=0x10`,
+      `user_id=${bob.id}&limit=1e1`,
+      `user_id=${bob.id}&limit=%2016`,
+      `user_id=${bob.id}&limit=`,
+    ]) {
+      const res = await t.request('GET', `/conversations?${query}`, { token: key });
+      expectProblem(res, 400, 'validation-error');
+    }
+    const sixteen = await t.request('GET', `/conversations?user_id=${bob.id}&limit=16`, { token: key });
+    expect(sixteen.status).toBe(200);
   });
 
   it('under a platform JWT lists only its own user; tenant_id or another user_id is 403', async () => {

@@ -19,7 +19,7 @@ describe('listQuery', () => {
     expect(MAX_PAGE_SIZE).toBe(100);
     expect(query.safeParse({ limit: '1' }).success).toBe(true);
     expect(query.safeParse({ limit: '100' }).success).toBe(true);
-    for (const limit of ['0', '101', '-1', '2.5', 'ten', '']) {
+    for (const limit of ['0', '101', '-1', '2.5', 'ten', '', '0x10', '1e1', ' 16', '16 ', '+16', '0b1', '1'.repeat(11)]) {
       expect(query.safeParse({ limit }).success, limit).toBe(false);
     }
   });
