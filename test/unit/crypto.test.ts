@@ -140,5 +140,7 @@ describe('helpers', () => {
     expect(constantTimeEqual(Buffer.from('abc'), Buffer.from('abc'))).toBe(true);
     expect(constantTimeEqual(Buffer.from('abc'), Buffer.from('abd'))).toBe(false);
     expect(constantTimeEqual(Buffer.from('abc'), Buffer.from('abcd'))).toBe(false);
+    expect(constantTimeEqual(Buffer.alloc(0), Buffer.alloc(0))).toBe(true);
+    expect(constantTimeEqual(Buffer.alloc(0), Buffer.from('a'))).toBe(false);
   });
 });
