@@ -3,6 +3,7 @@ import Koa from 'koa';
 import { sql } from 'kysely';
 import { authenticate } from './auth/authenticate.js';
 import type { AppDeps } from './deps.js';
+import { sandboxWeakenings } from './config.js';
 import { constantTimeEqual } from './core/crypto.js';
 import { jsonBody, requireJsonBody } from './core/http/json-body.js';
 import { requestContext, requireWellFormedUrl } from './core/http/middleware.js';
@@ -30,7 +31,8 @@ export function createApp(deps: AppDeps): Koa {
     if (unavailable) throw new ProblemError('sandbox-unavailable', 503, { detail: unavailable });
     // Constant SQL without parameters: one simple-protocol round trip, no statement to prepare.
     await sql`select 1`.execute(deps.db);
-    ctx.body = { status: 'ready' };
+    const weakenings = sandboxWeakenings(deps.config);
+    ctx.body = weakenings.length > 0 ? { status: 'ready', sandbox_weakened_by: weakenings } : { status: 'ready' };
   });
   router.get('/metrics', async (ctx) => {
     requireMetricsToken(ctx, deps.config.metricsToken);

@@ -246,3 +246,18 @@ function hostPort(value: string): { host: string; port: number } {
   const colon = value.lastIndexOf(':');
   return { host: value.slice(0, colon).replace(/^\[(.*)\]$/, '$1'), port: Number(value.slice(colon + 1)) };
 }
+
+/**
+ * The settings in force that weaken what keeps agent code in, each said as a sentence an operator
+ * can act on. They are logged at start and listed in /readyz's body, so a setting meant for a test
+ * machine cannot reach production unseen.
+ */
+export function sandboxWeakenings(config: Config): string[] {
+  const weakenings: string[] = [];
+  if (config.sandboxProvider === 'local' && config.sandboxIsolation === 'none') {
+    weakenings.push('ACIS_SANDBOX_ISOLATION=none: agent code runs as plain processes of this server, with its user, files and network');
+  }
+  if (config.allowFileRepos) weakenings.push("ACIS_ALLOW_FILE_REPOS=1: repositories may be read from this machine's file system");
+  if (config.egressAllow) weakenings.push(`ACIS_EGRESS_ALLOW: sandboxes may reach these private destinations: ${config.egressAllow}`);
+  return weakenings;
+}

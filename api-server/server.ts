@@ -7,7 +7,7 @@ import { readResolveToken } from '../egress-proxy/resolve-protocol.js';
 import { clusterNamespace } from '../kube/cluster-access.js';
 import { createApp } from './app.js';
 import { ApprovalGate } from './approvals/approval-gate.js';
-import type { Config } from './config.js';
+import { type Config, sandboxWeakenings } from './config.js';
 import { createVault, loadMasterKey, parseMasterKey, type Vault } from './core/crypto.js';
 import { type DatabaseHandle, migrateToLatest, openDatabase } from './core/db/database.js';
 import { answerClientErrors } from './core/http/client-error.js';
@@ -148,6 +148,8 @@ async function assemble(
   const listener = await listen(deps);
   const loops = startBackgroundLoops(deps, baseUrl);
   logger.info({ port: listener.port, host: config.host, database: database.kind }, 'ACIS listening');
+  const weakenings = sandboxWeakenings(config);
+  if (weakenings.length > 0) logger.warn({ weakenings }, 'THE SANDBOX IS WEAKENED by these settings; never in production');
   const shutdown = shutdownOnce({ deps, runs, loops, aborts, egress, closeServer: listener.closeServer, database });
   return {
     url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${listener.port}`,

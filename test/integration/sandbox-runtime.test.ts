@@ -7,6 +7,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, sandboxWeakenings } from '../../api-server/config.js';
 import { checkSandboxRuntime } from '../../api-server/sandboxes/local/sandbox-runtime.js';
 import { isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { provisionUser } from '../helpers/provision.js';
@@ -131,5 +132,26 @@ describe('a node without a sandbox runtime', () => {
     });
     expect(held.status, held.text).toBe(503);
     expect(problemSlug(held)).toBe('sandbox-unavailable');
+  });
+});
+
+describe('a node whose settings weaken the sandbox', () => {
+  it('says so in a warning at start and in /readyz, naming each setting; a default node says nothing', async () => {
+    const t = await startTestServer({ ACIS_SANDBOX_ISOLATION: 'none', ACIS_ALLOW_FILE_REPOS: '1', ACIS_POOL_SIZE: '0' });
+    try {
+      const warning = t.logs.map((line) => JSON.parse(line)).find((line) => line.msg?.startsWith('THE SANDBOX IS WEAKENED'));
+      expect(warning).toMatchObject({ level: 40 });
+      expect(warning.weakenings).toEqual([
+        expect.stringMatching(/^ACIS_SANDBOX_ISOLATION=none: /),
+        expect.stringMatching(/^ACIS_ALLOW_FILE_REPOS=1: /),
+      ]);
+      const ready = await t.request('GET', '/readyz');
+      expect(ready.status).toBe(200);
+      expect(ready.body).toEqual({ status: 'ready', sandbox_weakened_by: warning.weakenings });
+    } finally {
+      await t.stop();
+    }
+    expect(sandboxWeakenings(loadConfig({}))).toEqual([]);
+    expect(sandboxWeakenings(loadConfig({ ACIS_SANDBOX_PROVIDER: 'kubernetes', ACIS_SANDBOX_ISOLATION: 'none' }))).toEqual([]);
   });
 });
