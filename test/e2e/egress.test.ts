@@ -195,6 +195,39 @@ describe('a run calling out through the egress proxy', () => {
     expect(calls.filter((r) => r.kind === 'agent').length).toBeGreaterThanOrEqual(2);
     for (const call of calls) expect(call.status).toBe(200);
     expect(t.logs.join('')).not.toContain(PLATFORM_KEY);
+    // A pool runner's prewarmed agent runtime made no model call it was refused.
+    expect(t.logs.join('')).not.toContain('model call refused');
+  });
+
+  it('serves the model socket only to a runner with a run in progress: its credential is refused once the turn ended', async () => {
+    const conversationId = await newConversation();
+    const { message } = await bash(conversationId, 'printenv ANTHROPIC_CUSTOM_HEADERS');
+    expect(message.status).toBe('completed');
+    const header = /x-acis-runner: (\S+:\S+)/.exec(message.content)?.[1];
+    expect(header, message.content).toBeDefined();
+    const socketPath = path.join(t.server.deps.config.dataDir, 'sandboxes', 'run', 'model.sock');
+    const call = (headers: Record<string, string>) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(
+          { socketPath, path: '/v1/messages', method: 'POST', headers: { 'content-type': 'application/json', ...headers } },
+          (res) => {
+            let body = '';
+            res.on('data', (chunk) => (body += chunk));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on('error', reject);
+        req.end('{"model":"x","max_tokens":1,"messages":[]}');
+      });
+    const before = stub.requests.length;
+    const attempts: Record<string, string>[] = [{ 'x-acis-runner': header! }, {}, { 'x-acis-runner': `${header!.split(':')[0]}:wrong` }];
+    for (const headers of attempts) {
+      const refused = await call(headers);
+      expect(refused.status).toBe(401);
+      expect(JSON.parse(refused.body)).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+    }
+    expect(stub.requests.length).toBe(before);
+    expect(t.logs.join('')).toContain('model call refused: no run in progress on the calling runner');
   });
 
   it('aborts the run with missing-secret when a placeholder met only at egress names no vaulted alias', async () => {

@@ -1,7 +1,8 @@
 /**
  * The host end of a sandbox's `model.sock`: a small HTTP forwarder to the model endpoint that puts the
- * platform's key on every request. Runners hold only a placeholder key, so the real one never enters a
- * sandbox; whatever key or authorization a runner sends is dropped. Bodies stream both ways untouched
+ * platform's key on every request of a runner with a run in progress (its credential in a header says
+ * which runner calls; an idle runner's left-over process gets 401). Runners hold only a placeholder
+ * key, so the real one never enters a sandbox; whatever key or authorization a runner sends is dropped. Bodies stream both ways untouched
  * (server-sent events must not be buffered).
  */
 import { rm } from 'node:fs/promises';
@@ -11,16 +12,19 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { HOP_BY_HOP } from '../../../egress-proxy/http-messages.js';
 import type { Bridge } from '../../../runner/bridge.js';
+import { RUNNER_CREDENTIAL_HEADER } from './runner-process.js';
 
 export interface ModelGatewayOptions {
   /** ANTHROPIC_BASE_URL: where requests go (its path is prefixed to theirs). */
   baseUrl: string;
   /** ANTHROPIC_API_KEY: sent as x-api-key; absent, requests go without a key (the endpoint decides). */
   apiKey: string | undefined;
+  /** Whether the runner credential a request carries (`id:token`) stands for a run in progress. */
+  authorize: (credential: string) => boolean;
   logger: Logger;
 }
 
-const DROPPED = new Set([...HOP_BY_HOP, 'host', 'x-api-key', 'authorization']);
+const DROPPED = new Set([...HOP_BY_HOP, 'host', 'x-api-key', 'authorization', RUNNER_CREDENTIAL_HEADER]);
 
 export async function serveModelGateway(socketPath: string, options: ModelGatewayOptions): Promise<Bridge> {
   const base = new URL(options.baseUrl);
@@ -29,6 +33,14 @@ export async function serveModelGateway(socketPath: string, options: ModelGatewa
   const open = new Set<Socket>();
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const credential = req.headers[RUNNER_CREDENTIAL_HEADER];
+    if (typeof credential !== 'string' || !options.authorize(credential)) {
+      options.logger.warn(
+        { runner: typeof credential === 'string' ? credential.split(':')[0] : undefined },
+        'model call refused: no run in progress on the calling runner',
+      );
+      return void refuse(res);
+    }
     const headers: OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !DROPPED.has(name)) headers[name] = value;
@@ -85,4 +97,10 @@ export async function serveModelGateway(socketPath: string, options: ModelGatewa
       return closed;
     },
   };
+}
+
+/** Answered as the model endpoint answers a bad key, so the agent runtime reports it as such. */
+function refuse(res: ServerResponse): void {
+  res.writeHead(401, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: 'no run in progress on this runner' } }));
 }

@@ -98,6 +98,11 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.modelBridge = await serveModelGateway(path.join(runDir, 'model.sock'), {
       baseUrl: this.config.anthropicBaseUrl,
       apiKey: this.config.anthropicApiKey,
+      // The platform's key serves a run, not a runner: an idle runner's leftover process gets none.
+      authorize: (credential) => {
+        const [runnerId = '', token = ''] = credential.split(':');
+        return this.registry.egressRun(runnerId, token) !== undefined;
+      },
       logger: this.logger,
     });
     if (egress) {
@@ -294,7 +299,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       bwrapPath: this.runtime.ok ? this.runtime.bwrapPath : this.config.bwrapPath,
       dirs,
       runDir: path.join(this.root, 'run'),
-      egress: this.egress && { hostPort: this.egress.port, credential: { id, token: egressToken } },
+      credential: { id, token: egressToken },
+      egress: this.egress && { hostPort: this.egress.port },
       // A pool runner serves a conversation not known yet; the agent runtime can start before it is.
       prewarm: options.pooled && this.config.poolPrewarm,
     });

@@ -2,7 +2,7 @@
  * How the local provider starts a runner: the process, its arguments and its whole environment, in
  * a bubblewrap sandbox (runner/bwrap.ts) or, for debugging, unsandboxed. The environment is the runner's
  * contract with its host: the model endpoint only through the gateway's socket (the platform's key
- * never enters: the gateway replaces the placeholder), every HTTP(S) client pointed at the egress
+ * never enters: the gateway replaces the placeholder, for a runner with a run in progress), every HTTP(S) client pointed at the egress
  * proxy with the runner's own credential and trusting the proxy's CA, the transcript mirrored to the
  * API server's store, and, for a pool runner, the agent runtime prewarmed.
  */
@@ -26,10 +26,23 @@ export interface LocalRunnerProcessOptions {
   dirs: { root: string; workspace: string; home: string };
   /** The host directory every sandbox sees at /run/acis: model.sock, egress.sock and the CA files. */
   runDir: string;
-  /** The egress proxy (its port on this host) and the runner's credential for it; absent: no route out. */
-  egress?: { hostPort: number; credential: { id: string; token: string } } | undefined;
+  /**
+   * The runner's credential: it authenticates the runner to the egress proxy and to the model
+   * gateway, which stand for it only while a run is in progress on the runner.
+   */
+  credential: RunnerCredential;
+  /** The egress proxy's port on this host; absent: no route out. */
+  egress?: { hostPort: number } | undefined;
   prewarm: boolean;
 }
+
+export interface RunnerCredential {
+  id: string;
+  token: string;
+}
+
+/** The header a runner's model calls carry its credential in (the agent runtime's ANTHROPIC_CUSTOM_HEADERS). */
+export const RUNNER_CREDENTIAL_HEADER = 'x-acis-runner';
 
 export function localRunnerProcess(options: LocalRunnerProcessOptions): {
   file: string;
@@ -47,7 +60,8 @@ export function localRunnerProcess(options: LocalRunnerProcessOptions): {
     // The runtime's host part is never resolved: it talks to the model gateway on model.sock.
     ANTHROPIC_BASE_URL: 'http://model.invalid',
     ANTHROPIC_UNIX_SOCKET: `${runPath}/model.sock`,
-    ...(options.egress && egressEnv(options.egress, runPath, isolated)),
+    ANTHROPIC_CUSTOM_HEADERS: `${RUNNER_CREDENTIAL_HEADER}: ${options.credential.id}:${options.credential.token}`,
+    ...(options.egress && egressEnv(options.egress.hostPort, options.credential, runPath, isolated)),
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
     ACIS_SESSION_STORE: '1',
     ...(options.prewarm && { ACIS_PREWARM: '1' }),
@@ -80,9 +94,9 @@ export function localRunnerProcess(options: LocalRunnerProcessOptions): {
 }
 
 /** The runner's route out: every HTTP(S) client through the egress proxy with the runner's credential, trusting its CA. */
-function egressEnv(egress: NonNullable<LocalRunnerProcessOptions['egress']>, runPath: string, isolated: boolean): Record<string, string> {
-  const { id, token } = egress.credential;
-  const proxy = `http://${id}:${token}@127.0.0.1:${isolated ? SANDBOX_PROXY_PORT : egress.hostPort}`;
+function egressEnv(hostPort: number, credential: RunnerCredential, runPath: string, isolated: boolean): Record<string, string> {
+  const { id, token } = credential;
+  const proxy = `http://${id}:${token}@127.0.0.1:${isolated ? SANDBOX_PROXY_PORT : hostPort}`;
   const bundle = `${runPath}/ca-bundle.pem`;
   return {
     ...(isolated && { ACIS_FORWARD: `${SANDBOX_PROXY_PORT}=${runPath}/egress.sock` }),
