@@ -9,7 +9,16 @@ export const GitHubDeliveryBody = z
     after: z.string().max(64).optional(),
     deleted: z.boolean().optional(),
     repository: z
-      .looseObject({ clone_url: Url.optional(), html_url: Url.optional(), ssh_url: Url.optional(), git_url: Url.optional() })
+      .looseObject({
+        clone_url: Url.optional(),
+        html_url: Url.optional(),
+        ssh_url: Url.optional(),
+        git_url: Url.optional(),
+        pushed_at: z
+          .union([z.number(), z.string().max(64)])
+          .optional()
+          .describe('unix seconds in push events'),
+      })
       .optional(),
   })
   .meta({ id: 'GitHubDelivery', description: 'A GitHub webhook payload (push and ping are acted on)' });

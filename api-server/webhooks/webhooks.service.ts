@@ -7,9 +7,14 @@
  * `github_webhook_secret` in that integration's registry (several may coexist while one is rotated).
  * Each candidate secret is checked in constant time by @octokit/webhooks; only the repositories of
  * integrations whose secret verifies are touched. No valid signature: 401, and nothing is recorded
- * or queued. A delivery id is recorded only after its signature verified, so a forged request cannot
- * burn a real delivery's id.
+ * or queued.
+ *
+ * Replays: the delivery id header is not signed, so a push is remembered by the digest of its signed
+ * body (recorded only after the signature verified, so a forged request cannot burn a real one) for
+ * REPLAY_WINDOW_MS, and a push whose signed `repository.pushed_at` is older than that window (or
+ * absent) is not acted on: a captured delivery sent again, under any id, queues nothing.
  */
+import { createHash } from 'node:crypto';
 import { Webhooks } from '@octokit/webhooks';
 import type { AppDeps } from '../deps.js';
 import { ProblemError } from '../core/problems.js';
@@ -17,7 +22,7 @@ import { findCredentialCiphertextsOfType } from '../credentials/credentials.repo
 import { credentialSecretContext } from '../credentials/credentials.service.js';
 import { findRepositoriesByUrls } from '../repositories/repositories.repository.js';
 import type { GitHubDeliveryBody, WebhookReceipt } from './webhooks.schemas.js';
-import { recordDelivery } from './webhooks.repository.js';
+import { REPLAY_WINDOW_MS, recordDelivery } from './webhooks.repository.js';
 
 export const WEBHOOK_SECRET_CREDENTIAL = 'github_webhook_secret';
 const NULL_COMMIT = /^0+$/;
@@ -49,9 +54,11 @@ export async function receiveGitHubDelivery(deps: AppDeps, delivery: GitHubDeliv
   });
   if (delivery.event === 'ping') return receipt('pong', 0, `${repositories.length} registered repositories at this URL`);
   if (delivery.event !== 'push') return receipt('ignored', 0, `${delivery.event} events are not acted on`);
-  if (delivery.deliveryId && !(await recordDelivery(deps.db, delivery.deliveryId, deps.now()))) {
-    return receipt('duplicate', 0, 'this delivery was received before');
+  if (!pushedWithinReplayWindow(delivery.payload, deps.now())) {
+    return receipt('ignored', 0, 'a push without repository.pushed_at, or pushed before the replay window (7 days), is not acted on');
   }
+  const bodyDigest = createHash('sha256').update(delivery.rawBody).digest('hex');
+  if (!(await recordDelivery(deps.db, bodyDigest, deps.now()))) return receipt('duplicate', 0, 'this delivery was received before');
   const { ref, after, deleted } = delivery.payload;
   const branch = ref?.startsWith('refs/heads/') ? ref.slice('refs/heads/'.length) : undefined;
   if (!branch || deleted || !after || NULL_COMMIT.test(after)) return receipt('ignored', 0, 'not a push of a branch head');
@@ -67,6 +74,13 @@ export async function receiveGitHubDelivery(deps: AppDeps, delivery: GitHubDeliv
   return queued > 0
     ? receipt('queued', queued, `sync queued for ${queued} repositories`)
     : receipt('up_to_date', 0, 'already synced at this commit');
+}
+
+/** `repository.pushed_at` of a push: unix seconds (as GitHub sends it in push events) or an ISO time. */
+function pushedWithinReplayWindow(payload: GitHubDeliveryBody, now: Date): boolean {
+  const pushedAt = payload.repository?.pushed_at;
+  const time = typeof pushedAt === 'number' ? pushedAt * 1000 : typeof pushedAt === 'string' ? Date.parse(pushedAt) : Number.NaN;
+  return Number.isFinite(time) && now.getTime() - time < REPLAY_WINDOW_MS;
 }
 
 /** The integrations (of those given) one of whose webhook secrets verifies the delivery's signature. */

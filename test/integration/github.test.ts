@@ -93,7 +93,8 @@ async function registered(
 
 interface Delivery {
   event?: string;
-  id?: string;
+  /** null: no X-GitHub-Delivery header. */
+  id?: string | null;
   body: unknown;
   secret?: string | null;
 }
@@ -109,9 +110,9 @@ async function deliver({
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'x-github-event': event,
-    'x-github-delivery': id,
     'user-agent': 'GitHub-Hookshot/test',
   };
+  if (id !== null) headers['x-github-delivery'] = id;
   if (secret !== null) headers['x-hub-signature-256'] = `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`;
   const res = await t.request('POST', '/webhooks/github', { headers, rawBody: raw });
   responses.push(res);
@@ -123,7 +124,12 @@ const pushOf = (cloneUrl: string, after: string, ref = 'refs/heads/main') => ({
   before: '0'.repeat(40),
   after,
   deleted: false,
-  repository: { full_name: 'acme/skills', clone_url: cloneUrl, html_url: cloneUrl.replace(/\.git$/, '') },
+  repository: {
+    full_name: 'acme/skills',
+    clone_url: cloneUrl,
+    html_url: cloneUrl.replace(/\.git$/, ''),
+    pushed_at: Math.floor(Date.now() / 1000),
+  },
   pusher: { name: 'someone' },
 });
 
@@ -207,6 +213,33 @@ describe('POST /webhooks/github', () => {
     expect(again.body).toMatchObject({ outcome: 'duplicate', syncs_queued: 0 });
     expect((await request('GET', `/repositories/${id}`)).body.sync.state).toBe('ready');
     expect(github.requests.length).toBe(tokensBefore);
+  });
+
+  it('a captured push replayed under another delivery id, or without one, queues nothing; nor does a push older than a week', async () => {
+    const { repo, id, cloneUrl } = await registered();
+    const after = await repo.commit({ 'skills/replay/SKILL.md': manifest({ name: 'replay', description: 'Replayed.' }) });
+    const captured = pushOf(cloneUrl, after);
+    expect((await deliver({ body: captured })).body).toMatchObject({ outcome: 'queued', syncs_queued: 1 });
+    await settled(id);
+    // Another push moves the repository on, so a replay of the captured one would otherwise sync again.
+    const next = await repo.commit({ 'skills/replay/more.md': 'more\n' });
+    expect((await deliver({ body: pushOf(cloneUrl, next) })).body).toMatchObject({ outcome: 'queued' });
+    await settled(id);
+    for (const replayId of [randomBytes(8).toString('hex'), null]) {
+      const replay = await deliver({ id: replayId, body: captured });
+      expect(replay.status).toBe(200);
+      expect(replay.body).toMatchObject({ outcome: 'duplicate', syncs_queued: 0 });
+    }
+    const weekOld = { ...captured, repository: { ...captured.repository, pushed_at: Math.floor(Date.now() / 1000) - 8 * 24 * 3600 } };
+    const { pushed_at: _dropped, ...withoutTime } = captured.repository;
+    for (const body of [weekOld, { ...captured, repository: withoutTime }]) {
+      const stale = await deliver({ body });
+      expect(stale.status).toBe(200);
+      expect(stale.body).toMatchObject({ outcome: 'ignored', syncs_queued: 0 });
+      expect(stale.body.detail).toContain('replay window');
+    }
+    expect((await request('GET', `/repositories/${id}/sync`)).body.commit).toBe(next);
+    expect((await request('GET', `/repositories/${id}`)).body.sync.state).toBe('ready');
   });
 
   it("a wrong, a missing or another integration's signature is 401 and changes nothing", async () => {

@@ -119,7 +119,8 @@ export interface RepositoriesTable {
 
 /** GitHub deliveries already acted on (migration 0008). */
 export interface WebhookDeliveriesTable {
-  delivery_id: string;
+  /** SHA-256 of the delivery's signed body (migration 0012; before it, the unsigned delivery id). */
+  body_digest: string;
   received_at: Timestamp;
 }
 
