@@ -204,3 +204,19 @@ describe('acis serve on SIGTERM', () => {
     expect(server.output()).not.toContain('exiting at once');
   }, 60_000);
 });
+
+describe('a requested shutdown', () => {
+  it('logs no error when it stops a pool runner that is still starting', async () => {
+    const server = await startTestServer({ ANTHROPIC_BASE_URL: stub.url, ACIS_POOL_SIZE: '1' });
+    let stopped = false;
+    try {
+      expect(server.server.deps.runtime.provider.views().map((view) => view.state)).toEqual(['starting']);
+      await server.stop();
+      stopped = true;
+      const errors = server.logs.map((line) => JSON.parse(line)).filter((line) => line.level >= 50);
+      expect(errors).toEqual([]);
+    } finally {
+      if (!stopped) await server.stop();
+    }
+  });
+});

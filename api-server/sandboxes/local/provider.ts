@@ -317,6 +317,8 @@ export class LocalSandboxProvider implements SandboxProvider {
           this.pump();
         },
         (error: unknown) => {
+          // Stopping kills the runners still starting: that is no failure to report.
+          if (this.stopped) return;
           this.logger.error({ err: error, runner_id: id }, 'pre-starting a runner failed');
           void this.recycle(id);
         },
