@@ -30,6 +30,7 @@ export const adminRoutes = [
     tag,
     auth: 'admin',
     body: CreateIntegrationBody,
+    bodyExample: { name: 'Acme host product' },
     responses: { 201: { description: 'Created', schema: CreatedIntegration }, ...unauthorized, 422: { description: 'Invalid body' } },
     handler: async ({ deps, body }) => ({ status: 201, body: await adminCreateIntegration(deps, body.name) }),
   }),
@@ -71,6 +72,7 @@ export const adminRoutes = [
     auth: 'admin',
     params: TenantIdParams,
     body: CreateApproverKeyBody,
+    bodyExample: { algorithm: 'hmac-sha256' },
     responses: {
       201: { description: 'Created', schema: CreatedApproverKey },
       ...unauthorized,

@@ -23,6 +23,15 @@ function resolveRoute(decision: 'approve' | 'deny') {
     auth: 'service-or-user',
     params: ApprovalIdParams,
     body: ResolveApprovalBody,
+    bodyExample: {
+      signature: {
+        key_id: 'apk_01JD4Z8K5M2N3P4Q5R6S7T8V9W',
+        algorithm: 'hmac-sha256',
+        exp: 1893456000,
+        value: 'c2lnbmF0dXJlLW9mLXRoZS1hcHByb3ZhbA',
+      },
+      note: decision === 'approve' ? 'Approved by the on-call lead' : 'Not this quarter',
+    },
     idempotent: true,
     responses: {
       200: { description: `The approval, ${decision === 'approve' ? 'approved' : 'denied'}`, schema: Approval },

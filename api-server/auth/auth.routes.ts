@@ -12,6 +12,7 @@ export const authRoutes = [
     auth: 'service',
     rateClass: 'token-exchange',
     body: TokenExchangeBody,
+    bodyExample: { tenant_external_id: 'acme-corp', user_external_id: 'user-42', ttl_seconds: 900 },
     responses: {
       200: { description: 'The platform token', schema: Token },
       401: { description: 'Missing or unknown service key' },

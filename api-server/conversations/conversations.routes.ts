@@ -84,6 +84,13 @@ export const conversationRoutes = [
     auth: 'service-or-user',
     rateClass: sendsInitialMessage,
     body: CreateConversationBody,
+    bodyExample: {
+      user_id: 'usr_01JD4Z8K5M2N3P4Q5R6S7T8V9W',
+      external_id: 'ticket-1234',
+      title: 'Quarterly report',
+      runtime: { mode: 'warm', idle_ttl_seconds: 600 },
+      initial_message: { content: 'Summarise the attached report.' },
+    },
     idempotent: true,
     responses: {
       200: { description: 'With initial_message: the run as NDJSON, led by a conversation line', contentType: NDJSON, schema: StreamLine },
@@ -126,6 +133,7 @@ export const conversationRoutes = [
     rateClass: sendsInitialMessage,
     params: ConversationExternalIdParams,
     body: UpsertConversationBody,
+    bodyExample: { user_id: 'usr_01JD4Z8K5M2N3P4Q5R6S7T8V9W', title: 'Quarterly report', metadata: { ticket: '1234' } },
     responses: {
       200: {
         description:
@@ -205,6 +213,7 @@ export const conversationRoutes = [
     auth: 'service-or-user',
     params: ConversationIdParams,
     body: PatchConversationBody,
+    bodyExample: { title: 'Quarterly report (final)', status: 'archived' },
     responses: {
       200: { description: 'The updated conversation', schema: Conversation },
       ...common,

@@ -19,6 +19,7 @@ export const credentialRoutes = [
     tag,
     auth: 'service',
     body: CreateCredentialBody,
+    bodyExample: { name: 'skills-repo-token', type: 'git_pat', secret: 'ghp_exampleexampleexample' },
     idempotent: true,
     responses: {
       201: { description: 'Created (without the secret)', schema: Credential },

@@ -38,6 +38,12 @@ export const messageRoutes = [
     params: ConversationIdParams,
     query: SendMessageQuery,
     body: SendMessageBody,
+    bodyExample: {
+      content: "Post the summary to the team's channel.",
+      env: { CHANNEL: '#reports' },
+      secrets: { SLACK_TOKEN: 'xoxb-example' },
+      on_capacity: 'hold',
+    },
     idempotent: true,
     responses: {
       200: { description: 'The run as NDJSON lines (stream=true)', contentType: NDJSON, schema: StreamLine },

@@ -36,6 +36,13 @@ export const repositoryRoutes = [
     tag,
     auth: 'service',
     body: CreateRepositoryBody,
+    bodyExample: {
+      name: 'skills',
+      repo_url: 'https://github.com/acme/skills.git',
+      branch: 'main',
+      provider: 'github',
+      credential_id: 'crd_01JD4Z8K5M2N3P4Q5R6S7T8V9W',
+    },
     idempotent: true,
     responses: {
       201: { description: 'Registered; its first sync starts at once (state pending, then syncing)', schema: Repository },
@@ -89,6 +96,7 @@ export const repositoryRoutes = [
     auth: 'service',
     params: RepositoryIdParams,
     body: PatchRepositoryBody,
+    bodyExample: { branch: 'release' },
     responses: {
       200: { description: 'The updated repository', schema: Repository },
       ...common,

@@ -21,6 +21,11 @@ export const roleRoutes = [
     auth: 'service',
     params: TenantIdParams,
     body: CreateRoleBody,
+    bodyExample: {
+      name: 'analyst',
+      description: 'Reads reports',
+      skill_access: { mode: 'selected', skill_ids: ['skl_01JD4Z8K5M2N3P4Q5R6S7T8V9W'] },
+    },
     idempotent: true,
     responses: {
       201: { description: 'Created', schema: Role },
@@ -77,6 +82,7 @@ export const roleRoutes = [
     auth: 'service',
     params: RoleIdParams,
     body: PatchRoleBody,
+    bodyExample: { skill_access: { mode: 'all' } },
     responses: {
       200: { description: 'The updated role', schema: Role },
       ...common,

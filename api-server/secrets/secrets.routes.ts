@@ -48,6 +48,7 @@ export const secretRoutes = [
     auth: 'service-or-user',
     params: ConversationIdParams,
     body: PutSecretsBody,
+    bodyExample: { secrets: { SLACK_TOKEN: 'xoxb-example' } },
     responses: {
       200: { description: "The conversation's secrets, all of them (aliases and timestamps only)", schema: ConversationSecretList },
       ...conversationCommon,
@@ -106,6 +107,7 @@ export const secretRoutes = [
     auth: 'service',
     params: UserIdParams,
     body: PutSecretsBody,
+    bodyExample: { secrets: { GITHUB_TOKEN: 'ghp_exampleexampleexample' } },
     responses: {
       200: { description: "The user's secrets, all of them (aliases and timestamps only)", schema: UserSecretList },
       ...serviceCommon,
@@ -160,6 +162,7 @@ export const secretRoutes = [
     auth: 'service',
     params: TenantIdParams,
     body: PutSecretsBody,
+    bodyExample: { secrets: { CRM_API_KEY: 'example-key' } },
     responses: {
       200: { description: "The tenant's secrets, all of them (aliases and timestamps only)", schema: TenantSecretList },
       ...serviceCommon,

@@ -20,6 +20,7 @@ export const skillRoutes = [
     auth: 'service',
     params: RepositorySkillsParams,
     body: CreateSkillBody,
+    bodyExample: { name: 'release-notes', description: 'Writes release notes from a changelog', path: 'skills/release-notes' },
     idempotent: true,
     responses: {
       201: { description: 'Created, with source manual', schema: Skill },

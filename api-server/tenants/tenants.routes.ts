@@ -39,6 +39,12 @@ export const tenantRoutes = [
     tag,
     auth: 'service',
     body: CreateTenantBody,
+    bodyExample: {
+      name: 'Acme Corp',
+      external_id: 'acme-corp',
+      settings: { filler_enabled: true, max_idle_ttl_seconds: 3600 },
+      metadata: { plan: 'enterprise' },
+    },
     idempotent: true,
     responses: {
       201: { description: 'Created', schema: Tenant },
@@ -75,6 +81,7 @@ export const tenantRoutes = [
     auth: 'service',
     params: TenantExternalIdParams,
     body: UpsertTenantBody,
+    bodyExample: { name: 'Acme Corp', settings: { max_concurrent_warm: 5 }, metadata: { plan: 'enterprise' } },
     responses: {
       200: { description: 'Existed (warm path); provided fields merged', schema: Tenant },
       201: { description: 'Created (cold path)', schema: Tenant },
@@ -137,6 +144,7 @@ export const tenantRoutes = [
     auth: 'service',
     params: TenantIdParams,
     body: PatchTenantBody,
+    bodyExample: { status: 'suspended' },
     responses: {
       200: { description: 'The updated tenant', schema: Tenant },
       ...common,
@@ -171,6 +179,7 @@ export const tenantRoutes = [
     auth: 'service',
     params: TenantIdParams,
     body: AttachRepositoryBody,
+    bodyExample: { repository_id: 'rep_01JD4Z8K5M2N3P4Q5R6S7T8V9W' },
     responses: {
       200: { description: 'The tenant with its repository', schema: Tenant },
       ...common,

@@ -33,6 +33,7 @@ export const userRoutes = [
     auth: 'service',
     params: TenantUserExternalIdParams,
     body: UpsertUserBody,
+    bodyExample: { email: 'ada@example.com', display_name: 'Ada Lovelace', role_id: 'rol_01JD4Z8K5M2N3P4Q5R6S7T8V9W' },
     responses: {
       200: { description: 'Existed; provided fields merged', schema: User },
       201: { description: 'Created, with the platform bucket attached', schema: User },
@@ -90,6 +91,7 @@ export const userRoutes = [
     auth: 'service',
     params: UserIdParams,
     body: PatchUserBody,
+    bodyExample: { display_name: 'Ada L.', status: 'active' },
     responses: {
       200: { description: 'The updated user', schema: User },
       ...common,

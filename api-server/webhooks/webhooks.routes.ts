@@ -12,6 +12,11 @@ export const webhookRoutes = [
     // GitHub signs the body with the integration's webhook secret (X-Hub-Signature-256); the handler checks it.
     auth: 'signature',
     body: GitHubDeliveryBody,
+    bodyExample: {
+      ref: 'refs/heads/main',
+      after: '6113728f27ae82c7b1a177c8d03f9e96e0adf246',
+      repository: { clone_url: 'https://github.com/acme/skills.git', pushed_at: 1764400000 },
+    },
     responses: {
       200: { description: 'Verified; nothing to do (ping, another event or branch, a redelivery, already synced)', schema: WebhookReceipt },
       202: { description: 'Verified; syncs queued', schema: WebhookReceipt },

@@ -95,7 +95,15 @@ function operation(route: AnyRoute, convert: SchemaConverter): Record<string, un
     security: route.auth === 'signature' ? [] : [{ [route.auth === 'admin' ? 'adminToken' : 'bearer']: [] }],
     ...(parameters.length > 0 && { parameters }),
     ...(route.body && {
-      requestBody: { required: true, content: { 'application/json': { schema: convert(route.body, 'input') } } },
+      requestBody: {
+        required: true,
+        content: {
+          'application/json': {
+            schema: convert(route.body, 'input'),
+            ...(route.bodyExample !== undefined && { example: route.bodyExample }),
+          },
+        },
+      },
     }),
     responses,
   };

@@ -62,6 +62,8 @@ export interface RouteDefinition<
   params?: P;
   query?: Q;
   body?: B;
+  /** A typical body, shown in the OpenAPI document (a test checks it passes `body`). */
+  bodyExample?: z.input<B>;
   /** Accepts `Idempotency-Key` (POSTs that create or trigger). */
   idempotent?: boolean;
   /**
