@@ -229,6 +229,14 @@ and link-local ranges, per address family. */}}
 {{ include "acis.peersEgressRule" (dict "peers" $peers "ports" .Values.networkPolicy.databasePorts) }}
 {{- end -}}
 
+{{- /* "true" when the render sees a cluster: `lookup` of a list answers a list there (empty in a namespace
+not yet made, as with --create-namespace), and an empty map in a render without one (helm template,
+Argo CD, --dry-run=client). Secrets, as helm itself lists them in the release's namespace to store
+releases; looked up only when a generated value is not found. */ -}}
+{{- define "acis.clusterSeen" -}}
+{{- if hasKey (lookup "v1" "Secret" .Release.Namespace "") "items" -}}true{{- end -}}
+{{- end -}}
+
 {{/* The trial PostgreSQL's password: the value, else the one stored at install, else a new one. */}}
 {{- define "acis.postgresqlPassword" -}}
 {{- if .Values.postgresql.password -}}
