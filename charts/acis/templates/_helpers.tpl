@@ -169,16 +169,28 @@ annotations:
       {{- end }}
 {{- end -}}
 
-{{/* Egress to the cluster DNS (port 53), as a NetworkPolicyEgressRule. */}}
+{{/* Egress to the cluster DNS (networkPolicy.dns): its pods by the two selectors, its addresses, on
+its ports over UDP and TCP, as a NetworkPolicyEgressRule. */}}
 {{- define "acis.dnsEgressRule" -}}
+{{- $dns := .Values.networkPolicy.dns -}}
+{{- $pods := dict -}}
+{{- with $dns.namespaceSelector }}{{ $_ := set $pods "namespaceSelector" . }}{{ end -}}
+{{- with $dns.podSelector }}{{ $_ := set $pods "podSelector" . }}{{ end -}}
+{{- if not (or $pods $dns.ipBlocks) -}}
+{{- fail "networkPolicy.dns: name the cluster DNS by namespaceSelector/podSelector or ipBlocks (a rule without either would let DNS ports reach anywhere)" -}}
+{{- end -}}
 - to:
-    - namespaceSelector:
-        {{- toYaml .Values.networkPolicy.dns.namespaceSelector | nindent 8 }}
-      podSelector:
-        {{- toYaml .Values.networkPolicy.dns.podSelector | nindent 8 }}
+    {{- with $pods }}
+    - {{ toYaml . | nindent 6 | trim }}
+    {{- end }}
+    {{- range $dns.ipBlocks }}
+    - ipBlock: { cidr: {{ . }} }
+    {{- end }}
   ports:
-    - { protocol: UDP, port: 53 }
-    - { protocol: TCP, port: 53 }
+    {{- range $dns.ports }}
+    - { protocol: UDP, port: {{ . }} }
+    - { protocol: TCP, port: {{ . }} }
+    {{- end }}
 {{- end -}}
 
 {{/* Egress to the internet on `.ports` (all ports if empty): everything but the cluster, private
