@@ -33,7 +33,7 @@ import {
   type AcisProcess,
 } from '../helpers/acis-process.js';
 import { helm } from '../helpers/kube-tools.js';
-import { deltaText, isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
+import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
 import { startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
 import { runnerImage } from '../../hack/k8s/runner-image.js';
@@ -105,6 +105,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
   let controllerTemplate: RenderedPodTemplate;
   let proxyTemplate: RenderedPodTemplate | undefined;
   let proxyMetricsPort: number;
+  /** The proxy process's environment, to start its replacement. */
+  let proxyEnvHere: NodeJS.ProcessEnv;
+  /** The service key and user of the conversations. */
+  let key: string;
+  let userId: string;
   /** Each process's requests to the Kubernetes API, to hold against its service account's Role. */
   let apiAccess: RecordingKubeconfig;
   let controllerAccess: RecordingKubeconfig;
@@ -252,7 +257,8 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       expect(proxyEnv.ACIS_EGRESS_RESOLVE_URL).toBe(`http://acis-egress-resolve:${resolvePort}`);
       expect(proxyEnv.ACIS_EGRESS_PORT).toBe(String(proxyPort));
       // Ready as its readiness probe sees it: the proxy port answers.
-      proxy = await startEgressProxyProcess({ ...cleanEnv(proxyEnv), ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolvePort}` });
+      proxyEnvHere = { ...cleanEnv(proxyEnv), ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolvePort}` };
+      proxy = await startEgressProxyProcess(proxyEnvHere);
     }
 
     controllerTemplate = podTemplate(server, NAMESPACE, 'acis-controller');
@@ -289,10 +295,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     const poolPodName = poolPods().filter(ready)[0]!.metadata.name!;
     const admin = secretValue('acis-secrets', 'ACIS_ADMIN_TOKEN');
     const integration = await call('POST', '/admin/integrations', admin, { name: 'chart conversation' }, 201);
-    const key: string = integration.service_key;
+    key = integration.service_key;
     const tenant = await call('PUT', `/tenants/by-external-id/chart-tenant`, key, { settings: { filler_enabled: false } }, 201);
     const role = await call('POST', `/tenants/${tenant.id}/roles`, key, { name: 'everything', skill_access: { mode: 'all' } }, 201);
     const user = await call('PUT', `/tenants/${tenant.id}/users/by-external-id/chart-user`, key, { role_id: role.id }, 201);
+    userId = user.id;
     const conversation = await call(
       'POST',
       '/conversations',
@@ -390,6 +397,64 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       'the Sandbox gone',
     );
   }, 180_000);
+
+  it.runIf(mode === 'deployment')(
+    'a turn survives its egress proxy pod going away mid-stream: the model call is retried through the replacement',
+    async () => {
+      const words = Array.from({ length: 24 }, (_, index) => `word${index + 1}`).join(' ');
+      const conversation = await call(
+        'POST',
+        '/conversations',
+        key,
+        { user_id: userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+        201,
+      );
+      const agentCallsBefore = stub.agentRequests().length;
+      const response = await fetch(`${apiUrl}/conversations/${conversation.id}/messages?stream=true`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ content: `[[slow: 150]]\n[[reply: ${words}]]` }),
+      });
+      expect(response.status).toBe(200);
+      // At the first text delta the model call is mid-stream through the proxy: its pod dies at once
+      // (SIGKILL, no drain) and a replacement takes the Service's place, as the Deployment's other
+      // replica or its ReplicaSet's new pod would.
+      let replaced: Promise<void> | undefined;
+      const lines = withoutPings(
+        await readLines(response, (line) => {
+          if (!replaced && deltaText([line]) !== '') replaced = replaceProxy();
+        }),
+      );
+      await replaced;
+      expect(replaced).toBeDefined();
+      const text = JSON.stringify(lines);
+      expect(lines.filter(isTerminal), text).toHaveLength(1);
+      expect(lines.at(-1), text).toMatchObject({ type: 'result', subtype: 'success', result: words });
+      // The cut call and its retry, each a whole request of this turn's prompt.
+      const turnCalls = stub
+        .agentRequests()
+        .slice(agentCallsBefore)
+        .filter((body) => JSON.stringify(body).includes(words));
+      expect(turnCalls.length).toBeGreaterThanOrEqual(2);
+      // What the client saw: the deltas streamed before the cut, then the retried call's from its start
+      // (docs/egress-proxy.md, "Availability").
+      const streamed = deltaText(lines);
+      expect(streamed.endsWith(words), streamed).toBe(true);
+      expect(words.startsWith(streamed.slice(0, -words.length).trim()), streamed).toBe(true);
+      expect(
+        (await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } }))
+          .status,
+      ).toBe(204);
+    },
+    180_000,
+  );
+
+  async function replaceProxy(): Promise<void> {
+    const gone = proxy!;
+    gone.process.kill('SIGKILL');
+    await gone.exited;
+    proxy = await startEgressProxyProcess(proxyEnvHere);
+  }
 
   it("needed no Kubernetes API request its service account's Role does not allow", () => {
     expect(apiAccess.requests.length).toBeGreaterThan(0);

@@ -572,8 +572,11 @@ describe("charts/acis: the egress proxy's deployment CA", () => {
 });
 
 describe('charts/acis: Secrets', () => {
-  it('generates a master key and an admin token the server accepts, and keeps secret values out of everything else', async () => {
-    const objects = await renderChart({ valuesFiles: [TRIAL_VALUES] });
+  it('writes the master key and admin token given (generated ones: chart-gitops.test.ts), and keeps secret values out of everything else', async () => {
+    const objects = await renderChart({
+      valuesFiles: [TRIAL_VALUES],
+      set: [`secrets.masterKey=${Buffer.alloc(32, 3).toString('base64')}`, 'secrets.adminToken=admin-token-0123456789'],
+    });
     const secrets = find(objects, 'Secret', 'acis-secrets') as unknown as {
       data: Record<string, string>;
       metadata: { annotations: Record<string, string> };
@@ -622,10 +625,11 @@ describe('charts/acis: Secrets', () => {
         'checksum/secrets'
       ];
     };
-    const first = await checksum(['secrets.adminToken=admin-token-0123456789']);
+    const masterKey = `secrets.masterKey=${Buffer.alloc(32, 9).toString('base64')}`;
+    const first = await checksum([masterKey, 'secrets.adminToken=admin-token-0123456789']);
     expect(first).toMatch(/^[0-9a-f]{64}$/);
-    expect(await checksum(['secrets.adminToken=admin-token-0123456789'])).toBe(first);
-    expect(await checksum(['secrets.adminToken=admin-token-9876543210'])).not.toBe(first);
+    expect(await checksum([masterKey, 'secrets.adminToken=admin-token-0123456789'])).toBe(first);
+    expect(await checksum([masterKey, 'secrets.adminToken=admin-token-9876543210'])).not.toBe(first);
   });
 
   it('writes no Secret of its own when given existing ones', async () => {
@@ -700,7 +704,14 @@ describe('charts/acis: values.yaml', () => {
 describe('charts/acis: the environment each Deployment gives its process', () => {
   let objects: RenderedObject[];
   beforeAll(async () => {
-    objects = await renderChart({ valuesFiles: [TRIAL_VALUES], set: ['secrets.metricsToken=metrics-token-0123456789'] });
+    objects = await renderChart({
+      valuesFiles: [TRIAL_VALUES],
+      set: [
+        'secrets.metricsToken=metrics-token-0123456789',
+        `secrets.masterKey=${Buffer.alloc(32, 5).toString('base64')}`,
+        'secrets.adminToken=admin-token-0123456789',
+      ],
+    });
   });
 
   /** A container's env as the kubelet would resolve it from the rendered Secrets and ConfigMaps. */

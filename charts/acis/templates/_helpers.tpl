@@ -169,16 +169,28 @@ annotations:
       {{- end }}
 {{- end -}}
 
-{{/* Egress to the cluster DNS (port 53), as a NetworkPolicyEgressRule. */}}
+{{/* Egress to the cluster DNS (networkPolicy.dns): its pods by the two selectors, its addresses, on
+its ports over UDP and TCP, as a NetworkPolicyEgressRule. */}}
 {{- define "acis.dnsEgressRule" -}}
+{{- $dns := .Values.networkPolicy.dns -}}
+{{- $pods := dict -}}
+{{- with $dns.namespaceSelector }}{{ $_ := set $pods "namespaceSelector" . }}{{ end -}}
+{{- with $dns.podSelector }}{{ $_ := set $pods "podSelector" . }}{{ end -}}
+{{- if not (or $pods $dns.ipBlocks) -}}
+{{- fail "networkPolicy.dns: name the cluster DNS by namespaceSelector/podSelector or ipBlocks (a rule without either would let DNS ports reach anywhere)" -}}
+{{- end -}}
 - to:
-    - namespaceSelector:
-        {{- toYaml .Values.networkPolicy.dns.namespaceSelector | nindent 8 }}
-      podSelector:
-        {{- toYaml .Values.networkPolicy.dns.podSelector | nindent 8 }}
+    {{- with $pods }}
+    - {{ toYaml . | nindent 6 | trim }}
+    {{- end }}
+    {{- range $dns.ipBlocks }}
+    - ipBlock: { cidr: {{ . }} }
+    {{- end }}
   ports:
-    - { protocol: UDP, port: 53 }
-    - { protocol: TCP, port: 53 }
+    {{- range $dns.ports }}
+    - { protocol: UDP, port: {{ . }} }
+    - { protocol: TCP, port: {{ . }} }
+    {{- end }}
 {{- end -}}
 
 {{/* Egress to the internet on `.ports` (all ports if empty): everything but the cluster, private
@@ -227,6 +239,14 @@ and link-local ranges, per address family. */}}
 {{- $peers = list (dict "podSelector" (dict "matchLabels" (fromYaml (include "acis.selectorLabels" (dict "root" . "component" "postgresql"))))) -}}
 {{- end -}}
 {{ include "acis.peersEgressRule" (dict "peers" $peers "ports" .Values.networkPolicy.databasePorts) }}
+{{- end -}}
+
+{{- /* "true" when the render sees a cluster: `lookup` of a list answers a list there (empty in a namespace
+not yet made, as with --create-namespace), and an empty map in a render without one (helm template,
+Argo CD, --dry-run=client). Secrets, as helm itself lists them in the release's namespace to store
+releases; looked up only when a generated value is not found. */ -}}
+{{- define "acis.clusterSeen" -}}
+{{- if hasKey (lookup "v1" "Secret" .Release.Namespace "") "items" -}}true{{- end -}}
 {{- end -}}
 
 {{/* The trial PostgreSQL's password: the value, else the one stored at install, else a new one. */}}
