@@ -23,8 +23,10 @@ const MAY_IMPORT: Record<string, string[]> = {
   runner: [],
   'egress-proxy': [],
   'sandbox-policy': [],
+  // The client stands alone: its types are generated from the OpenAPI document, not imported.
+  clients: [],
   cli: ['api-server', 'controller', 'controller/api', 'egress-proxy', 'kube', 'runner', 'sandbox-policy'],
-  hack: ['api-server', 'controller', 'controller/api', 'egress-proxy', 'kube', 'runner', 'sandbox-policy', 'cli'],
+  hack: ['api-server', 'controller', 'controller/api', 'egress-proxy', 'kube', 'runner', 'sandbox-policy', 'cli', 'clients'],
 };
 const FOLDERS = Object.keys(MAY_IMPORT).sort((a, b) => b.length - a.length);
 
