@@ -12,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../api-server/config.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { cleanEnv, killLeftovers, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
 import { expectFailedOnSurvivor, isDelta, killDuringTurn, type ReplicaKill, slowTurn } from '../helpers/replica-kill.js';
@@ -105,4 +106,22 @@ describe('a replica killed while it hosts a run (local provider)', () => {
     expect(run.received.at(-1)?.type).toBe('assistant');
     await expectFailedOnSurvivor(kit, run, WITHIN_MS);
   }, 60_000);
+});
+
+describe('loadConfig: ACIS_NODE_HEARTBEAT_SECONDS, ACIS_NODE_STALE_SECONDS', () => {
+  it('renews every 3 s and takes a node for gone after 10 s by default', () => {
+    expect(loadConfig({})).toMatchObject({ nodeHeartbeatSeconds: 3, nodeStaleSeconds: 10 });
+    expect(loadConfig({ ACIS_NODE_HEARTBEAT_SECONDS: '0.5', ACIS_NODE_STALE_SECONDS: '2' })).toMatchObject({
+      nodeHeartbeatSeconds: 0.5,
+      nodeStaleSeconds: 2,
+    });
+  });
+
+  it('refuses a staleness shorter than two renewals, and values out of range, naming the variable', () => {
+    expect(() => loadConfig({ ACIS_NODE_HEARTBEAT_SECONDS: '5', ACIS_NODE_STALE_SECONDS: '9' })).toThrow(
+      /ACIS_NODE_STALE_SECONDS: must be at least twice ACIS_NODE_HEARTBEAT_SECONDS/,
+    );
+    expect(() => loadConfig({ ACIS_NODE_HEARTBEAT_SECONDS: '0' })).toThrow(ConfigError);
+    expect(() => loadConfig({ ACIS_NODE_STALE_SECONDS: 'soon' })).toThrow(/ACIS_NODE_STALE_SECONDS/);
+  });
 });
