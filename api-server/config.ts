@@ -67,6 +67,8 @@ const EnvSchema = z.object({
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
   ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
+  ACIS_NODE_HEARTBEAT_SECONDS: z.coerce.number().min(0.1).max(60).default(3),
+  ACIS_NODE_STALE_SECONDS: z.coerce.number().min(0.5).max(3600).default(10),
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_LISTEN: z
     .string()
@@ -143,6 +145,10 @@ export interface Config {
   bwrapPath: string;
   /** How long a shutdown (SIGTERM) lets the runs in progress finish before ending them `failed`. */
   shutdownGraceSeconds: number;
+  /** How often this node renews its liveness row (`nodes.heartbeat_at`), and looks for the runs of nodes that stopped. */
+  nodeHeartbeatSeconds: number;
+  /** A node whose liveness row is older than this is gone: the runs it hosted are taken over. */
+  nodeStaleSeconds: number;
   /** `host` or `host:port` entries the egress proxy may reach although loopback or private. */
   egressAllow: string | undefined;
   /** Where the in-process egress proxy listens: loopback for local runners; an address pods reach under the kubernetes provider. */
@@ -171,6 +177,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid environment:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  if (e.ACIS_NODE_STALE_SECONDS < 2 * e.ACIS_NODE_HEARTBEAT_SECONDS) {
+    // One late renewal must not make a live node look gone.
+    throw new ConfigError('invalid environment:\n  ACIS_NODE_STALE_SECONDS: must be at least twice ACIS_NODE_HEARTBEAT_SECONDS');
+  }
   const egressResolve = egressResolveConfig(env, e.ACIS_EGRESS_RESOLVE_LISTEN);
   return {
     port: e.PORT,
@@ -209,6 +219,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
     bwrapPath: e.ACIS_BWRAP_PATH,
     shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,
+    nodeHeartbeatSeconds: e.ACIS_NODE_HEARTBEAT_SECONDS,
+    nodeStaleSeconds: e.ACIS_NODE_STALE_SECONDS,
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressListen: hostPort(e.ACIS_EGRESS_LISTEN),
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),

@@ -25,7 +25,7 @@ import { type GitCredentialSource, vaultGitCredentials } from './repositories/gi
 import { kubernetesSyncDispatch } from './repositories/kubernetes-sync-dispatch.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
 import { followRun } from './runs/follow.js';
-import { coolLapsedHolds, failOrphanedRuns, HEARTBEAT_MS, heartbeat, resolveNodeId } from './runs/nodes.js';
+import { coolLapsedHolds, failOrphanedRuns, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunAbortSignals } from './runs/run-aborts.js';
 import { RunManager } from './runs/run-manager.js';
 import type { EgressCredentials, SandboxProvider } from './sandboxes/provider.js';
@@ -33,6 +33,8 @@ import { type ChosenProvider, createSandboxProvider } from './sandboxes/provider
 import { sweepEndedRunSecrets } from './secrets/secrets.repository.js';
 
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
+/** How often a node cools lapsed holds and looks for repository syncs to (re)start. */
+const HOUSEKEEPING_MS = 10_000;
 /** How often a node looks for approvals past their deadline (those of any node: a dead one's too). */
 const APPROVAL_SWEEP_MS = 1_000;
 /**
@@ -248,7 +250,13 @@ function createRepositorySync(parts: DepsParts, newId: AppDeps['newId'], gitCred
 async function recoverFromStoppedProcesses(deps: AppDeps, baseUrl: string): Promise<void> {
   const { nodeId } = deps.runtime;
   await heartbeat(deps.db, nodeId, deps.now());
-  const failed = await failOrphanedRuns(deps.db, { nodeId, includeOwn: true, now: deps.now(), baseUrl });
+  const failed = await failOrphanedRuns(deps.db, {
+    nodeId,
+    includeOwn: true,
+    now: deps.now(),
+    baseUrl,
+    staleMs: deps.config.nodeStaleSeconds * 1000,
+  });
   if (failed > 0) deps.logger.warn({ runs: failed }, 'runs left in progress by a stopped process were marked failed');
   await sweepEndedRunSecrets(deps.db);
   await coolLapsedHolds(deps.db, deps.now());
@@ -314,34 +322,71 @@ async function listen(deps: AppDeps): Promise<{ port: number; closeServer: (ling
 interface BackgroundLoops {
   purge: NodeJS.Timeout;
   beat: NodeJS.Timeout;
+  housekeeping: NodeJS.Timeout;
   sweep: NodeJS.Timeout;
 }
 
-/** The idempotency purge, the node heartbeat (and the sweeps it carries), and the approval expiry sweep. */
+/**
+ * The idempotency purge; the node heartbeat (this node's liveness row, and the runs of nodes whose
+ * row went stale); housekeeping (holds, repository syncs); and the approval expiry sweep.
+ */
 function startBackgroundLoops(deps: AppDeps, baseUrl: string): BackgroundLoops {
-  const { logger, now } = deps;
-  const { nodeId, provider, approvals } = deps.runtime;
+  const { logger } = deps;
+  const { approvals } = deps.runtime;
   const purge = setInterval(() => {
     purgeExpiredIdempotencyKeys(deps).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
   }, PURGE_INTERVAL_MS);
-  const beat = setInterval(() => {
-    void (async () => {
-      await heartbeat(deps.db, nodeId, now());
-      await failOrphanedRuns(deps.db, { nodeId, includeOwn: false, now: now(), baseUrl });
-      // A message's secrets live as long as its run; those of runs failed above go now.
-      await sweepEndedRunSecrets(deps.db);
-      // Our own lapsed holds first (a late timer), so the sweep below only cools other nodes' leftovers.
-      await provider.expireLapsedHolds();
-      await coolLapsedHolds(deps.db, now());
-      await deps.repositorySync.recoverOrphans(false);
-      await deps.repositorySync.startRequested();
-    })().catch((err: unknown) => logger.warn({ err }, 'node heartbeat failed'));
-  }, HEARTBEAT_MS);
+  const beat = setInterval(
+    serialised(() => beatOnce(deps, baseUrl), logger, 'node heartbeat failed'),
+    deps.config.nodeHeartbeatSeconds * 1000,
+  );
+  const housekeeping = setInterval(
+    serialised(() => houseKeep(deps), logger, 'node housekeeping failed'),
+    HOUSEKEEPING_MS,
+  );
   const sweep = setInterval(() => {
     approvals.expireDue().catch((err: unknown) => logger.warn({ err }, 'approval expiry sweep failed'));
   }, APPROVAL_SWEEP_MS);
-  for (const timer of [purge, beat, sweep]) timer.unref();
-  return { purge, beat, sweep };
+  for (const timer of [purge, beat, housekeeping, sweep]) timer.unref();
+  return { purge, beat, housekeeping, sweep };
+}
+
+/** `step` for a timer: a round still going when the next is due is not started twice. */
+function serialised(step: () => Promise<void>, logger: AppDeps['logger'], failure: string): () => void {
+  let going = false;
+  return () => {
+    if (going) return;
+    going = true;
+    step()
+      .catch((err: unknown) => logger.warn({ err }, failure))
+      .finally(() => {
+        going = false;
+      });
+  };
+}
+
+/** Renews this node's liveness row, then ends the runs of nodes whose row went stale. */
+async function beatOnce(deps: AppDeps, baseUrl: string): Promise<void> {
+  const { nodeId } = deps.runtime;
+  await heartbeat(deps.db, nodeId, deps.now());
+  const failed = await failOrphanedRuns(deps.db, {
+    nodeId,
+    includeOwn: false,
+    now: deps.now(),
+    baseUrl,
+    staleMs: deps.config.nodeStaleSeconds * 1000,
+  });
+  // A message's secrets live as long as its run; those of runs failed above go now.
+  if (failed > 0) await sweepEndedRunSecrets(deps.db);
+}
+
+/** Holds that lapsed, repository syncs a stopped node left in flight or someone asked for. */
+async function houseKeep(deps: AppDeps): Promise<void> {
+  // Our own lapsed holds first (a late timer), so the sweep below only cools other nodes' leftovers.
+  await deps.runtime.provider.expireLapsedHolds();
+  await coolLapsedHolds(deps.db, deps.now());
+  await deps.repositorySync.recoverOrphans(false);
+  await deps.repositorySync.startRequested();
 }
 
 interface RunningParts {
@@ -367,6 +412,7 @@ async function stopInOrder({ deps, runs, loops, aborts, egress, closeServer, dat
   // new message gets a 503 it can retry elsewhere rather than a refused connection.
   runs.close();
   clearInterval(loops.purge);
+  clearInterval(loops.housekeeping);
   clearInterval(loops.sweep);
   if (!(await runs.drain(graceMs))) {
     deps.logger.warn({ grace_seconds: graceMs / 1000 }, 'runs still in progress at the shutdown deadline are ended as failed');

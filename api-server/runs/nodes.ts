@@ -7,9 +7,11 @@ import { ProblemError, problemBody } from '../core/problems.js';
 import { presentMessage } from '../messages/messages.presenter.js';
 import { platformLine } from './run-stream.js';
 
-/** A node whose heartbeat is older than this is gone, and its runs are failed. */
+/**
+ * A node whose heartbeat is older than this is gone for the repository syncs it ran (they are taken
+ * over). Its runs go much sooner: after ACIS_NODE_STALE_SECONDS (`failOrphanedRuns`).
+ */
 export const NODE_STALE_MS = 60_000;
-export const HEARTBEAT_MS = 10_000;
 
 /**
  * This API server's node id: stable across restarts of the same data dir (so a restarted process
@@ -44,9 +46,9 @@ export async function heartbeat(db: Db, nodeId: string, now: Date): Promise<void
  */
 export async function failOrphanedRuns(
   db: Db,
-  options: { nodeId: string; includeOwn: boolean; now: Date; baseUrl: string },
+  options: { nodeId: string; includeOwn: boolean; now: Date; baseUrl: string; staleMs: number },
 ): Promise<number> {
-  const staleBefore = new Date(options.now.getTime() - NODE_STALE_MS);
+  const staleBefore = new Date(options.now.getTime() - options.staleMs);
   const orphans = await db
     .selectFrom('messages')
     .leftJoin('nodes', 'nodes.id', 'messages.node_id')

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
 import type { Logger } from 'pino';
-import { type Db, json } from '../core/db/database.js';
+import { type Db, isForeignKeyViolation, json } from '../core/db/database.js';
 
 export type StreamLine = Record<string, unknown>;
 
@@ -9,8 +10,9 @@ export function platformLine(type: string, fields: Record<string, unknown> = {})
   return { object: 'platform.event', type, ...fields };
 }
 
-const FLUSH_INTERVAL_MS = 50;
 const FLUSH_BATCH = 200;
+const RETRY_FIRST_MS = 50;
+const RETRY_MAX_MS = 2_000;
 const STORED_POLL_MS = 200;
 /** How long a follower of stored lines waits for the terminal line once the run's status has ended. */
 const ENDED_GRACE_MS = 5_000;
@@ -21,16 +23,20 @@ export function isTerminalLine(line: StreamLine): boolean {
 }
 
 /**
- * The lines of one run (one assistant message), numbered from 1. Live subscribers get each line
- * at once; every line is also written to `run_lines` (in small batches) so a client that lost its
- * stream can re-attach later, on any node, with `after=N`.
+ * The lines of one run (one assistant message), numbered from 1. Every line is stored in
+ * `run_lines` and reaches live subscribers only once the transaction that stored it committed, so
+ * the numbers a client counts are the stored ones: after a crash of this node, the replay any node
+ * serves holds every line a client saw, with the same number. Writes are grouped: the first line
+ * goes to the database at once, and the lines that arrive while a write is in flight go together in
+ * the next one (one write in flight per run, at most FLUSH_BATCH lines each). A write that fails is
+ * retried, with growing pauses: its lines, and those behind them, wait for it.
  */
 export class RunStream {
   private readonly lines: StreamLine[] = [];
   private readonly waiters = new Set<() => void>();
-  private unsaved: { seq: number; line: StreamLine }[] = [];
-  private flushing: Promise<void> = Promise.resolve();
-  private flushTimer: NodeJS.Timeout | undefined;
+  /** How many lines are stored (and so released to subscribers). */
+  private stored = 0;
+  private writing = false;
   private ended = false;
 
   constructor(
@@ -52,57 +58,97 @@ export class RunStream {
   append(line: StreamLine): void {
     if (this.ended) return;
     this.lines.push(line);
-    this.unsaved.push({ seq: this.lines.length, line });
     if (isTerminalLine(line)) this.ended = true;
-    if (this.ended || this.unsaved.length >= FLUSH_BATCH) void this.flush();
-    else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_INTERVAL_MS);
-    for (const wake of this.waiters) wake();
-    this.waiters.clear();
+    this.writeNext();
   }
 
-  /** Resolves once every appended line is stored. */
-  flush(): Promise<void> {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    const batch = this.unsaved;
-    this.unsaved = [];
-    if (batch.length > 0) {
-      const createdAt = this.now();
-      this.flushing = this.flushing.then(async () => {
-        try {
-          await this.db
-            .insertInto('run_lines')
-            .values(batch.map(({ seq, line }) => ({ message_id: this.messageId, seq, line: json(line), created_at: createdAt })))
-            .onConflict((oc) => oc.columns(['message_id', 'seq']).doNothing())
-            .execute();
-        } catch (err) {
-          this.logger.error({ err, message_id: this.messageId }, 'storing stream lines failed');
-        }
-      });
-    }
-    return this.flushing;
+  /** Resolves once every line appended so far is stored. */
+  async flush(): Promise<void> {
+    const target = this.lines.length;
+    while (this.stored < target) await this.storedChange();
   }
 
-  /** Lines after `after` (a count of lines already seen), then live ones until the terminal line. */
+  /** Lines after `after` (a count of lines already seen), then live ones until the terminal line, each once it is stored. */
   async *follow(after: number, signal: AbortSignal): AsyncGenerator<StreamLine> {
     let next = after;
     while (!signal.aborted) {
-      while (next < this.lines.length) {
-        yield this.lines[next] as StreamLine;
+      while (next < this.stored) {
+        const line = this.lines[next] as StreamLine;
+        yield line;
         next++;
+        if (isTerminalLine(line)) return;
       }
-      if (this.ended) return;
-      await new Promise<void>((resolve) => {
-        // One listener per wait, removed when a line wakes us: a long run must not pile them up.
-        const onAbort = () => resolve();
-        signal.addEventListener('abort', onAbort, { once: true });
-        this.waiters.add(() => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        });
-      });
+      if (this.ended && this.stored === this.lines.length) return;
+      await this.storedChange(signal);
     }
   }
+
+  /** Resolves at the next stored batch (or when `signal` aborts). */
+  private storedChange(signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      // One listener per wait, removed when a batch wakes us: a long run must not pile them up.
+      const onAbort = () => {
+        this.waiters.delete(wake);
+        resolve();
+      };
+      const wake = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.waiters.add(wake);
+    });
+  }
+
+  /** Lines up to `to` are stored: subscribers get them, and the next batch goes. */
+  private released(to: number): void {
+    this.writing = false;
+    this.stored = to;
+    for (const wake of this.waiters) wake();
+    this.waiters.clear();
+    this.writeNext();
+  }
+
+  /** Starts the next write unless one is in flight or nothing waits to be stored. */
+  private writeNext(failures = 0): void {
+    if (this.writing || this.stored === this.lines.length) return;
+    this.writing = true;
+    const from = this.stored;
+    const to = Math.min(this.lines.length, from + FLUSH_BATCH);
+    storeLines(this.db, this.messageId, from, this.lines.slice(from, to), this.now()).then(
+        () => this.released(to),
+        (err: unknown) => {
+          // The message was deleted with its conversation mid-run: there is no replay left to match.
+          if (isForeignKeyViolation(err)) return this.released(to);
+          this.logger.error({ err, message_id: this.messageId, attempt: failures + 1 }, 'storing stream lines failed; retrying');
+          setTimeout(
+            () => {
+              this.writing = false;
+              this.writeNext(failures + 1);
+            },
+            Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures),
+          ).unref();
+        },
+      );
+  }
+}
+
+/**
+ * Stores lines `from + 1`... of a run in one statement. Its commit does not wait for the WAL to reach
+ * the disk (`synchronous_commit` off for this transaction alone): it is visible to every replica at
+ * once and survives any replica's death, which is what releasing the lines to clients needs, and the
+ * first line of a turn does not wait for an fsync (several ms on a busy disk). A crash of PostgreSQL
+ * itself may lose the last fraction of a second of such lines.
+ */
+async function storeLines(db: Db, messageId: string, from: number, lines: StreamLine[], createdAt: Date): Promise<void> {
+  const rows = lines.map((line, i) => ({ seq: from + i + 1, line }));
+  await sql`
+    insert into run_lines (message_id, seq, line, created_at)
+    select ${messageId}, r.seq, r.line, ${createdAt}
+    from jsonb_to_recordset(${json(rows)}::jsonb) as r(seq integer, line jsonb)
+    where set_config('synchronous_commit', 'off', true) is not null
+    on conflict (message_id, seq) do nothing
+  `.execute(db);
 }
 
 /**

@@ -1,0 +1,120 @@
+/**
+ * Killing (SIGKILL) the API replica that hosts a streaming run, and what a client then sees on the
+ * replica that survives: shared by the local and the kubernetes suites. The victim is an `acis serve`
+ * process; the survivor a test server on the same database.
+ */
+import { expect } from 'vitest';
+import type { ServingAcis } from './acis-process.js';
+import { type Line, readLines, withoutPings } from './ndjson.js';
+import type { TestServer } from './test-server.js';
+
+export const isDelta = (line: Line) => line.type === 'stream_event' && line.event?.type === 'content_block_delta';
+
+/** `count` text deltas of three words, `delayMs` apart: a turn in progress for a while. */
+export function slowTurn(count: number, delayMs: number): string {
+  return `[[slow: ${delayMs}]] [[reply: ${Array.from({ length: count * 3 }, (_, i) => `w${i + 1}`).join(' ')}]]`;
+}
+
+export interface KilledRun {
+  conversationId: string;
+  messageId: string;
+  /** Every line the client received from the victim before its stream broke, pings aside. */
+  received: Line[];
+  killedAt: number;
+}
+
+export interface ReplicaKill {
+  survivor: TestServer;
+  serviceKey: string;
+  userId: string;
+  /** The replica to send to (started again after a kill). */
+  victim(): Promise<ServingAcis>;
+  /** The victim was killed: the next `victim()` starts a new one. */
+  killed(): void;
+}
+
+/**
+ * Sends `content` to the victim and kills it once `killAfter` says so, or (without it) as soon as the
+ * run's messages are stored, before its first line.
+ */
+export async function killDuringTurn(kit: ReplicaKill, content: string, killAfter?: (line: Line) => boolean): Promise<KilledRun> {
+  const victim = await kit.victim();
+  const conversation = await kit.survivor.request('POST', '/conversations', { token: kit.serviceKey, body: { user_id: kit.userId } });
+  expect(conversation.status).toBe(201);
+  const conversationId = conversation.body.id as string;
+  let killedAt = 0;
+  const kill = () => {
+    if (killedAt) return;
+    killedAt = Date.now();
+    victim.process.kill('SIGKILL');
+    kit.killed();
+  };
+  const sent = fetch(`${victim.url}/conversations/${conversationId}/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${kit.serviceKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ content }),
+  });
+  const received: Line[] = [];
+  if (killAfter) {
+    const response = await sent;
+    expect(response.status).toBe(200);
+    await readLines(response, (line) => {
+      received.push(line);
+      if (killAfter(line)) kill();
+    }).catch(() => undefined); // the connection breaks with the victim
+  } else {
+    // The stream's headers go out with its first line, so the stored message is the sign the run began.
+    while ((await assistantMessageId(kit, conversationId)) === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+    kill();
+    await sent.then((response) => readLines(response, (line) => received.push(line))).catch(() => undefined);
+  }
+  await victim.exited;
+  return { conversationId, messageId: (await assistantMessageId(kit, conversationId))!, received: withoutPings(received), killedAt };
+}
+
+async function assistantMessageId(kit: ReplicaKill, conversationId: string): Promise<string | undefined> {
+  const row = await kit.survivor.server.deps.db
+    .selectFrom('messages')
+    .select('id')
+    .where('conversation_id', '=', conversationId)
+    .where('role', '=', 'assistant')
+    .executeTakeFirst();
+  return row?.id;
+}
+
+/** Re-attaches on the survivor with the count the client had; resolves with the lines once the stream ends. */
+export async function reattach(kit: ReplicaKill, run: KilledRun, after: number): Promise<Line[]> {
+  const response = await fetch(`${kit.survivor.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=${after}`, {
+    headers: { authorization: `Bearer ${kit.serviceKey}` },
+  });
+  expect(response.status).toBe(200);
+  return withoutPings(await readLines(response));
+}
+
+/**
+ * What every kill point must show: the lines the client had are stored with the numbers it counted;
+ * re-attached on the survivor with that count it gets the rest, which ends `failed` (message_end and
+ * the one `error` line) within `withinMs` of the kill, and the two together are the stored run.
+ */
+export async function expectFailedOnSurvivor(kit: ReplicaKill, run: KilledRun, withinMs: number): Promise<void> {
+  // Checked at once, before the survivor adds a line.
+  const stored = await kit.survivor.server.deps.db
+    .selectFrom('run_lines')
+    .select(['seq', 'line'])
+    .where('message_id', '=', run.messageId)
+    .orderBy('seq')
+    .execute();
+  expect(stored.slice(0, run.received.length)).toEqual(run.received.map((line, i) => ({ seq: i + 1, line })));
+
+  const rest = await reattach(kit, run, run.received.length);
+  const endedAfterMs = Date.now() - run.killedAt;
+  expect(rest.slice(-2).map((line) => line.type)).toEqual(['message_end', 'error']);
+  expect(rest.at(-1)!.problem).toMatchObject({ status: 500 });
+  expect(rest.at(-2)!.message).toMatchObject({ id: run.messageId, status: 'failed' });
+  expect(endedAfterMs).toBeLessThan(withinMs);
+  const replay = await reattach(kit, run, 0);
+  expect([...run.received, ...rest]).toEqual(replay);
+  expect(replay.filter((line) => line.type === 'error' || line.type === 'result')).toHaveLength(1);
+  const messages = await kit.survivor.request('GET', `/conversations/${run.conversationId}/messages`, { token: kit.serviceKey });
+  expect(messages.body.data[0]).toMatchObject({ id: run.messageId, status: 'failed' });
+}

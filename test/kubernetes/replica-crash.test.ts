@@ -1,0 +1,132 @@
+/**
+ * An API replica killed (SIGKILL) while it hosts a streaming run, kubernetes provider: two API
+ * servers on one database and the simulated cluster. Replica A runs in the test process (its egress
+ * proxy is the one runner pods use) with the controller; replica B is `acis serve` in its own process,
+ * hosts the run on a runner pod and is killed. The runner pod outlives B, but no replica
+ * takes its turn over (docs/runtime.md): what the client had is stored with the numbers it counted,
+ * the run ends `failed` within seconds of B's liveness row going stale, a re-attach on A sees every
+ * line once, and the conversation's next message on A completes on a new runner pod. B is killed
+ * before the first line, mid-stream and right before the terminal line.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningController } from '../../controller/controller.js';
+import { runnerImage } from '../../hack/k8s/runner-image.js';
+import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { type Cluster, NAMESPACE, startCluster, startTestController } from '../controller/harness.js';
+import { cleanEnv, freePort, killLeftovers, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
+import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
+import { expectFailedOnSurvivor, isDelta, killDuringTurn, type ReplicaKill, slowTurn } from '../helpers/replica-kill.js';
+import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const RUNNER_IMAGE = 'acis-runner:replica-crash';
+const MASTER_KEY = randomBytes(32).toString('base64');
+const PLATFORM_KEY = `sk-platform-${randomBytes(12).toString('hex')}`;
+const CA_CONFIGMAP = 'acis-egress-ca';
+const STALE_SECONDS = 2;
+const LIVENESS = { ACIS_NODE_HEARTBEAT_SECONDS: '0.5', ACIS_NODE_STALE_SECONDS: String(STALE_SECONDS) };
+
+let stub: ModelStub;
+let cluster: Cluster;
+let controller: RunningController;
+let databaseUrl: string;
+let serverEnv: Record<string, string>;
+let nodeA: TestServer;
+let nodeB: ServingAcis | undefined;
+let nodeBDataDir: string;
+let key: string;
+let user: ProvisionedUser;
+
+async function liveNodeB(): Promise<ServingAcis> {
+  nodeB ??= await serveAcis(cleanEnv({ ...serverEnv, ACIS_DATA_DIR: nodeBDataDir }));
+  return nodeB;
+}
+
+beforeAll(async () => {
+  stub = await startModelStub({ apiKey: PLATFORM_KEY });
+  cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
+  databaseUrl = await createTestDatabase();
+  serverEnv = {
+    DATABASE_URL: databaseUrl,
+    ACIS_MASTER_KEY: MASTER_KEY,
+    ANTHROPIC_BASE_URL: stub.url,
+    ANTHROPIC_API_KEY: PLATFORM_KEY,
+    ACIS_SANDBOX_PROVIDER: 'kubernetes',
+    KUBECONFIG: cluster.server.kubeconfigPath,
+    ACIS_K8S_NAMESPACE: NAMESPACE,
+    ...LIVENESS,
+  };
+  const egressPort = await freePort();
+  nodeA = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`, ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP });
+  controller = await startTestController(cluster, {
+    runnerImage: RUNNER_IMAGE,
+    egressProxyHost: '127.0.0.1',
+    egressProxyPort: egressPort,
+    modelBaseUrl: stub.url,
+    egressCaConfigMap: CA_CONFIGMAP,
+    runnerResources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+    startTimeoutMs: 60_000,
+  });
+  nodeBDataDir = await mkdtemp(path.join(tmpdir(), 'acis-node-b-'));
+  await liveNodeB();
+  ({ serviceKey: key } = await nodeA.createIntegration('replica crash, kubernetes'));
+  user = await provisionUser(nodeA, key, { settings: { filler_enabled: false } });
+}, 180_000);
+
+afterAll(async () => {
+  if (nodeB) await stopAcis(nodeB);
+  killLeftovers();
+  await nodeA?.stop();
+  await controller?.stop();
+  await cluster?.close();
+  await stub?.stop();
+  if (nodeBDataDir) await rm(nodeBDataDir, { recursive: true, force: true });
+  if (databaseUrl) await dropTestDatabase(databaseUrl);
+});
+
+const kit: ReplicaKill = {
+  get survivor() {
+    return nodeA;
+  },
+  get serviceKey() {
+    return key;
+  },
+  get userId() {
+    return user.userId;
+  },
+  victim: liveNodeB,
+  killed: () => {
+    nodeB = undefined;
+  },
+};
+
+describe('a replica killed while it hosts a run (kubernetes provider)', () => {
+  it('mid-stream: the lines the client had are stored as numbered, the run ends failed within seconds, the next message completes on A', async () => {
+    let deltas = 0;
+    const run = await killDuringTurn(kit, slowTurn(12, 150), (line) => isDelta(line) && ++deltas === 4);
+    expect(run.received.filter(isDelta).length).toBeGreaterThanOrEqual(4);
+    await expectFailedOnSurvivor(kit, run, (STALE_SECONDS + 3) * 1000);
+
+    // The runner pod B left is busy with the orphaned turn and refuses A: A replaces it.
+    const next = await nodeA.request('POST', `/conversations/${run.conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: '[[reply: after the crash]]' },
+    });
+    expect(next.status, next.text).toBe(201);
+    expect(next.body).toMatchObject({ status: 'completed', content: 'after the crash' });
+  }, 180_000);
+
+  it('before the first line and right before the terminal line: the run ends failed within seconds, every line once', async () => {
+    const early = await killDuringTurn(kit, slowTurn(12, 150));
+    expect(early.received).toEqual([]);
+    await expectFailedOnSurvivor(kit, early, (STALE_SECONDS + 3) * 1000);
+    const late = await killDuringTurn(kit, slowTurn(4, 50), (line) => line.type === 'assistant');
+    expect(late.received.at(-1)?.type).toBe('assistant');
+    await expectFailedOnSurvivor(kit, late, (STALE_SECONDS + 3) * 1000);
+  }, 240_000);
+});
