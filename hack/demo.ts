@@ -18,7 +18,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ModelStub, startModelStub } from './model-stub/model-stub.js';
 import { startAcis } from './demo/acis-process.js';
-import { type ApiClient, createApiClient, DemoError, type JsonAnswer } from './demo/api-client.js';
+import { type AcisClient, createAcisClient, unwrap } from '../clients/typescript/src/index.js';
+import { DemoError, demoError, step } from './demo/api-client.js';
 import { printStream, type StreamSummary } from './demo/stream-view.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -64,19 +65,6 @@ function section(title: string): void {
 
 function note(text: string): void {
   console.log(`  ${text}`);
-}
-
-/** One REST call, printed as `METHOD path  status  detail`. */
-async function step(
-  api: ApiClient,
-  method: string,
-  pathname: string,
-  options: { token: string; body?: unknown; expect: number[] },
-  detail: (answer: JsonAnswer) => string,
-): Promise<JsonAnswer> {
-  const answer = await api.call(method, pathname, options);
-  console.log(`  ${`${method} ${pathname}`.padEnd(64)} ${answer.status}  ${detail(answer)}`);
-  return answer;
 }
 
 interface Target {
@@ -146,94 +134,99 @@ async function makeSkillRepository(): Promise<string> {
 }
 
 /** The repository's release-notes skill: synced from git locally, registered by hand on a remote server. */
-async function releaseNotesSkill(api: ApiClient, key: string, repositoryId: string, synced: boolean): Promise<string> {
+async function releaseNotesSkill(acis: AcisClient, repositoryId: string, synced: boolean): Promise<string> {
+  const path = { repository_id: repositoryId };
   if (!synced) {
     const manual = await step(
-      api,
-      'POST',
-      `/repositories/${repositoryId}/skills`,
-      { token: key, body: { name: 'release-notes', description: SKILLS['release-notes'], path: 'skills/release-notes' }, expect: [201] },
-      (a) => `${a.body.id}  ${a.body.name} (source ${a.body.source})`,
+      `POST /repositories/${repositoryId}/skills`,
+      acis.api.POST('/repositories/{repository_id}/skills', {
+        params: { path },
+        body: { name: 'release-notes', description: SKILLS['release-notes'], path: 'skills/release-notes' },
+      }),
+      [201],
+      (skill) => `${skill.id}  ${skill.name} (source ${skill.source})`,
     );
-    return manual.body.id as string;
+    return manual.body.id;
   }
-  let repository: JsonAnswer | undefined;
-  for (let i = 0; i < 100; i++) {
-    repository = await api.call('GET', `/repositories/${repositoryId}`, { token: key, expect: [200] });
-    if (repository.body.sync.state !== 'pending' && repository.body.sync.state !== 'syncing') break;
-    await sleep(100);
+  let sync = 'pending';
+  let skillCount = 0;
+  for (let i = 0; i < 100 && (sync === 'pending' || sync === 'syncing'); i++) {
+    if (i > 0) await sleep(100);
+    const repository = await unwrap(acis.api.GET('/repositories/{repository_id}', { params: { path } })).catch((error: unknown) => {
+      throw demoError(`GET /repositories/${repositoryId}`, error);
+    });
+    sync = repository.sync.state;
+    skillCount = repository.skill_count;
   }
-  note(`GET /repositories/${repositoryId}  sync ${repository?.body.sync.state}, ${repository?.body.skill_count} skills`);
-  if (repository?.body.sync.state !== 'ready')
-    throw new DemoError(`the skill repository did not sync: ${JSON.stringify(repository?.body.sync)}`);
-  const skills = await step(api, 'GET', `/repositories/${repositoryId}/skills`, { token: key, expect: [200] }, (a) =>
-    a.body.data.map((skill: { name: string; source: string; path: string }) => `${skill.name} (${skill.source}, ${skill.path})`).join(', '),
+  note(`GET /repositories/${repositoryId}  sync ${sync}, ${skillCount} skills`);
+  if (sync !== 'ready') throw new DemoError(`the skill repository did not sync (${sync})`);
+  const skills = await step(
+    `GET /repositories/${repositoryId}/skills`,
+    acis.api.GET('/repositories/{repository_id}/skills', { params: { path } }),
+    [200],
+    (page) => page.data.map((skill) => `${skill.name} (${skill.source}, ${skill.path})`).join(', '),
   );
-  return skills.body.data.find((skill: { name: string }) => skill.name === 'release-notes').id as string;
+  const releaseNotes = skills.body.data.find((skill) => skill.name === 'release-notes');
+  if (!releaseNotes) throw new DemoError('the synced repository has no release-notes skill');
+  return releaseNotes.id;
 }
 
-async function provision(api: ApiClient, key: string, run: string, skillRepositoryUrl: string | undefined) {
+async function provision(acis: AcisClient, run: string, skillRepositoryUrl: string | undefined) {
   const tenantExternalId = `demo:tenant:${run}`;
   const userExternalId = `demo:user:${run}`;
-  const tenantBody = { name: `Demo tenant ${run}` };
-  const tenantPath = `/tenants/by-external-id/${tenantExternalId}`;
+  const upsertTenant = () =>
+    acis.api.PUT('/tenants/by-external-id/{external_id}', {
+      params: { path: { external_id: tenantExternalId } },
+      body: { name: `Demo tenant ${run}` },
+    });
+  const tenantLabel = `PUT /tenants/by-external-id/${tenantExternalId}`;
 
-  const tenant = await step(
-    api,
-    'PUT',
-    tenantPath,
-    { token: key, body: tenantBody, expect: [201] },
-    (a) => `${a.body.id}  cold path: created, so set it up`,
-  );
-  const tenantId = tenant.body.id as string;
+  const tenant = await step(tenantLabel, upsertTenant(), [201], (t) => `${t.id}  cold path: created, so set it up`);
+  const tenantId = tenant.body.id;
   const repository = await step(
-    api,
-    'POST',
-    '/repositories',
-    {
-      token: key,
+    'POST /repositories',
+    acis.api.POST('/repositories', {
       body: { name: `demo-skills-${run}`, repo_url: skillRepositoryUrl ?? 'https://github.com/acme/demo-skills.git' },
-      expect: [201],
-    },
-    (a) => `${a.body.id}  ${a.body.repo_url}, sync ${a.body.sync.state}`,
+    }),
+    [201],
+    (r) => `${r.id}  ${r.repo_url}, sync ${r.sync.state}`,
   );
-  const skillId = await releaseNotesSkill(api, key, repository.body.id, skillRepositoryUrl !== undefined);
+  const skillId = await releaseNotesSkill(acis, repository.body.id, skillRepositoryUrl !== undefined);
   await step(
-    api,
-    'PUT',
-    `/tenants/${tenantId}/repository`,
-    { token: key, body: { repository_id: repository.body.id }, expect: [200] },
-    (a) => `tenant ${a.body.id} now uses repository ${a.body.repository_id}`,
+    `PUT /tenants/${tenantId}/repository`,
+    acis.api.PUT('/tenants/{tenant_id}/repository', {
+      params: { path: { tenant_id: tenantId } },
+      body: { repository_id: repository.body.id },
+    }),
+    [200],
+    (t) => `tenant ${t.id} now uses repository ${t.repository_id}`,
   );
   const role = await step(
-    api,
-    'POST',
-    `/tenants/${tenantId}/roles`,
-    { token: key, body: { name: 'analyst', skill_access: { mode: 'selected', skill_ids: [skillId] } }, expect: [201] },
-    (a) => `${a.body.id}  ${a.body.name}, skills: ${a.body.skill_access.skill_ids?.join(', ') ?? a.body.skill_access.mode}`,
+    `POST /tenants/${tenantId}/roles`,
+    acis.api.POST('/tenants/{tenant_id}/roles', {
+      params: { path: { tenant_id: tenantId } },
+      body: { name: 'analyst', skill_access: { mode: 'selected', skill_ids: [skillId] } },
+    }),
+    [201],
+    (r) => `${r.id}  ${r.name}, skills: ${r.skill_access.mode === 'selected' ? r.skill_access.skill_ids.join(', ') : r.skill_access.mode}`,
   );
   const user = await step(
-    api,
-    'PUT',
-    `/tenants/${tenantId}/users/by-external-id/${userExternalId}`,
-    { token: key, body: { email: 'ada@example.com', display_name: 'Ada', role_id: role.body.id }, expect: [201] },
-    (a) => `${a.body.id}  ${a.body.email}`,
+    `PUT /tenants/${tenantId}/users/by-external-id/${userExternalId}`,
+    acis.api.PUT('/tenants/{tenant_id}/users/by-external-id/{external_id}', {
+      params: { path: { tenant_id: tenantId, external_id: userExternalId } },
+      body: { email: 'ada@example.com', display_name: 'Ada', role_id: role.body.id },
+    }),
+    [201],
+    (u) => `${u.id}  ${u.email}`,
   );
-  await step(
-    api,
-    'PUT',
-    tenantPath,
-    { token: key, body: tenantBody, expect: [200] },
-    (a) => `${a.body.id}  warm path: exists, setup skipped`,
-  );
+  await step(tenantLabel, upsertTenant(), [200], (t) => `${t.id}  warm path: exists, setup skipped`);
   const token = await step(
-    api,
-    'POST',
-    '/auth/token-exchange',
-    { token: key, body: { tenant_external_id: tenantExternalId, user_external_id: userExternalId }, expect: [200] },
-    (a) => `${String(a.body.token).slice(0, 20)}…  expires ${a.body.expires_at}`,
+    'POST /auth/token-exchange',
+    acis.api.POST('/auth/token-exchange', { body: { tenant_external_id: tenantExternalId, user_external_id: userExternalId } }),
+    [200],
+    (t) => `${t.token.slice(0, 20)}…  expires ${t.expires_at}`,
   );
-  return { userId: user.body.id as string, jwt: token.body.token as string };
+  return { userId: user.body.id, jwt: token.body.token };
 }
 
 function requireSuccess(what: string, run: StreamSummary, remote: boolean): void {
@@ -269,26 +262,22 @@ async function main(): Promise<void> {
 
   section('2. ACIS server');
   const target = await startTarget(stubUrl);
-  const api = createApiClient(target.url);
-  const key = target.serviceKey;
+  const acis = createAcisClient({ baseUrl: target.url, token: target.serviceKey });
 
   section('3. Provisioning, as a host adapter does it (integration service key)');
-  const { jwt } = await provision(api, key, run, target.remote ? undefined : await makeSkillRepository());
+  const { jwt } = await provision(acis, run, target.remote ? undefined : await makeSkillRepository());
+  const asUser = acis.asUser(jwt);
 
   section("4. A conversation with an initial message (the user's platform JWT, streamed as NDJSON)");
   const firstPrompt = `Please check the sandbox. [[tool:Bash {"command":"echo ${SANDBOX_OUTPUT}"}]] [[echo-skills]]`;
   note(`POST /conversations  initial_message: ${firstPrompt}`);
-  const created = await api.stream('POST', '/conversations', {
-    token: jwt,
-    body: { title: 'Demo conversation', initial_message: { content: firstPrompt } },
-    expect: [200],
+  const created = asUser.startConversation({ title: 'Demo conversation', initial_message: { content: firstPrompt } });
+  const first = await printStream(created).catch((error: unknown) => {
+    throw demoError('POST /conversations', error);
   });
-  const conversationId = created.headers.get('x-service-conversation-id');
+  const conversationId = created.conversationId;
   if (!conversationId) throw new DemoError('POST /conversations: no X-Service-Conversation-Id header');
-  note(
-    `200 ${created.headers.get('content-type')}, X-Service-Conversation-Id ${conversationId}, X-Service-Stream-Format ${created.headers.get('x-service-stream-format')}`,
-  );
-  const first = await printStream(created);
+  note(`conversation ${conversationId}, message ${created.messageId}`);
   requireSuccess('first message', first, target.remote);
   requireText('first message', first, `Tool Bash returned: ${SANDBOX_OUTPUT}`, target.remote);
   // The role grants one of the repository's two skills: the agent is offered that one only.
@@ -297,26 +286,23 @@ async function main(): Promise<void> {
   section('5. A second message: the agent remembers the first turn');
   const secondPrompt = 'What did I ask you before? [[echo-history]]';
   note(`POST /conversations/${conversationId}/messages  content: ${secondPrompt}`);
-  const sent = await api.stream('POST', `/conversations/${conversationId}/messages`, {
-    token: jwt,
-    body: { content: secondPrompt },
-    expect: [200],
+  const sent = asUser.sendMessage(conversationId, { content: secondPrompt });
+  const second = await printStream(sent).catch((error: unknown) => {
+    throw demoError(`POST /conversations/${conversationId}/messages`, error);
   });
-  note(`200, X-Service-Message-Id ${sent.headers.get('x-service-message-id')}`);
-  const second = await printStream(sent);
+  note(`message ${sent.messageId}`);
   requireSuccess('second message', second, target.remote);
   requireText('second message', second, 'History: 1 earlier user turn', target.remote);
 
   section('6. The message history (oldest first)');
   const history = await step(
-    api,
-    'GET',
-    `/conversations/${conversationId}/messages`,
-    { token: jwt, expect: [200] },
-    (a) => `${a.body.data.length} messages`,
+    `GET /conversations/${conversationId}/messages`,
+    asUser.api.GET('/conversations/{conversation_id}/messages', { params: { path: { conversation_id: conversationId } } }),
+    [200],
+    (page) => `${page.data.length} messages`,
   );
   for (const message of [...history.body.data].reverse()) {
-    const content = String(message.content).replace(/\s+/g, ' ');
+    const content = message.content.replace(/\s+/g, ' ');
     const usage = message.usage ? `  (${message.usage.input_tokens} in / ${message.usage.output_tokens} out)` : '';
     note(
       `${message.id}  ${message.role.padEnd(9)} ${message.status.padEnd(9)} ${content.length > 90 ? `${content.slice(0, 89)}…` : content}${usage}`,

@@ -1,73 +1,43 @@
 /**
- * The demo's HTTP client: one call per REST step, each checked against the statuses the step may
- * answer, so an unexpected answer stops the demo with the server's problem detail.
+ * The demo's REST steps, through the ACIS TypeScript client (`clients/typescript`) as a host adapter
+ * would call ACIS: each step is printed as `METHOD path  status  detail` and checked against the
+ * statuses it may answer, so an unexpected answer (or a problem the client throws) stops the demo
+ * with the server's problem slug and detail.
  */
+import { AcisProblem } from '../../clients/typescript/src/index.js';
 
 export class DemoError extends Error {}
 
-export interface CallOptions {
-  token: string;
-  body?: unknown;
-  /** The acceptable statuses; anything else throws a DemoError. */
-  expect: number[];
+/** What an openapi-fetch call resolves to. */
+interface CallResult<T> {
+  data?: T;
+  response: Response;
 }
 
-export interface JsonAnswer {
-  status: number;
-  headers: Headers;
-  // biome-ignore lint/suspicious/noExplicitAny: the demo reads the API's JSON answers field by field and checks what it shows
-  body: any;
+/** Runs one call, prints it, and returns its body; any other status than `expect` stops the demo. */
+export async function step<T>(
+  label: string,
+  call: Promise<CallResult<T>>,
+  expect: number[],
+  detail: (body: T, response: Response) => string,
+): Promise<{ body: T; response: Response }> {
+  const { data, response } = await call.catch((error: unknown) => {
+    throw demoError(label, error);
+  });
+  if (!expect.includes(response.status)) throw new DemoError(`${label} answered ${response.status} (expected ${expect.join(' or ')})`);
+  const body = data as T;
+  console.log(`  ${label.padEnd(64)} ${response.status}  ${detail(body, response)}`);
+  return { body, response };
 }
 
-export function createApiClient(baseUrl: string) {
-  const send = (method: string, path: string, options: CallOptions) =>
-    fetch(`${baseUrl}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${options.token}`,
-        ...(options.body !== undefined && { 'content-type': 'application/json' }),
-      },
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
-    }).catch((error: unknown) => {
-      throw new DemoError(`${method} ${path}: cannot reach ${baseUrl} (${(error as Error).message})`);
-    });
-
-  return {
-    /** A JSON request; the answer's body is parsed (null for an empty one). */
-    async call(method: string, path: string, options: CallOptions): Promise<JsonAnswer> {
-      const response = await send(method, path, options);
-      const text = await response.text();
-      if (!options.expect.includes(response.status)) throw unexpected(method, path, options.expect, response.status, text);
-      return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : null };
-    },
-
-    /** A request answered with an NDJSON stream; the body is left unread for the caller to follow. */
-    async stream(method: string, path: string, options: CallOptions): Promise<Response> {
-      const response = await send(method, path, options);
-      if (!options.expect.includes(response.status)) {
-        throw unexpected(method, path, options.expect, response.status, await response.text());
-      }
-      const type = response.headers.get('content-type') ?? '';
-      if (!type.startsWith('application/x-ndjson')) {
-        await response.body?.cancel();
-        throw new DemoError(`${method} ${path}: expected an application/x-ndjson stream, got ${type || 'no content type'}`);
-      }
-      return response;
-    },
-  };
-}
-
-export type ApiClient = ReturnType<typeof createApiClient>;
-
-function unexpected(method: string, path: string, expected: number[], status: number, text: string): DemoError {
-  let detail = text.trim();
-  try {
-    // RFC 9457 problem: the slug and detail say what went wrong.
-    const problem = JSON.parse(text) as { type?: string; detail?: string; errors?: unknown };
-    const slug = problem.type?.split('/').pop();
-    detail = [slug, problem.detail, problem.errors && JSON.stringify(problem.errors)].filter(Boolean).join(': ');
-  } catch {
-    // not JSON: show the text as is
+/** A problem or a failure to reach the server, said in one line. */
+export function demoError(label: string, error: unknown): DemoError {
+  if (error instanceof DemoError) return error;
+  if (error instanceof AcisProblem) {
+    const fields = error.fields.length > 0 ? `: ${JSON.stringify(error.fields)}` : '';
+    return new DemoError(
+      `${label} answered ${error.status} ${error.slug}${error.problem.detail ? `: ${error.problem.detail}` : ''}${fields}`,
+    );
   }
-  return new DemoError(`${method} ${path} answered ${status} (expected ${expected.join(' or ')})${detail ? `: ${detail}` : ''}`);
+  return new DemoError(`${label}: cannot reach ACIS (${(error as Error).message})`);
 }

@@ -4,11 +4,13 @@
  * (inline they would read as part of the text).
  */
 
+import type { MessageStream } from '../../clients/typescript/src/index.js';
+
 // biome-ignore lint/suspicious/noExplicitAny: a stream line is JSON read field by field by a demo script
 type Line = Record<string, any>;
 
 export interface StreamSummary {
-  /** Every line, pings included. */
+  /** Every line of the run (pings are not lines of it).*/
   lines: Line[];
   /** The terminal line (agent `result` or platform `error`), if the stream was complete. */
   terminal: Line | undefined;
@@ -21,15 +23,14 @@ const LABEL_WIDTH = 26;
 const TEXT_PREFIX = `${INDENT}${'text'.padEnd(LABEL_WIDTH)} `;
 const MAX_SHOWN = 100;
 
-export async function printStream(response: Response): Promise<StreamSummary> {
+export async function printStream(stream: MessageStream): Promise<StreamSummary> {
   const out = new Printer();
   const lines: Line[] = [];
   let text = '';
-  for await (const line of ndjsonLines(response)) {
+  stream.onPing = () => out.dot();
+  for await (const line of stream as AsyncIterable<Line>) {
     lines.push(line);
-    if (line.event === 'ping') {
-      out.dot();
-    } else if (line.object === 'platform.event') {
+    if (line.object === 'platform.event') {
       out.line(`platform ${line.type}`, describePlatform(line));
     } else if (line.type === 'stream_event') {
       const delta = line.event?.type === 'content_block_delta' ? line.event.delta : undefined;
@@ -60,22 +61,6 @@ export async function printStream(response: Response): Promise<StreamSummary> {
   out.end();
   const terminal = lines.find((l) => l.type === 'result' || (l.object === 'platform.event' && l.type === 'error'));
   return { lines, terminal, text };
-}
-
-async function* ndjsonLines(response: Response): AsyncGenerator<Line> {
-  const decoder = new TextDecoder();
-  let buffered = '';
-  for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
-    buffered += decoder.decode(chunk, { stream: true });
-    let newline = buffered.indexOf('\n');
-    while (newline >= 0) {
-      const text = buffered.slice(0, newline).trim();
-      buffered = buffered.slice(newline + 1);
-      if (text) yield JSON.parse(text) as Line;
-      newline = buffered.indexOf('\n');
-    }
-  }
-  if (buffered.trim()) yield JSON.parse(buffered) as Line;
 }
 
 /** Keeps inline output (text, dots) and whole lines from running into each other. */

@@ -5,6 +5,7 @@ import { type HttpTarget, MessageStream } from './message-stream.js';
 import { type RetryOptions, retryingFetch } from './retrying-fetch.js';
 import type { components, operations, paths } from './schema.js';
 
+export type CreateConversationBody = NonNullable<operations['createConversation']['requestBody']>['content']['application/json'];
 export type SendMessageBody = NonNullable<operations['sendMessage']['requestBody']>['content']['application/json'];
 export type Token = components['schemas']['Token'];
 
@@ -23,6 +24,14 @@ export interface AcisClient {
   api: Client<paths>;
   /** Sends a message and streams its run: every line once, re-attaching after a dropped connection. */
   sendMessage(conversationId: string, body: SendMessageBody, options?: { idempotencyKey?: string }): MessageStream;
+  /**
+   * Creates a conversation with its first message and streams that run (its leading line is the
+   * conversation; `stream.conversationId` names it once the answer arrived).
+   */
+  startConversation(
+    body: CreateConversationBody & { initial_message: SendMessageBody },
+    options?: { idempotencyKey?: string },
+  ): MessageStream;
   /** Follows a run already started (another process sent it), from after its first `after` lines. */
   attach(conversationId: string, messageId: string, after?: number): MessageStream;
   /** Exchanges the service key for an end user's platform JWT (`POST /auth/token-exchange`). */
@@ -53,6 +62,15 @@ export function createAcisClient(options: AcisClientOptions): AcisClient {
         send(`${baseUrl}/conversations/${encodeURIComponent(conversationId)}/messages`, {
           method: 'POST',
           headers: { ...headers, 'content-type': 'application/json', 'idempotency-key': sendOptions.idempotencyKey ?? randomUUID() },
+          body: JSON.stringify(body),
+        }),
+      );
+    },
+    startConversation(body, startOptions = {}) {
+      return new MessageStream(http, undefined, () =>
+        send(`${baseUrl}/conversations`, {
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'application/json', 'idempotency-key': startOptions.idempotencyKey ?? randomUUID() },
           body: JSON.stringify(body),
         }),
       );

@@ -40,10 +40,13 @@ export class MessageStream implements AsyncIterable<StreamLine> {
   messageId: string | undefined;
   /** Lines seen so far (pings excluded): what a re-attach passes as `after`. */
   seen = 0;
+  /** Called for each keepalive ping (they are not lines of the run, so they are not yielded). */
+  onPing: (() => void) | undefined;
 
+  /** `conversationId` undefined: a conversation created with its first message, named by the answer's header. */
   constructor(
     private readonly http: HttpTarget,
-    private readonly conversationId: string,
+    public conversationId: string | undefined,
     private readonly open: () => Promise<Response>,
   ) {}
 
@@ -53,10 +56,14 @@ export class MessageStream implements AsyncIterable<StreamLine> {
     for (;;) {
       if (!response.ok) throw await problemOf(response);
       this.messageId ??= response.headers.get('x-service-message-id') ?? undefined;
+      this.conversationId ??= response.headers.get('x-service-conversation-id') ?? undefined;
       const before = this.seen;
       try {
         for await (const line of ndjsonLines(response)) {
-          if ((line as { event?: unknown }).event === 'ping') continue;
+          if ((line as { event?: unknown }).event === 'ping') {
+            this.onPing?.();
+            continue;
+          }
           this.seen += 1;
           yield line;
           if (isTerminal(line)) return;
@@ -65,7 +72,7 @@ export class MessageStream implements AsyncIterable<StreamLine> {
         // The connection dropped mid-stream: re-attach below.
       }
       fruitless = this.seen > before ? 0 : fruitless + 1;
-      if (!this.messageId || fruitless >= MAX_REATTACHES_WITHOUT_PROGRESS) {
+      if (!this.messageId || !this.conversationId || fruitless >= MAX_REATTACHES_WITHOUT_PROGRESS) {
         throw new Error(`the stream ended before its terminal line after ${this.seen} lines`);
       }
       response = await this.reattach();
@@ -73,7 +80,7 @@ export class MessageStream implements AsyncIterable<StreamLine> {
   }
 
   private reattach(): Promise<Response> {
-    const url = `${this.http.baseUrl}/conversations/${encodeURIComponent(this.conversationId)}/messages/${encodeURIComponent(this.messageId!)}/stream?after=${this.seen}`;
+    const url = `${this.http.baseUrl}/conversations/${encodeURIComponent(this.conversationId!)}/messages/${encodeURIComponent(this.messageId!)}/stream?after=${this.seen}`;
     return this.http.fetch(url, { headers: this.http.headers });
   }
 }
