@@ -18,7 +18,7 @@
  * address was translated to, as plugins evaluate them.
  */
 import { selectsLabels, type LabelSelector } from './label-selector.js';
-import { serviceRules, type ServiceView } from './service-proxy.js';
+import { type NetworkPod, serviceRules, type ServiceView } from './service-proxy.js';
 
 interface Peer {
   podSelector?: LabelSelector;
@@ -42,14 +42,7 @@ export interface NetworkPolicyObject {
   };
 }
 
-export interface NetworkPod {
-  namespace: string;
-  name: string;
-  ip: string;
-  labels: Record<string, string>;
-  ports: Array<{ name?: string; containerPort: number; protocol?: string }>;
-  ready: boolean;
-}
+export type { NetworkPod };
 
 /** What the rules of one pod are computed from: the cluster's pods, namespaces' labels, policies and Services. */
 export interface NetworkView {

@@ -12,7 +12,16 @@
  * Headless Services (clusterIP None) get no rules.
  */
 import { selectsLabels } from './label-selector.js';
-import type { NetworkPod } from './network-policy-rules.js';
+
+/** A pod as the network sees it: where it is, what selects it, its named ports, whether it serves. */
+export interface NetworkPod {
+  namespace: string;
+  name: string;
+  ip: string;
+  labels: Record<string, string>;
+  ports: Array<{ name?: string; containerPort: number; protocol?: string }>;
+  ready: boolean;
+}
 
 export interface ServicePort {
   name?: string;
