@@ -3,6 +3,7 @@
  * into nftables rules (network-policy-rules.ts, service-proxy.ts), then enforced on real packets
  * between pods in network namespaces of their own. Skipped (said so) where no namespace can be made.
  */
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -104,6 +105,8 @@ describe.runIf(mode === 'netns')('pods in network namespaces of their own (netns
   /** A process of the host on 127.0.0.1, which pods reach at the node address. */
   let hostService: Server;
   let hostPort: number;
+  /** A pid no process has: what a crashed test process left under it must be gone once the kubelet starts. */
+  const deadPid = findDeadPid();
 
   const ip = (name: string, namespace = 'default') => (server.store.get('pods', namespace, name).status as { podIP: string }).podIP;
   const ready = (object: KubeObject | undefined) =>
@@ -153,6 +156,7 @@ describe.runIf(mode === 'netns')('pods in network namespaces of their own (netns
     hostService.listen(0, '127.0.0.1');
     await once(hostService, 'listening');
     hostPort = (hostService.address() as { port: number }).port;
+    execFileSync('sh', ['-ec', `ip netns add acis-${deadPid}-7; ip link add acisbr${deadPid} type bridge`]);
     server = await startKubeTestServer({ namespaces: ['team-a', 'team-b'] });
     server.store.patch('namespaces', undefined, 'team-a', 'application/merge-patch+json', { metadata: { labels: { team: 'a' } } });
     kubelet = await startKubelet({
@@ -173,6 +177,11 @@ describe.runIf(mode === 'netns')('pods in network namespaces of their own (netns
     await kubelet?.close();
     await server?.close();
     hostService?.close();
+  });
+
+  it('removes what a crashed process left: its namespaces and bridge', () => {
+    expect(execFileSync('ip', ['netns', 'list']).toString()).not.toContain(`acis-${deadPid}-`);
+    expect(execFileSync('ip', ['-o', 'link', 'show', 'type', 'bridge']).toString()).not.toContain(`acisbr${deadPid}`);
   });
 
   it('says which mode ran, and gives each pod an IP of its own on the node network', () => {
@@ -240,3 +249,13 @@ describe.runIf(mode === 'netns')('pods in network namespaces of their own (netns
     expect(await connect('client', ip('backend'), 8080)).toEqual({ ok: true, reply: 'backend' });
   });
 });
+
+function findDeadPid(): number {
+  for (let pid = 4_000_000; ; pid++) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return pid;
+    }
+  }
+}
