@@ -2,7 +2,7 @@
  * A simulated kubelet (with the scheduler's one decision folded in) for one node: it binds
  * unscheduled pods that fit its allocatable resources (others stay Pending with PodScheduled=False,
  * reason Unschedulable), starts one real process per container of its pods (in bubblewrap unless
- * told otherwise, on the pod's own loopback IP), and reports what a kubelet reports: phase, the
+ * told otherwise, in its own network namespace or loopback IP), and reports what a kubelet reports: phase, the
  * PodScheduled/Initialized/ContainersReady/Ready conditions, containerStatuses with waiting
  * (ContainerCreating, ErrImagePull, ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff),
  * running and terminated states, restart counts and readiness from readinessProbe. restartPolicy
