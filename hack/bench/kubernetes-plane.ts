@@ -103,7 +103,8 @@ export async function runKubernetesPlane(ctx: PlaneContext): Promise<PlaneResult
     ACIS_RUNNER_MEMORY_REQUEST: '16Mi',
     ACIS_RUNNER_CPU_LIMIT: '2',
     ACIS_RUNNER_MEMORY_LIMIT: '2Gi',
-    ACIS_EGRESS_PROXY_HOST: '127.0.0.1',
+    // Where runner pods reach the host's proxy: 127.0.0.1 in the kubelet's loopback mode, the node address in netns mode.
+    ACIS_EGRESS_PROXY_HOST: kubelet.nodeAddress,
     ACIS_EGRESS_PROXY_PORT: String(egressPort),
     ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP,
     ACIS_MODEL_BASE_URL: stub.url,

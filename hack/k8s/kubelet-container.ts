@@ -1,8 +1,8 @@
 /**
  * What the simulated kubelet does for one container: resolve its environment the way the kubelet
  * does (values with $(VAR) expansion, secretKeyRef, configMapKeyRef, fieldRef, envFrom), start its
- * process (in bubblewrap by default, sharing the host network so it can listen on the pod's loopback
- * IP), and run readiness probes (tcpSocket, httpGet, exec).
+ * process (in bubblewrap by default, in the pod's network namespace, or sharing the host network so it
+ * listens on the pod's loopback IP in loopback mode), and run readiness probes (tcpSocket, httpGet, exec).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { connect } from 'node:net';
@@ -159,11 +159,19 @@ export interface StartOptions {
   hostname: string;
   uid?: number;
   gid?: number;
+  /** The pod's network namespace (netns mode), entered before the sandbox starts; the host's network otherwise. */
+  netns?: string;
+}
+
+/** The command entering a pod's network namespace first, when it has one. */
+function inNetns(netns: string | undefined, command: string[]): string[] {
+  return netns ? ['nsenter', `--net=${netns}`, '--', ...command] : command;
 }
 
 export function startProcess(options: StartOptions): ChildProcess {
   if (options.isolation === 'none') {
-    return spawn(options.command[0]!, options.command.slice(1), {
+    const [command, ...args] = inNetns(options.netns, options.command);
+    return spawn(command!, args, {
       cwd: options.workspace,
       env: { PATH: process.env.PATH, HOME: options.home, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -193,7 +201,9 @@ export function startProcess(options: StartOptions): ChildProcess {
   const imageArgs = runtimeDirs.filter((bind) => covered(bind.target)).flatMap((bind) => ['--ro-bind', bind.source, bind.target]);
   args.splice(args.indexOf('--remount-ro'), 0, ...volumeArgs, ...imageArgs);
   // bwrap passes its own environment on to the container (nothing of it on the command line).
-  return spawn('bwrap', args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  // bwrap shares the network it starts in (network 'host'): the pod's namespace when it has one.
+  const [command, ...wrapped] = inNetns(options.netns, ['bwrap', ...args]);
+  return spawn(command!, wrapped, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 }
 
 function resolvePort(port: number | string, container: ContainerSpec): number {
@@ -208,6 +218,7 @@ export async function runProbe(
   container: ContainerSpec,
   podIP: string,
   env: Record<string, string>,
+  netns: string | undefined,
   timeoutMs: number,
 ): Promise<boolean> {
   if (probe.tcpSocket) {
@@ -238,10 +249,10 @@ export async function runProbe(
     }
   }
   if (probe.exec) {
-    const [command, ...args] = probe.exec.command;
-    if (!command) return false;
+    if (probe.exec.command.length === 0) return false;
+    const [command, ...args] = inNetns(netns, probe.exec.command);
     return new Promise((resolve) => {
-      const child = spawn(command, args, { env: { PATH: process.env.PATH, ...env }, stdio: 'ignore', timeout: timeoutMs });
+      const child = spawn(command!, args, { env: { PATH: process.env.PATH, ...env }, stdio: 'ignore', timeout: timeoutMs });
       child.once('error', () => resolve(false));
       child.once('exit', (code) => resolve(code === 0));
     });

@@ -2,7 +2,7 @@
  * A simulated kubelet (with the scheduler's one decision folded in) for one node: it binds
  * unscheduled pods that fit its allocatable resources (others stay Pending with PodScheduled=False,
  * reason Unschedulable), starts one real process per container of its pods (in bubblewrap unless
- * told otherwise, on the pod's own loopback IP), and reports what a kubelet reports: phase, the
+ * told otherwise, in its own network namespace or loopback IP), and reports what a kubelet reports: phase, the
  * PodScheduled/Initialized/ContainersReady/Ready conditions, containerStatuses with waiting
  * (ContainerCreating, ErrImagePull, ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff),
  * running and terminated states, restart counts and readiness from readinessProbe. restartPolicy
@@ -29,6 +29,8 @@ import {
 } from './kubelet-container.js';
 import { eventRecorder, type PodRef } from './kubelet-events.js';
 import { allocatePodIP, podNetwork } from './kubelet-pod-network.js';
+import { acquirePodNetwork, probeNetworkMode, type NetworkMode, type PodAttachment } from './pod-netns.js';
+import { startPodNetworkSync } from './pod-network-sync.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
@@ -53,6 +55,12 @@ export interface KubeletOptions {
   allocatable?: { cpu?: string; memory?: string; pods?: number };
   /** `bwrap` (default): each container in bubblewrap like the local provider; `none`: a plain child process. */
   isolation?: 'bwrap' | 'none';
+  /**
+   * `netns`: each pod in a network namespace of its own on a bridge, Services and NetworkPolicies in
+   * nftables (pod-netns.ts); `loopback`: pods share the host's network on loopback IPs. Default
+   * `auto` (or the KUBELET_TEST_NETWORK environment variable): netns where the machine allows it.
+   */
+  network?: 'auto' | NetworkMode;
 }
 
 export interface KubeletProcess {
@@ -65,6 +73,12 @@ export interface KubeletProcess {
 
 export interface Kubelet {
   nodeName: string;
+  /** The pod network mode that ran. */
+  networkMode: NetworkMode;
+  /** The node's address as pods see it (127.0.0.1 in loopback mode): the host's processes are reached there. */
+  nodeAddress: string;
+  /** Resolves once every pod's Service and NetworkPolicy rules reflect the store as it is now (netns mode). */
+  networkSynced(): Promise<void>;
   /** The processes running now, one per running container. */
   processes(): KubeletProcess[];
   /** What a pod's container (the first unless named) wrote to stdout and stderr. */
@@ -111,6 +125,8 @@ interface PodRuntime {
   name: string;
   uid: string;
   podIP: string;
+  /** The pod's network namespace (netns mode). */
+  network?: PodAttachment;
   startTime: string;
   restartPolicy: string;
   directory: string;
@@ -133,6 +149,12 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     memory: parseQuantity(options.allocatable?.memory ?? '16Gi'),
     pods: options.allocatable?.pods ?? 110,
   };
+  const networkMode = await chooseNetworkMode(options.network ?? (process.env.KUBELET_TEST_NETWORK as NetworkMode | undefined) ?? 'auto');
+  const podHost = networkMode === 'netns' ? await acquirePodNetwork() : undefined;
+  const nodeAddress = podHost?.nodeAddress ?? '127.0.0.1';
+  const networkSync =
+    podHost &&
+    startPodNetworkSync(objects, podHost, (error) => console.error(`kubelet ${options.nodeName ?? 'node-1'}: pod network:`, error));
   const baseDirectory = await mkdtemp(path.join(tmpdir(), `acis-kubelet-${nodeName}-`));
   /** Pods this kubelet runs, by uid. */
   const pods = new Map<string, PodRuntime>();
@@ -153,7 +175,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       },
     ],
     addresses: [
-      { type: 'InternalIP', address: '127.0.0.1' },
+      { type: 'InternalIP', address: nodeAddress },
       { type: 'Hostname', address: nodeName },
     ],
     nodeInfo: {
@@ -288,8 +310,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
         readyCondition('ContainersReady'),
         { type: 'PodScheduled', status: 'True' },
       ].map((condition) => Object.fromEntries(Object.entries(condition).filter(([, value]) => value !== undefined))),
-      hostIP: '127.0.0.1',
-      hostIPs: [{ ip: '127.0.0.1' }],
+      hostIP: nodeAddress,
+      hostIPs: [{ ip: nodeAddress }],
       podIP: runtime.podIP,
       podIPs: [{ ip: runtime.podIP }],
       startTime: runtime.startTime,
@@ -373,8 +395,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       });
     }
     const security = { ...spec.securityContext, ...container.spec.securityContext };
-    const network = podNetwork(runtime.podIP, isolation, container.env);
+    const network = runtime.network ? { env: {}, binds: [] } : podNetwork(runtime.podIP, isolation, container.env);
     const child = startProcess({
+      netns: runtime.network?.netns,
       command: containerCommand(container.spec, image, container.env),
       env: { ...container.env, ...network.env },
       isolation,
@@ -422,6 +445,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       container.spec,
       runtime.podIP,
       container.env,
+      runtime.network?.netns,
       Math.max(probePeriodMs, (spec.timeoutSeconds ?? 1) * 1000),
     );
     if (container.process !== child || runtime.terminating || closed) return;
@@ -498,7 +522,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       namespace,
       name,
       uid: pod.metadata.uid!,
-      podIP: allocatePodIP(),
+      podIP: podHost ? '' : allocatePodIP(),
       startTime: timestamp(),
       restartPolicy: (pod.spec as { restartPolicy?: string }).restartPolicy ?? 'Always',
       directory,
@@ -519,6 +543,12 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     pods.set(runtime.uid, runtime);
     await mkdir(path.join(directory, 'workspace'), { recursive: true });
     await mkdir(path.join(directory, 'home'), { recursive: true });
+    if (podHost && networkSync) {
+      runtime.network = await podHost.attach();
+      runtime.podIP = runtime.network.ip;
+      // Its rules (its policies, its Services) are in place before any of its programs runs.
+      await networkSync.add(runtime.uid, runtime.network);
+    }
     flushStatus(runtime);
     for (const container of runtime.containers) startContainer(runtime, container);
   };
@@ -526,6 +556,10 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const removePod = async (runtime: PodRuntime) => {
     pods.delete(runtime.uid);
     clearTimeout(runtime.killTimer);
+    if (runtime.network) {
+      networkSync?.remove(runtime.uid);
+      await podHost?.detach(runtime.network);
+    }
     await rm(runtime.directory, { recursive: true, force: true });
   };
 
@@ -631,6 +665,9 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
 
   return {
     nodeName,
+    networkMode,
+    nodeAddress,
+    networkSynced: () => networkSync?.settled() ?? Promise.resolve(),
     processes() {
       return [...pods.values()].flatMap((runtime) =>
         runtime.containers
@@ -663,6 +700,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       server.setPodLogProvider(undefined);
       await queue.catch(() => {});
       await Promise.all([...pods.values()].map(killNow));
+      networkSync?.stop();
+      await podHost?.release();
       try {
         objects.delete('nodes', undefined, nodeName);
       } catch (error) {
@@ -685,4 +724,16 @@ function terminationMessage(container: ContainerRuntime, exitCode: number): stri
     text = container.log.split('\n').slice(-80).join('\n').slice(-2048);
   }
   return text || undefined;
+}
+
+let announced = false;
+
+/** The pod network mode: as asked, or netns where the machine allows it; said once per process. */
+async function chooseNetworkMode(asked: 'auto' | NetworkMode): Promise<NetworkMode> {
+  const available = asked === 'loopback' ? 'loopback' : await probeNetworkMode();
+  if (asked === 'netns' && available !== 'netns')
+    throw new Error('kubelet: network mode netns asked, but no network namespace can be made here');
+  if (!announced) console.info(`kubelet: pod network mode ${available}${asked === 'auto' ? ' (detected)' : ''}`);
+  announced = true;
+  return available;
 }

@@ -4,13 +4,13 @@
  * a pod selected by no policy of a direction is open in it; a selected pod allows only what some
  * rule of some selecting policy allows; a connection needs the source's egress and, for a pod, the
  * destination's ingress. Peers: podSelector, namespaceSelector (both ANDed when together), ipBlock
- * with except (IPv4 here; pods are matched by ipBlock on their IP as most CNIs do).
+ * with except (IPv4 here; pods are matched by ipBlock on their IP as most CNIs do). The same rules
+ * are enforced on packets by the kubelet's netns mode (hack/k8s/network-policy-rules.ts,
+ * chart-network-policy.test.ts); this evaluator answers without running pods.
  */
+import { type LabelSelector, selectsLabels } from '../../hack/k8s/label-selector.js';
 
-export interface LabelSelector {
-  matchLabels?: Record<string, string>;
-  matchExpressions?: Array<{ key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; values?: string[] }>;
-}
+export type { LabelSelector };
 
 interface Peer {
   podSelector?: LabelSelector;
@@ -44,23 +44,8 @@ export interface PodEndpoint {
 
 export type Destination = PodEndpoint | { ip: string };
 
-export function selects(selector: LabelSelector, labels: Record<string, string>): boolean {
-  for (const [key, value] of Object.entries(selector.matchLabels ?? {})) if (labels[key] !== value) return false;
-  for (const expression of selector.matchExpressions ?? []) {
-    const has = expression.key in labels;
-    const value = labels[expression.key];
-    const ok =
-      expression.operator === 'Exists'
-        ? has
-        : expression.operator === 'DoesNotExist'
-          ? !has
-          : expression.operator === 'In'
-            ? has && (expression.values ?? []).includes(value!)
-            : !has || !(expression.values ?? []).includes(value!);
-    if (!ok) return false;
-  }
-  return true;
-}
+/** The selector semantics the kubelet's enforced rules use too (hack/k8s/label-selector.ts). */
+export const selects = selectsLabels;
 
 function ipv4(address: string): number | undefined {
   const parts = address.split('.');

@@ -12,7 +12,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { loadControllerConfig, type ControllerConfig } from '../../controller/config.js';
 import { type RunningController, startController } from '../../controller/controller.js';
 import type { Sandbox, SandboxSpec } from '../../controller/api/v1alpha1.js';
-import { type KubeletImage, startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
+import { type KubeletImage, type KubeletOptions, startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
 import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
 import type { KubeObject } from '../../hack/k8s/store.js';
 
@@ -38,6 +38,7 @@ export async function startCluster(
     allocatable?: { cpu?: string; memory?: string; pods?: number };
     historyLimit?: number;
     images?: Record<string, KubeletImage>;
+    network?: KubeletOptions['network'];
   } = {},
 ): Promise<Cluster> {
   const server = await startKubeTestServer({
@@ -56,6 +57,7 @@ export async function startCluster(
     probePeriodMs: 25,
     restartBackoffMs: 50,
     allocatable: options.allocatable ?? { cpu: '64', memory: '256Gi', pods: 500 },
+    network: options.network,
   });
   const kubeConfig = loadKubeConfig(server.kubeconfigPath);
   return {

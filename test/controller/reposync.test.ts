@@ -54,6 +54,9 @@ beforeAll(async () => {
   cluster = await startCluster({
     // The API server's image: the `acis` CLI from this checkout (its node_modules wherever they are).
     images: { [SYNC_IMAGE]: { command: process.execPath, binds: [ROOT, nodeModules] } },
+    // The sync pods reach PostgreSQL, git, GitHub and the Kubernetes API at 127.0.0.1, as host
+    // processes: the pods share the host's network.
+    network: 'loopback',
   });
   clusterEnv = {
     ACIS_REPOSITORY_SYNC_RUNNER: 'kubernetes',

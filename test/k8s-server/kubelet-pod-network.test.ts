@@ -1,6 +1,7 @@
 /**
- * The simulated pod network (kubelet-pod-network.ts): a pod's wildcard listen holds its port on the
- * pod's own IP only, as in a pod's own network namespace; and a wait that times out on a pod says why.
+ * The simulated pod network's loopback mode (kubelet-pod-network.ts): a pod's wildcard listen holds its
+ * port on the pod's own IP only, as in a pod's own network namespace; and a wait that times out on a
+ * pod says why. (The netns mode: pod-netns.test.ts.)
  */
 import { once } from 'node:events';
 import { createServer } from 'node:net';
@@ -30,6 +31,7 @@ beforeAll(async () => {
     },
     probePeriodMs: 50,
     restartBackoffMs: 50,
+    network: 'loopback',
   });
 });
 afterAll(async () => {

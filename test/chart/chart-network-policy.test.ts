@@ -1,0 +1,221 @@
+/**
+ * The chart's NetworkPolicies enforced on real packets (the kubelet's netns mode, hack/k8s/pod-netns.ts):
+ * with the chart's policies and Services applied, a pod with the runner pods' labels in the release
+ * namespace reaches the egress proxy (by pod IP and by its Service's ClusterIP) and nothing else:
+ * not the API server's public port nor its resolve listener, not another runner, not the proxy's
+ * other ports, not PostgreSQL nor the Kubernetes API on the node, not an address outside the pod
+ * network; the cluster DNS on port 53 only while `networkPolicy.sandboxDns` says so. Removing the
+ * sandbox policy opens every one of those paths, so each assertion can fail. The pods run a probe
+ * program (test/k8s-server/fixtures/net-probe.cjs) standing for the components: the chart's
+ * policies select by labels and ports, which is what is held here.
+ */
+import { networkInterfaces } from 'node:os';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
+import type { NetworkPolicyObject } from '../../hack/k8s/network-policy-rules.js';
+import { probeNetworkMode } from '../../hack/k8s/pod-netns.js';
+import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
+import { NAMESPACE, find, ofKind, renderChart, type RenderedObject } from './chart-render.js';
+
+const NET_PROBE = fileURLToPath(new URL('../k8s-server/fixtures/net-probe.cjs', import.meta.url));
+const CONTROL_PORT = 9000;
+const POLICIES = 'networkpolicies.networking.k8s.io';
+
+type Policy = RenderedObject & NetworkPolicyObject;
+type Labels = Record<string, string>;
+
+/** An IPv4 address of this machine off the pod network: what "the internet" is to a pod here. */
+function outsideAddress(nodeAddress: string): string | undefined {
+  const prefix = nodeAddress.split('.').slice(0, 3).join('.');
+  return Object.values(networkInterfaces())
+    .flat()
+    .find((address) => address && address.family === 'IPv4' && !address.internal && !address.address.startsWith(`${prefix}.`))?.address;
+}
+
+const mode = await probeNetworkMode();
+
+describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on packets", () => {
+  let server: KubeTestServer;
+  let kubelet: Kubelet;
+  let rendered: RenderedObject[];
+  let sandboxPolicy: Policy;
+  let outside: Server | undefined;
+  let outsideIP: string | undefined;
+  let proxyClusterIP: string;
+  /** The chart's values as rendered: the proxy port, the runner's port, the API server's ports, the proxy's metrics port. */
+  const ports = { proxy: 0, sandbox: 0, api: 0, resolve: 0, proxyMetrics: 0 };
+
+  const ip = (name: string, namespace = NAMESPACE) => (server.store.get('pods', namespace, name).status as { podIP: string }).podIP;
+  const ready = (object: KubeObject | undefined) =>
+    Boolean(
+      (object?.status as { conditions?: Array<{ type: string; status: string }> })?.conditions?.some(
+        (c) => c.type === 'Ready' && c.status === 'True',
+      ),
+    );
+
+  /** A probe pod listening where `listen` says, with the containerPorts (named ones) of the component it stands for. */
+  function createPod(name: string, namespace: string, labels: Labels, listen: string[], ports: unknown[] = []): void {
+    server.store.create('pods', namespace, {
+      metadata: { name, labels },
+      spec: {
+        containers: [
+          {
+            name: 'main',
+            image: 'net-probe',
+            env: [
+              { name: 'LISTEN', value: listen.join(',') },
+              { name: 'CONTROL_PORT', value: String(CONTROL_PORT) },
+            ],
+            ports,
+            readinessProbe: { tcpSocket: { port: CONTROL_PORT } },
+          },
+        ],
+      },
+    });
+  }
+
+  /** From inside a pod: the name of who answered, or why nothing did. */
+  async function reach(from: string, host: string, port: number, protocol = 'tcp'): Promise<string> {
+    await kubelet.networkSynced();
+    const response = await fetch(`http://${ip(from)}:${CONTROL_PORT}/connect?host=${host}&port=${port}&protocol=${protocol}`);
+    const result = (await response.json()) as { ok: boolean; reply?: string; error?: string };
+    return result.ok ? (result.reply ?? '') : `refused: ${result.error}`;
+  }
+
+  /**
+   * Every path a runner must not take, and who answers it without the sandbox policy (the resolve
+   * listener stays closed then too: the API server's own policy admits only the proxy pods there).
+   */
+  const forbidden = (): Array<[string, string, number, string, string]> => [
+    ['the API server public port', ip('api'), ports.api, 'tcp', 'api'],
+    ['the resolve listener', ip('api'), ports.resolve, 'tcp', 'refused: timeout'],
+    ['another runner', ip('runner-2'), ports.sandbox, 'tcp', 'runner-2'],
+    ["the proxy's metrics port", ip('proxy'), ports.proxyMetrics, 'tcp', 'proxy'],
+    ['PostgreSQL on the node', kubelet.nodeAddress, 5432, 'tcp', ''],
+    ['the Kubernetes API on the node', kubelet.nodeAddress, Number(new URL(server.url).port), 'tcp', 'kubernetes'],
+    ['DNS on another port', ip('dns', 'kube-system'), 5353, 'tcp', 'dns'],
+    ...(outsideIP
+      ? [
+          ['an outside address', outsideIP, (outside!.address() as { port: number }).port, 'tcp', 'outside'] as [
+            string,
+            string,
+            number,
+            string,
+            string,
+          ],
+        ]
+      : []),
+  ];
+
+  beforeAll(async () => {
+    rendered = await renderChart();
+    server = await startKubeTestServer({ namespaces: [NAMESPACE, 'kube-system'] });
+    kubelet = await startKubelet({
+      server,
+      network: 'netns',
+      images: { 'net-probe': { command: process.execPath, args: [NET_PROBE], binds: [NET_PROBE] } },
+      probePeriodMs: 25,
+    });
+    outsideIP = outsideAddress(kubelet.nodeAddress);
+    if (outsideIP) {
+      outside = createServer((socket) => socket.end('outside'));
+      outside.listen(0, outsideIP);
+      await once(outside, 'listening');
+    }
+    for (const object of [...ofKind(rendered, 'NetworkPolicy'), ...ofKind(rendered, 'Service')])
+      server.store.create(object.kind === 'Service' ? 'services' : POLICIES, NAMESPACE, object as unknown as KubeObject);
+    sandboxPolicy = find(rendered, 'NetworkPolicy', 'acis-sandbox') as Policy;
+    const apiPolicy = find(rendered, 'NetworkPolicy', 'acis-api') as Policy;
+    const proxyPolicy = find(rendered, 'NetworkPolicy', 'acis-egress-proxy') as Policy;
+    const [toProxy, toDns] = sandboxPolicy.spec.egress!;
+    ports.proxy = Number(toProxy!.ports![0]!.port);
+    ports.sandbox = Number(sandboxPolicy.spec.ingress![0]!.ports![0]!.port);
+    ports.api = Number(apiPolicy.spec.ingress![0]!.ports![0]!.port);
+    ports.resolve = Number(apiPolicy.spec.ingress![1]!.ports![0]!.port);
+    const runnerLabels = sandboxPolicy.spec.podSelector!.matchLabels!;
+    const dnsPeer = toDns!.to![0]!;
+    createPod('runner', NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
+    createPod('runner-2', NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
+    const proxyDeployment = find(rendered, 'Deployment', 'acis-egress-proxy') as RenderedObject & {
+      spec: { template: { spec: { containers: Array<{ ports: Array<{ containerPort: number }> }> } } };
+    };
+    const proxyPorts = proxyDeployment.spec.template.spec.containers[0]!.ports;
+    ports.proxyMetrics = proxyPorts.find((port) => port.containerPort !== ports.proxy)!.containerPort;
+    createPod(
+      'proxy',
+      NAMESPACE,
+      proxyPolicy.spec.podSelector!.matchLabels!,
+      proxyPorts.map((port) => `tcp:${port.containerPort}`),
+      proxyPorts,
+    );
+    createPod('api', NAMESPACE, apiPolicy.spec.podSelector!.matchLabels!, [`tcp:${ports.api}`, `tcp:${ports.resolve}`]);
+    createPod('dns', 'kube-system', dnsPeer.podSelector!.matchLabels!, ['udp:53', 'tcp:53', 'tcp:5353']);
+    for (const [name, namespace] of [
+      ['runner', NAMESPACE],
+      ['runner-2', NAMESPACE],
+      ['proxy', NAMESPACE],
+      ['api', NAMESPACE],
+      ['dns', 'kube-system'],
+    ])
+      await server.store.waitFor('pods', namespace!, name!, ready, 30_000);
+    const proxyService = find(rendered, 'Service', 'acis-egress-proxy');
+    proxyClusterIP = (server.store.get('services', NAMESPACE, proxyService.metadata.name).spec as { clusterIP: string }).clusterIP;
+  }, 120_000);
+
+  afterAll(async () => {
+    await kubelet?.close();
+    await server?.close();
+    outside?.close();
+  });
+
+  it('lets a runner pod reach the egress proxy, by pod IP and by its Service, on the proxy port', async () => {
+    expect(kubelet.networkMode).toBe('netns');
+    // The outside address is among the paths checked.
+    expect(outsideIP).toBeDefined();
+    expect(await reach('runner', ip('proxy'), ports.proxy)).toBe('proxy');
+    expect(await reach('runner', proxyClusterIP, ports.proxy)).toBe('proxy');
+  });
+
+  it('lets the API server reach a runner on its port, and no other pod', async () => {
+    expect(await reach('api', ip('runner'), ports.sandbox)).toBe('runner');
+    expect(await reach('proxy', ip('runner'), ports.sandbox)).toBe('refused: timeout');
+  });
+
+  it('keeps a runner pod from everything else', async () => {
+    const paths = forbidden();
+    const reached = await Promise.all(
+      paths.map(([what, host, port, protocol]) => reach('runner', host, port, protocol).then((answer) => `${what}: ${answer}`)),
+    );
+    expect(reached).toEqual(paths.map(([what]) => `${what}: refused: timeout`));
+  });
+
+  it("lets a runner query the cluster DNS on port 53 as the chart's values say, and not once networkPolicy.sandboxDns is false", async () => {
+    expect(await reach('runner', ip('dns', 'kube-system'), 53, 'udp')).toBe('dns');
+    expect(await reach('runner', ip('dns', 'kube-system'), 53, 'tcp')).toBe('dns');
+    const withoutDns = find(await renderChart({ set: ['networkPolicy.sandboxDns=false'] }), 'NetworkPolicy', 'acis-sandbox');
+    const stored = server.store.get(POLICIES, NAMESPACE, 'acis-sandbox');
+    server.store.update(POLICIES, NAMESPACE, 'acis-sandbox', { ...stored, spec: withoutDns.spec } as KubeObject);
+    try {
+      expect(await reach('runner', ip('dns', 'kube-system'), 53, 'udp')).toBe('refused: timeout');
+      expect(await reach('runner', ip('dns', 'kube-system'), 53, 'tcp')).toBe('refused: timeout');
+      expect(await reach('runner', ip('proxy'), ports.proxy)).toBe('proxy');
+    } finally {
+      const current = server.store.get(POLICIES, NAMESPACE, 'acis-sandbox');
+      server.store.update(POLICIES, NAMESPACE, 'acis-sandbox', { ...current, spec: sandboxPolicy.spec } as KubeObject);
+    }
+  });
+
+  it('opens every one of those paths once the sandbox policy is removed', async () => {
+    server.store.delete(POLICIES, NAMESPACE, 'acis-sandbox');
+    for (const [what, host, port, protocol, answer] of forbidden()) {
+      const reached = await reach('runner', host, port, protocol);
+      // PostgreSQL and the Kubernetes API are host processes: a connection made is what counts.
+      if (answer === '' || answer === 'kubernetes') expect(`${what}: ${reached.startsWith('refused')}`).toBe(`${what}: false`);
+      else expect(`${what}: ${reached}`).toBe(`${what}: ${answer}`);
+    }
+  });
+});
