@@ -13,6 +13,7 @@ import * as githubWebhooks from './migrations/0008-github-webhooks.js';
 import * as kubernetesRunners from './migrations/0009-kubernetes-runners.js';
 import * as tenantApiJson from './migrations/0010-tenant-api-json.js';
 import * as tenantPage from './migrations/0011-tenant-page.js';
+import * as secretAllowedHosts from './migrations/0012-secret-allowed-hosts.js';
 import { kyselyOnPool } from './prepared-statements.js';
 import type { Database } from './schema.js';
 
@@ -34,6 +35,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0009-kubernetes-runners': kubernetesRunners,
   '0010-tenant-api-json': tenantApiJson,
   '0011-tenant-page': tenantPage,
+  '0012-secret-allowed-hosts': secretAllowedHosts,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
