@@ -18,6 +18,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { createEgressMetrics } from '../../egress-proxy/egress-metrics.js';
 import { createEgressProxy, type EgressProxy, type RunSecrets } from '../../egress-proxy/egress-proxy.js';
+import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
 interface Received {
   port: number;
@@ -82,7 +83,7 @@ beforeAll(async () => {
   ports = { http: a!, https: b!, attacker: c!, attackerTls: d! };
   const extraCa = path.join(dir, 'upstream-ca.pem');
   await writeFile(extraCa, upstreamCa.certPem);
-  secrets = new Map([
+  secrets = new Map<string, RunSecret>([
     ['HTTPS_KEY', { value: HTTPS_VALUE, allowedHosts: [`localhost:${ports.https}`] }],
     ['HTTP_KEY', { value: HTTP_VALUE, allowedHosts: [`http://127.0.0.1:${ports.http}`] }],
     ['HTTPS_ONLY', { value: HTTPS_ONLY_VALUE, allowedHosts: ['127.0.0.1'] }],
