@@ -75,6 +75,7 @@ const EnvSchema = z.object({
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .default('127.0.0.1:0'),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
+  ACIS_SECRETS_REQUIRE_HOSTS: z.enum(['0', '1']).default('0'),
   ACIS_EGRESS_RESOLVE_LISTEN: z
     .string()
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
@@ -155,6 +156,8 @@ export interface Config {
   egressListen: { host: string; port: number };
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
   egressExtraCaPath: string | undefined;
+  /** Every written secret must name its `allowed_hosts`: a plain string value is refused (secret-hosts-required). */
+  secretsRequireHosts: boolean;
   /**
    * The internal listener standalone egress proxies resolve runners' credentials on, and the bearer
    * token they must send (ACIS_EGRESS_RESOLVE_TOKEN or _FILE, read at start); absent: not served.
@@ -224,6 +227,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressListen: hostPort(e.ACIS_EGRESS_LISTEN),
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
+    secretsRequireHosts: e.ACIS_SECRETS_REQUIRE_HOSTS === '1',
     egressResolve,
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',

@@ -4,6 +4,7 @@ import type { RepositorySyncWorker } from './repositories/sync.js';
 import type { RunOutcome, RunRequest } from './runs/run-request.js';
 import type { RunStream } from './runs/run-stream.js';
 import type { SandboxProvider } from './sandboxes/provider.js';
+import type { RunSecret } from '../egress-proxy/secret-binding.js';
 
 /** Everything a route or service needs from the outside world; tests build their own. */
 export interface AppDeps extends CoreDeps {
@@ -34,5 +35,5 @@ export interface RunHost {
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> };
   liveStream(messageId: string): RunStream | undefined;
   /** The secrets of a run hosted here, none once it has ended (the egress proxy's view). */
-  runSecrets(messageId: string): ReadonlyMap<string, string> | undefined;
+  runSecrets(messageId: string): ReadonlyMap<string, RunSecret> | undefined;
 }

@@ -17,7 +17,7 @@ import { Metrics } from './core/metrics.js';
 import { ProblemError } from './core/problems.js';
 import { RateLimiter } from './core/rate-limit.js';
 import type { AppDeps } from './deps.js';
-import { egressCredentials, egressSecrets, missingSecretAtEgress, startEgressProxy } from './egress/egress-wiring.js';
+import { egressCredentials, egressSecrets, secretRefusedAtEgress, startEgressProxy } from './egress/egress-wiring.js';
 import { type EgressResolveServer, startEgressResolveServer } from './egress/resolve-server.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
@@ -141,7 +141,7 @@ async function assemble(
   const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   await recoverFromStoppedProcesses(deps, baseUrl);
   const aborts = await startRunAborts(deps, runs, sandboxes, undo);
-  const egress = await startEgress(deps, egressCredentials(sandboxes.provider, runs, aborts), undo);
+  const egress = await startEgress(deps, egressCredentials(sandboxes.provider, runs, aborts, deps.logger), undo);
   await sandboxes.start({ port: egress.proxy.port, caCertificatePem: egress.proxy.caCertificatePem });
   if (config.bootstrapServiceKey) {
     const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
@@ -277,7 +277,7 @@ async function startRunAborts(
     db: deps.db,
     databaseUrl,
     logger: deps.logger,
-    onAbort: ({ runId, alias }) => runs.abortRun(runId, missingSecretAtEgress(alias)),
+    onAbort: ({ runId, alias, destination }) => runs.abortRun(runId, secretRefusedAtEgress(alias, destination)),
   });
   undo.push(() => aborts.stop());
   await aborts.start();
@@ -301,7 +301,7 @@ async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: 
     token: await readResolveToken(config.egressResolve.token),
     resolve: (runnerId, token) => egressSecrets(deps, credentials, runnerId, token),
     standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
-    abortMissing: (runnerId, alias) => credentials.abortMissing(runnerId, alias),
+    abortMissing: (runnerId, alias, destination) => credentials.abortMissing(runnerId, alias, destination),
     logger: logger.child({ component: 'egress-resolve' }),
   });
   undo.push(() => resolve.close());

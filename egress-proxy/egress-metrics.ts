@@ -11,6 +11,7 @@ export type EgressOutcome =
   | 'auth-required'
   | 'destination-refused'
   | 'missing-secret'
+  | 'secret-destination-denied'
   | 'secret-placement'
   | 'bad-request'
   | 'upgrade-refused'
@@ -20,7 +21,14 @@ export type EgressOutcome =
   | 'internal';
 
 /** The outcomes that are the proxy saying no to a run (rather than a malformed request or a failure). */
-const DENIALS = new Set<EgressOutcome>(['auth-required', 'destination-refused', 'missing-secret', 'secret-placement', 'upgrade-refused']);
+const DENIALS = new Set<EgressOutcome>([
+  'auth-required',
+  'destination-refused',
+  'missing-secret',
+  'secret-destination-denied',
+  'secret-placement',
+  'upgrade-refused',
+]);
 
 export interface EgressMetrics {
   /** One request (or one CONNECT refused before its tunnel opened) and how it ended. */

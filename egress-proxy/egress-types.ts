@@ -4,6 +4,7 @@
  * proxy once listening. Types only, so the proxy's parts share them without importing its factory.
  */
 import type { EgressMetrics } from './egress-metrics.js';
+import type { RunSecret } from './secret-binding.js';
 
 /** A runner's proxy credential (Proxy-Authorization's user and password); `resolveRun` says which run it stands for now. */
 export interface RunCredential {
@@ -11,8 +12,11 @@ export interface RunCredential {
   token: string;
 }
 
-/** Alias → plaintext value for one run. Return the same map object for a run to let the proxy reuse its masking tables. */
-export type RunSecrets = ReadonlyMap<string, string>;
+/**
+ * Alias → plaintext value for one run, plain (unbound) or bound to its hosts (secret-binding.ts). Return the
+ * same map object for a run to let the proxy reuse its masking tables.
+ */
+export type RunSecrets = ReadonlyMap<string, RunSecret>;
 
 /** The subset of a pino logger the proxy uses. It never logs values, tokens, headers or bodies. */
 export interface EgressLogger {
@@ -28,8 +32,12 @@ export interface EgressProxyOptions {
    * A throw means the answer is unknown (its source is down): the request gets 503, nothing is forwarded.
    */
   resolveRun(credential: RunCredential): RunSecrets | undefined | Promise<RunSecrets | undefined>;
-  /** A placeholder named an alias the run lacks; the run is to be aborted (missing-secret). `token` is the credential's. */
-  onMissing(runnerId: string, alias: string, token: string): void;
+  /**
+   * A placeholder named an alias the run lacks (missing-secret), or, with `destination`, a bound secret toward
+   * a destination outside its hosts (secret-destination-denied, `destination` its authority); the run is to be
+   * aborted. `token` is the credential's.
+   */
+  onMissing(runnerId: string, alias: string, token: string, destination?: string): void;
   /** Where the deployment CA lives (created on first start), e.g. `$ACIS_DATA_DIR/egress-ca`. */
   caDir: string;
   /** ACIS_EGRESS_ALLOW: comma-separated `host` or `host:port` that may be reached although private. */

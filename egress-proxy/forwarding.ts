@@ -4,6 +4,10 @@
  *
  * Invariants:
  * - Substitution and masking use exactly the map `resolveRun` returned for the request's credential.
+ * - A bound secret (secret-binding.ts) is substituted only toward a destination its hosts allow; its
+ *   placeholder anywhere in a request elsewhere (target, a header, the body) refuses the whole request (403,
+ *   secret-destination-denied) before anything is sent, or, deep in a large streamed body, destroys the
+ *   upstream request mid-body. The masker of the way back covers every value of the run, bound or not.
  * - The upstream Host header is the route's destination; the client's Host is dropped, as are hop-by-hop
  *   headers, and framing is recomputed.
  * - A placeholder whose alias the run lacks aborts the request: in the target, headers or a small body,
@@ -24,8 +28,16 @@ import type { EgressMetrics } from './egress-metrics.js';
 import { HOP_BY_HOP, appendHeader, authority, collect, connectionTokens, decodableCodings, isEncoded, isTextual } from './http-messages.js';
 import { MODEL_KEY_ALIAS, isModelEndpoint, type ModelEndpoint } from './model-endpoint.js';
 import type { Refusals } from './refusals.js';
+import { allowsDestination, secretValue } from './secret-binding.js';
 import { compileMasker, type Masker } from './secret-masking.js';
-import { createSubstitutionTransform, scanSubstitute, substituteHeaderValue, substituteTarget } from './secret-substitution.js';
+import {
+  SecretDestinationError,
+  type SecretValues,
+  createSubstitutionTransform,
+  scanSubstitute,
+  substituteHeaderValue,
+  substituteTarget,
+} from './secret-substitution.js';
 import type { Route, Upstreams } from './upstream.js';
 
 /** Request bodies up to this size are substituted whole and sent with an exact Content-Length (some
@@ -66,10 +78,10 @@ interface Outbound {
 
 export function createForwarding(deps: ForwardingDeps): Forward {
   const { refusals, metrics, model, modelKey } = deps;
-  const maskerFor = maskerPerRun(compileMasker);
+  const maskerFor = maskerPerRun((secrets) => compileMasker(new Map(plainValues(secrets))));
   // The run's values and the model key, for what the model endpoint answers.
   const modelMaskerFor = modelKey
-    ? maskerPerRun((secrets) => compileMasker(new Map([...secrets, [MODEL_KEY_ALIAS, modelKey]])))
+    ? maskerPerRun((secrets) => compileMasker(new Map([...plainValues(secrets), [MODEL_KEY_ALIAS, modelKey]])))
     : maskerFor;
 
   /** A model call: the platform's key in place of the runner's key headers; target, other headers and body untouched. */
@@ -91,7 +103,7 @@ export function createForwarding(deps: ForwardingDeps): Forward {
     if (isModelEndpoint(model, to.scheme, to.destination)) return forwardToModel(req, res, credential, runSecrets, to, rawTarget);
     const started = performance.now();
     const masker = maskerFor(runSecrets);
-    const secrets = countingLookups(runSecrets, metrics.substituted);
+    const secrets = valuesToward(runSecrets, to, metrics.substituted);
     let target: string;
     let headers: OutgoingHttpHeaders;
     try {
@@ -120,7 +132,7 @@ function send(upstreams: Upstreams, out: Outbound, body: Buffer | Readable | und
 }
 
 /** Sends the request's body, substituted when the proxy can read it: whole when small, streamed when large. */
-function sendBody(deps: ForwardingDeps, out: Outbound, secrets: RunSecrets): void {
+function sendBody(deps: ForwardingDeps, out: Outbound, secrets: SecretValues): void {
   const { req, res, headers } = out;
   const { upstreams, refusals, logger } = deps;
   const declared = req.headers['content-length'];
@@ -168,7 +180,7 @@ function sendBody(deps: ForwardingDeps, out: Outbound, secrets: RunSecrets): voi
 }
 
 /** The headers sent upstream; `secrets` undefined: values pass unsubstituted. */
-function requestHeaders(req: IncomingMessage, secrets: RunSecrets | undefined, to: Route, masking: boolean): OutgoingHttpHeaders {
+function requestHeaders(req: IncomingMessage, secrets: SecretValues | undefined, to: Route, masking: boolean): OutgoingHttpHeaders {
   const dropped = connectionTokens(req.headers.connection);
   const headers: OutgoingHttpHeaders = {};
   const raw = req.rawHeaders;
@@ -197,22 +209,24 @@ function maskerPerRun(compile: (secrets: RunSecrets) => Masker | undefined): (se
   };
 }
 
+function plainValues(secrets: RunSecrets): Array<[string, string]> {
+  return [...secrets].map(([alias, secret]) => [alias, secretValue(secret)]);
+}
+
 /**
- * `secrets` as the substitution functions see them: every value they look up is one substitution.
- * (They read values only through `get`; masking keeps using the run's own map.)
+ * The run's values as the substitution functions see them for a request along `to`: a bound value the
+ * route may not carry throws SecretDestinationError, and every value handed out is one substitution.
  */
-function countingLookups(secrets: RunSecrets, onHit: () => void): RunSecrets {
-  return new Proxy(secrets, {
-    get(target, property) {
-      if (property === 'get') {
-        return (alias: string) => {
-          const value = target.get(alias);
-          if (value !== undefined) onHit();
-          return value;
-        };
+function valuesToward(secrets: RunSecrets, to: Route, onHit: () => void): SecretValues {
+  return {
+    get(alias) {
+      const secret = secrets.get(alias);
+      if (secret === undefined) return undefined;
+      if (!allowsDestination(secret, to.scheme, to.destination)) {
+        throw new SecretDestinationError(alias, `${to.scheme}://${authority(to.destination, to.scheme === 'https' ? 443 : 80)}`);
       }
-      const member: unknown = Reflect.get(target, property, target);
-      return typeof member === 'function' ? member.bind(target) : member;
+      onHit();
+      return secretValue(secret);
     },
-  });
+  };
 }

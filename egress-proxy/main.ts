@@ -60,9 +60,9 @@ async function runSource(config: EgressConfig, logger: Logger): Promise<Pick<Egr
   logger.info({ resolve_url: config.runs.url }, 'runs resolved by the API server');
   return {
     resolveRun: api.resolveRun,
-    onMissing: (runnerId, alias, token) => {
+    onMissing: (runnerId, alias, token, destination) => {
       api
-        .reportMissing({ runnerId, token }, alias)
+        .reportMissing({ runnerId, token }, alias, destination)
         .catch((err: unknown) =>
           logger.warn(
             { runner_id: runnerId, err: err instanceof Error ? err.message : String(err) },

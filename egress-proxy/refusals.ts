@@ -3,9 +3,10 @@
  * logged by runner and destination (never a value, token, header or body). A refusal closes the connection:
  * the client may still be sending a body the proxy will not read.
  *
- * A placeholder without a secret is told to the embedder (`onMissing`, which ends the run) before the client
- * gets its answer; nothing of the request has reached the upstream by then, or the upstream request has been
- * destroyed mid-body.
+ * A placeholder without a secret, or a bound secret's placeholder toward a destination outside its hosts, is
+ * told to the embedder (`onMissing`, which ends the run) before the client gets its answer; nothing of the
+ * request has reached the upstream by then, or the upstream request has been destroyed mid-body. The answer
+ * and the log name the alias and the destination, never a value.
  */
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -14,7 +15,7 @@ import type { EgressLogger, EgressProxyOptions, RunCredential } from './egress-t
 import type { EgressMetrics, EgressOutcome } from './egress-metrics.js';
 import { authority } from './http-messages.js';
 import { placeholderFor } from './placeholder.js';
-import { MissingSecretError, SecretPlacementError } from './secret-substitution.js';
+import { MissingSecretError, SecretDestinationError, SecretPlacementError } from './secret-substitution.js';
 
 export const PROXY_AUTH_REALM = 'Basic realm="acis-egress"';
 
@@ -25,7 +26,10 @@ export interface Refusals {
   refuseAuth(res: ServerResponse): void;
   /** A refusal written on a raw socket (a CONNECT or an upgrade, which have no response object). */
   refuseRaw(socket: Duplex, outcome: EgressOutcome, status: number, reason: string, extraHeaders: string, message: string): void;
-  /** A substitution failed: a missing secret (the run is to be ended) or a value that cannot stand there. */
+  /**
+   * A substitution failed: a missing secret or a bound one toward another destination (the run is to be
+   * ended), or a value that cannot stand there.
+   */
   refuseSecret(res: ServerResponse, credential: RunCredential, destination: Destination, err: unknown): void;
   refuseDestination(res: ServerResponse, credential: RunCredential, destination: Destination, reason: string): void;
   logRefusal(credential: RunCredential, destination: Destination, reason: string): void;
@@ -63,6 +67,24 @@ export function createRefusals(
     refuse(res, missingStatus, 'missing-secret', `missing secret: ${placeholderFor(alias)} is not vaulted for this run`);
   };
 
+  const refuseDestinationOfSecret = (res: ServerResponse, credential: RunCredential, err: SecretDestinationError) => {
+    logger.warn(
+      { runner_id: credential.runnerId, alias: err.alias, destination: err.destination },
+      'bound secret toward a destination outside its hosts: request refused, run to be aborted',
+    );
+    try {
+      options.onMissing(credential.runnerId, err.alias, credential.token, err.destination);
+    } catch (hookErr) {
+      logger.error({ err: hookErr, runner_id: credential.runnerId }, 'onMissing hook failed');
+    }
+    refuse(
+      res,
+      403,
+      'secret-destination-denied',
+      `secret destination denied: ${placeholderFor(err.alias)} may not be sent to ${err.destination} (not among its allowed_hosts)`,
+    );
+  };
+
   return {
     refuse,
     failInternally,
@@ -77,6 +99,7 @@ export function createRefusals(
     },
     refuseSecret(res, credential, destination, err) {
       if (err instanceof MissingSecretError) return refuseMissing(res, credential, destination, err.alias);
+      if (err instanceof SecretDestinationError) return refuseDestinationOfSecret(res, credential, err);
       if (err instanceof SecretPlacementError) return refuse(res, 400, 'secret-placement', err.message);
       failInternally(res, err);
     },

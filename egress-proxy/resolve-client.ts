@@ -11,15 +11,18 @@
  * token) throws, and the proxy then refuses the request with 503; it never forwards it unsubstituted.
  */
 import type { RunCredential, RunSecrets } from './egress-proxy.js';
-import { MISSING_PATH, MissingAnswerSchema, RESOLVE_PATH, ResolveAnswerSchema } from './resolve-protocol.js';
+import { MISSING_PATH, MissingAnswerSchema, RESOLVE_PATH, ResolveAnswerSchema, fromWireSecrets } from './resolve-protocol.js';
 
 /** How long one call may take before the request it serves is refused. */
 const CALL_TIMEOUT_MS = 5_000;
 
 export interface ApiRunResolver {
   resolveRun(credential: RunCredential): Promise<RunSecrets | undefined>;
-  /** Tells the API server to end the run in progress on the runner; resolves whether there was one. */
-  reportMissing(credential: RunCredential, alias: string): Promise<boolean>;
+  /**
+   * Tells the API server to end the run in progress on the runner (missing secret, or with `destination` a
+   * bound secret sent toward it); resolves whether there was one.
+   */
+  reportMissing(credential: RunCredential, alias: string, destination?: string): Promise<boolean>;
 }
 
 export class RunLookupError extends Error {}
@@ -52,10 +55,12 @@ export function createApiRunResolver(baseUrl: string, token: string): ApiRunReso
     async resolveRun({ runnerId, token: runnerToken }) {
       const parsed = ResolveAnswerSchema.safeParse(await call(RESOLVE_PATH, { runner_id: runnerId, token: runnerToken }));
       if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
-      return parsed.data.in_progress ? new Map(Object.entries(parsed.data.secrets)) : undefined;
+      return parsed.data.in_progress ? fromWireSecrets(parsed.data.secrets) : undefined;
     },
-    async reportMissing({ runnerId, token: runnerToken }, alias) {
-      const parsed = MissingAnswerSchema.safeParse(await call(MISSING_PATH, { runner_id: runnerId, token: runnerToken, alias }));
+    async reportMissing({ runnerId, token: runnerToken }, alias, destination) {
+      const parsed = MissingAnswerSchema.safeParse(
+        await call(MISSING_PATH, { runner_id: runnerId, token: runnerToken, alias, destination }),
+      );
       if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
       return parsed.data.in_progress;
     },

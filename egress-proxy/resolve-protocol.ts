@@ -4,15 +4,18 @@
  * share these paths, bodies and the reading of the bearer token that guards them.
  *
  * - `POST /v1/egress/resolve` `{runner_id, token}` (a runner's proxy credential) → `{in_progress: true,
- *   secrets}` for the run in progress on that runner now, else `{in_progress: false}`.
- * - `POST /v1/egress/missing` `{runner_id, token, alias}` → the run in progress on that runner is ended
- *   for a missing secret, wherever it is hosted: `{in_progress: true}`, else `{in_progress: false}`.
+ *   secrets}` for the run in progress on that runner now, else `{in_progress: false}`. A secret is its value,
+ *   or `{value, allowed_hosts}` when bound (as the API takes it).
+ * - `POST /v1/egress/missing` `{runner_id, token, alias, destination?}` → the run in progress on that runner
+ *   is ended for a missing secret, or, with `destination`, for a bound secret sent toward it
+ *   (secret-destination-denied), wherever it is hosted: `{in_progress: true}`, else `{in_progress: false}`.
  *
  * Every call carries `Authorization: Bearer <resolve token>`; every answer is `Cache-Control: no-store`.
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { ALIAS_PATTERN } from './placeholder.js';
+import { MAX_ALLOWED_HOSTS, type RunSecret } from './secret-binding.js';
 
 export const RESOLVE_PATH = '/v1/egress/resolve';
 export const MISSING_PATH = '/v1/egress/missing';
@@ -21,10 +24,36 @@ export const MISSING_PATH = '/v1/egress/missing';
 export const MIN_RESOLVE_TOKEN_LENGTH = 32;
 
 export const ResolveRequestSchema = z.object({ runner_id: z.string().min(1).max(253), token: z.string().min(1).max(1024) }).strict();
-export const MissingRequestSchema = ResolveRequestSchema.extend({ alias: z.string().regex(ALIAS_PATTERN) }).strict();
+export const MissingRequestSchema = ResolveRequestSchema.extend({
+  alias: z.string().regex(ALIAS_PATTERN),
+  destination: z.string().min(1).max(300).optional(),
+}).strict();
+
+/** A run's secrets on the wire (the resolve answer, the runs file): alias → value or `{value, allowed_hosts}`. */
+export const WireSecretsSchema = z.record(
+  z.string().regex(ALIAS_PATTERN),
+  z.union([z.string(), z.object({ value: z.string(), allowed_hosts: z.array(z.string()).min(1).max(MAX_ALLOWED_HOSTS) })]),
+);
+export type WireSecrets = z.infer<typeof WireSecretsSchema>;
+
+export const toWireSecrets = (secrets: ReadonlyMap<string, RunSecret>): WireSecrets =>
+  Object.fromEntries(
+    [...secrets].map(([alias, secret]) => [
+      alias,
+      typeof secret === 'string' ? secret : { value: secret.value, allowed_hosts: [...secret.allowedHosts] },
+    ]),
+  );
+
+export const fromWireSecrets = (secrets: WireSecrets): Map<string, RunSecret> =>
+  new Map(
+    Object.entries(secrets).map(([alias, secret]) => [
+      alias,
+      typeof secret === 'string' ? secret : { value: secret.value, allowedHosts: secret.allowed_hosts },
+    ]),
+  );
 
 export const ResolveAnswerSchema = z.discriminatedUnion('in_progress', [
-  z.object({ in_progress: z.literal(true), secrets: z.record(z.string().regex(ALIAS_PATTERN), z.string()) }),
+  z.object({ in_progress: z.literal(true), secrets: WireSecretsSchema }),
   z.object({ in_progress: z.literal(false) }),
 ]);
 export const MissingAnswerSchema = z.object({ in_progress: z.boolean() });

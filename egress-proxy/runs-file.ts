@@ -1,7 +1,7 @@
 /**
  * Runs for the standalone proxy, read from a JSON file (ACIS_EGRESS_RUNS_FILE):
- * `{"<runner_id>": {"token": "<runner token>", "secrets": {"ALIAS": "value"}}}`: a runner credential and the
- * values its requests get.
+ * `{"<runner_id>": {"token": "<runner token>", "secrets": {"ALIAS": "value", "BOUND": {"value": "...",
+ * "allowed_hosts": ["api.example.com"]}}}}`: a runner credential and the values its requests get.
  *
  * This is the development and demo source of runs: the file holds plaintext values, so keep it 0600 and
  * short-lived. Inside the service the API server hands `createEgressProxy` a resolver over its live runs.
@@ -12,12 +12,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import type { RunCredential, RunSecrets } from './egress-proxy.js';
-import { ALIAS_PATTERN } from './placeholder.js';
+import { WireSecretsSchema, fromWireSecrets } from './resolve-protocol.js';
 
-const RunsFileSchema = z.record(
-  z.string().min(1),
-  z.object({ token: z.string().min(1), secrets: z.record(z.string().regex(ALIAS_PATTERN), z.string()) }),
-);
+const RunsFileSchema = z.record(z.string().min(1), z.object({ token: z.string().min(1), secrets: WireSecretsSchema }));
 
 interface Run {
   tokenDigest: Buffer;
@@ -40,7 +37,7 @@ export function createRunsFileResolver(file: string): (credential: RunCredential
       const parsed = RunsFileSchema.parse(JSON.parse(await readFile(file, 'utf8')));
       const runs = new Map<string, Run>();
       for (const [runnerId, run] of Object.entries(parsed)) {
-        runs.set(runnerId, { tokenDigest: digest(run.token), secrets: new Map(Object.entries(run.secrets)) });
+        runs.set(runnerId, { tokenDigest: digest(run.token), secrets: fromWireSecrets(run.secrets) });
       }
       loaded = { mtimeMs, checkedAt: performance.now(), runs };
     }

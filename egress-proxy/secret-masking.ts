@@ -6,9 +6,12 @@
  *
  * Invariants:
  * - A value is caught in each form it is known to come back in: as it is, percent-encoded
- *   (encodeURIComponent: as the proxy writes it into a request target, which echo services reflect) and
- *   JSON-escaped (inside JSON text: a tool's input, a JSON body quoted in a tool result). Other encodings
- *   (base64, a value split across lines) are not recognised.
+ *   (encodeURIComponent: as the proxy writes it into a request target, which echo services reflect),
+ *   JSON-escaped (inside JSON text: a tool's input, a JSON body quoted in a tool result), and, for a value of
+ *   at least MIN_ENCODED_VALUE_BYTES, base64 (standard and URL-safe alphabets, padded or not, at each of the
+ *   three byte offsets it may start at inside a longer encoded text: the characters that depend on the value
+ *   alone), hex (lower and upper case) and reversed. Anything else (a value split across lines, compressed,
+ *   encrypted, transformed by arbitrary code) is not recognised: binding is the defence against that.
  * - Every occurrence of a form becomes its value's placeholder, choosing the earliest match and, at one
  *   position, the longest. It is one pass, so a placeholder it writes is never masked again.
  * - A form shared by several aliases goes to the first of them in sort order, whatever order they came in;
@@ -82,13 +85,41 @@ function maskPairs(secrets: Iterable<readonly [alias: string, value: string]>): 
   const sorted = [...secrets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   for (const [alias, value] of sorted) {
     if (value.length === 0) continue;
-    for (const form of [value, encodeURIComponent(value), JSON.stringify(value).slice(1, -1)]) {
+    for (const form of formsOf(value)) {
       if (!aliasOfForm.has(form)) aliasOfForm.set(form, alias);
     }
   }
   return [...aliasOfForm]
     .map(([form, alias]) => ({ form, value: Buffer.from(form, 'utf8'), placeholder: Buffer.from(placeholderFor(alias)) }))
     .sort((a, b) => b.value.length - a.value.length);
+}
+
+/**
+ * Below this many UTF-8 bytes a value is masked only as it is, percent-encoded and JSON-escaped: the
+ * encoded forms of a shorter value are short enough to turn up in unrelated base64 or hex text.
+ */
+export const MIN_ENCODED_VALUE_BYTES = 6;
+
+/** Every form of `value` the masker looks for (the text forms, then the encoded ones). */
+export function formsOf(value: string): string[] {
+  const forms = [value, encodeURIComponent(value), JSON.stringify(value).slice(1, -1)];
+  const bytes = Buffer.from(value, 'utf8');
+  if (bytes.length < MIN_ENCODED_VALUE_BYTES) return forms;
+  const hex = bytes.toString('hex');
+  forms.push(hex, hex.toUpperCase(), [...value].reverse().join(''));
+  for (const core of base64Cores(bytes)) forms.push(core, core.replace(/\+/g, '-').replace(/\//g, '_'));
+  return forms;
+}
+
+/**
+ * The base64 text of `bytes` at each byte offset (0, 1, 2) inside a longer encoded text: the characters whose
+ * six bits all come from `bytes`, which read the same whatever precedes or follows (padding included).
+ */
+function base64Cores(bytes: Buffer): string[] {
+  return [0, 1, 2].map((offset) => {
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64');
+    return encoded.slice(Math.ceil((8 * offset) / 6), Math.floor((8 * (offset + bytes.length)) / 6));
+  });
 }
 
 /**

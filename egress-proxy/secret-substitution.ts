@@ -31,13 +31,28 @@ import { scanningTransform, type ScanResult } from './scanning-transform.js';
 const PREFIX = Buffer.from(PLACEHOLDER_PREFIX, 'latin1');
 const SUFFIX = Buffer.from(PLACEHOLDER_SUFFIX, 'latin1');
 
-/** Alias → plaintext value, for one run. */
-export type SecretValues = ReadonlyMap<string, string>;
+/**
+ * Alias → plaintext value, for one run's request: `get` answers undefined for an alias the run lacks and
+ * throws SecretDestinationError for one it may not send where the request goes (a Map serves when unbound).
+ */
+export type SecretValues = Pick<ReadonlyMap<string, string>, 'get'>;
 
 export class MissingSecretError extends Error {
   constructor(readonly alias: string) {
     super(`no secret is vaulted under alias ${alias} for this run`);
     this.name = 'MissingSecretError';
+  }
+}
+
+/** A bound secret's placeholder in a request to a destination outside its hosts: nothing is forwarded. */
+export class SecretDestinationError extends Error {
+  constructor(
+    readonly alias: string,
+    /** The request's destination, `host[:port]`. */
+    readonly destination: string,
+  ) {
+    super(`the secret ${alias} is not allowed to be sent to ${destination}`);
+    this.name = 'SecretDestinationError';
   }
 }
 

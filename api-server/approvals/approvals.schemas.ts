@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { listQuery } from '../core/pagination.js';
 import { IdParam, ListOf, Timestamp } from '../core/schemas.js';
-import { SecretAlias, SecretValue } from '../secrets/secrets.schemas.js';
+import { SecretAlias, SecretsMap } from '../secrets/secrets.schemas.js';
 
 export const APPROVAL_REASON_MAX = 4_000;
 export const APPROVAL_ITEM_DESCRIPTION_MAX = 2_000;
@@ -58,10 +58,9 @@ export const ApprovalSignatureBody = z.object({
 
 export const ResolveApprovalBody = z.object({
   signature: ApprovalSignatureBody,
-  secrets: z
-    .record(SecretAlias, SecretValue)
-    .optional()
-    .describe('Values for the requested secret items, by alias; vaulted at conversation scope; write-only'),
+  secrets: SecretsMap.optional().describe(
+    'Values (or `{value, allowed_hosts}`) for the requested secret items, by alias; vaulted at conversation scope; write-only',
+  ),
   note: z.string().max(APPROVAL_NOTE_MAX).optional(),
 });
 

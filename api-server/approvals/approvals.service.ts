@@ -6,7 +6,7 @@ import { mapPage, type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal, UserPrincipal } from '../core/principal.js';
 import { ProblemError, problems } from '../core/problems.js';
 import { upsertSecrets } from '../secrets/secrets.repository.js';
-import { sealSecrets } from '../secrets/secrets.service.js';
+import { assertSecretsBound, sealSecrets } from '../secrets/secrets.service.js';
 import { type ApprovalDecision, type ApproverKeyMaterial, verifyApprovalSignature } from './approval-signature.js';
 import { presentApproval } from './approvals.presenter.js';
 import {
@@ -100,6 +100,7 @@ export async function resolveApproval(
       unrequested.map((alias) => ({ pointer: `/secrets/${alias}`, message: 'the approval did not request a secret under this alias' })),
     );
   }
+  assertSecretsBound(deps, secrets, '/secrets');
   const owner = { scope: 'conversation' as const, id: approval.conversation_id };
   const resolved = await deps.db.transaction().execute(async (trx) => {
     const row = await resolvePendingApproval(trx, approval.id, {

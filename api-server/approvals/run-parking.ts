@@ -21,6 +21,7 @@ import type { ApprovalGate } from './approval-gate.js';
 import { presentApproval } from './approvals.presenter.js';
 import { type ApprovalRow, insertApproval } from './approvals.repository.js';
 import { RequestApprovalInput } from './approvals.schemas.js';
+import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
 export interface ParkingDeps {
   db: Db;
@@ -41,7 +42,7 @@ export interface ParkedRun {
   /** Masks what the agent wrote before an approver sees it; learns secrets an approval supplies. */
   masker: GrowingMasker;
   /** The run's secrets (alias to value), grown by an approval that supplies some. */
-  secrets: Map<string, string>;
+  secrets: Map<string, RunSecret>;
   emit(line: StreamLine): void;
   /** Ends the run with a platform problem (expiry, the conversation gone). */
   abort(problem: ProblemError): void;

@@ -23,6 +23,8 @@ export const PROBLEMS = {
   'sync-in-progress': { title: 'Sync in progress' },
   'role-required': { title: 'Role required' },
   'missing-secret': { title: 'Missing secret' },
+  'secret-hosts-required': { title: 'Secret hosts required' },
+  'secret-destination-denied': { title: 'Secret destination denied' },
   'request-timeout': { title: 'Request timeout' },
   'payload-too-large': { title: 'Payload too large' },
   'unsupported-media-type': { title: 'Unsupported media type' },

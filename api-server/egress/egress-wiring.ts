@@ -20,14 +20,31 @@ import { secretsForRun } from '../secrets/secrets.service.js';
  * on the replica hosting it through a NOTIFY (`aborts`, absent on the embedded database or with
  * runners only this process uses: one node only).
  */
-export function egressCredentials(provider: SandboxProvider, runs: RunManager, aborts: RunAbortSignals | undefined): EgressCredentials {
+export function egressCredentials(
+  provider: SandboxProvider,
+  runs: RunManager,
+  aborts: RunAbortSignals | undefined,
+  logger: Logger,
+): EgressCredentials {
   return provider.egressCredentials({
-    here: (runId, alias) => runs.abortRun(runId, missingSecretAtEgress(alias)),
-    elsewhere: aborts && ((runId, alias) => aborts.send({ runId, alias })),
+    here: (runId, alias, destination) => {
+      // The run's own record of the refusal (the proxy's log knows the runner, not the run).
+      if (destination !== undefined) logger.warn({ run_id: runId, alias, destination }, 'secret destination denied: run ended');
+      runs.abortRun(runId, secretRefusedAtEgress(alias, destination));
+    },
+    elsewhere: aborts && ((runId, alias, destination) => aborts.send({ runId, alias, destination })),
   });
 }
 
-export function missingSecretAtEgress(alias: string): ProblemError {
+/** Why the egress proxy ended a run: `alias` is vaulted nowhere, or (with `destination`) is bound elsewhere. */
+export function secretRefusedAtEgress(alias: string, destination: string | undefined): ProblemError {
+  if (destination !== undefined) {
+    return new ProblemError('secret-destination-denied', 403, {
+      detail:
+        `The run sent ${placeholderFor(alias)} toward ${destination}, which is not among the allowed_hosts of ${alias}; ` +
+        'the request was refused and nothing was sent.',
+    });
+  }
   return new ProblemError('missing-secret', 422, {
     detail: `The run sent ${placeholderFor(alias)} to the network, but no secret is vaulted under ${alias} at any scope; re-send the message with the secret attached.`,
   });
@@ -61,9 +78,9 @@ export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, 
         ? { baseUrl: deps.config.anthropicBaseUrl, apiKey: deps.config.anthropicApiKey }
         : undefined,
     resolveRun: ({ runnerId, token }) => egressSecrets(deps, credentials, runnerId, token),
-    onMissing: (runnerId, alias) => {
+    onMissing: (runnerId, alias, _token, destination) => {
       credentials
-        .abortMissing(runnerId, alias)
+        .abortMissing(runnerId, alias, destination)
         .catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
     },
   });

@@ -24,6 +24,7 @@ import {
   RESOLVE_PATH,
   ResolveRequestSchema,
   type ResolveAnswer,
+  toWireSecrets,
 } from '../../egress-proxy/resolve-protocol.js';
 import { constantTimeEqual } from '../core/crypto.js';
 
@@ -39,8 +40,8 @@ export interface EgressResolveServerOptions {
   resolve(runnerId: string, token: string): Promise<RunSecrets | undefined>;
   /** Whether the credential stands for a run now (checked before a run is ended on its word). */
   standsForRun(runnerId: string, token: string): Promise<boolean>;
-  /** Ends the run in progress on the runner for a missing secret, wherever it is hosted. */
-  abortMissing(runnerId: string, alias: string): Promise<void>;
+  /** Ends the run in progress on the runner for a missing secret (or one denied `destination`), wherever it is hosted. */
+  abortMissing(runnerId: string, alias: string, destination: string | undefined): Promise<void>;
   logger: Logger;
 }
 
@@ -79,14 +80,19 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
       const body = parse(ResolveRequestSchema, raw);
       if (!body) return answer(res, 400, { error: 'bad-request' });
       const secrets = await options.resolve(body.runner_id, body.token);
-      const result: ResolveAnswer = secrets ? { in_progress: true, secrets: Object.fromEntries(secrets) } : { in_progress: false };
+      const result: ResolveAnswer = secrets ? { in_progress: true, secrets: toWireSecrets(secrets) } : { in_progress: false };
       return answer(res, 200, result);
     }
     const body = parse(MissingRequestSchema, raw);
     if (!body) return answer(res, 400, { error: 'bad-request' });
     if (!(await options.standsForRun(body.runner_id, body.token))) return answer(res, 200, { in_progress: false });
-    logger.warn({ runner_id: body.runner_id, alias: body.alias }, 'placeholder without a secret at the egress proxy: run to be aborted');
-    await options.abortMissing(body.runner_id, body.alias);
+    logger.warn(
+      { runner_id: body.runner_id, alias: body.alias, destination: body.destination },
+      body.destination === undefined
+        ? 'placeholder without a secret at the egress proxy: run to be aborted'
+        : 'bound secret toward a destination outside its hosts at the egress proxy: run to be aborted',
+    );
+    await options.abortMissing(body.runner_id, body.alias, body.destination);
     return answer(res, 200, { in_progress: true });
   };
 

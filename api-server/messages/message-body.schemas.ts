@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Metadata } from '../core/schemas.js';
-import { SecretAlias } from '../secrets/secrets.schemas.js';
+import { SecretsMap } from '../secrets/secrets.schemas.js';
 
 /** Shapes shared by sends and conversations (which carry `initial_message`), kept apart to avoid an import cycle. */
 
@@ -20,11 +20,9 @@ export const SendMessageBody = z.object({
   parts: z.array(Part).max(100).optional(),
   skill_ids: z.array(z.string().min(1).max(100)).max(1000).optional(),
   env: z.record(z.string().min(1).max(255), z.string().max(10_000)).optional(),
-  secrets: z
-    .record(SecretAlias, z.string().min(1).max(65_536))
-    .refine((value) => Object.keys(value).length >= 1, { message: 'at least 1 property' })
+  secrets: SecretsMap.refine((value) => Object.keys(value).length >= 1, { message: 'at least 1 property' })
     .optional()
-    .describe('Write-only; scoped to this run; never echoed'),
+    .describe('Alias to value, or to `{value, allowed_hosts}`; write-only; scoped to this run; never echoed'),
   filler: Filler.optional(),
   on_capacity: OnCapacity.optional(),
   metadata: Metadata.optional(),

@@ -12,7 +12,7 @@ import type { RunOutcome } from '../runs/run-request.js';
 import type { RunStream, StreamLine } from '../runs/run-stream.js';
 import { sandboxFor } from '../runs/runner-claim.js';
 import { type Admission, CapacityExhausted } from '../sandboxes/provider.js';
-import { missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
+import { assertSecretsBound, missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
 import { effectiveSkillIds } from '../skills/materialise.js';
 import { findRunInFlight, selectMessages } from './messages.repository.js';
 import type { SendMessageBody } from './messages.schemas.js';
@@ -71,6 +71,7 @@ export async function startMessageRun(
 ): Promise<StartedRun> {
   if (!deps.runtime.runs.accepting) throw shuttingDownProblem();
   checkSend(conversation, body, context.bodyPointer);
+  assertSecretsBound(deps, body.secrets, `${context.bodyPointer ?? ''}/secrets`);
   // The message's own values stand in for the run scope until the run exists to vault them under.
   const [inFlight, secrets] = await Promise.all([
     findRunInFlight(deps.db, conversation.id),

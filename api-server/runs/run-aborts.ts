@@ -17,6 +17,8 @@ const CHANNEL = 'acis_run_abort';
 export interface RunAbort {
   runId: string;
   alias: string;
+  /** Set when a bound secret was sent toward this destination (secret-destination-denied), not missing. */
+  destination?: string | undefined;
 }
 
 export class RunAbortSignals {
@@ -61,7 +63,8 @@ export class RunAbortSignals {
 function parseAbort(payload: string): RunAbort | undefined {
   try {
     const value = JSON.parse(payload) as Partial<RunAbort>;
-    return typeof value.runId === 'string' && typeof value.alias === 'string' ? { runId: value.runId, alias: value.alias } : undefined;
+    if (typeof value.runId !== 'string' || typeof value.alias !== 'string') return undefined;
+    return { runId: value.runId, alias: value.alias, destination: typeof value.destination === 'string' ? value.destination : undefined };
   } catch {
     return undefined;
   }

@@ -23,6 +23,7 @@ import type { RunOutcome, RunRequest } from './run-request.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
 import { claimProblem, claimRunner, withSkills } from './runner-claim.js';
 import { type FillerStream, TurnLines } from './turn-lines.js';
+import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
 export interface RunManagerDeps {
   db: Db;
@@ -51,7 +52,7 @@ export class RunManager {
     {
       stream: RunStream;
       /** Alias to value; grows when an approval supplies secrets (the egress proxy reads this very map). */
-      secrets: Map<string, string>;
+      secrets: Map<string, RunSecret>;
       masker: GrowingMasker;
       abort?: ((problem: ProblemError) => void) | undefined;
     }
@@ -89,7 +90,7 @@ export class RunManager {
   }
 
   /** The secrets of a run hosted here (the same map for its whole life, none once it has ended), for the egress proxy. */
-  runSecrets(messageId: string): ReadonlyMap<string, string> | undefined {
+  runSecrets(messageId: string): ReadonlyMap<string, RunSecret> | undefined {
     const run = this.live.get(messageId);
     return run && !run.stream.isEnded ? run.secrets : undefined;
   }

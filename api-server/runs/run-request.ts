@@ -2,6 +2,7 @@ import type { ScopedConversationRow } from '../conversations/conversations.repos
 import type { ProblemError } from '../core/problems.js';
 import type { Lease } from '../sandboxes/provider.js';
 import type { StreamLine } from './run-stream.js';
+import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
 /** What a send asks of a run: the turn, where its lines start, and what it may see (secrets, skills). */
 export interface RunRequest {
@@ -21,7 +22,7 @@ export interface RunRequest {
   baseUrl: string;
   requestId: string;
   /** The run's resolved secrets (alias to value): masked out of everything the run emits or stores. */
-  secrets: ReadonlyMap<string, string>;
+  secrets: ReadonlyMap<string, RunSecret>;
   /** A platform refusal found before anything ran (missing-secret): the run ends with it at once. */
   refusal?: ProblemError | undefined;
   /** The run's effective skills (snapshot, narrowed by the conversation's selection and the message's skill_ids). */

@@ -84,8 +84,11 @@ export type SandboxStateListener = (conversationId: string, state: { warm: boole
 export interface EgressCredentials {
   /** The run a runner's egress credential stands for now, if any. */
   egressRun(runnerId: string, token: string): string | undefined | Promise<string | undefined>;
-  /** Ends the run in progress on the runner (already authenticated) for a secret it lacks, wherever that run is hosted. */
-  abortMissing(runnerId: string, alias: string): Promise<void>;
+  /**
+   * Ends the run in progress on the runner (already authenticated) for a secret it lacks, or, with
+   * `destination`, for a bound secret it sent toward a destination outside its hosts, wherever that run is hosted.
+   */
+  abortMissing(runnerId: string, alias: string, destination?: string): Promise<void>;
 }
 
 /** The egress proxy runners go through: its port on this host and the CA it terminates TLS with. */
@@ -97,9 +100,9 @@ export interface EgressEndpoint {
 /** How a run is ended for a secret missing at the egress proxy. */
 export interface MissingSecretAbort {
   /** Ends a run this process hosts. */
-  here(runId: string, alias: string): void;
+  here(runId: string, alias: string, destination: string | undefined): void;
   /** Has the replica hosting the run end it (absent with one node only: the embedded database). */
-  elsewhere?: ((runId: string, alias: string) => Promise<void>) | undefined;
+  elsewhere?: ((runId: string, alias: string, destination: string | undefined) => Promise<void>) | undefined;
 }
 
 export interface SandboxProvider {

@@ -6,6 +6,7 @@
  * one masker's to say (egress-proxy/secret-masking.ts), the same as the egress proxy's.
  */
 import { randomUUID } from 'node:crypto';
+import { type RunSecret, secretValue } from '../../egress-proxy/secret-binding.js';
 import { createMasker, type Masker } from '../../egress-proxy/secret-masking.js';
 import type { ConversationSessionStore } from '../sandboxes/session-store.js';
 
@@ -20,14 +21,14 @@ export class GrowingMasker implements SecretMasker {
   private readonly known: Array<readonly [string, string]> = [];
   private current: SecretMasker;
 
-  constructor(secrets: ReadonlyMap<string, string>) {
-    this.known.push(...secrets);
+  constructor(secrets: ReadonlyMap<string, RunSecret>) {
+    this.known.push(...valuesOf(secrets));
     this.current = createMasker(this.known);
   }
 
-  add(secrets: ReadonlyMap<string, string>): void {
+  add(secrets: ReadonlyMap<string, RunSecret>): void {
     const seen = new Set(this.known.map(([alias, value]) => `${alias}\u0000${value}`));
-    const fresh = [...secrets].filter(([alias, value]) => !seen.has(`${alias}\u0000${value}`));
+    const fresh = valuesOf(secrets).filter(([alias, value]) => !seen.has(`${alias}\u0000${value}`));
     if (fresh.length === 0) return;
     this.known.push(...fresh);
     this.current = createMasker(this.known);
@@ -48,6 +49,10 @@ export class GrowingMasker implements SecretMasker {
   get empty(): boolean {
     return this.current.empty;
   }
+}
+
+function valuesOf(secrets: ReadonlyMap<string, RunSecret>): Array<readonly [string, string]> {
+  return [...secrets].map(([alias, secret]) => [alias, secretValue(secret)] as const);
 }
 
 type Event = Record<string, unknown>;

@@ -34,7 +34,7 @@ export async function reencryptVaultedValues(db: Db, vault: Vault): Promise<Rota
     const cursor = after;
     const rows = await db
       .selectFrom('secrets')
-      .select(['scope', 'scope_id', 'alias', 'value_ciphertext'])
+      .select(['scope', 'scope_id', 'alias', 'value_ciphertext', 'allowed_hosts'])
       .$if(cursor !== undefined, (q) =>
         q.where((eb) => eb(eb.refTuple('scope', 'scope_id', 'alias'), '>', eb.tuple(cursor!.scope, cursor!.scope_id, cursor!.alias))),
       )
@@ -44,7 +44,7 @@ export async function reencryptVaultedValues(db: Db, vault: Vault): Promise<Rota
       .limit(BATCH)
       .execute();
     for (const row of rows.filter((r) => stale(r.value_ciphertext))) {
-      const context = secretContext({ scope: row.scope, id: row.scope_id }, row.alias);
+      const context = secretContext({ scope: row.scope, id: row.scope_id }, row.alias, row.allowed_hosts);
       const result = await db
         .updateTable('secrets')
         .set({ value_ciphertext: reseal(row.value_ciphertext, context) })

@@ -3,7 +3,7 @@ import type { Db } from '../core/db/database.js';
 import type { SecretScope, SecretsTable } from '../core/db/schema.js';
 import type { Page, PageRequest } from '../core/pagination.js';
 
-export type SecretListRow = Pick<Selectable<SecretsTable>, 'alias' | 'created_at' | 'updated_at'>;
+export type SecretListRow = Pick<Selectable<SecretsTable>, 'alias' | 'allowed_hosts' | 'created_at' | 'updated_at'>;
 
 /** Data access for vaulted secrets. Values go in and out as ciphertext only; the service encrypts. */
 
@@ -13,13 +13,19 @@ export interface Owner {
 }
 
 /** Merge-upsert per alias: given aliases are inserted or overwritten, the owner's others stay. */
-export async function upsertSecrets(db: Db, owner: Owner, values: { alias: string; value_ciphertext: string }[], now: Date): Promise<void> {
+export async function upsertSecrets(
+  db: Db,
+  owner: Owner,
+  values: { alias: string; value_ciphertext: string; allowed_hosts: string[] | null }[],
+  now: Date,
+): Promise<void> {
   await db
     .insertInto('secrets')
     .values(values.map((v) => ({ scope: owner.scope, scope_id: owner.id, ...v, created_at: now, updated_at: now })))
     .onConflict((oc) =>
       oc.columns(['scope', 'scope_id', 'alias']).doUpdateSet((eb) => ({
         value_ciphertext: eb.ref('excluded.value_ciphertext'),
+        allowed_hosts: eb.ref('excluded.allowed_hosts'),
         updated_at: eb.ref('excluded.updated_at'),
       })),
     )
@@ -29,7 +35,7 @@ export async function upsertSecrets(db: Db, owner: Owner, values: { alias: strin
 function ownerSecrets(db: Db, owner: Owner) {
   return db
     .selectFrom('secrets')
-    .select(['alias', 'created_at', 'updated_at'])
+    .select(['alias', 'allowed_hosts', 'created_at', 'updated_at'])
     .where('scope', '=', owner.scope)
     .where('scope_id', '=', owner.id);
 }
@@ -106,6 +112,7 @@ export interface RankedSecretRow {
   scope_id: string;
   alias: string;
   value_ciphertext: string;
+  allowed_hosts: string[] | null;
   /** Lower wins: 0 run, 1 conversation, 2 user, 3 the tenant, 4 its parent, and so on up to the root. */
   rank: number;
 }
@@ -124,16 +131,16 @@ export async function selectVisibleSecrets(
       union all
       select t.id, t.parent_id, chain.depth + 1 from tenants t join chain on t.id = chain.parent_id
     )
-    select scope, scope_id, alias, value_ciphertext, 0 as rank from secrets
+    select scope, scope_id, alias, value_ciphertext, allowed_hosts, 0 as rank from secrets
       where scope = 'run' and scope_id = ${scopes.runId ?? null}
     union all
-    select scope, scope_id, alias, value_ciphertext, 1 from secrets
+    select scope, scope_id, alias, value_ciphertext, allowed_hosts, 1 from secrets
       where scope = 'conversation' and scope_id = ${scopes.conversationId}
     union all
-    select scope, scope_id, alias, value_ciphertext, 2 from secrets
+    select scope, scope_id, alias, value_ciphertext, allowed_hosts, 2 from secrets
       where scope = 'user' and scope_id = ${scopes.userId}
     union all
-    select s.scope, s.scope_id, s.alias, s.value_ciphertext, 3 + chain.depth from chain
+    select s.scope, s.scope_id, s.alias, s.value_ciphertext, s.allowed_hosts, 3 + chain.depth from chain
       join secrets s on s.scope = 'tenant' and s.scope_id = chain.id
   `.execute(db);
   return result.rows;

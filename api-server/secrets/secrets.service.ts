@@ -7,6 +7,8 @@ import { assertConversationActive, assertTenantWritable, getConversationInScope 
 import { getTenantInScope } from '../tenants/tenants.service.js';
 import { getUserInScope } from '../users/users.service.js';
 import { placeholderFor } from '../../egress-proxy/placeholder.js';
+import type { RunSecret } from '../../egress-proxy/secret-binding.js';
+import type { SecretInput } from './secrets.schemas.js';
 import { findSecretReferences } from './placeholders.js';
 import {
   deleteSecret,
@@ -20,34 +22,76 @@ import {
 
 type Caller = ServicePrincipal | UserPrincipal;
 type SecretKind = 'conversation.secret' | 'user.secret' | 'tenant.secret';
-export type SecretObject<K extends SecretKind = SecretKind> = { object: K; alias: string; created_at: string; updated_at: string };
+export type SecretObject<K extends SecretKind = SecretKind> = {
+  object: K;
+  alias: string;
+  allowed_hosts: string[] | null;
+  created_at: string;
+  updated_at: string;
+};
 
-/** Alias to plaintext value, as a run resolves them. */
-export type SecretValues = ReadonlyMap<string, string>;
+/** Alias to value (plain, or bound to its hosts), as a run resolves them. */
+export type SecretValues = ReadonlyMap<string, RunSecret>;
 
 export function presentSecret<K extends SecretKind>(kind: K) {
   return (row: SecretListRow): SecretObject<K> => ({
     object: kind,
     alias: row.alias,
+    allowed_hosts: row.allowed_hosts,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   });
 }
 
-/** The AAD of a secret's ciphertext: it only decrypts as this alias of this owner. */
-export function secretContext(owner: Owner, alias: string): string {
-  return `secret:${owner.scope}:${owner.id}:${alias}`;
+/**
+ * The AAD of a secret's ciphertext: it only decrypts as this alias of this owner, and, when bound, with
+ * these very hosts, so a database writer cannot widen a binding without the master key.
+ */
+export function secretContext(owner: Owner, alias: string, allowedHosts: readonly string[] | null = null): string {
+  const base = `secret:${owner.scope}:${owner.id}:${alias}`;
+  return allowedHosts === null ? base : `${base}:hosts:${JSON.stringify(allowedHosts)}`;
 }
 
-export function sealSecrets(deps: Pick<AppDeps, 'vault'>, owner: Owner, values: Record<string, string>) {
-  return Object.entries(values).map(([alias, value]) => ({
-    alias,
-    value_ciphertext: deps.vault.encrypt(value, secretContext(owner, alias)),
-  }));
+/** A secret as written, as a run holds it. */
+export function toRunSecret(input: SecretInput): RunSecret {
+  return typeof input === 'string' ? input : { value: input.value, allowedHosts: input.allowed_hosts };
+}
+
+export function sealSecrets(deps: Pick<AppDeps, 'vault'>, owner: Owner, values: Record<string, SecretInput>) {
+  return Object.entries(values).map(([alias, input]) => {
+    const [value, allowedHosts] = typeof input === 'string' ? [input, null] : [input.value, input.allowed_hosts];
+    return { alias, value_ciphertext: deps.vault.encrypt(value, secretContext(owner, alias, allowedHosts)), allowed_hosts: allowedHosts };
+  });
+}
+
+/**
+ * With ACIS_SECRETS_REQUIRE_HOSTS=1, the secret-hosts-required problem of a `secrets` map holding a plain
+ * string value (each listed by pointer under `pointer`), else undefined.
+ */
+export function unboundSecretsProblem(
+  deps: Pick<AppDeps, 'config'>,
+  values: Record<string, SecretInput> | undefined,
+  pointer: string,
+): ProblemError | undefined {
+  if (!deps.config.secretsRequireHosts || !values) return undefined;
+  const unbound = Object.keys(values).filter((alias) => typeof values[alias] === 'string');
+  if (unbound.length === 0) return undefined;
+  return new ProblemError('secret-hosts-required', 422, {
+    detail:
+      `This deployment requires every secret to name its destinations: send ${unbound.join(', ')} as ` +
+      '{"value": "...", "allowed_hosts": ["api.example.com"]}.',
+    errors: unbound.map((alias) => ({ pointer: `${pointer}/${alias}`, message: 'a plain string value is refused: give allowed_hosts' })),
+  });
+}
+
+export function assertSecretsBound(deps: Pick<AppDeps, 'config'>, values: Record<string, SecretInput> | undefined, pointer: string): void {
+  const problem = unboundSecretsProblem(deps, values, pointer);
+  if (problem) throw problem;
 }
 
 /** Merge-upserts and answers the owner's whole list (the spec's PUT answers the list). */
-async function putSecrets(deps: AppDeps, owner: Owner, values: Record<string, string>, what: string): Promise<Page<SecretListRow>> {
+async function putSecrets(deps: AppDeps, owner: Owner, values: Record<string, SecretInput>, what: string): Promise<Page<SecretListRow>> {
+  assertSecretsBound(deps, values, '/secrets');
   try {
     await upsertSecrets(deps.db, owner, sealSecrets(deps, owner, values), deps.now());
   } catch (error) {
@@ -77,7 +121,7 @@ async function conversationOwner(deps: AppDeps, caller: Caller, conversationId: 
 
 const presentConversationSecret = presentSecret('conversation.secret');
 
-export async function putConversationSecrets(deps: AppDeps, caller: Caller, conversationId: string, values: Record<string, string>) {
+export async function putConversationSecrets(deps: AppDeps, caller: Caller, conversationId: string, values: Record<string, SecretInput>) {
   const owner = await conversationOwner(deps, caller, conversationId, true);
   return mapPage(await putSecrets(deps, owner, values, 'conversation'), presentConversationSecret);
 }
@@ -104,7 +148,7 @@ async function tenantOwner(deps: AppDeps, principal: ServicePrincipal, tenantId:
 const presentUserSecret = presentSecret('user.secret');
 const presentTenantSecret = presentSecret('tenant.secret');
 
-export async function putUserSecrets(deps: AppDeps, principal: ServicePrincipal, userId: string, values: Record<string, string>) {
+export async function putUserSecrets(deps: AppDeps, principal: ServicePrincipal, userId: string, values: Record<string, SecretInput>) {
   return mapPage(await putSecrets(deps, await userOwner(deps, principal, userId), values, 'user'), presentUserSecret);
 }
 
@@ -116,7 +160,7 @@ export async function deleteUserSecret(deps: AppDeps, principal: ServicePrincipa
   await removeSecret(deps, await userOwner(deps, principal, userId), alias);
 }
 
-export async function putTenantSecrets(deps: AppDeps, principal: ServicePrincipal, tenantId: string, values: Record<string, string>) {
+export async function putTenantSecrets(deps: AppDeps, principal: ServicePrincipal, tenantId: string, values: Record<string, SecretInput>) {
   return mapPage(await putSecrets(deps, await tenantOwner(deps, principal, tenantId), values, 'tenant'), presentTenantSecret);
 }
 
@@ -144,8 +188,8 @@ interface RunScopes {
 export async function resolveRunSecrets(
   deps: Pick<AppDeps, 'db' | 'vault'>,
   scopes: RunScopes,
-  extra: Record<string, string> = {},
-): Promise<Map<string, string>> {
+  extra: Record<string, SecretInput> = {},
+): Promise<Map<string, RunSecret>> {
   const rows = await selectVisibleSecrets(deps.db, {
     runId: scopes.runId,
     conversationId: scopes.conversation.id,
@@ -157,10 +201,11 @@ export async function resolveRunSecrets(
     const current = winners.get(row.alias);
     if (!current || row.rank < current.rank) winners.set(row.alias, row);
   }
-  const values = new Map(Object.entries(extra));
+  const values = new Map(Object.entries(extra).map(([alias, input]) => [alias, toRunSecret(input)]));
   for (const [alias, row] of winners) {
     if (values.has(alias)) continue;
-    values.set(alias, deps.vault.decrypt(row.value_ciphertext, secretContext({ scope: row.scope, id: row.scope_id }, alias)));
+    const value = deps.vault.decrypt(row.value_ciphertext, secretContext({ scope: row.scope, id: row.scope_id }, alias, row.allowed_hosts));
+    values.set(alias, row.allowed_hosts === null ? value : { value, allowedHosts: row.allowed_hosts });
   }
   return values;
 }
@@ -169,7 +214,7 @@ export async function resolveRunSecrets(
 export function vaultRunSecrets(
   deps: Pick<AppDeps, 'db' | 'vault'>,
   runId: string,
-  values: Record<string, string>,
+  values: Record<string, SecretInput>,
   now: Date,
 ): Promise<void> {
   const owner: Owner = { scope: 'run', id: runId };

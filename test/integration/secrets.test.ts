@@ -86,8 +86,20 @@ describe('PUT /conversations/{id}/secrets', () => {
     expect(res.body).toEqual({
       object: 'list',
       data: [
-        { object: 'conversation.secret', alias: 'API_TOKEN', created_at: expect.any(String), updated_at: expect.any(String) },
-        { object: 'conversation.secret', alias: 'DB_PASSWORD', created_at: expect.any(String), updated_at: expect.any(String) },
+        {
+          object: 'conversation.secret',
+          alias: 'API_TOKEN',
+          allowed_hosts: null,
+          created_at: expect.any(String),
+          updated_at: expect.any(String),
+        },
+        {
+          object: 'conversation.secret',
+          alias: 'DB_PASSWORD',
+          allowed_hosts: null,
+          created_at: expect.any(String),
+          updated_at: expect.any(String),
+        },
       ],
       has_more: false,
       next_cursor: null,
@@ -270,7 +282,13 @@ describe.each([
     expect(first.status).toBe(200);
     expect(first.body).toEqual({
       object: 'list',
-      data: ['MIKE', 'ZULU'].map((alias) => ({ object, alias, created_at: expect.any(String), updated_at: expect.any(String) })),
+      data: ['MIKE', 'ZULU'].map((alias) => ({
+        object,
+        alias,
+        allowed_hosts: null,
+        created_at: expect.any(String),
+        updated_at: expect.any(String),
+      })),
       has_more: false,
       next_cursor: null,
     });

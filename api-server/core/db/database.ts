@@ -14,6 +14,7 @@ import * as kubernetesRunners from './migrations/0009-kubernetes-runners.js';
 import * as tenantApiJson from './migrations/0010-tenant-api-json.js';
 import * as tenantPage from './migrations/0011-tenant-page.js';
 import * as webhookBodyDigest from './migrations/0012-webhook-body-digest.js';
+import * as secretAllowedHosts from './migrations/0013-secret-allowed-hosts.js';
 import { kyselyOnPool } from './prepared-statements.js';
 import type { Database } from './schema.js';
 
@@ -36,6 +37,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0010-tenant-api-json': tenantApiJson,
   '0011-tenant-page': tenantPage,
   '0012-webhook-body-digest': webhookBodyDigest,
+  '0013-secret-allowed-hosts': secretAllowedHosts,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

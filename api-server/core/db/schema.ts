@@ -320,6 +320,8 @@ export interface SecretsTable {
   scope_id: string;
   alias: string;
   value_ciphertext: string;
+  /** The destinations the value may be sent to; null: unbound. Part of the ciphertext's context. */
+  allowed_hosts: string[] | null;
   created_at: Timestamp;
   updated_at: Timestamp;
   /** Generated from scope and scope_id, for the cascading foreign keys. */

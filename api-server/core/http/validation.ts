@@ -7,12 +7,24 @@ export function toPointer(path: readonly PropertyKey[]): string {
 }
 
 export function fieldErrors(error: z.ZodError, prefix: readonly PropertyKey[] = []): FieldError[] {
-  return error.issues.map((issue) => {
+  return issueErrors(error.issues, prefix);
+}
+
+function issueErrors(issues: readonly z.core.$ZodIssue[], prefix: readonly PropertyKey[]): FieldError[] {
+  return issues.flatMap((issue) => {
     const path = [...prefix, ...issue.path];
     if (issue.code === 'unrecognized_keys') {
-      return { pointer: toPointer([...path, issue.keys[0] ?? '']), message: issue.message };
+      return [{ pointer: toPointer([...path, issue.keys[0] ?? '']), message: issue.message }];
     }
-    return { pointer: toPointer(path), message: issue.message };
+    // A union whose input has the type of exactly one alternative (an object where a string or an
+    // object may stand): that alternative's own errors point at the field that is wrong.
+    if (issue.code === 'invalid_union') {
+      const matched = issue.errors.filter(
+        (branch) => !(branch.length === 1 && branch[0]!.path.length === 0 && branch[0]!.code === 'invalid_type'),
+      );
+      if (matched.length === 1) return issueErrors(matched[0]!, path);
+    }
+    return [{ pointer: toPointer(path), message: issue.message }];
   });
 }
 

@@ -135,11 +135,11 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const { records } = this.options;
     return {
       egressRun: async (runnerId, token) => this.registry.egressRun(runnerId, token) ?? records?.egressRun(runnerId, token),
-      abortMissing: async (runnerId, alias) => {
+      abortMissing: async (runnerId, alias, destination) => {
         const here = this.registry.currentRun(runnerId);
-        if (here) return void abort.here(here, alias);
+        if (here) return void abort.here(here, alias, destination);
         const runId = await records?.runOf(runnerId);
-        if (runId) await abort.elsewhere?.(runId, alias);
+        if (runId) await abort.elsewhere?.(runId, alias, destination);
       },
     };
   }

@@ -119,9 +119,9 @@ export class LocalSandboxProvider implements SandboxProvider {
   egressCredentials(abort: MissingSecretAbort): EgressCredentials {
     return {
       egressRun: (runnerId, token) => this.registry.egressRun(runnerId, token),
-      abortMissing: async (runnerId, alias) => {
+      abortMissing: async (runnerId, alias, destination) => {
         const runId = this.registry.currentRun(runnerId);
-        if (runId) abort.here(runId, alias);
+        if (runId) abort.here(runId, alias, destination);
       },
     };
   }
