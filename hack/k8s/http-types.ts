@@ -31,6 +31,8 @@ export interface RequestRecord {
   name?: string;
   /** Who made it, as authenticated. */
   user?: string;
+  /** The answer's status code, once sent. */
+  status?: number;
 }
 
 /**

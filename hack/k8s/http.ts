@@ -145,6 +145,15 @@ function serveDiscovery(response: ServerResponse, method: string, segments: stri
   response.end('404 page not found\n');
 }
 
+/** Logs the request for tests, with its status once answered. */
+function logRequest(deps: HttpDeps, response: ServerResponse, record: RequestRecord): RequestRecord {
+  deps.requests.push(record);
+  response.once('finish', () => {
+    record.status = response.statusCode;
+  });
+  return record;
+}
+
 async function handle(deps: HttpDeps, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const url = new URL(request.url ?? '/', 'http://localhost');
   const method = request.method ?? 'GET';
@@ -155,7 +164,7 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const user = deps.authenticator.authenticate(request);
   const route = parseResourcePath(deps, segments);
   if (!route) {
-    deps.requests.push({ method, path: url.pathname, query: url.search, verb: 'discovery', user: user.username });
+    logRequest(deps, response, { method, path: url.pathname, query: url.search, verb: 'discovery', user: user.username });
     authorizeOrThrow(deps.authorizer, { user, verb: method.toLowerCase(), path: url.pathname });
     return serveDiscovery(response, method, segments, registry);
   }
@@ -168,7 +177,7 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const type = route.type;
   const watchQuery = query.get('watch') === 'true' || query.get('watch') === '1';
   const verb = verbOf(method, route, watchQuery);
-  const record: RequestRecord = {
+  const record = logRequest(deps, response, {
     method,
     path: url.pathname,
     query: url.search,
@@ -179,8 +188,7 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     namespace: route.namespace,
     name: route.name,
     user: user.username,
-  };
-  deps.requests.push(record);
+  });
   authorizeOrThrow(deps.authorizer, resourceAttributes(user, record, query));
   const failure = takeFailure(deps, record);
   if (failure && !(verb === 'watch' && (failure.drop || failure.status === 410))) {
