@@ -91,6 +91,6 @@ export async function serveSubresource(
     return send(response, 201, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 });
   }
   if (type.token && subresource === 'token' && method === 'POST')
-    return send(response, 201, tokenRequest(objects, namespace!, name!, await readObject(request)));
+    return send(response, 201, tokenRequest(deps.authenticator, namespace!, name!, await readObject(request)));
   throw unknownSubresource();
 }

@@ -3,6 +3,8 @@
  * watch, what the handler is given, and a parsed resource path. Types only, so http.ts and the
  * modules it routes to (watches, subresources) do not import each other.
  */
+import type { Authenticator } from './authentication.js';
+import type { RbacAuthorizer } from './authorization.js';
 import type { KubeObjects } from './objects.js';
 import type { PodLogProvider } from './pod-report.js';
 import type { ResourceType } from './resources.js';
@@ -27,6 +29,10 @@ export interface RequestRecord {
   subresource?: string;
   namespace?: string;
   name?: string;
+  /** Who made it, as authenticated. */
+  user?: string;
+  /** The answer's status code, once sent. */
+  status?: number;
 }
 
 /**
@@ -55,6 +61,8 @@ export interface HttpDeps {
   requests: RequestRecord[];
   failures: FailureRule[];
   podLogs: { provider?: PodLogProvider };
+  authenticator: Authenticator;
+  authorizer: RbacAuthorizer;
 }
 
 export interface Route {

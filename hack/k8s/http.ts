@@ -4,10 +4,11 @@
  * apply), content negotiation for tables, watch streams, and the failure injection of tests. One
  * error boundary turns thrown KubeStatusErrors into Status responses.
  *
- * Served over plain HTTP without authentication: kubectl sends no bearer token over http, and
- * client-node accepts http with `insecure-skip-tls-verify` in the kubeconfig.
+ * Every request is authenticated (authentication.ts) and authorized by RBAC (authorization.ts)
+ * before it is routed, as kube-apiserver's filters do.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { authorizeOrThrow, resourceAttributes } from './authorization.js';
 import { apiGroup, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.js';
 import { KubeStatusError, methodNotAllowed } from './errors.js';
 import { deleteOptionsOf, patchOptionsOf, readBody, readDeleteOptions, readObject, send, writeOptionsOf } from './http-io.js';
@@ -144,6 +145,15 @@ function serveDiscovery(response: ServerResponse, method: string, segments: stri
   response.end('404 page not found\n');
 }
 
+/** Logs the request for tests, with its status once answered. */
+function logRequest(deps: HttpDeps, response: ServerResponse, record: RequestRecord): RequestRecord {
+  deps.requests.push(record);
+  response.once('finish', () => {
+    record.status = response.statusCode;
+  });
+  return record;
+}
+
 async function handle(deps: HttpDeps, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const url = new URL(request.url ?? '/', 'http://localhost');
   const method = request.method ?? 'GET';
@@ -151,9 +161,11 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const query = url.searchParams;
   const registry = deps.objects.registry;
 
+  const user = deps.authenticator.authenticate(request);
   const route = parseResourcePath(deps, segments);
   if (!route) {
-    deps.requests.push({ method, path: url.pathname, query: url.search, verb: 'discovery' });
+    logRequest(deps, response, { method, path: url.pathname, query: url.search, verb: 'discovery', user: user.username });
+    authorizeOrThrow(deps.authorizer, { user, verb: method.toLowerCase(), path: url.pathname });
     return serveDiscovery(response, method, segments, registry);
   }
   if (!route.type) {
@@ -165,7 +177,7 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
   const type = route.type;
   const watchQuery = query.get('watch') === 'true' || query.get('watch') === '1';
   const verb = verbOf(method, route, watchQuery);
-  const record: RequestRecord = {
+  const record = logRequest(deps, response, {
     method,
     path: url.pathname,
     query: url.search,
@@ -175,8 +187,9 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     subresource: route.subresource,
     namespace: route.namespace,
     name: route.name,
-  };
-  deps.requests.push(record);
+    user: user.username,
+  });
+  authorizeOrThrow(deps.authorizer, resourceAttributes(user, record, query));
   const failure = takeFailure(deps, record);
   if (failure && !(verb === 'watch' && (failure.drop || failure.status === 410))) {
     if (failure.drop) return void request.socket.destroy();
@@ -189,7 +202,7 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
 
   if (type.createOnly) {
     if (verb !== 'create') throw methodNotAllowed('the server does not allow this method on the requested resource');
-    return send(response, 201, review(type.kind, await readObject(request)));
+    return send(response, 201, review(type.kind, await readObject(request), user, deps.authorizer));
   }
   if (verb === 'watch') return serveWatch(deps, request, response, route, type, query, table, failure);
 

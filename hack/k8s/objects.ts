@@ -14,7 +14,7 @@ import { alreadyExists, badRequest, conflict, gone, invalid, KubeStatusError, no
 import { applyKindDefaults } from './defaults.js';
 import type { PodLogProvider } from './pod-report.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
-import { ALL_POD_ADMISSION, mutatePod, validatePodAdmission, type PodAdmission } from './pod-admission.js';
+import { ALL_POD_ADMISSION, mutatePod, validatePodAdmission, warnWorkload, type PodAdmission } from './pod-admission.js';
 import { podReport } from './pod-report.js';
 import { validatePodSpec } from './pod-validation.js';
 import { admitQuota } from './quota.js';
@@ -212,6 +212,7 @@ export class KubeObjects {
     this.admit(type, object, options);
     if (this.store.get(type.storageKey, ns, object.metadata.name!)) throw alreadyExists(type, object.metadata.name!);
     if (pod) options.warnings?.push(...validatePodAdmission(this.store, this.podAdmission, ns, object));
+    else if (ns !== undefined) options.warnings?.push(...warnWorkload(this.store, this.podAdmission, type.storageKey, ns, object));
     admitQuota(this.store, type, ns, object);
     object.apiVersion = apiVersionOf(type);
     object.kind = type.kind;

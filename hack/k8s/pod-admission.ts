@@ -6,7 +6,7 @@
  * real server relaxed says so; all are on by default.
  */
 import { defaultFromLimitRanges, admitLimitRanges } from './limit-ranges.js';
-import { admitPodSecurity } from './pod-security.js';
+import { admitPodSecurity, warnPodTemplate } from './pod-security.js';
 import type { KubeObject, ObjectStore } from './store.js';
 
 export interface PodAdmission {
@@ -32,4 +32,17 @@ export function validatePodAdmission(store: ObjectStore, admission: PodAdmission
   if (!admission.podSecurity) return [];
   const labels = store.get('/namespaces', undefined, namespace)?.metadata.labels ?? {};
   return admitPodSecurity(labels, pod);
+}
+
+/** Pod Security's warn mode for a workload resource's pod template (Deployments, Jobs, …): warnings only. */
+export function warnWorkload(
+  store: ObjectStore,
+  admission: PodAdmission,
+  storageKey: string,
+  namespace: string,
+  object: KubeObject,
+): string[] {
+  if (!admission.podSecurity) return [];
+  const labels = store.get('/namespaces', undefined, namespace)?.metadata.labels ?? {};
+  return warnPodTemplate(labels, storageKey, object);
 }

@@ -1,27 +1,22 @@
 /**
- * The create-only kinds kubectl asks questions with, answered as a cluster answers a client allowed
- * everything (this server authenticates no one and enforces no RBAC; its kubeconfig's user is
- * `acis-test`):
+ * The create-only kinds kubectl asks questions with, answered for the caller's identity by the
+ * authenticator and the RBAC authorizer (authentication.ts, authorization.ts):
  * - serviceaccounts/token (authentication.k8s.io/v1 TokenRequest, "Manage Service Accounts": a
- *   token of `spec.expirationSeconds`, default 3600, at least 600), for `kubectl create token`; the
- *   token has a JWT's shape and claims but a signature nothing verifies;
- * - SelfSubjectAccessReview (`kubectl auth can-i`): allowed;
- * - SelfSubjectRulesReview (`kubectl auth can-i --list`): every verb on everything;
- * - SelfSubjectReview (`kubectl auth whoami`): the kubeconfig's user.
+ *   token of `spec.expirationSeconds`, default 3600, at least 600), for `kubectl create token`;
+ * - SelfSubjectAccessReview (`kubectl auth can-i`): the authorizer's decision and reason;
+ * - SelfSubjectRulesReview (`kubectl auth can-i --list`): the rules bound to the caller in the namespace;
+ * - SelfSubjectReview (`kubectl auth whoami`): the caller's user.
+ * (https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access)
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { type Authenticator, ISSUER, type UserInfo } from './authentication.js';
+import type { PolicyRule, RbacAuthorizer } from './authorization.js';
 import { KubeStatusError } from './errors.js';
-import type { KubeObjects } from './objects.js';
 import type { KubeObject } from './store.js';
 
-const USER = { username: 'acis-test', groups: ['system:masters', 'system:authenticated'] };
 const DEFAULT_TOKEN_SECONDS = 3600;
 const MIN_TOKEN_SECONDS = 600;
 
-const base64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
-
-export function tokenRequest(objects: KubeObjects, namespace: string, name: string, body: KubeObject): KubeObject {
-  const account = objects.get('serviceaccounts', namespace, name);
+export function tokenRequest(authenticator: Authenticator, namespace: string, name: string, body: KubeObject): KubeObject {
   const spec = (body.spec ?? {}) as { audiences?: string[]; expirationSeconds?: number };
   const seconds = spec.expirationSeconds || DEFAULT_TOKEN_SECONDS;
   if (seconds < MIN_TOKEN_SECONDS) {
@@ -31,38 +26,68 @@ export function tokenRequest(objects: KubeObjects, namespace: string, name: stri
       `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: Invalid value: ${seconds}: may not specify a duration less than 10 minutes`,
     );
   }
-  const now = Math.floor(Date.now() / 1000);
-  const audiences = spec.audiences?.length ? spec.audiences : ['https://kubernetes.default.svc.cluster.local'];
-  const claims = {
-    aud: audiences,
-    exp: now + seconds,
-    iat: now,
-    iss: 'https://kubernetes.default.svc.cluster.local',
-    jti: randomUUID(),
-    sub: `system:serviceaccount:${namespace}:${name}`,
-    'kubernetes.io': { namespace, serviceaccount: { name, uid: account.metadata.uid } },
-  };
-  const token = `${base64url({ alg: 'RS256', kid: 'acis-test' })}.${base64url(claims)}.${randomBytes(32).toString('base64url')}`;
+  const audiences = spec.audiences?.length ? spec.audiences : [ISSUER];
+  const issued = authenticator.issue({ namespace, name }, seconds, audiences);
   return {
     apiVersion: 'authentication.k8s.io/v1',
     kind: 'TokenRequest',
     metadata: { name, namespace, creationTimestamp: null },
     spec: { audiences, expirationSeconds: seconds, boundObjectRef: null },
-    status: { token, expirationTimestamp: new Date((now + seconds) * 1000).toISOString().replace(/\.\d+Z$/, 'Z') },
+    status: { token: issued.token, expirationTimestamp: new Date(issued.expiresAt * 1000).toISOString().replace(/\.\d+Z$/, 'Z') },
   } as unknown as KubeObject;
 }
 
-/** The answer to a POST of one of the review kinds: the request with its status filled in. */
-export function review(kind: string, body: KubeObject): KubeObject {
-  const status: Record<string, unknown> =
+interface ReviewSpec {
+  namespace?: string;
+  resourceAttributes?: { namespace?: string; verb?: string; group?: string; resource?: string; subresource?: string; name?: string };
+  nonResourceAttributes?: { path?: string; verb?: string };
+}
+
+/** The answer to a POST of one of the review kinds by `user`: the request with its status filled in. */
+export function review(kind: string, body: KubeObject, user: UserInfo, authorizer: RbacAuthorizer): KubeObject {
+  const spec = (body.spec ?? {}) as ReviewSpec;
+  const status =
     kind === 'SelfSubjectAccessReview'
-      ? { allowed: true, reason: 'this test server enforces no authorization' }
+      ? accessReview(spec, user, authorizer)
       : kind === 'SelfSubjectRulesReview'
-        ? {
-            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'] }],
-            nonResourceRules: [{ verbs: ['*'], nonResourceURLs: ['*'] }],
-            incomplete: false,
-          }
-        : { userInfo: USER };
+        ? rulesReview(spec, user, authorizer)
+        : { userInfo: user };
   return { ...body, metadata: { ...body.metadata, creationTimestamp: null }, status } as unknown as KubeObject;
+}
+
+function accessReview(spec: ReviewSpec, user: UserInfo, authorizer: RbacAuthorizer): Record<string, unknown> {
+  const resource = spec.resourceAttributes;
+  const decision = resource
+    ? authorizer.authorize({
+        user,
+        verb: resource.verb ?? '',
+        apiGroup: resource.group ?? '',
+        resource: resource.resource ?? '',
+        subresource: resource.subresource || undefined,
+        namespace: resource.namespace || undefined,
+        name: resource.name || undefined,
+      })
+    : authorizer.authorize({ user, verb: spec.nonResourceAttributes?.verb ?? '', path: spec.nonResourceAttributes?.path ?? '' });
+  return decision.reason ? { allowed: decision.allowed, reason: decision.reason } : { allowed: decision.allowed };
+}
+
+function rulesReview(spec: ReviewSpec, user: UserInfo, authorizer: RbacAuthorizer): Record<string, unknown> {
+  const { rules, errors } = authorizer.rulesFor(user, spec.namespace || undefined);
+  const resourceRules = rules
+    .filter((rule) => rule.resources?.length)
+    .map((rule: PolicyRule) => ({
+      verbs: rule.verbs,
+      apiGroups: rule.apiGroups ?? [],
+      resources: rule.resources,
+      ...(rule.resourceNames?.length ? { resourceNames: rule.resourceNames } : {}),
+    }));
+  const nonResourceRules = rules
+    .filter((rule) => rule.nonResourceURLs?.length)
+    .map((rule) => ({ verbs: rule.verbs, nonResourceURLs: rule.nonResourceURLs }));
+  return {
+    resourceRules,
+    nonResourceRules,
+    incomplete: errors.length > 0,
+    ...(errors.length ? { evaluationError: errors.join(', ') } : {}),
+  };
 }

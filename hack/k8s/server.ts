@@ -11,11 +11,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
+import { ADMIN_TOKEN, Authenticator } from './authentication.js';
+import { RbacAuthorizer } from './authorization.js';
 import { GarbageCollector } from './garbage-collector.js';
 import { JobController } from './job-controller.js';
 import { createHandler, type FailureRule, type PodLogProvider, type RequestRecord, type ServedWatch } from './http.js';
 import { KubeObjects } from './objects.js';
 import { ALL_POD_ADMISSION, type PodAdmission } from './pod-admission.js';
+import { createBootstrapPolicy } from './rbac-bootstrap.js';
 import { ResourceRegistry } from './resources.js';
 import { ObjectStore, type KubeObject } from './store.js';
 
@@ -53,8 +56,15 @@ export interface RequestFilter {
 
 export interface KubeTestServer {
   url: string;
-  /** A kubeconfig file (context `acis-test`, namespace default) for client-node, kubectl and helm. */
+  /** A kubeconfig file (context `acis-test`, namespace default) for client-node, kubectl and helm: the administrator. */
   kubeconfigPath: string;
+  /**
+   * A kubeconfig file whose user is the ServiceAccount (which must exist), with a token the server
+   * signed (valid `expirationSeconds`, default 3600), its namespace the context's, for the server's
+   * HTTPS listener (started on first use when the server is plain HTTP: kubectl sends tokens over
+   * TLS only). What it may do is what RBAC bound to the account allows.
+   */
+  kubeconfigFor(account: { namespace: string; serviceAccount: string; expirationSeconds?: number }): Promise<string>;
   /** The API's verbs in process, for arranging and inspecting state in tests. */
   store: KubeObjects;
   /** Every request so far (discovery included), in arrival order. */
@@ -91,7 +101,13 @@ export async function loadManifests(directory: string): Promise<KubeObject[]> {
   return manifests;
 }
 
-function kubeconfig(url: string, caPem: string | undefined): string {
+interface KubeconfigUser {
+  name: string;
+  token: string;
+  namespace: string;
+}
+
+function kubeconfig(url: string, caPem: string | undefined, user: KubeconfigUser): string {
   return [
     'apiVersion: v1',
     'kind: Config',
@@ -101,15 +117,15 @@ function kubeconfig(url: string, caPem: string | undefined): string {
     `    server: ${url}`,
     caPem ? `    certificate-authority-data: ${Buffer.from(caPem).toString('base64')}` : '    insecure-skip-tls-verify: true',
     'users:',
-    '- name: acis-test',
+    `- name: ${user.name}`,
     '  user:',
-    '    token: acis-test-token',
+    `    token: ${user.token}`,
     'contexts:',
     '- name: acis-test',
     '  context:',
     '    cluster: acis-test',
-    '    user: acis-test',
-    '    namespace: default',
+    `    user: ${user.name}`,
+    `    namespace: ${user.namespace}`,
     'current-context: acis-test',
     '',
   ].join('\n');
@@ -122,6 +138,9 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const objects = new KubeObjects(registry, store, podLogs, { ...ALL_POD_ADMISSION, ...options.podAdmission });
   const collector = new GarbageCollector(objects);
   const jobs = new JobController(objects);
+  const authenticator = new Authenticator(objects);
+  const authorizer = new RbacAuthorizer(objects);
+  createBootstrapPolicy(objects);
   for (const name of new Set([...BASE_NAMESPACES, ...(options.namespaces ?? [])])) {
     objects.create('namespaces', undefined, { metadata: { name } });
   }
@@ -134,16 +153,24 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const watches = new Set<ServedWatch>();
   const requests: RequestRecord[] = [];
   const failures: FailureRule[] = [];
-  const handler = createHandler({ objects, bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000, watches, requests, failures, podLogs });
-  const ca = options.tls ? await createEphemeralCa('ACIS Kubernetes API test server CA') : undefined;
-  const leaf = await ca?.issueLeaf('127.0.0.1');
-  const server = leaf ? createTlsServer({ cert: leaf.certPem, key: leaf.keyPem }, handler) : createServer(handler);
-  closeWhenIdle(server, leaf ? 'secureConnection' : 'connection', API_IDLE_TIMEOUT_MS);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `${leaf ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const handler = createHandler({
+    objects,
+    bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000,
+    watches,
+    requests,
+    failures,
+    podLogs,
+    authenticator,
+    authorizer,
+  });
+  const main = await listen(handler, options.tls);
+  // The HTTPS listener ServiceAccount kubeconfigs name: the main one, or a second started on first use.
+  let secure: Promise<Listener> | undefined = options.tls ? Promise.resolve(main) : undefined;
+  const url = main.url;
   const directory = await mkdtemp(path.join(tmpdir(), 'acis-kube-'));
   const kubeconfigPath = path.join(directory, 'kubeconfig');
-  await writeFile(kubeconfigPath, kubeconfig(url, ca?.certPem));
+  await writeFile(kubeconfigPath, kubeconfig(url, main.caPem, { name: 'acis-test', token: ADMIN_TOKEN, namespace: 'default' }));
+  let written = 0;
 
   const closeWatches = (which: { resource?: string; abrupt?: boolean } = {}) => {
     for (const watch of [...watches]) {
@@ -156,6 +183,14 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   return {
     url,
     kubeconfigPath,
+    async kubeconfigFor({ namespace, serviceAccount, expirationSeconds }) {
+      const { token } = authenticator.issue({ namespace, name: serviceAccount }, expirationSeconds ?? 3600);
+      secure ??= listen(handler, true);
+      const listener = await secure;
+      const file = path.join(directory, `${namespace}-${serviceAccount}-${++written}.kubeconfig`);
+      await writeFile(file, kubeconfig(listener.url, listener.caPem, { name: serviceAccount, token, namespace }));
+      return file;
+    },
     store: objects,
     requests,
     countRequests(filter = {}) {
@@ -188,11 +223,31 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
       collector.close();
       jobs.close();
       closeWatches();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      const listeners = new Set([main, ...(secure ? [await secure] : [])]);
+      for (const listener of listeners) {
+        listener.server.closeAllConnections();
+        await new Promise<void>((resolve) => listener.server.close(() => resolve()));
+      }
       await rm(directory, { recursive: true, force: true });
     },
   };
+}
+
+interface Listener {
+  server: HttpServer;
+  url: string;
+  /** The CA its certificate is under (HTTPS only). */
+  caPem?: string;
+}
+
+/** A listener on loopback serving `handler`: HTTPS under a CA made for it when `tls`, else plain HTTP. */
+async function listen(handler: ReturnType<typeof createHandler>, tls: boolean | undefined): Promise<Listener> {
+  const ca = tls ? await createEphemeralCa('ACIS Kubernetes API test server CA') : undefined;
+  const leaf = await ca?.issueLeaf('127.0.0.1');
+  const server = leaf ? createTlsServer({ cert: leaf.certPem, key: leaf.keyPem }, handler) : createServer(handler);
+  closeWhenIdle(server, leaf ? 'secureConnection' : 'connection', API_IDLE_TIMEOUT_MS);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `${leaf ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`, caPem: ca?.certPem };
 }
 
 /** kube-apiserver's idle timeout for a kept connection (Go's net/http `IdleTimeout`, as it sets it). */

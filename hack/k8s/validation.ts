@@ -21,6 +21,11 @@ export function validateMetadata(type: ResourceType, object: KubeObject): Status
   const labelNamed = LABEL_NAMED.has(type.resource) && type.group === '';
   if (!name) {
     causes.push({ reason: 'FieldValueRequired', message: 'Required value: name or generateName is required', field: 'metadata.name' });
+  } else if (type.group === 'rbac.authorization.k8s.io') {
+    // RBAC objects are named as path segments (ValidateRBACName): `system:discovery` is a name.
+    const problem =
+      name === '.' || name === '..' ? `may not be '${name}'` : /[/%]/.exec(name) ? `may not contain '${/[/%]/.exec(name)![0]}'` : '';
+    if (problem) causes.push({ reason: 'FieldValueInvalid', message: `Invalid value: "${name}": ${problem}`, field: 'metadata.name' });
   } else if (labelNamed ? !DNS_LABEL.test(name) || name.length > 63 : !DNS_SUBDOMAIN.test(name) || name.length > 253) {
     const what = labelNamed ? 'a lowercase RFC 1123 label' : 'a lowercase RFC 1123 subdomain';
     causes.push({

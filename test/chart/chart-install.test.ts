@@ -138,15 +138,18 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       expect(server.store.find(resource, NAMESPACE, name), `${resource}/${name}`).toBeDefined();
     }
 
-    // The controller's pod, as the kubelet would start it from the Deployment: its env resolved.
-    const container = podTemplate(server, NAMESPACE, 'acis-controller').spec.containers[0]!;
+    // The controller's pod, as the kubelet would start it from the Deployment: its env resolved, and
+    // the identity of its ServiceAccount, held to the chart's Role by the server's RBAC.
+    const template = podTemplate(server, NAMESPACE, 'acis-controller');
+    const container = template.spec.containers[0]!;
     const env = containerEnv(server, NAMESPACE, POD_NAME, container);
+    const controllerKubeconfig = await server.kubeconfigFor({ namespace: NAMESPACE, serviceAccount: template.spec.serviceAccountName });
     expect(env.ACIS_RUNNER_IMAGE).toBe(RUNNER_IMAGE);
     // Runner pods trust the CA the chart generated, with no CA supplied by hand.
     expect(env.ACIS_EGRESS_CA_CONFIGMAP).toBe('acis-egress-ca');
     controller = runAcis(container.args, {
       ...cleanEnv(env),
-      KUBECONFIG: server.kubeconfigPath,
+      KUBECONFIG: controllerKubeconfig,
       // Not the pod's fixed 9090: test files share this machine's loopback.
       ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
       ACIS_CONTROLLER_METRICS_PORT: '0',
@@ -194,6 +197,55 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
 
     const listed = await kubectl(['get', 'sbxpool', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath });
     expect(listed.stdout).toContain('vendor-agent-sdk');
+  }, 120_000);
+
+  it("refuses the controller what its Role does not grant: without `create` on pods a Sandbox's pod is Forbidden, and starts once granted", async () => {
+    // Everything so far was done as the controller's ServiceAccount, and none of it was refused.
+    const controllerUser = `system:serviceaccount:${NAMESPACE}:acis-controller`;
+    expect(server.countRequests({ verb: 'create', resource: 'pods' })).toBeGreaterThan(0);
+    expect(server.requests.filter((request) => request.resource === 'pods' && request.verb === 'create').map((r) => r.user)).toContain(
+      controllerUser,
+    );
+    expect(server.requests.filter((request) => request.user === controllerUser && request.status === 403)).toEqual([]);
+
+    type Role = KubeObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
+    const role = server.store.get('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller') as Role;
+    const withoutPodCreate = role.rules.map((rule) =>
+      rule.resources.includes('pods') ? { ...rule, verbs: rule.verbs.filter((verb) => verb !== 'create') } : rule,
+    );
+    server.store.update('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller', { ...role, rules: withoutPodCreate });
+    // Resources of its own: no pool pod to adopt, so the controller must create one.
+    server.store.create('sandboxes', NAMESPACE, {
+      apiVersion: 'acis.dev/v1alpha1',
+      kind: 'Sandbox',
+      metadata: { name: 'forbidden-pod', namespace: NAMESPACE },
+      spec: {
+        conversationId: 'con_RBACREFUSED0001',
+        tenantId: 'tnt_RBACREFUSED01',
+        agentType: 'vendor-agent-sdk',
+        mode: 'warm',
+        resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } },
+      },
+    } as unknown as KubeObject);
+    type SandboxObject = KubeObject & { status?: { phase?: string; conditions?: Array<{ message?: string }> } };
+    const forbidden = `pods is forbidden: User "${controllerUser}" cannot create resource "pods" in API group "" in the namespace "${NAMESPACE}"`;
+    const refused = await server.store.waitFor(
+      'sandboxes',
+      NAMESPACE,
+      'forbidden-pod',
+      (object) => Boolean((object as SandboxObject | undefined)?.status?.conditions?.some((c) => c.message?.includes(forbidden))),
+      30_000,
+    );
+    expect(refused, controller!.output()).toBeDefined();
+    expect(server.store.find('pods', NAMESPACE, 'forbidden-pod')).toBeUndefined();
+
+    server.store.update('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller', {
+      ...(server.store.get('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller') as Role),
+      rules: role.rules,
+    });
+    await server.store.waitFor('pods', NAMESPACE, 'forbidden-pod', (pod) => pod !== undefined, 60_000);
+    server.store.delete('sandboxes', NAMESPACE, 'forbidden-pod');
+    await server.store.waitUntil(() => !server.store.find('sandboxes', NAMESPACE, 'forbidden-pod'), 30_000, 'the Sandbox gone');
   }, 120_000);
 
   it('upgrades in place and keeps the generated master key, egress resolve token and egress CA', async () => {
