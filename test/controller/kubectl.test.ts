@@ -78,8 +78,8 @@ describe('kubectl against the controller’s resources', () => {
     });
     const table = await run('get', 'sbxpool');
     const [header, row] = table.trim().split('\n');
-    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'AGENT', 'DESIRED', 'READY', 'AVAILABLE', 'AGE']);
-    expect(row!.split(/\s+/).slice(0, 5)).toEqual(['vendor-agent-sdk', 'vendor-agent-sdk', '1', '1', '1']);
+    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'AGENT', 'DESIRED', 'READY', 'AVAILABLE', 'REASON', 'AGE']);
+    expect(row!.split(/\s+/).slice(0, 6)).toEqual(['vendor-agent-sdk', 'vendor-agent-sdk', '1', '1', '1', 'Filled']);
 
     const scale = JSON.parse(
       await run('get', '--raw', `/apis/acis.dev/v1alpha1/namespaces/${NAMESPACE}/sandboxwarmpools/vendor-agent-sdk/scale`),

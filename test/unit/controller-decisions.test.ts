@@ -412,6 +412,10 @@ describe('decidePool(pool, observed)', () => {
       availableReplicas: 1,
       selector: 'acis.dev/pool=p',
       observedGeneration: 4,
+      conditions: [
+        expect.objectContaining({ type: 'Ready', status: 'False', reason: 'Filling', message: '2 of 3 ready; the others are starting' }),
+        expect.objectContaining({ type: 'Degraded', status: 'False', reason: 'AsExpected' }),
+      ],
     });
   });
 });
