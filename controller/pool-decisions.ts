@@ -6,6 +6,8 @@
  * `refillDelayMs` before it creates the replacement: a starting runner takes the node's CPU, and the
  * claimed pod's first turn is running there at that moment (the local provider's pool waits for the
  * claimed runner's first agent line). An empty pool, or one claimed again within the delay, refills at once.
+ * Pods of an older pod template (the controller's runner settings changed) are replaced while idle:
+ * new ones are made first, and an old ready pod goes as a new one is ready to stand in for it.
  * A refused create (a full ResourceQuota, an admission webhook) holds further creates back with an
  * exponential backoff of its own (a pod or Sandbox change must not retry it at once), and the status
  * says why: Ready=False and Degraded=True with the API server's reason and message, and an Event.
@@ -36,6 +38,10 @@ export interface PoolObservation {
   pods: V1Pod[];
   /** Creates sent and not yet in the cache. */
   inFlight: number;
+  /** Deletes sent and not yet in the cache. */
+  deleting: number;
+  /** The hash of the pod template the pool makes pods of now (see templateHash in pod-template.ts). */
+  templateHash: string;
   /** Ready pods a claim has picked but whose adoption the cache does not show yet. */
   picked: ReadonlySet<string>;
   /** Places taken in the cluster by everything else (admitted sandboxes, other pools' pods). */
@@ -67,24 +73,28 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
   const failed = live.filter((p) => p.status?.phase === 'Failed' || p.status?.phase === 'Succeeded');
   const healthy = live.filter((p) => !failed.includes(p));
   const desired = pool.spec.replicas ?? 1;
+  // Pods of an older template still serve claims until pods of the current one replace them.
+  const current = healthy.filter((p) => p.metadata?.labels?.[LABELS.templateHash] === observed.templateHash);
+  const outdated = healthy.filter((p) => !current.includes(p));
 
-  const excess = Math.max(0, healthy.length + observed.inFlight - desired);
-  const surplus = [...healthy]
+  const excess = Math.max(0, current.length + observed.inFlight - desired);
+  const surplus = [...current]
     .sort((a, b) => Number(isPodReady(a)) - Number(isPodReady(b)) || creationTime(b) - creationTime(a))
     .filter((p) => !observed.picked.has(p.metadata!.name!))
     .slice(0, excess)
     .map((p) => p.metadata!.name!);
 
   // The same deficit rule as the local provider's pool, on a cluster-wide view: this pool's pods
-  // as pool runners, everything else as places taken.
-  const views: RunnerView[] = healthy.map((p) => ({
+  // of the current template as pool runners, everything else (its older pods too) as places taken.
+  const views: RunnerView[] = current.map((p) => ({
     id: p.metadata!.name!,
     agentType: pool.spec.agentType,
     state: isPodReady(p) ? 'pooled' : 'starting',
     lastUsedAt: creationTime(p),
   }));
-  const capacity = observed.maxSandboxes - observed.usedElsewhere - observed.waitingClaims;
+  const capacity = observed.maxSandboxes - observed.usedElsewhere - observed.waitingClaims - outdated.length;
   const deficit = poolDeficit(views, pool.spec.agentType, { maxSandboxes: capacity, poolSize: desired }, observed.inFlight);
+  const capped = deficit === 0 && current.length + observed.inFlight < desired;
   const ready = healthy.filter(isPodReady);
   const available = ready.filter((p) => !observed.picked.has(p.metadata!.name!));
   // A lone recent claim holds its replacement back. An empty pool refills at once (the next claim
@@ -98,14 +108,18 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
   const conditions = poolConditions(pool, observed, {
     ready: ready.length,
     desired,
-    capped: deficit === 0 && healthy.length + observed.inFlight < desired,
+    capped: capped && outdated.length === 0,
     failing: healthy.map((p) => ({ name: p.metadata!.name!, health: podHealth(p) })),
   });
   return {
     create: held || backingOff ? 0 : deficit,
     wanted: deficit,
     requeueAt: backingOff ? retryAt : held ? refillAt : undefined,
-    delete: [...failed.map((p) => p.metadata!.name!), ...surplus],
+    delete: [
+      ...failed.map((p) => p.metadata!.name!),
+      ...surplus,
+      ...retired(outdated, { currentReady: current.filter(isPodReady).length, desired, capped, observed }),
+    ],
     events: degradedEvents(pool, conditions),
     status: {
       conditions,
@@ -113,10 +127,31 @@ export function decidePool(pool: SandboxWarmPool, observed: PoolObservation): Po
       desiredReplicas: desired,
       readyReplicas: ready.length,
       availableReplicas: available.length,
+      updatedReplicas: current.length,
+      templateHash: observed.templateHash,
       selector: poolSelector(pool.metadata.name),
       observedGeneration: pool.metadata.generation,
     },
   };
+}
+
+/**
+ * Idle pods of an older template that go now: any not ready, and ready ones as far as ready pods of
+ * the current template stand in for them (oldest first), so the pool never offers fewer ready pods
+ * during a roll. Where the cluster's cap leaves no place for a new pod, one old pod goes at a time to
+ * make one. A pod a claim has picked is never deleted (claimed pods are no longer the pool's at all).
+ */
+function retired(
+  outdated: V1Pod[],
+  counts: { currentReady: number; desired: number; capped: boolean; observed: PoolObservation },
+): string[] {
+  const idle = outdated.filter((p) => !counts.observed.picked.has(p.metadata!.name!)).sort((a, b) => creationTime(a) - creationTime(b));
+  const starting = idle.filter((p) => !isPodReady(p));
+  const ready = idle.filter(isPodReady);
+  const stillNeeded = Math.max(0, counts.desired - counts.currentReady);
+  const going = [...starting, ...ready.slice(0, Math.max(0, ready.length - stillNeeded))];
+  if (going.length === 0 && counts.capped && counts.observed.deleting === 0 && idle.length > 0) going.push(idle[0]!);
+  return going.map((p) => p.metadata!.name!);
 }
 
 /**

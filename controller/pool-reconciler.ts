@@ -12,12 +12,12 @@
  * owned by the pool, which goes with the pool.
  */
 import { randomBytes } from 'node:crypto';
-import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
+import { expectCreate, expectDelete, inFlight, lowerCreate } from '../sandbox-policy/expectations.js';
 import { API_VERSION, REASONS, SANDBOX_WARM_POOL, type SandboxWarmPool, tokenSecretName } from './api/v1alpha1.js';
 import { statusChanged } from './conditions.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
 import { decidePool, type PoolDecision, type PoolRefusal } from './pool-decisions.js';
-import { runnerPod, tokenSecret } from './pod-template.js';
+import { runnerPod, templateHash, tokenSecret } from './pod-template.js';
 import type { ReconcileContext } from './sandbox-reconciler.js';
 import type { ProcessResult } from '../kube/work-queue.js';
 
@@ -34,6 +34,8 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   const observation = {
     pods: view.ownedPods(pool.metadata.uid),
     inFlight: view.pendingCreates(key, at).length,
+    deleting: inFlight(view.expectations, key, at, 60_000)?.deletes.length ?? 0,
+    templateHash: templateHash(pool, config),
     picked: new Set([...view.picked.keys()]),
     usedElsewhere: used.sandboxes + used.poolPods,
     waitingClaims: view.waiting().length,
@@ -124,7 +126,8 @@ function isRefusal(error: unknown): boolean {
 function describeRefusal(error: unknown, pool: SandboxWarmPool, podName: string, at: number, attempts: number): PoolRefusal {
   const status = httpStatus(error);
   const said = statusMessage(error).replaceAll(podName, `${pool.metadata.name}-*`);
-  return status === 403
+  // 403 is a ResourceQuota's answer, and also Pod Security's and a missing RuntimeClass's: only the first is a quota.
+  return status === 403 && said.includes('exceeded quota')
     ? { reason: REASONS.quotaExceeded, message: said, at, attempts }
     : { reason: REASONS.podCreateRefused, message: `the API server refused a pool pod (${status}): ${said}`, at, attempts };
 }

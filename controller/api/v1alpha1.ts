@@ -20,6 +20,8 @@ export const LABELS = {
   pool: 'acis.dev/pool',
   /** On runner pods: the Sandbox that owns it (absent while it waits in a pool). */
   sandbox: 'acis.dev/sandbox',
+  /** On warm-pool pods: the hash of the pod template they were made from (the pool replaces idle pods of an older one). */
+  templateHash: 'acis.dev/template-hash',
   managedBy: 'app.kubernetes.io/managed-by',
   component: 'app.kubernetes.io/component',
 } as const;
@@ -164,6 +166,10 @@ export interface SandboxWarmPoolStatus {
   desiredReplicas?: number;
   readyReplicas?: number;
   availableReplicas?: number;
+  /** Unclaimed pods of the current template (`templateHash`); the others are replaced while idle. */
+  updatedReplicas?: number;
+  /** The hash of the pod template the pool makes pods of now (their `acis.dev/template-hash` label). */
+  templateHash?: string;
   selector?: string;
   observedGeneration?: number;
 }
