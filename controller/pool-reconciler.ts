@@ -104,12 +104,18 @@ async function createPoolPod(ctx: ReconcileContext, pool: SandboxWarmPool, podNa
     throw error;
   }
   if (!uid) return;
+  // The pod exists whatever happens now: a failed hand-over is logged, never taken for a failed create
+  // (the pool would count the pod as missing and make another). The Secret then stays the pool's.
   // No blockOwnerDeletion: that would need update on pods/finalizers, and nothing waits on it.
-  await client.mergePatch({
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name: secretName, namespace, ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: podName, uid }] },
-  });
+  await client
+    .mergePatch({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secretName, namespace, ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: podName, uid }] },
+    })
+    .catch((error: unknown) =>
+      ctx.logger.warn({ error: statusMessage(error), pod: podName }, 'handing a token Secret to its pool pod failed'),
+    );
 }
 
 /** The API server said no (4xx but a conflict): a quota, an invalid spec, an admission webhook, Pod Security. */
