@@ -15,6 +15,7 @@ import { hasEnded, isAdmitted } from './api/sandbox-status.js';
 import { admissionCandidate, creationTime, inAdmissionOrder } from './api/admission-order.js';
 import { isControlledBy } from '../kube/owner-references.js';
 import type { SandboxObservation } from './sandbox-decisions.js';
+import type { PoolRefusal } from './pool-decisions.js';
 
 /** How long a create or delete may stay unseen before it is assumed lost (client-go uses 5 min). */
 const EXPECTATION_TTL_MS = 60_000;
@@ -37,6 +38,8 @@ export class ClusterView {
   readonly ownWrites = new Map<string, { over: string | undefined; object: Sandbox }>();
   /** Pod creates a ResourceQuota refused, per Sandbox key, so its condition says why it waits. */
   readonly createRefusals = new Map<string, { reason: string; message: string }>();
+  /** A pool's last refused create, per pool key: its status says why it is short, and its creates back off. */
+  readonly poolRefusals = new Map<string, PoolRefusal>();
 
   constructor(
     readonly sandboxes: Informer<Sandbox>,
@@ -53,6 +56,7 @@ export class ClusterView {
     this.admitted.clear();
     this.picked.clear();
     this.createRefusals.clear();
+    this.poolRefusals.clear();
     this.ownWrites.clear();
   }
 

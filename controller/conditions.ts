@@ -26,7 +26,7 @@ export function setCondition(conditions: Condition[] | undefined, next: Conditio
   return [...list.filter((c) => c.type !== next.type), condition].sort((a, b) => ORDER.indexOf(a.type) - ORDER.indexOf(b.type));
 }
 
-const ORDER: ConditionType[] = ['Ready', 'Admitted', 'Expired'];
+const ORDER: ConditionType[] = ['Ready', 'Admitted', 'Expired', 'Degraded'];
 
 /** Whether a status write would change anything (the one write per reconcile is skipped when not). */
 export function statusChanged(before: SandboxStatus | object | undefined, after: SandboxStatus | object): boolean {

@@ -10,6 +10,47 @@ import { resourcesProblem } from './runner-resources.js';
 
 const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity such as 250m or 1Gi');
 const port = z.coerce.number().int().min(1).max(65535);
+const dnsSubdomain = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+/** A label or annotation key: an optional DNS-subdomain prefix and a name (Kubernetes "Syntax and character set"). */
+const metadataKey = z
+  .string()
+  .regex(/^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/, 'must be a label key');
+const labelValue = z.string().regex(/^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/, 'must be a label value');
+/** Keys the controller sets on runner pods itself (ownership, selection, the template hash): not the operator's. */
+const ownKey = (key: string) =>
+  key.startsWith('acis.dev/') || key === 'app.kubernetes.io/managed-by' || key === 'app.kubernetes.io/component';
+const extraKeys = <T extends z.ZodTypeAny>(values: T) =>
+  z
+    .record(metadataKey, values)
+    .refine(
+      (keys) => Object.keys(keys).every((key) => !ownKey(key)),
+      'may not set acis.dev/*, app.kubernetes.io/managed-by or app.kubernetes.io/component',
+    );
+
+/** A JSON value in an environment variable (the chart renders it with toJson), checked by `schema`. */
+function json<T extends z.ZodTypeAny>(schema: T) {
+  return z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+const toleration = z
+  .object({
+    key: z.string().optional(),
+    operator: z.enum(['Exists', 'Equal']).optional(),
+    value: z.string().optional(),
+    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+    tolerationSeconds: z.number().int().optional(),
+  })
+  .strict();
 
 const EnvSchema = z.object({
   ACIS_K8S_NAMESPACE: z
@@ -20,6 +61,13 @@ const EnvSchema = z.object({
   ACIS_RUNNER_COMMAND: z.string().optional(),
   ACIS_RUNNER_PORT: port.default(7070),
   ACIS_POOL_PREWARM: z.enum(['0', '1']).default('1'),
+  ACIS_RUNNER_RUNTIME_CLASS: z.string().regex(dnsSubdomain, 'must be a RuntimeClass name').optional(),
+  ACIS_RUNNER_NODE_SELECTOR: json(z.record(metadataKey, labelValue)).default({}),
+  ACIS_RUNNER_TOLERATIONS: json(z.array(toleration)).default([]),
+  // Checked by the API server on the first pod create (a refusal the pool and Sandboxes report).
+  ACIS_RUNNER_AFFINITY: json(z.record(z.string(), z.unknown())).default({}),
+  ACIS_RUNNER_POD_LABELS: json(extraKeys(labelValue)).default({}),
+  ACIS_RUNNER_POD_ANNOTATIONS: json(extraKeys(z.string())).default({}),
   ACIS_RUNNER_CPU_REQUEST: quantity.default('250m'),
   ACIS_RUNNER_MEMORY_REQUEST: quantity.default('512Mi'),
   ACIS_RUNNER_CPU_LIMIT: quantity.default('2'),
@@ -80,6 +128,8 @@ export interface ControllerConfig {
   /** Warm-pool pods start the agent runtime's process ahead too, for a new conversation's first turn to claim. */
   poolPrewarm: boolean;
   runnerResources: Resources;
+  /** Scheduling and metadata of every runner pod (Sandbox and warm pool) beyond what the controller sets itself. */
+  runnerPodTemplate: RunnerPodTemplate;
   egressProxyHost: string;
   egressProxyPort: number;
   /** The ConfigMap (key `ca.crt`) holding the egress proxy's CA certificate runner pods trust; absent: none mounted. */
@@ -113,6 +163,16 @@ export interface ControllerConfig {
   logLevel: string;
 }
 
+export interface RunnerPodTemplate {
+  /** A RuntimeClass (gVisor, Kata) runner pods run under; absent: the cluster's default runtime. */
+  runtimeClassName: string | undefined;
+  nodeSelector: Record<string, string>;
+  tolerations: z.infer<typeof toleration>[];
+  affinity: Record<string, unknown>;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
 export class ControllerConfigError extends Error {}
 
 export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): ControllerConfig {
@@ -136,6 +196,14 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     runnerPort: e.ACIS_RUNNER_PORT,
     poolPrewarm: e.ACIS_POOL_PREWARM === '1',
     runnerResources,
+    runnerPodTemplate: {
+      runtimeClassName: e.ACIS_RUNNER_RUNTIME_CLASS,
+      nodeSelector: e.ACIS_RUNNER_NODE_SELECTOR,
+      tolerations: e.ACIS_RUNNER_TOLERATIONS,
+      affinity: e.ACIS_RUNNER_AFFINITY,
+      labels: e.ACIS_RUNNER_POD_LABELS,
+      annotations: e.ACIS_RUNNER_POD_ANNOTATIONS,
+    },
     egressProxyHost: e.ACIS_EGRESS_PROXY_HOST,
     egressProxyPort: e.ACIS_EGRESS_PROXY_PORT,
     egressCaConfigMap: e.ACIS_EGRESS_CA_CONFIGMAP,

@@ -4,6 +4,7 @@
  * writable workspace, no privilege escalation, no capabilities, seccomp RuntimeDefault, no
  * service-account token, no service links) and reaches the outside only through the egress proxy.
  */
+import { createHash } from 'node:crypto';
 import type { V1OwnerReference, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
 import {
   API_VERSION,
@@ -83,7 +84,53 @@ export function tokenSecret(owner: RunnerOwner, podName: string, tokens: { token
   };
 }
 
+/**
+ * A runner pod: the controller's fixed part (above) with the operator's template (RuntimeClass,
+ * scheduling, extra labels and annotations). A pool pod carries the hash of what it was made from
+ * (`acis.dev/template-hash`), so the pool knows which of its idle pods are of an older template.
+ */
 export function runnerPod(owner: RunnerOwner, podName: string, config: ControllerConfig): V1Pod {
+  const pod = templatedPod(owner, podName, config);
+  if (owner.kind === 'Sandbox') return pod;
+  return { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata!.labels, [LABELS.templateHash]: templateHash(owner, config) } } };
+}
+
+/**
+ * The hash of the pod a pool makes now: its spec and the operator's labels and annotations, for one
+ * fixed pod name (names and token Secret names differ from pod to pod, the template does not). Any
+ * change (image, resources, RuntimeClass, scheduling, the controller's settings the pod carries) is a new template.
+ */
+export function templateHash(pool: SandboxWarmPool, config: ControllerConfig): string {
+  const pod = templatedPod(pool, 'template', config);
+  const { labels, annotations } = config.runnerPodTemplate;
+  return createHash('sha256')
+    .update(JSON.stringify({ spec: pod.spec, labels, annotations }))
+    .digest('hex')
+    .slice(0, 10);
+}
+
+function templatedPod(owner: RunnerOwner, podName: string, config: ControllerConfig): V1Pod {
+  const pod = lockedDownPod(owner, podName, config);
+  const template = config.runnerPodTemplate;
+  const annotations = template.annotations;
+  return {
+    ...pod,
+    metadata: {
+      ...pod.metadata,
+      labels: { ...template.labels, ...pod.metadata!.labels },
+      ...(Object.keys(annotations).length > 0 && { annotations: { ...annotations } }),
+    },
+    spec: {
+      ...pod.spec!,
+      ...(template.runtimeClassName && { runtimeClassName: template.runtimeClassName }),
+      ...(Object.keys(template.nodeSelector).length > 0 && { nodeSelector: template.nodeSelector }),
+      ...(template.tolerations.length > 0 && { tolerations: template.tolerations }),
+      ...(Object.keys(template.affinity).length > 0 && { affinity: template.affinity }),
+    },
+  };
+}
+
+function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerConfig): V1Pod {
   const labels = owner.kind === 'Sandbox' ? sandboxPodLabels(owner) : poolPodLabels(owner);
   const resources = mergeResources(config.runnerResources, owner.spec.resources);
   // Expanded by the kubelet from the variables defined before it (POD_NAME, ACIS_EGRESS_TOKEN).

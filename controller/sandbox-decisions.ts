@@ -108,6 +108,9 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
   // Admission: a place among the cluster's sandboxes, first come first served.
   if (!observed.admission.admitted) return waitForPlace(draft, observed.admission);
   if (conditionOf(before, 'Admitted')?.status !== 'True') {
+    // Told when it waited for a place (CapacityExhausted before); an admission at once is told by Started or Adopted.
+    if (conditionOf(before, 'Admitted')?.status === 'False')
+      draft.events.push({ type: 'Normal', reason: REASONS.admitted, message: 'a sandbox place freed up and is reserved for it' });
     draft.status.admittedTime = draft.iso;
     draft.status.conditions = withCondition(draft, {
       type: 'Admitted',

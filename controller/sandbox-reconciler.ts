@@ -72,9 +72,11 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     // The API server refused the pod (403: a ResourceQuota; 422: an invalid spec; 400: an admission
     // webhook; 409: a conflict): say so with its message, and retry with backoff until the start deadline.
     const status = httpStatus(error.cause);
+    // 403 is a ResourceQuota's answer, and also Pod Security's and a missing RuntimeClass's: only the first is a quota.
+    const quota = status === 403 && statusMessage(error.cause).includes('exceeded quota');
     refused.set(key, {
-      reason: status === 403 ? REASONS.quotaExceeded : REASONS.podCreateRefused,
-      message: status === 403 ? statusMessage(error.cause) : `the API server refused the pod (${status}): ${statusMessage(error.cause)}`,
+      reason: quota ? REASONS.quotaExceeded : REASONS.podCreateRefused,
+      message: quota ? statusMessage(error.cause) : `the API server refused the pod (${status}): ${statusMessage(error.cause)}`,
     });
     decision = decideSandbox(sandbox, { ...observation, createRefused: refused.get(key) });
     await writeStatus(ctx, sandbox, { ...decision, actions: [] });

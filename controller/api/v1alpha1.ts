@@ -20,6 +20,8 @@ export const LABELS = {
   pool: 'acis.dev/pool',
   /** On runner pods: the Sandbox that owns it (absent while it waits in a pool). */
   sandbox: 'acis.dev/sandbox',
+  /** On warm-pool pods: the hash of the pod template they were made from (the pool replaces idle pods of an older one). */
+  templateHash: 'acis.dev/template-hash',
   managedBy: 'app.kubernetes.io/managed-by',
   component: 'app.kubernetes.io/component',
 } as const;
@@ -90,7 +92,8 @@ export interface SandboxSpec {
 }
 
 export type SandboxPhase = 'Pending' | 'Starting' | 'Ready' | 'Expired' | 'Failed';
-export type ConditionType = 'Ready' | 'Admitted' | 'Expired';
+/** Sandboxes have Ready, Admitted and Expired; SandboxWarmPools Ready and Degraded. */
+export type ConditionType = 'Ready' | 'Admitted' | 'Expired' | 'Degraded';
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
 /** Reasons a user can act on; docs/kubernetes.md lists what each means and what to do. */
@@ -110,6 +113,12 @@ export const REASONS = {
   shutdownTimeReached: 'ShutdownTimeReached',
   tenantWarmCapReached: 'TenantWarmCapReached',
   notExpired: 'NotExpired',
+  /** A pool: every desired pod is ready. */
+  filled: 'Filled',
+  /** A pool: pods are being created or are starting. */
+  filling: 'Filling',
+  /** A pool: its pod creates are accepted and none of its pods is failing. */
+  asExpected: 'AsExpected',
 } as const;
 export type Reason = (typeof REASONS)[keyof typeof REASONS];
 
@@ -151,10 +160,16 @@ export interface SandboxWarmPoolSpec {
 }
 
 export interface SandboxWarmPoolStatus {
+  /** Ready: every desired pod is ready (else why not); Degraded: creates refused or pods failing, with the reason. */
+  conditions?: Condition[];
   replicas?: number;
   desiredReplicas?: number;
   readyReplicas?: number;
   availableReplicas?: number;
+  /** Unclaimed pods of the current template (`templateHash`); the others are replaced while idle. */
+  updatedReplicas?: number;
+  /** The hash of the pod template the pool makes pods of now (their `acis.dev/template-hash` label). */
+  templateHash?: string;
   selector?: string;
   observedGeneration?: number;
 }
@@ -172,7 +187,7 @@ export function isTerminal(phase: SandboxPhase | undefined): boolean {
   return phase === 'Expired' || phase === 'Failed';
 }
 
-export function conditionOf(status: SandboxStatus | undefined, type: ConditionType): Condition | undefined {
+export function conditionOf(status: { conditions?: Condition[] } | undefined, type: ConditionType): Condition | undefined {
   return status?.conditions?.find((c) => c.type === type);
 }
 

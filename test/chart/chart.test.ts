@@ -464,6 +464,11 @@ describe("charts/acis: values.schema.json and the chart's own refusals", () => {
     ['networkPolicy.clusterCIDRs[0]=everything', '/networkPolicy/clusterCIDRs/0'],
     ['apiServer.replica=3', "additional properties 'replica' not allowed"],
     ['egressProxy.resolve.port=0', '/egressProxy/resolve/port'],
+    ['sandbox.runtimeClassName=gVisor', '/sandbox/runtimeClassName'],
+    ['sandbox.podLabels.acis\\.dev/tenant=x', "invalid propertyName 'acis.dev/tenant'"],
+    ['sandbox.podAnnotations.app\\.kubernetes\\.io/managed-by=x', "invalid propertyName 'app.kubernetes.io/managed-by'"],
+    ['sandbox.tolerations[0].effect=Sometimes', '/sandbox/tolerations/0/effect'],
+    ['sandbox.affinity.nodeAffinty.x=y', "additional properties 'nodeAffinty' not allowed"],
   ])('refuses %s', async (pair, message) => {
     const result = await templateChart({ set: [pair] });
     expect(result.code).not.toBe(0);
@@ -770,6 +775,54 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
     const value = controllerEnv(two).get('ACIS_IMAGE_PULL_SECRETS')!.value!;
     expect(loadControllerConfig({ ACIS_IMAGE_PULL_SECRETS: value }).imagePullSecrets).toEqual(['registry-a', 'registry-b']);
     expect(controllerEnv(objects).has('ACIS_IMAGE_PULL_SECRETS')).toBe(false);
+  });
+
+  it('hands the runner pod template (RuntimeClass, scheduling, labels, annotations) to the controller, which puts it on runner pods', async () => {
+    const rendered = await renderChart({
+      set: [
+        'sandbox.runtimeClassName=gvisor',
+        'sandbox.nodeSelector.sandbox\\.example\\.com/role=isolated',
+        'sandbox.tolerations[0].key=sandbox.example.com/isolated',
+        'sandbox.tolerations[0].operator=Exists',
+        'sandbox.tolerations[0].effect=NoSchedule',
+        'sandbox.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=zone',
+        'sandbox.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists',
+        'sandbox.podLabels.team=agents',
+        'sandbox.podAnnotations.example\\.com/owner=platform team',
+      ],
+    });
+    // The variables with a value in the manifest (the others come from the pod's fields and Secrets).
+    const valuesOf = (objects: RenderedObject[]) =>
+      Object.fromEntries(
+        (podSpecOf(find(objects, 'Deployment', 'acis-controller')).containers[0]!.env ?? [])
+          .filter((entry) => entry.value !== undefined)
+          .map((entry) => [entry.name, entry.value]),
+      );
+    const config = loadControllerConfig(valuesOf(rendered));
+    expect(config.runnerPodTemplate).toEqual({
+      runtimeClassName: 'gvisor',
+      nodeSelector: { 'sandbox.example.com/role': 'isolated' },
+      tolerations: [{ key: 'sandbox.example.com/isolated', operator: 'Exists', effect: 'NoSchedule' }],
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchExpressions: [{ key: 'zone', operator: 'Exists' }] }],
+          },
+        },
+      },
+      labels: { team: 'agents' },
+      annotations: { 'example.com/owner': 'platform team' },
+    });
+    // By default: no RuntimeClass, nothing extra.
+    const plain = loadControllerConfig(valuesOf(objects));
+    expect(plain.runnerPodTemplate).toEqual({
+      runtimeClassName: undefined,
+      nodeSelector: {},
+      tolerations: [],
+      affinity: {},
+      labels: {},
+      annotations: {},
+    });
   });
 
   it('the egress proxy accepts its environment', () => {

@@ -31,7 +31,7 @@ describe('caps', () => {
       .list('events', NAMESPACE)
       .items.filter((e: any) => e.involvedObject.name === 'cap-4')
       .map((e: any) => e.reason);
-    expect(events).toEqual(expect.arrayContaining(['CapacityExhausted', 'Started', 'Ready']));
+    expect(events).toEqual(expect.arrayContaining(['CapacityExhausted', 'Admitted', 'Started', 'Ready']));
     file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-3');
     file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-4');
     await eventually(file.cluster, () => file.cluster.server.store.list('pods', NAMESPACE).items.length === 0);

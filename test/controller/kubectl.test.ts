@@ -31,14 +31,14 @@ describe('kubectl against the controller’s resources', () => {
 
     const table = await run('get', 'sbx');
     const [header, ...rows] = table.trim().split('\n');
-    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'CONVERSATION', 'TENANT', 'MODE', 'PHASE', 'EXPIRES', 'AGE']);
-    expect(rows.map((r) => r.split(/\s+/).slice(0, 5))).toEqual([
-      ['shown-1', 'con_SHOWN1', 'tnt_ACME', 'warm', 'Ready'],
-      ['shown-2', 'con_SHOWN2', 'tnt_OTHER', 'pooled', 'Ready'],
+    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'CONVERSATION', 'TENANT', 'MODE', 'PHASE', 'REASON', 'EXPIRES', 'AGE']);
+    expect(rows.map((r) => r.split(/\s+/).slice(0, 6))).toEqual([
+      ['shown-1', 'con_SHOWN1', 'tnt_ACME', 'warm', 'Ready', 'RunnerReady'],
+      ['shown-2', 'con_SHOWN2', 'tnt_OTHER', 'pooled', 'Ready', 'RunnerReady'],
     ]);
     // The deadline as a time (a date column would print a time ahead as <invalid>).
-    expect(rows[0]!.split(/\s+/)[5]).toBe(expires.toISOString());
-    expect(rows[1]!.split(/\s+/)[5]).toBe('<none>');
+    expect(rows[0]!.split(/\s+/)[6]).toBe(expires.toISOString());
+    expect(rows[1]!.split(/\s+/)[6]).toBe('<none>');
 
     const byTenant = await run('get', 'sbx', '-l', 'acis.dev/tenant=tnt_ACME', '-o', 'name');
     expect(byTenant.trim()).toBe('sandbox.acis.dev/shown-1');
@@ -50,6 +50,7 @@ describe('kubectl against the controller’s resources', () => {
       'TENANT',
       'MODE',
       'PHASE',
+      'REASON',
       'EXPIRES',
       'AGE',
       'AGENT',
@@ -58,7 +59,7 @@ describe('kubectl against the controller’s resources', () => {
       'ENDPOINT',
     ]);
     expect(wide).toMatch(
-      /shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+\d+\.\d+\.\d+\.\d+:\d+/,
+      /shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+RunnerReady\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+\d+\.\d+\.\d+\.\d+:\d+/,
     );
   });
 
@@ -78,8 +79,8 @@ describe('kubectl against the controller’s resources', () => {
     });
     const table = await run('get', 'sbxpool');
     const [header, row] = table.trim().split('\n');
-    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'AGENT', 'DESIRED', 'READY', 'AVAILABLE', 'AGE']);
-    expect(row!.split(/\s+/).slice(0, 5)).toEqual(['vendor-agent-sdk', 'vendor-agent-sdk', '1', '1', '1']);
+    expect(header!.split(/\s{2,}/)).toEqual(['NAME', 'AGENT', 'DESIRED', 'READY', 'AVAILABLE', 'REASON', 'AGE']);
+    expect(row!.split(/\s+/).slice(0, 6)).toEqual(['vendor-agent-sdk', 'vendor-agent-sdk', '1', '1', '1', 'Filled']);
 
     const scale = JSON.parse(
       await run('get', '--raw', `/apis/acis.dev/v1alpha1/namespaces/${NAMESPACE}/sandboxwarmpools/vendor-agent-sdk/scale`),
@@ -87,12 +88,26 @@ describe('kubectl against the controller’s resources', () => {
     expect(scale).toMatchObject({ spec: { replicas: 1 }, status: { replicas: 1, selector: 'acis.dev/pool=vendor-agent-sdk' } });
   });
 
-  it('kubectl describe sbx shows why a Sandbox is not ready, with its events', async () => {
+  it('kubectl describe sbx shows why a Sandbox is not ready, with its events; kubectl get sbx shows the reason', async () => {
     createSandbox(file.cluster, 'stuck', { image: 'registry.invalid/missing:1' });
     await waitForSandbox(file.cluster, 'stuck', phaseIs('Failed'));
     const described = await run('describe', 'sbx', 'stuck');
     expect(described).toContain('ImagePullFailed');
     expect(described).toMatch(/Warning\s+ImagePullFailed/);
+    expect(described).toMatch(/Normal\s+Started/);
+    const [, row] = (await run('get', 'sbx', 'stuck')).trim().split('\n');
+    expect(row!.split(/\s+/).slice(4, 6)).toEqual(['Failed', 'ImagePullFailed']);
+  });
+
+  it('kubectl describe sbx tells expiry at the idle TTL, and kubectl get sbx its reason', async () => {
+    createSandbox(file.cluster, 'idle', { shutdownTime: new Date(Date.now() + 1_500).toISOString() });
+    await waitForSandbox(file.cluster, 'idle', phaseIs('Expired'));
+    const described = await run('describe', 'sbx', 'idle');
+    expect(described).toMatch(/Normal\s+(Started|Adopted)/);
+    expect(described).toMatch(/Normal\s+Ready/);
+    expect(described).toMatch(/Normal\s+ShutdownTimeReached\s+.*the idle TTL lapsed/);
+    const [, row] = (await run('get', 'sbx', 'idle')).trim().split('\n');
+    expect(row!.split(/\s+/).slice(4, 6)).toEqual(['Expired', 'ShutdownTimeReached']);
   });
 
   it('the sample Sandboxes are accepted by the API server as they are (kubectl apply), and a bad one is refused', async () => {

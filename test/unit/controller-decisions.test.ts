@@ -21,7 +21,12 @@ function sandbox(spec: Partial<Sandbox['spec']> = {}, status?: SandboxStatus): S
 
 function pod(name: string, status: V1Pod['status'] = {}, extra: Partial<V1Pod['metadata']> = {}): V1Pod {
   return {
-    metadata: { name, creationTimestamp: new Date(NOW - 5_000), labels: { 'acis.dev/pool': 'p' }, ...extra },
+    metadata: {
+      name,
+      creationTimestamp: new Date(NOW - 5_000),
+      labels: { 'acis.dev/pool': 'p', 'acis.dev/template-hash': 'h1' },
+      ...extra,
+    },
     spec: { containers: [{ name: 'runner', image: 'img:1' }] },
     status,
   };
@@ -341,6 +346,8 @@ describe('decidePool(pool, observed)', () => {
   const base = {
     pods: [] as V1Pod[],
     inFlight: 0,
+    deleting: 0,
+    templateHash: 'h1',
     picked: new Set<string>(),
     usedElsewhere: 0,
     waitingClaims: 0,
@@ -394,6 +401,35 @@ describe('decidePool(pool, observed)', () => {
     });
   });
 
+  it('rolls to a new template: new pods first, an old ready pod goes only as a new one is ready, a picked one never', () => {
+    const old = (name: string, status = running()) =>
+      pod(name, status, { labels: { 'acis.dev/pool': 'p', 'acis.dev/template-hash': 'h0' } });
+    const rolled = { ...base, templateHash: 'h1' };
+    // Two old ready pods: two new ones are made, no old one goes yet.
+    expect(decidePool(pool(2), { ...rolled, pods: [old('o1'), old('o2')] })).toMatchObject({ create: 2, delete: [] });
+    // One new one ready: one old one goes; an old one still starting goes at once.
+    expect(
+      decidePool(pool(2), { ...rolled, pods: [old('o1'), old('o2'), pod('n1', running()), pod('n2', { phase: 'Pending' })] }),
+    ).toMatchObject({
+      create: 0,
+      delete: ['o1'],
+    });
+    expect(decidePool(pool(2), { ...rolled, pods: [old('o1', { phase: 'Pending' }), pod('n1', running())] })).toMatchObject({
+      create: 1,
+      delete: ['o1'],
+    });
+    // A picked old pod is never deleted, even with the new ones ready.
+    const picked = decidePool(pool(1), { ...rolled, pods: [old('o1'), pod('n1', running())], picked: new Set(['o1']) });
+    expect(picked.delete).toEqual([]);
+    expect(picked.status).toMatchObject({ updatedReplicas: 1, templateHash: 'h1', replicas: 2 });
+    // At the cluster's cap with no place for a new pod: one old one goes to make one.
+    expect(decidePool(pool(2), { ...rolled, maxSandboxes: 2, pods: [old('o1'), old('o2')] })).toMatchObject({ create: 0, delete: ['o1'] });
+    expect(decidePool(pool(2), { ...rolled, maxSandboxes: 2, deleting: 1, pods: [old('o1'), old('o2')] })).toMatchObject({
+      create: 0,
+      delete: [],
+    });
+  });
+
   it('removes failed and surplus pods while a refill is held back', () => {
     const decision = decidePool(pool(2), { ...base, claimedAt: [now], pods: [pod('r1', running()), pod('dead', { phase: 'Failed' })] });
     expect(decision).toMatchObject({ create: 0, delete: ['dead'], requeueAt: now + 300 });
@@ -412,6 +448,12 @@ describe('decidePool(pool, observed)', () => {
       availableReplicas: 1,
       selector: 'acis.dev/pool=p',
       observedGeneration: 4,
+      updatedReplicas: 3,
+      templateHash: 'h1',
+      conditions: [
+        expect.objectContaining({ type: 'Ready', status: 'False', reason: 'Filling', message: '2 of 3 ready; the others are starting' }),
+        expect.objectContaining({ type: 'Degraded', status: 'False', reason: 'AsExpected' }),
+      ],
     });
   });
 });

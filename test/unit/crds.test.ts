@@ -67,7 +67,13 @@ describe('crds/*.yaml', () => {
     for (const column of version.additionalPrinterColumns) {
       if (column.jsonPath === '.metadata.creationTimestamp') continue;
       let schema: Schema | undefined = version.schema.openAPIV3Schema;
-      for (const part of column.jsonPath.split('.').slice(1)) schema = schema?.properties?.[part];
+      // A filter (`conditions[?(@.type=="Ready")]`) selects among a list's items: walk into `items`.
+      const path = column.jsonPath.replace(/\[\?\(.*?\)\]/g, '[]');
+      for (const part of path.split('.').slice(1)) {
+        const field = part.replace(/\[\]$/, '');
+        schema = schema?.properties?.[field];
+        if (part.endsWith('[]')) schema = schema?.items;
+      }
       expect(schema, `${kind} column ${column.name} (${column.jsonPath})`).toBeDefined();
     }
   });
