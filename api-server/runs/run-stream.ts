@@ -116,20 +116,20 @@ export class RunStream {
     const from = this.stored;
     const to = Math.min(this.lines.length, from + FLUSH_BATCH);
     storeLines(this.db, this.messageId, from, this.lines.slice(from, to), this.now()).then(
-        () => this.released(to),
-        (err: unknown) => {
-          // The message was deleted with its conversation mid-run: there is no replay left to match.
-          if (isForeignKeyViolation(err)) return this.released(to);
-          this.logger.error({ err, message_id: this.messageId, attempt: failures + 1 }, 'storing stream lines failed; retrying');
-          setTimeout(
-            () => {
-              this.writing = false;
-              this.writeNext(failures + 1);
-            },
-            Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures),
-          ).unref();
-        },
-      );
+      () => this.released(to),
+      (err: unknown) => {
+        // The message was deleted with its conversation mid-run: there is no replay left to match.
+        if (isForeignKeyViolation(err)) return this.released(to);
+        this.logger.error({ err, message_id: this.messageId, attempt: failures + 1 }, 'storing stream lines failed; retrying');
+        setTimeout(
+          () => {
+            this.writing = false;
+            this.writeNext(failures + 1);
+          },
+          Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures),
+        ).unref();
+      },
+    );
   }
 }
 

@@ -428,4 +428,3 @@ function cutAfterLines(body: ReadableStream<Uint8Array>, count: number): Readabl
     },
   });
 }
-
