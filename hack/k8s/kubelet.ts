@@ -6,8 +6,9 @@
  * PodScheduled/Initialized/ContainersReady/Ready conditions, containerStatuses with waiting
  * (ContainerCreating, ErrImagePull, ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff),
  * running and terminated states, restart counts and readiness from readinessProbe. restartPolicy
- * decides what an exit means. A deleted pod's processes get SIGTERM, then SIGKILL after the grace
- * period, and the pod object is removed once they are gone.
+ * decides what an exit means. A deleted pod's containers run their preStop hooks, then get SIGTERM,
+ * then SIGKILL when the grace period is spent (kubelet-lifecycle.ts), and the pod object is removed
+ * once they are gone.
  *
  * Not simulated: init containers, liveness and startup probes, volumes other than emptyDir,
  * secret and configMap, image pull timing, node pressure and eviction.
@@ -29,6 +30,7 @@ import {
 } from './kubelet-container.js';
 import { eventRecorder, type PodRef } from './kubelet-events.js';
 import { allocatePodIP, podNetwork } from './kubelet-pod-network.js';
+import { preStopOf, runPreStop, stopWindowMs } from './kubelet-lifecycle.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
@@ -529,16 +531,32 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     await rm(runtime.directory, { recursive: true, force: true });
   };
 
+  /** A container's preStop hook, within the grace period; a failure is an Event, and the stop goes on. */
+  const preStop = async (runtime: PodRuntime, container: ContainerRuntime, budgetMs: number) => {
+    const handler = preStopOf(container.spec);
+    if (!handler || budgetMs <= 0) return;
+    const failure = await runPreStop(handler, container.spec, runtime.podIP, container.env, budgetMs);
+    if (failure) record(runtime, 'Warning', 'FailedPreStopHook', failure, { fieldPath: fieldPath(container) });
+  };
+
+  /** kubelet-lifecycle.ts: preStop hooks, SIGTERM, then SIGKILL when the grace period is spent. */
   const terminatePod = async (runtime: PodRuntime, graceSeconds: number) => {
     runtime.terminating = true;
     for (const container of runtime.containers) clearTimeout(container.timer);
     const running = runtime.containers.filter((container) => container.process);
-    const pids = running.map((container) => container.process!.pid!);
     for (const container of running)
       record(runtime, 'Normal', 'Killing', `Stopping container ${container.spec.name}`, { fieldPath: fieldPath(container) });
-    runtime.killTimer = setTimeout(() => {
-      for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
-    }, graceSeconds * 1000);
+    const hooksStarted = Date.now();
+    await Promise.all(running.map((container) => preStop(runtime, container, graceSeconds * 1000)));
+    runtime.killTimer = setTimeout(
+      () => {
+        for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
+      },
+      stopWindowMs(graceSeconds, Date.now() - hooksStarted),
+    );
+    const pids = running
+      .filter((container) => container.process?.exitCode === null && container.process.signalCode === null)
+      .map((container) => container.process!.pid!);
     await Promise.all(pids.map((pid) => terminateTree(pid, isolation)));
     await Promise.all(running.map((container) => container.exited));
     clearTimeout(runtime.killTimer);
