@@ -31,6 +31,7 @@ import {
 import { eventRecorder, type PodRef } from './kubelet-events.js';
 import { allocatePodIP, podNetwork } from './kubelet-pod-network.js';
 import { preStopOf, runPreStop, stopWindowMs } from './kubelet-lifecycle.js';
+import { kubeletTimings, type KubeletTimingsMode } from './kubelet-timings.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
@@ -49,6 +50,13 @@ export interface KubeletOptions {
   images: Record<string, KubeletImage>;
   /** How often readiness probes run (instead of their periodSeconds). Default 100 ms. */
   probePeriodMs?: number;
+  /**
+   * `fast` (default): no pull or start time, probes every probePeriodMs. `realistic`: the kubelet's
+   * probe defaults and seeded image pull and start times (kubelet-timings.ts), for benches.
+   */
+  timings?: KubeletTimingsMode;
+  /** The seed of realistic timings' draws. Default 1. */
+  timingSeed?: number;
   /** The first restart delay of a crashing container, doubled per restart up to 32 times it. Default 100 ms. */
   restartBackoffMs?: number;
   /** What pods may request in total on this node. Default 8 cpu, 16Gi memory, 110 pods. */
@@ -106,6 +114,8 @@ interface ContainerRuntime {
   exited?: Promise<void>;
   /** The host file bound at the container's terminationMessagePath. */
   terminationLog?: string;
+  /** Its image pull and runtime start (realistic timings) are behind it; how long the pull took. */
+  prepared?: { pullMs: number };
 }
 
 interface PodRuntime {
@@ -129,6 +139,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const nodeName = options.nodeName ?? 'node-1';
   const probePeriodMs = options.probePeriodMs ?? 100;
   const restartBackoffMs = options.restartBackoffMs ?? 100;
+  const timings = kubeletTimings(options.timings ?? 'fast', probePeriodMs, options.timingSeed);
   const isolation = options.isolation ?? 'bwrap';
   const allocatable = {
     cpu: parseQuantity(options.allocatable?.cpu ?? '8'),
@@ -340,6 +351,16 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       if (!pulledBefore) container.timer = setTimeout(() => startContainer(runtime, container), restartBackoffMs);
       return;
     }
+    if (!container.prepared) {
+      const pullPolicy = (container.spec as { imagePullPolicy?: string }).imagePullPolicy;
+      const { pullMs, startMs } = timings.beforeStartMs(container.spec.image, pullPolicy);
+      container.prepared = { pullMs };
+      if (pullMs > 0) record(runtime, 'Normal', 'Pulling', `Pulling image "${container.spec.image}"`, { fieldPath: fieldPath(container) });
+      if (pullMs + startMs > 0) {
+        container.timer = setTimeout(() => startContainer(runtime, container), pullMs + startMs);
+        return;
+      }
+    }
     try {
       const annotations = pod.metadata.annotations ?? {};
       container.env = containerEnv(objects, pod, container.spec, image, annotations[PORT_ENV_ANNOTATION]);
@@ -391,9 +412,17 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     container.process = child;
     const startedAt = timestamp();
     container.state = { running: { startedAt } };
-    record(runtime, 'Normal', 'Pulled', `Container image "${container.spec.image}" already present on machine`, {
-      fieldPath: fieldPath(container),
-    });
+    const pulledIn = (container.prepared?.pullMs ?? 0) / 1000;
+    record(
+      runtime,
+      'Normal',
+      'Pulled',
+      pulledIn > 0
+        ? `Successfully pulled image "${container.spec.image}" in ${pulledIn}s (${pulledIn}s including waiting)`
+        : `Container image "${container.spec.image}" already present on machine`,
+      { fieldPath: fieldPath(container) },
+    );
+    container.prepared = { pullMs: 0 };
     record(runtime, 'Normal', 'Created', `Created container: ${container.spec.name}`, { fieldPath: fieldPath(container) });
     record(runtime, 'Normal', 'Started', `Started container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     container.ready = !container.spec.readinessProbe;
@@ -412,7 +441,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
         resolve();
       });
     });
-    if (container.spec.readinessProbe) container.timer = setTimeout(() => probe(runtime, container, child), probePeriodMs);
+    if (container.spec.readinessProbe)
+      container.timer = setTimeout(() => probe(runtime, container, child), timings.firstProbeMs(container.spec.readinessProbe));
     queueStatus(runtime);
   };
 
@@ -434,7 +464,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       container.ready = ready;
       queueStatus(runtime);
     }
-    container.timer = setTimeout(() => probe(runtime, container, child), probePeriodMs);
+    container.timer = setTimeout(() => probe(runtime, container, child), timings.periodMs(spec));
   };
 
   const onExit = (
