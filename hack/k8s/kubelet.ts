@@ -11,7 +11,8 @@
  * once they are gone.
  *
  * Not simulated: init containers, liveness and startup probes, volumes other than emptyDir,
- * secret and configMap, image pull timing, node pressure and eviction.
+ * secret and configMap, node pressure and eviction (image pull and start times only with realistic
+ * timings, kubelet-timings.ts).
  */
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
