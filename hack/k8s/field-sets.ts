@@ -12,7 +12,21 @@
 /** One path: its elements in the `f:` / `k:` / `v:` / `i:` encoding. */
 export type FieldPath = readonly string[];
 
-/** Paths kept by their JSON text, so the set operations are those of a plain Set. */
+/**
+ * Paths kept as text, their elements joined by NUL (which no element holds: field names are
+ * validated, and keys and values are JSON, which escapes it), so the set operations are those of a
+ * plain Set and a prefix is a prefix of the text.
+ */
+const SEPARATOR = '\0';
+
+function text(path: FieldPath): string {
+  return path.join(SEPARATOR);
+}
+
+function under(member: string, prefix: string): boolean {
+  return member === prefix || member.startsWith(prefix + SEPARATOR);
+}
+
 export class FieldSet {
   private readonly paths: Set<string>;
 
@@ -21,15 +35,15 @@ export class FieldSet {
   }
 
   static of(paths: Iterable<FieldPath>): FieldSet {
-    return new FieldSet([...paths].map((path) => JSON.stringify(path)));
+    return new FieldSet([...paths].map(text));
   }
 
   insert(path: FieldPath): void {
-    this.paths.add(JSON.stringify(path));
+    this.paths.add(text(path));
   }
 
   has(path: FieldPath): boolean {
-    return this.paths.has(JSON.stringify(path));
+    return this.paths.has(text(path));
   }
 
   get empty(): boolean {
@@ -37,15 +51,18 @@ export class FieldSet {
   }
 
   list(): FieldPath[] {
-    return [...this.paths].map((text) => JSON.parse(text) as FieldPath);
+    return [...this.paths].map((member) => member.split(SEPARATOR));
   }
 
   union(other: FieldSet): FieldSet {
     return new FieldSet([...this.paths, ...other.paths]);
   }
 
+  /** This set itself when nothing of it is in `other` (so an unchanged owner keeps its encoding). */
   difference(other: FieldSet): FieldSet {
-    return new FieldSet([...this.paths].filter((path) => !other.paths.has(path)));
+    if (other.empty) return this;
+    const kept = [...this.paths].filter((path) => !other.paths.has(path));
+    return kept.length === this.paths.size ? this : new FieldSet(kept);
   }
 
   intersection(other: FieldSet): FieldSet {
@@ -54,22 +71,22 @@ export class FieldSet {
 
   /** Without the paths under (or at) any of `prefixes`. */
   without(prefixes: FieldPath[]): FieldSet {
-    return FieldSet.of(this.list().filter((path) => !prefixes.some((prefix) => startsWith(path, prefix))));
+    const texts = prefixes.map(text);
+    return new FieldSet([...this.paths].filter((member) => !texts.some((prefix) => under(member, prefix))));
   }
 
   /** Only the paths under (or at) `prefix`. */
   within(prefix: FieldPath): FieldSet {
-    return FieldSet.of(this.list().filter((path) => startsWith(path, prefix)));
+    const prefixText = text(prefix);
+    return new FieldSet([...this.paths].filter((member) => under(member, prefixText)));
   }
 
   /** Whether this set holds `path` or anything under it. */
   touches(path: FieldPath): boolean {
-    return this.list().some((member) => startsWith(member, path));
+    const prefixText = text(path);
+    for (const member of this.paths) if (under(member, prefixText)) return true;
+    return false;
   }
-}
-
-export function startsWith(path: FieldPath, prefix: FieldPath): boolean {
-  return prefix.length <= path.length && prefix.every((element, index) => path[index] === element);
 }
 
 type FieldsV1 = { [element: string]: FieldsV1 };
@@ -104,7 +121,21 @@ function compareElements(left: string, right: string): number {
   return left < right ? -1 : left > right ? 1 : 0;
 }
 
+/** Decoded sets by their FieldsV1 text: every write decodes every entry of the object it changes. */
+const decoded = new Map<string, FieldSet>();
+const DECODED_KEPT = 2000;
+
 export function decodeFieldsV1(tree: unknown): FieldSet {
+  const key = JSON.stringify(tree);
+  const known = decoded.get(key);
+  if (known) return known;
+  const set = walkFieldsV1(tree);
+  if (decoded.size >= DECODED_KEPT) decoded.delete(decoded.keys().next().value!);
+  decoded.set(key, set);
+  return set;
+}
+
+function walkFieldsV1(tree: unknown): FieldSet {
   const set = new FieldSet();
   const walk = (node: unknown, path: string[]) => {
     if (typeof node !== 'object' || node === null) return;

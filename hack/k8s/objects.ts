@@ -324,7 +324,9 @@ export class KubeObjects {
     dropEmptyManagedFields(next);
     if (JSON.stringify(next) === JSON.stringify(previous)) return this.outward(type, previous);
     if (!options.applied) {
-      next.metadata.managedFields = recordUpdate(previous, next, startingFields(previous, requestedFields), this.writer(type, options));
+      // A status write keeps the stored entries (its body is the writer's copy of the object, often an older one).
+      const starting = options.subresource === 'status' ? previous.metadata.managedFields : startingFields(previous, requestedFields);
+      next.metadata.managedFields = recordUpdate(previous, next, starting, this.writer(type, options));
       dropEmptyManagedFields(next);
     }
     if (options.dryRun) return this.outward(type, next);
