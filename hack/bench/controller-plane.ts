@@ -7,14 +7,20 @@
  *    and the controller process's CPU per reconcile.
  * Runner pods are a tiny Python listener (no bubblewrap): the plane measures the controller and the
  * API round trips, not runner start-up, which the conversation plane measures.
+ * The kubelet's timings (BENCH_KUBELET_TIMINGS, hack/k8s/kubelet-timings.ts): `realistic` (the
+ * default, as the comparison with agent-sandbox's figures, measured on a real cluster, needs):
+ * seeded image pull and container start times and the kubelet's probe periods; or `fast`, no pull or
+ * start time and probes every 100 ms (what the figures before 2026-11-29 used).
  * Environment: BENCH_CONTROLLER_CLAIMS (warm and cold claims each, default 60),
- * BENCH_CONTROLLER_RATE (warm claims per second, default 45), BENCH_CONTROLLER_BURST (default 300).
+ * BENCH_CONTROLLER_RATE (warm claims per second, default 45), BENCH_CONTROLLER_BURST (default 300),
+ * BENCH_KUBELET_TIMINGS (realistic or fast).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startKubelet } from '../k8s/kubelet.js';
+import type { KubeletTimingsMode } from '../k8s/kubelet-timings.js';
 import { startKubeTestServer, type KubeTestServer } from '../k8s/server.js';
 import type { KubeObject } from '../k8s/store.js';
 import { processCpuMs } from './cpu.js';
@@ -23,6 +29,12 @@ import { nearestRank } from './stats.js';
 import { envCount } from './env.js';
 
 const NAMESPACE = 'default';
+
+function kubeletTimingsOf(value: string | undefined): KubeletTimingsMode {
+  if (value === undefined || value === '' || value === 'realistic') return 'realistic';
+  if (value === 'fast') return 'fast';
+  throw new Error(`BENCH_KUBELET_TIMINGS must be realistic or fast, not ${JSON.stringify(value)}`);
+}
 const IMAGE = 'bench/runner:1';
 
 interface PlaneOutcome {
@@ -151,6 +163,7 @@ export async function runControllerPlane(options: {
   const claims = envCount('BENCH_CONTROLLER_CLAIMS', 60);
   const rate = envCount('BENCH_CONTROLLER_RATE', 45);
   const burst = envCount('BENCH_CONTROLLER_BURST', 300);
+  const timings = kubeletTimingsOf(process.env.BENCH_KUBELET_TIMINGS);
   const failures: string[] = [];
 
   const server = await startKubeTestServer({ crdDirectories: [path.join(options.root, 'crds')], historyLimit: 100_000 });
@@ -167,7 +180,8 @@ export async function runControllerPlane(options: {
     server,
     images: { [IMAGE]: { command: '/usr/bin/python3', args: ['-c', listener] } },
     isolation: 'none',
-    // A real kubelet probes every second at most; 100 ms keeps probing 300 pods from starving the API server in this process.
+    timings,
+    // Fast timings only: a real kubelet probes every second at most; 100 ms keeps probing 300 pods from starving the API server in this process.
     probePeriodMs: 100,
     allocatable: { cpu: '1000', memory: '1000Gi', pods: 5000 },
   });
@@ -260,6 +274,7 @@ export async function runControllerPlane(options: {
   const figures = {
     date: new Date().toISOString(),
     node: process.version,
+    kubeletTimings: timings,
     warmOneAtATime: warmSingle,
     warm: { ...warm, ratePerSecond: rate, poolSize, launches },
     cold: percentiles(cold),
@@ -280,7 +295,7 @@ export async function runControllerPlane(options: {
   const markdown = [
     '## Controller plane',
     '',
-    `Sandbox created → status Ready, \`acis controller\` as its own process against the Kubernetes API test server and simulated kubelet (${process.version}).`,
+    `Sandbox created → status Ready, \`acis controller\` as its own process against the Kubernetes API test server and simulated kubelet (${process.version}), kubelet timings \`${timings}\` (hack/k8s/kubelet-timings.ts).`,
     '',
     '| launch | claims | p50 | p90 | p99 | max |',
     '|---|---:|---:|---:|---:|---:|',

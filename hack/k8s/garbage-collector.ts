@@ -4,9 +4,14 @@
  * - an object whose owners (by uid) are all gone is deleted in the background; a new object whose
  *   owners do not exist is deleted too;
  * - an owner deleted with propagationPolicy Orphan has its dependents' references to it removed;
- * - an owner deleted in the Foreground keeps its `foregroundDeletion` finalizer until its
- *   dependents are gone;
+ * - an owner deleted in the Foreground has its dependents deleted and keeps its
+ *   `foregroundDeletion` finalizer until those with `ownerReferences[].blockOwnerDeletion: true`
+ *   are gone (a pod's graceful termination included); the others do not hold it
+ *   (https://kubernetes.io/docs/concepts/architecture/garbage-collection/#foreground-deletion);
  * - a deleted namespace (phase Terminating) loses its contents, then goes.
+ *
+ * `delayMs` (startKubeTestServer's `garbageCollectorDelayMs`) holds each reaction back, as a real
+ * collector's queue does, so tests can see a dependent outlive its owner for a while.
  */
 import { KubeStatusError } from './errors.js';
 import type { KubeObjects } from './objects.js';
@@ -16,13 +21,26 @@ export class GarbageCollector {
   private readonly unsubscribe: () => void;
   private closed = false;
 
-  constructor(private readonly objects: KubeObjects) {
-    this.unsubscribe = objects.store.subscribe((change) => setImmediate(() => this.react(change)));
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(
+    private readonly objects: KubeObjects,
+    delayMs = 0,
+  ) {
+    this.unsubscribe = objects.store.subscribe((change) => {
+      if (delayMs <= 0) return void setImmediate(() => this.react(change));
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        this.react(change);
+      }, delayMs);
+      this.timers.add(timer);
+    });
   }
 
   close(): void {
     this.closed = true;
     this.unsubscribe();
+    for (const timer of this.timers) clearTimeout(timer);
   }
 
   private uidExists(uid: string): boolean {
@@ -90,16 +108,23 @@ export class GarbageCollector {
   }
 
   private handleForeground(owner: KubeObject): void {
-    const dependents = this.dependentsOf(owner.metadata.uid!);
-    for (const { storageKey, object } of dependents) this.deleteDependent(storageKey, object);
-    if (dependents.length === 0) this.dropForegroundFinalizer(owner);
+    const uid = owner.metadata.uid!;
+    for (const { storageKey, object } of this.dependentsOf(uid)) this.deleteDependent(storageKey, object);
+    if (!this.blocked(uid)) this.dropForegroundFinalizer(owner);
+  }
+
+  /** Whether a dependent that blocks its owner's deletion is still there. */
+  private blocked(ownerUid: string): boolean {
+    return this.dependentsOf(ownerUid).some(({ object }) =>
+      (object.metadata.ownerReferences ?? []).some((reference) => reference.uid === ownerUid && reference.blockOwnerDeletion === true),
+    );
   }
 
   private releaseForegroundOwners(dependent: KubeObject): void {
     for (const reference of dependent.metadata.ownerReferences ?? []) {
       const owner = this.objects.store.findUid(reference.uid);
       if (!owner || !(owner.object.metadata.finalizers ?? []).includes('foregroundDeletion')) continue;
-      if (this.dependentsOf(reference.uid).length === 0) this.dropForegroundFinalizer(owner.object);
+      if (!this.blocked(reference.uid)) this.dropForegroundFinalizer(owner.object);
     }
   }
 

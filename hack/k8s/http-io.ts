@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { badRequest, KubeStatusError } from './errors.js';
+import { managerFromUserAgent } from './managed-fields.js';
 import type { DeleteOptions, WriteOptions } from './objects.js';
 import { decodeDeleteOptions, decodeProtobuf } from './protobuf.js';
 import type { KubeObject } from './store.js';
@@ -48,12 +49,17 @@ export function parseBody(text: string): KubeObject {
   }
 }
 
-export function writeOptionsOf(query: URLSearchParams): WriteOptions {
-  return { dryRun: query.getAll('dryRun').includes('All'), fieldValidation: query.get('fieldValidation') ?? undefined };
+/** A write's options; its field manager is `?fieldManager=`, or else derived from the user agent (managed-fields.ts). */
+export function writeOptionsOf(query: URLSearchParams, request?: IncomingMessage): WriteOptions {
+  return {
+    dryRun: query.getAll('dryRun').includes('All'),
+    fieldValidation: query.get('fieldValidation') ?? undefined,
+    fieldManager: query.get('fieldManager') || managerFromUserAgent(request?.headers['user-agent']),
+  };
 }
 
 /** A PATCH's options; server-side apply needs a field manager, as on the real server. */
-export function patchOptionsOf(query: URLSearchParams, contentType: string): WriteOptions & { force: boolean } {
+export function patchOptionsOf(query: URLSearchParams, contentType: string, request?: IncomingMessage): WriteOptions & { force: boolean } {
   if (contentType.startsWith('application/apply-patch') && !query.get('fieldManager')) {
     throw new KubeStatusError(
       422,
@@ -61,7 +67,7 @@ export function patchOptionsOf(query: URLSearchParams, contentType: string): Wri
       'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
     );
   }
-  return { ...writeOptionsOf(query), force: query.get('force') === 'true' };
+  return { ...writeOptionsOf(query, request), force: query.get('force') === 'true' };
 }
 
 export function deleteOptionsOf(query: URLSearchParams, body: DeleteOptions & { dryRun?: unknown }): DeleteOptions {

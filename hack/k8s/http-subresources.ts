@@ -32,14 +32,14 @@ export async function serveSubresource(
       return send(
         response,
         200,
-        objects.update(type, namespace, name!, parseBody(body), { ...writeOptionsOf(query), subresource: 'status' }),
+        objects.update(type, namespace, name!, parseBody(body), { ...writeOptionsOf(query, request), subresource: 'status' }),
       );
     if (method === 'PATCH') {
       const contentType = request.headers['content-type'] ?? 'application/json';
       return send(
         response,
         200,
-        objects.patch(type, namespace, name!, contentType, body, { ...patchOptionsOf(query, contentType), subresource: 'status' }),
+        objects.patch(type, namespace, name!, contentType, body, { ...patchOptionsOf(query, contentType, request), subresource: 'status' }),
       );
     }
   }
@@ -51,7 +51,7 @@ export async function serveSubresource(
       return send(
         response,
         200,
-        updateScale(objects, type, namespace, name!, () => parseBody(body), writeOptionsOf(query)),
+        updateScale(objects, type, namespace, name!, () => parseBody(body), writeOptionsOf(query, request)),
       );
     if (method === 'PATCH') {
       const patch = JSON.parse(body) as unknown;
@@ -65,7 +65,7 @@ export async function serveSubresource(
           name!,
           (current) =>
             (contentType === 'application/json-patch+json' ? jsonPatch(current, patch) : mergePatch(current, patch)) as KubeObject,
-          writeOptionsOf(query),
+          writeOptionsOf(query, request),
         ),
       );
     }

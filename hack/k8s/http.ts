@@ -235,7 +235,7 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     case 'create': {
       const body = await readObject(request);
       const warnings: string[] = [];
-      const created = objects.create(type, namespace, body, { ...writeOptionsOf(query), warnings });
+      const created = objects.create(type, namespace, body, { ...writeOptionsOf(query, request), warnings });
       // RFC 7234 warn-code 299 with an empty agent, and the text quoted as Go's strconv.Quote does.
       if (warnings.length)
         response.setHeader(
@@ -246,12 +246,19 @@ async function handle(deps: HttpDeps, request: IncomingMessage, response: Server
     }
     case 'update': {
       const body = await readObject(request);
-      return send(response, 200, objects.update(type, namespace, name!, body, writeOptionsOf(query)));
+      return send(response, 200, objects.update(type, namespace, name!, body, writeOptionsOf(query, request)));
     }
     case 'patch': {
       const contentType = request.headers['content-type'] ?? 'application/json';
       const existed = objects.find(type, namespace, name!) !== undefined;
-      const patched = objects.patch(type, namespace, name!, contentType, await readBody(request), patchOptionsOf(query, contentType));
+      const patched = objects.patch(
+        type,
+        namespace,
+        name!,
+        contentType,
+        await readBody(request),
+        patchOptionsOf(query, contentType, request),
+      );
       return send(response, existed ? 200 : 201, patched);
     }
     case 'delete': {

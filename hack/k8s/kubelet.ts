@@ -6,11 +6,13 @@
  * PodScheduled/Initialized/ContainersReady/Ready conditions, containerStatuses with waiting
  * (ContainerCreating, ErrImagePull, ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff),
  * running and terminated states, restart counts and readiness from readinessProbe. restartPolicy
- * decides what an exit means. A deleted pod's processes get SIGTERM, then SIGKILL after the grace
- * period, and the pod object is removed once they are gone.
+ * decides what an exit means. A deleted pod's containers run their preStop hooks, then get SIGTERM,
+ * then SIGKILL when the grace period is spent (kubelet-lifecycle.ts), and the pod object is removed
+ * once they are gone.
  *
  * Not simulated: init containers, liveness and startup probes, volumes other than emptyDir,
- * secret and configMap, image pull timing, node pressure and eviction.
+ * secret and configMap, node pressure and eviction (image pull and start times only with realistic
+ * timings, kubelet-timings.ts).
  */
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -31,6 +33,8 @@ import { eventRecorder, type PodRef } from './kubelet-events.js';
 import { allocatePodIP, podNetwork } from './kubelet-pod-network.js';
 import { acquirePodNetwork, probeNetworkMode, type NetworkMode, type PodAttachment } from './pod-netns.js';
 import { startPodNetworkSync } from './pod-network-sync.js';
+import { preStopOf, runPreStop, stopWindowMs } from './kubelet-lifecycle.js';
+import { kubeletTimings, type KubeletTimingsMode } from './kubelet-timings.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
@@ -49,6 +53,13 @@ export interface KubeletOptions {
   images: Record<string, KubeletImage>;
   /** How often readiness probes run (instead of their periodSeconds). Default 100 ms. */
   probePeriodMs?: number;
+  /**
+   * `fast` (default): no pull or start time, probes every probePeriodMs. `realistic`: the kubelet's
+   * probe defaults and seeded image pull and start times (kubelet-timings.ts), for benches.
+   */
+  timings?: KubeletTimingsMode;
+  /** The seed of realistic timings' draws. Default 1. */
+  timingSeed?: number;
   /** The first restart delay of a crashing container, doubled per restart up to 32 times it. Default 100 ms. */
   restartBackoffMs?: number;
   /** What pods may request in total on this node. Default 8 cpu, 16Gi memory, 110 pods. */
@@ -118,6 +129,8 @@ interface ContainerRuntime {
   exited?: Promise<void>;
   /** The host file bound at the container's terminationMessagePath. */
   terminationLog?: string;
+  /** Its image pull and runtime start (realistic timings) are behind it; how long the pull took. */
+  prepared?: { pullMs: number };
 }
 
 interface PodRuntime {
@@ -143,6 +156,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
   const nodeName = options.nodeName ?? 'node-1';
   const probePeriodMs = options.probePeriodMs ?? 100;
   const restartBackoffMs = options.restartBackoffMs ?? 100;
+  const timings = kubeletTimings(options.timings ?? 'fast', probePeriodMs, options.timingSeed);
   const isolation = options.isolation ?? 'bwrap';
   const allocatable = {
     cpu: parseQuantity(options.allocatable?.cpu ?? '8'),
@@ -360,6 +374,16 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       if (!pulledBefore) container.timer = setTimeout(() => startContainer(runtime, container), restartBackoffMs);
       return;
     }
+    if (!container.prepared) {
+      const pullPolicy = (container.spec as { imagePullPolicy?: string }).imagePullPolicy;
+      const { pullMs, startMs } = timings.beforeStartMs(container.spec.image, pullPolicy);
+      container.prepared = { pullMs };
+      if (pullMs > 0) record(runtime, 'Normal', 'Pulling', `Pulling image "${container.spec.image}"`, { fieldPath: fieldPath(container) });
+      if (pullMs + startMs > 0) {
+        container.timer = setTimeout(() => startContainer(runtime, container), pullMs + startMs);
+        return;
+      }
+    }
     try {
       const annotations = pod.metadata.annotations ?? {};
       container.env = containerEnv(objects, pod, container.spec, image, annotations[PORT_ENV_ANNOTATION]);
@@ -412,9 +436,17 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     container.process = child;
     const startedAt = timestamp();
     container.state = { running: { startedAt } };
-    record(runtime, 'Normal', 'Pulled', `Container image "${container.spec.image}" already present on machine`, {
-      fieldPath: fieldPath(container),
-    });
+    const pulledIn = (container.prepared?.pullMs ?? 0) / 1000;
+    record(
+      runtime,
+      'Normal',
+      'Pulled',
+      pulledIn > 0
+        ? `Successfully pulled image "${container.spec.image}" in ${pulledIn}s (${pulledIn}s including waiting)`
+        : `Container image "${container.spec.image}" already present on machine`,
+      { fieldPath: fieldPath(container) },
+    );
+    container.prepared = { pullMs: 0 };
     record(runtime, 'Normal', 'Created', `Created container: ${container.spec.name}`, { fieldPath: fieldPath(container) });
     record(runtime, 'Normal', 'Started', `Started container ${container.spec.name}`, { fieldPath: fieldPath(container) });
     container.ready = !container.spec.readinessProbe;
@@ -433,7 +465,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
         resolve();
       });
     });
-    if (container.spec.readinessProbe) container.timer = setTimeout(() => probe(runtime, container, child), probePeriodMs);
+    if (container.spec.readinessProbe)
+      container.timer = setTimeout(() => probe(runtime, container, child), timings.firstProbeMs(container.spec.readinessProbe));
     queueStatus(runtime);
   };
 
@@ -456,7 +489,7 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
       container.ready = ready;
       queueStatus(runtime);
     }
-    container.timer = setTimeout(() => probe(runtime, container, child), probePeriodMs);
+    container.timer = setTimeout(() => probe(runtime, container, child), timings.periodMs(spec));
   };
 
   const onExit = (
@@ -563,16 +596,32 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     await rm(runtime.directory, { recursive: true, force: true });
   };
 
+  /** A container's preStop hook, within the grace period; a failure is an Event, and the stop goes on. */
+  const preStop = async (runtime: PodRuntime, container: ContainerRuntime, budgetMs: number) => {
+    const handler = preStopOf(container.spec);
+    if (!handler || budgetMs <= 0) return;
+    const failure = await runPreStop(handler, container.spec, runtime.podIP, container.env, runtime.network?.netns, budgetMs);
+    if (failure) record(runtime, 'Warning', 'FailedPreStopHook', failure, { fieldPath: fieldPath(container) });
+  };
+
+  /** kubelet-lifecycle.ts: preStop hooks, SIGTERM, then SIGKILL when the grace period is spent. */
   const terminatePod = async (runtime: PodRuntime, graceSeconds: number) => {
     runtime.terminating = true;
     for (const container of runtime.containers) clearTimeout(container.timer);
     const running = runtime.containers.filter((container) => container.process);
-    const pids = running.map((container) => container.process!.pid!);
     for (const container of running)
       record(runtime, 'Normal', 'Killing', `Stopping container ${container.spec.name}`, { fieldPath: fieldPath(container) });
-    runtime.killTimer = setTimeout(() => {
-      for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
-    }, graceSeconds * 1000);
+    const hooksStarted = Date.now();
+    await Promise.all(running.map((container) => preStop(runtime, container, graceSeconds * 1000)));
+    runtime.killTimer = setTimeout(
+      () => {
+        for (const container of runtime.containers) if (container.process?.pid) void killTree(container.process.pid);
+      },
+      stopWindowMs(graceSeconds, Date.now() - hooksStarted),
+    );
+    const pids = running
+      .filter((container) => container.process?.exitCode === null && container.process.signalCode === null)
+      .map((container) => container.process!.pid!);
     await Promise.all(pids.map((pid) => terminateTree(pid, isolation)));
     await Promise.all(running.map((container) => container.exited));
     clearTimeout(runtime.killTimer);

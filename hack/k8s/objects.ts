@@ -12,6 +12,8 @@ import { randomUUID } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';
 import { alreadyExists, badRequest, conflict, gone, invalid, KubeStatusError, notFound, unsupportedMediaType } from './errors.js';
 import { applyKindDefaults } from './defaults.js';
+import { builtInType, schemaType } from './field-schema.js';
+import { applyConfiguration, IN_PROCESS_MANAGER, recordUpdate, type Writer } from './managed-fields.js';
 import type { PodLogProvider } from './pod-report.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
 import { ALL_POD_ADMISSION, mutatePod, validatePodAdmission, warnWorkload, type PodAdmission } from './pod-admission.js';
@@ -32,7 +34,15 @@ export interface WriteOptions {
   fieldValidation?: string;
   /** Where admission's warnings go (the response's `Warning` headers). */
   warnings?: string[];
+  /** Who writes (managed-fields.ts): `?fieldManager=` or the user agent's; in-process writes are IN_PROCESS_MANAGER's. */
+  fieldManager?: string;
 }
+
+/** A write through a subresource: `status` writes only status; `scale` is the main resource's replicas, owned as `scale`'s. */
+export type Subresource = 'status' | 'scale';
+
+/** A write whose managed fields server-side apply has already computed. */
+type InternalWrite = WriteOptions & { subresource?: Subresource; applied?: boolean };
 
 export interface ListOptions {
   labelSelector?: string;
@@ -226,6 +236,10 @@ export class KubeObjects {
     // Status is the controllers' to write: a create does not set it (pods and namespaces start with a phase).
     if (type.status) delete object.status;
     applyKindDefaults(type, object);
+    if (!(options as InternalWrite).applied) {
+      object.metadata.managedFields = recordUpdate(undefined, object, body.metadata?.managedFields, this.writer(type, options));
+    }
+    dropEmptyManagedFields(object);
     if (options.dryRun) return this.outward(type, { ...object, metadata: { ...object.metadata } });
     const stored = this.store.put(type.storageKey, object);
     if (type.storageKey === 'apiextensions.k8s.io/customresourcedefinitions') return this.established(stored);
@@ -241,7 +255,7 @@ export class KubeObjects {
     namespace: string | undefined,
     name: string,
     body: KubeObject,
-    options: WriteOptions & { subresource?: 'status' } = {},
+    options: WriteOptions & { subresource?: Subresource } = {},
   ): KubeObject {
     const type = this.type(ref);
     this.requireNamespace(type, namespace, false);
@@ -262,12 +276,7 @@ export class KubeObjects {
   }
 
   /** Applies the update rules to a candidate next state of `previous` and stores it. */
-  private write(
-    type: ResourceType,
-    previous: KubeObject,
-    candidate: KubeObject,
-    options: WriteOptions & { subresource?: 'status' },
-  ): KubeObject {
+  private write(type: ResourceType, previous: KubeObject, candidate: KubeObject, options: InternalWrite): KubeObject {
     let next: KubeObject;
     if (options.subresource === 'status') {
       next = { ...structuredClone(previous), status: candidate.status };
@@ -311,7 +320,16 @@ export class KubeObjects {
       next.metadata.generation = (previous.metadata.generation ?? 0) + 1;
     }
     next.metadata.resourceVersion = previous.metadata.resourceVersion;
+    const requestedFields = candidate.metadata?.managedFields;
+    next.metadata.managedFields = options.applied ? requestedFields : previous.metadata.managedFields;
+    dropEmptyManagedFields(next);
     if (JSON.stringify(next) === JSON.stringify(previous)) return this.outward(type, previous);
+    if (!options.applied) {
+      // A status write keeps the stored entries (its body is the writer's copy of the object, often an older one).
+      const starting = options.subresource === 'status' ? previous.metadata.managedFields : startingFields(previous, requestedFields);
+      next.metadata.managedFields = recordUpdate(previous, next, starting, this.writer(type, options));
+      dropEmptyManagedFields(next);
+    }
     if (options.dryRun) return this.outward(type, next);
     if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0 && !this.awaitsController(type, next)) {
       this.store.put(type.storageKey, next);
@@ -328,7 +346,7 @@ export class KubeObjects {
     name: string,
     contentType: string,
     rawPatch: unknown,
-    options: WriteOptions & { subresource?: 'status'; force?: boolean } = {},
+    options: WriteOptions & { subresource?: Subresource; force?: boolean } = {},
   ): KubeObject {
     const type = this.type(ref);
     this.requireNamespace(type, namespace, false);
@@ -336,14 +354,8 @@ export class KubeObjects {
     const patchText = typeof rawPatch === 'string' ? rawPatch : JSON.stringify(rawPatch);
     const kind = contentType.split(';')[0]!.trim();
     const previous = this.store.get(type.storageKey, ns, name);
-    if (kind === 'application/apply-patch+yaml') {
-      const applied = parseYaml(patchText) as KubeObject;
-      if (!previous) {
-        if (options.subresource) throw notFound(type, name);
-        return this.create(type, namespace, { ...applied, metadata: { ...applied.metadata, name } }, options);
-      }
-      return this.write(type, previous, this.inward(type, mergePatch(this.present(type, previous), applied) as KubeObject), options);
-    }
+    if (kind === 'application/apply-patch+yaml')
+      return this.apply(type, namespace, name, previous, parseYaml(patchText) as KubeObject, options);
     if (!previous) throw notFound(type, name);
     const base = this.present(type, previous);
     let patched: KubeObject;
@@ -369,6 +381,39 @@ export class KubeObjects {
       throw conflict(type, name);
     }
     return this.write(type, previous, this.inward(type, patched), options);
+  }
+
+  /** Server-side apply (managed-fields.ts): creates the object, or merges the configuration into it with field ownership. */
+  private apply(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    previous: KubeObject | undefined,
+    config: KubeObject,
+    options: WriteOptions & { subresource?: Subresource; force?: boolean },
+  ): KubeObject {
+    const writer = this.writer(type, options);
+    if (!previous) {
+      if (options.subresource) throw notFound(type, name);
+      const created = applyConfiguration(undefined, { ...config, metadata: { ...config.metadata, name } }, writer, false);
+      return this.create(type, namespace, created, { ...options, applied: true } as InternalWrite);
+    }
+    const requested = config.metadata?.resourceVersion;
+    if (requested && requested !== previous.metadata.resourceVersion) throw conflict(type, name);
+    const merged = applyConfiguration(this.present(type, previous), config, writer, options.force ?? false);
+    return this.write(type, previous, this.inward(type, merged), { ...options, applied: true });
+  }
+
+  /** The field manager's view of a write: who, through which subresource, over which shape. */
+  private writer(type: ResourceType, options: WriteOptions & { subresource?: Subresource }): Writer {
+    return {
+      manager: options.fieldManager || IN_PROCESS_MANAGER,
+      apiVersion: apiVersionOf(type),
+      subresource: options.subresource,
+      type: type.custom ? schemaType(type.schema) : builtInType(),
+      statusSubresource: type.status,
+      now: timestamp(),
+    };
   }
 
   delete(ref: TypeRef, namespace: string | undefined, name: string, options: DeleteOptions = {}): KubeObject {
@@ -559,6 +604,21 @@ export class KubeObjects {
       check();
     });
   }
+}
+
+/** No `managedFields` key when no manager owns anything, as the server omits it. */
+function dropEmptyManagedFields(object: KubeObject): void {
+  if (!object.metadata.managedFields?.length) delete object.metadata.managedFields;
+}
+
+/**
+ * The entries an update starts from: the stored ones, unless the request set others (a request may
+ * reset them with `[{}]`; an empty list leaves them as they are).
+ */
+function startingFields(previous: KubeObject, requested: unknown): unknown {
+  const stored = previous.metadata.managedFields;
+  if (!Array.isArray(requested) || requested.length === 0) return stored;
+  return JSON.stringify(requested) === JSON.stringify(stored) ? stored : requested;
 }
 
 function parseJson(text: string): unknown {

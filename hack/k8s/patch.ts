@@ -1,9 +1,8 @@
 /**
  * The PATCH content types: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge
  * patch for built-in kinds (merge, with the lists a kubelet and kubectl key by name or type merged
- * item by item, and `$patch: delete` / `$retainKeys` ignored), and server-side apply approximated
- * as a merge of the applied configuration (no field ownership: a field dropped from the applied
- * configuration stays; `managedFields` is not kept).
+ * item by item, and `$patch: delete` / `$retainKeys` ignored). Server-side apply, with field
+ * ownership, is managed-fields.ts.
  */
 import { badRequest, KubeStatusError } from './errors.js';
 

@@ -1,7 +1,8 @@
 /**
  * The scale subresource of custom resources: an autoscaling/v1 Scale read and written through the
  * CRD's specReplicasPath, statusReplicasPath and labelSelectorPath. A write goes through the
- * object's own update, so its resourceVersion check, validation and generation apply.
+ * object's own update, so its resourceVersion check, validation and generation apply; its manager owns
+ * the replicas field as the `scale` subresource's (an Update entry with `subresource: scale`).
  */
 import { conflict, invalid, notFound } from './errors.js';
 import type { KubeObjects, TypeRef, WriteOptions } from './objects.js';
@@ -77,6 +78,6 @@ export function updateScale(
   const requestedVersion = requested.metadata?.resourceVersion;
   if (requestedVersion && requestedVersion !== object.metadata.resourceVersion) throw conflict(type, name);
   setPath(object, trimPath(scale.specReplicasPath), replicas);
-  objects.update(type, namespace, name, object, options);
+  objects.update(type, namespace, name, object, { ...options, subresource: 'scale' });
   return getScale(objects, type, namespace, name);
 }

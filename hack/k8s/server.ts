@@ -41,6 +41,12 @@ export interface KubeTestServerOptions {
    * Pod Security. Default: all; a test turning one off says which rule of the real server it relaxes.
    */
   podAdmission?: Partial<PodAdmission>;
+  /**
+   * How long the garbage collector waits before acting on a change (a deleted owner's dependents,
+   * foreground deletion, a namespace's contents). Default 0: the next tick. Longer shows the race
+   * a real collector's latency opens: a dependent still there right after its owner went.
+   */
+  garbageCollectorDelayMs?: number;
 }
 
 export interface RequestFilter {
@@ -136,7 +142,7 @@ export async function startKubeTestServer(options: KubeTestServerOptions = {}): 
   const store = new ObjectStore(options.historyLimit ?? 10_000);
   const podLogs: { provider?: PodLogProvider } = {};
   const objects = new KubeObjects(registry, store, podLogs, { ...ALL_POD_ADMISSION, ...options.podAdmission });
-  const collector = new GarbageCollector(objects);
+  const collector = new GarbageCollector(objects, options.garbageCollectorDelayMs ?? 0);
   const jobs = new JobController(objects);
   const authenticator = new Authenticator(objects);
   const authorizer = new RbacAuthorizer(objects);
