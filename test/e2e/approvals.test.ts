@@ -556,3 +556,59 @@ describe('reads', () => {
     expect((await t.request('GET', `/conversations/${conversationId}/approvals`, { token: stranger.serviceKey })).status).toBe(404);
   });
 });
+
+describe('approve under ACIS_SECRETS_REQUIRE_HOSTS=1', () => {
+  it('refuses a requested secret given as a plain string (422 secret-hosts-required, still pending), and takes it bound', async () => {
+    const strict = await startTestServer({
+      ANTHROPIC_BASE_URL: stub.url,
+      ACIS_SECRETS_REQUIRE_HOSTS: '1',
+      ACIS_APPROVAL_TTL_SECONDS: '120',
+    });
+    try {
+      const { serviceKey } = await strict.createIntegration('require hosts');
+      const owner = await provisionUser(strict, serviceKey, { settings: { filler_enabled: false } });
+      const created = await strict.request('POST', `/admin/tenants/${owner.tenantId}/approver-keys`, {
+        token: ADMIN_TOKEN,
+        body: { algorithm: 'hmac-sha256' },
+      });
+      expect(created.status, created.text).toBe(201);
+      const approver = { id: created.body.id as string, secret: created.body.secret as string };
+      const conversation = await strict.request('POST', '/conversations', { token: serviceKey, body: { user_id: owner.userId } });
+      const response = await fetch(`${strict.url}/conversations/${conversation.body.id}/messages`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${serviceKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          content: raise({
+            reason: 'Needs a token',
+            requested_items: [{ kind: 'secret', description: 'deploy token', alias: 'DEPLOY_TOKEN' }],
+          }),
+        }),
+      });
+      let markParked: (approval: { id: string }) => void = () => {};
+      const parked = new Promise<{ id: string }>((resolve) => (markParked = resolve));
+      const lines = readLines(response, (line) => {
+        if (line.object === 'platform.event' && line.type === 'approval') markParked(line.approval);
+      });
+      const approval = await parked;
+      const approve = (secrets: object) =>
+        strict.request('POST', `/approvals/${approval.id}/approve`, {
+          token: serviceKey,
+          body: { signature: hmacAssertion(approval.id, 'approve', approver), secrets },
+        });
+
+      const refused = await approve({ DEPLOY_TOKEN: 'plain-canary' });
+      expect(refused.status, refused.text).toBe(422);
+      expect(problemSlug(refused)).toBe('secret-hosts-required');
+      expect(refused.text).not.toContain('plain-canary');
+      expect((await strict.request('GET', `/approvals/${approval.id}`, { token: serviceKey })).body.status).toBe('pending');
+
+      const accepted = await approve({ DEPLOY_TOKEN: { value: 'bound-canary', allowed_hosts: ['deploy.example.com'] } });
+      expect(accepted.status, accepted.text).toBe(200);
+      expect(accepted.body.status).toBe('approved');
+      const all = await lines;
+      expect(all.filter(isTerminal)).toHaveLength(1);
+    } finally {
+      await strict.stop();
+    }
+  });
+});
