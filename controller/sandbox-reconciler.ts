@@ -69,13 +69,8 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
   } catch (error) {
     if (error instanceof LostAdoption) return { requeueAt: at, conflict: true };
     if (!(error instanceof CreateRefused)) throw error;
-    // The API server refused the pod (403: a ResourceQuota; 422: an invalid spec; 400: an admission
-    // webhook; 409: a conflict): say so with its message, and retry with backoff until the start deadline.
-    const status = httpStatus(error.cause);
-    refused.set(key, {
-      reason: status === 403 ? REASONS.quotaExceeded : REASONS.podCreateRefused,
-      message: status === 403 ? statusMessage(error.cause) : `the API server refused the pod (${status}): ${statusMessage(error.cause)}`,
-    });
+    // The API server refused the pod: say so with its message, and retry with backoff until the start deadline.
+    refused.set(key, createRefusal(error.cause));
     decision = decideSandbox(sandbox, { ...observation, createRefused: refused.get(key) });
     await writeStatus(ctx, sandbox, { ...decision, actions: [] });
     throw error.cause;
@@ -83,6 +78,21 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
   const [written] = await Promise.all([writeStatus(ctx, sandbox, decision), ...trailing]);
   if (!written) return { conflict: true };
   return { requeueAt: decision.requeueAt };
+}
+
+/**
+ * What a refused pod create says: a ResourceQuota's refusal is `QuotaExceeded`, any other 403 (RBAC,
+ * Pod Security admission, a webhook's denial) `PodCreateForbidden`, anything else (422 an invalid
+ * spec, 400 a webhook, 409) `PodCreateRefused`, each with the API server's message. A quota's 403
+ * carries no details of its own; its message does ("exceeded quota: <name>, ..." or "failed quota:
+ * <name>: must specify ...", k8s.io/apiserver/pkg/admission/plugin/resourcequota/controller.go).
+ */
+export function createRefusal(error: unknown): { reason: string; message: string } {
+  const status = httpStatus(error);
+  const message = statusMessage(error);
+  if (status === 403 && /\b(exceeded|failed) quota: /.test(message)) return { reason: REASONS.quotaExceeded, message };
+  if (status === 403) return { reason: REASONS.podCreateForbidden, message: `the API server forbade the pod: ${message}` };
+  return { reason: REASONS.podCreateRefused, message: `the API server refused the pod (${status}): ${message}` };
 }
 
 class LostAdoption extends Error {}
