@@ -30,6 +30,8 @@ export interface Cluster {
   server: KubeTestServer;
   kubelet: Kubelet;
   kubeConfig: KubeConfig;
+  /** The kubelet's images: one added here is pulled at the kubelet's next attempt (a registry that recovers). */
+  images: Record<string, KubeletImage>;
   close(): Promise<void>;
 }
 
@@ -46,13 +48,14 @@ export async function startCluster(
     historyLimit: options.historyLimit,
   });
   const runner = { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] };
+  const images: Record<string, KubeletImage> = {
+    [RUNNER_IMAGE]: runner,
+    [CRASHING_IMAGE]: { ...runner, env: { RUNNER_EXIT_AFTER_MS: '300' } },
+    ...options.images,
+  };
   const kubelet = await startKubelet({
     server,
-    images: {
-      [RUNNER_IMAGE]: runner,
-      [CRASHING_IMAGE]: { ...runner, env: { RUNNER_EXIT_AFTER_MS: '300' } },
-      ...options.images,
-    },
+    images,
     probePeriodMs: 25,
     restartBackoffMs: 50,
     allocatable: options.allocatable ?? { cpu: '64', memory: '256Gi', pods: 500 },
@@ -62,6 +65,7 @@ export async function startCluster(
     server,
     kubelet,
     kubeConfig,
+    images,
     close: async () => {
       await kubelet.close();
       await server.close();

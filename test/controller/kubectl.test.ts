@@ -89,11 +89,12 @@ describe('kubectl against the controller’s resources', () => {
 
   it('kubectl describe sbx shows why a Sandbox is not ready, with its events', async () => {
     createSandbox(file.cluster, 'stuck', { image: 'registry.invalid/missing:1' });
-    await waitForSandbox(file.cluster, 'stuck', phaseIs('Failed'));
+    // Failed at the start deadline (20 s here): until then the kubelet retries the pull.
+    await waitForSandbox(file.cluster, 'stuck', phaseIs('Failed'), 40_000);
     const described = await run('describe', 'sbx', 'stuck');
     expect(described).toContain('ImagePullFailed');
     expect(described).toMatch(/Warning\s+ImagePullFailed/);
-  });
+  }, 60_000);
 
   it('the sample Sandboxes are accepted by the API server as they are (kubectl apply), and a bad one is refused', async () => {
     for (const file of ['sandbox-warm.yaml', 'sandbox-pooled.yaml']) {

@@ -1,7 +1,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { createRefusal } from '../../controller/sandbox-reconciler.js';
-import { clusterForFile, condition, createSandbox, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
+import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
 
 const START_TIMEOUT_MS = 4_000;
 
@@ -21,6 +21,16 @@ describe('reasons a user can act on', () => {
     const failed = await waitForSandbox(file.cluster, 'too-big', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'Unschedulable' });
     expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s/);
+  });
+
+  it('an image no retry pulls fails with ImagePullFailed at the start deadline, not before', async () => {
+    const created = Date.now();
+    createSandbox(file.cluster, 'no-image', { image: 'registry.invalid/nothing:1' });
+    const failed = await waitForSandbox(file.cluster, 'no-image', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
+    expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'ImagePullFailed' });
+    expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s: image registry.invalid\/nothing:1 cannot be pulled/);
+    expect(Date.now() - created).toBeGreaterThanOrEqual(START_TIMEOUT_MS - 1000);
+    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'no-image'));
   });
 
   it('requests above their limits are refused up front: Failed InvalidResources at once, no pod, no place held', async () => {
