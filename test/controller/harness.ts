@@ -84,7 +84,9 @@ export function testConfig(overrides: Partial<ControllerConfig> = {}): Controlle
       ACIS_RUNNER_MEMORY_LIMIT: '64Mi',
       ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
       ACIS_CONTROLLER_METRICS_PORT: '0',
-      ACIS_CONTROLLER_LEASE_SECONDS: '1',
+      // Short for failover tests, yet long enough that the leader's renew deadline (two thirds of it)
+      // outlasts a renewal's round trips when the machine is busy (the test server shares the process).
+      ACIS_CONTROLLER_LEASE_SECONDS: '3',
       ACIS_CONTROLLER_RESYNC_SECONDS: '60',
       ACIS_SANDBOX_START_TIMEOUT_SECONDS: '20',
       // Pod IPs are unique within one kubelet only, and test files run side by side: a port of
