@@ -223,11 +223,6 @@ function followPod(draft: Draft, pod: V1Pod, startDeadline: number): SandboxDeci
   const within = `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s`;
   draft.status.podName = pod.metadata!.name;
   if (health.state === 'ready') return ready(draft, health.podIP);
-  if (health.state === 'stopped') {
-    // Told to stop after serving: released, not crashed. Exiting 0 before it ever served is a failure.
-    if (draft.before.readyTime) return end(draft, 'Expired', REASONS.runnerStopped, health.message);
-    return end(draft, 'Failed', REASONS.crashLoop, `${health.message} before it was ready; see kubectl logs pod/${pod.metadata?.name}`);
-  }
   if (health.state === 'failing' && (health.terminal || draft.before.readyTime)) return end(draft, 'Failed', health.reason, health.message);
   if (health.state === 'failing' && observed.now >= startDeadline)
     return end(draft, 'Failed', health.reason, `${within}: ${health.message}`);

@@ -9,9 +9,7 @@ export type PodHealth =
   | { state: 'ready'; podIP: string }
   | { state: 'starting'; reason: string; message: string }
   /** Not ready and, unless `terminal`, possibly never: the start deadline decides. */
-  | { state: 'failing'; reason: string; message: string; terminal: boolean }
-  /** The runner exited 0: it was told to stop (its turn and its hold are over), not a crash. */
-  | { state: 'stopped'; message: string };
+  | { state: 'failing'; reason: string; message: string; terminal: boolean };
 
 const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
 /**
@@ -24,12 +22,11 @@ const PULL_GIVEN_UP = new Set(['InvalidImageName', 'ErrImageNeverPull']);
 export function podHealth(pod: V1Pod): PodHealth {
   const status = pod.status ?? {};
   const container = status.containerStatuses?.[0];
-  if (status.phase === 'Succeeded') return { state: 'stopped', message: `the runner stopped (exit code 0) in pod ${pod.metadata?.name}` };
-  if (status.phase === 'Failed') {
+  if (status.phase === 'Failed' || status.phase === 'Succeeded') {
     const terminated = container?.state?.terminated ?? container?.lastState?.terminated;
     const detail = terminated
       ? `the runner exited with code ${terminated.exitCode}${terminated.reason ? ` (${terminated.reason})` : ''}`
-      : `the pod failed${status.reason ? ` (${status.reason})` : ''}`;
+      : `the pod ${status.phase === 'Failed' ? 'failed' : 'ended'}${status.reason ? ` (${status.reason})` : ''}`;
     return {
       state: 'failing',
       reason: REASONS.crashLoop,

@@ -106,7 +106,6 @@ export const REASONS = {
   podCreateForbidden: 'PodCreateForbidden',
   invalidResources: 'InvalidResources',
   crashLoop: 'CrashLoop',
-  runnerStopped: 'RunnerStopped',
   podDeleted: 'PodDeleted',
   startTimeout: 'StartTimeout',
   shutdownTimeReached: 'ShutdownTimeReached',
