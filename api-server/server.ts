@@ -22,7 +22,7 @@ import { type EgressResolveServer, startEgressResolveServer } from './egress/res
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
 import { type GitCredentialSource, vaultGitCredentials } from './repositories/git-credentials.js';
-import { kubernetesSyncDispatch } from './repositories/kubernetes-sync-dispatch.js';
+import { kubernetesSyncDispatch, syncAttemptSettings } from './repositories/kubernetes-sync-dispatch.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
 import { followRun } from './runs/follow.js';
 import { coolLapsedHolds, failOrphanedRuns, heartbeat, resolveNodeId } from './runs/nodes.js';
@@ -241,6 +241,7 @@ function createRepositorySync(parts: DepsParts, newId: AppDeps['newId'], gitCred
         gitCredential,
         logger,
         attemptDeadlineMs: (config.syncJobDeadlineSeconds + config.syncTimeoutSeconds) * 1000,
+        settings: syncAttemptSettings(config),
       }),
     }),
   });

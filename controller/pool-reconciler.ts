@@ -13,9 +13,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { expectCreate, expectDelete, inFlight, lowerCreate } from '../sandbox-policy/expectations.js';
-import { API_VERSION, REASONS, SANDBOX_WARM_POOL, type SandboxWarmPool, tokenSecretName } from './api/v1alpha1.js';
+import { API_VERSION, SANDBOX_WARM_POOL, type SandboxWarmPool, tokenSecretName } from './api/v1alpha1.js';
 import { statusChanged } from './conditions.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
+import { createRefusal } from './create-refusal.js';
 import { decidePool, type PoolDecision, type PoolRefusal } from './pool-decisions.js';
 import { runnerPod, templateHash, tokenSecret } from './pod-template.js';
 import type { ReconcileContext } from './sandbox-reconciler.js';
@@ -130,12 +131,7 @@ function isRefusal(error: unknown): boolean {
  * says `agents-*` instead, and one refusal stays one message (one Event, no status write per retry).
  */
 function describeRefusal(error: unknown, pool: SandboxWarmPool, podName: string, at: number, attempts: number): PoolRefusal {
-  const status = httpStatus(error);
-  const said = statusMessage(error).replaceAll(podName, `${pool.metadata.name}-*`);
-  // 403 is a ResourceQuota's answer, and also Pod Security's and a missing RuntimeClass's: only the first is a quota.
-  return status === 403 && said.includes('exceeded quota')
-    ? { reason: REASONS.quotaExceeded, message: said, at, attempts }
-    : { reason: REASONS.podCreateRefused, message: `the API server refused a pool pod (${status}): ${said}`, at, attempts };
+  return { ...createRefusal(httpStatus(error), statusMessage(error).replaceAll(podName, `${pool.metadata.name}-*`)), at, attempts };
 }
 
 /** Records the decision's events and writes the status if it changed (a lost write, 409 or 404, waits for the watch). */

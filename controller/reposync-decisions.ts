@@ -6,7 +6,7 @@
  * outcome changes; and each generation's credential Secret deleted once its Job has ended (or when
  * a newer generation means it will never run), so a credential exists only while its Job can use it.
  */
-import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { V1EnvVar, V1Job, V1Pod } from '@kubernetes/client-node';
 import {
   API_VERSION,
   LABELS,
@@ -204,6 +204,23 @@ function terminationOutcome(pod: V1Pod | undefined): Outcome | undefined {
   }
 }
 
+/**
+ * Everything the Job's `acis sync-repository` reads from its environment, in one list: the database
+ * (from its Secret), the attempt's claim and credential file, and the API server's settings the
+ * request carries (spec.settings), so the attempt validates and times out as the API server would.
+ */
+export function syncJobEnv(sync: RepositorySync, config: ControllerConfig): V1EnvVar[] {
+  const settings = sync.spec.settings ?? {};
+  return [
+    { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: config.databaseSecret, key: 'DATABASE_URL' } } },
+    { name: 'ACIS_SYNC_CLAIM', value: sync.spec.claim },
+    { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
+    ...(sync.spec.credentialSecretName ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${SYNC_CREDENTIAL_KEY}` }] : []),
+    ...(settings.allowFileRepos !== undefined ? [{ name: 'ACIS_ALLOW_FILE_REPOS', value: settings.allowFileRepos ? '1' : '0' }] : []),
+    ...(settings.timeoutSeconds !== undefined ? [{ name: 'ACIS_SYNC_TIMEOUT_SECONDS', value: String(settings.timeoutSeconds) }] : []),
+  ];
+}
+
 function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): V1Job {
   const labels = {
     [LABELS.managedBy]: MANAGED_BY,
@@ -253,12 +270,7 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
               image: config.syncImage,
               ...(config.syncCommand.length > 0 && { command: config.syncCommand }),
               args: ['sync-repository', sync.spec.repositoryId],
-              env: [
-                { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: config.databaseSecret, key: 'DATABASE_URL' } } },
-                { name: 'ACIS_SYNC_CLAIM', value: sync.spec.claim },
-                { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
-                ...(credential ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${SYNC_CREDENTIAL_KEY}` }] : []),
-              ],
+              env: syncJobEnv(sync, config),
               securityContext: {
                 allowPrivilegeEscalation: false,
                 readOnlyRootFilesystem: true,

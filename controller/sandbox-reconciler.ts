@@ -8,12 +8,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
-import { ANNOTATIONS, API_VERSION, LABELS, REASONS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
 import { creationTime } from './api/admission-order.js';
 import type { ControllerConfig } from './config.js';
 import type { KubeClient } from '../kube/kube-client.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
+import { createRefusal } from './create-refusal.js';
 import type { ControllerMetrics } from './metrics.js';
 import { controllerRef, runnerPod, sandboxPodLabels, tokenSecret } from './pod-template.js';
 import { resourcesProblem } from './runner-resources.js';
@@ -69,15 +70,8 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
   } catch (error) {
     if (error instanceof LostAdoption) return { requeueAt: at, conflict: true };
     if (!(error instanceof CreateRefused)) throw error;
-    // The API server refused the pod (403: a ResourceQuota; 422: an invalid spec; 400: an admission
-    // webhook; 409: a conflict): say so with its message, and retry with backoff until the start deadline.
-    const status = httpStatus(error.cause);
-    // 403 is a ResourceQuota's answer, and also Pod Security's and a missing RuntimeClass's: only the first is a quota.
-    const quota = status === 403 && statusMessage(error.cause).includes('exceeded quota');
-    refused.set(key, {
-      reason: quota ? REASONS.quotaExceeded : REASONS.podCreateRefused,
-      message: quota ? statusMessage(error.cause) : `the API server refused the pod (${status}): ${statusMessage(error.cause)}`,
-    });
+    // The API server refused the pod: say so with its message, and retry with backoff until the start deadline.
+    refused.set(key, createRefusal(httpStatus(error.cause), statusMessage(error.cause)));
     decision = decideSandbox(sandbox, { ...observation, createRefused: refused.get(key) });
     await writeStatus(ctx, sandbox, { ...decision, actions: [] });
     throw error.cause;

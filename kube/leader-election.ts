@@ -2,9 +2,13 @@
  * Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: one candidate holds the
  * Lease and renews it; the others watch the record and take it over once it has not changed for a
  * whole lease duration (measured on their own clock, so clock skew between nodes does not matter).
- * Every write carries the resourceVersion it read, so two candidates never both win (409). A leader
- * that cannot renew within the lease duration steps down before anyone may take over; stopping
- * releases the Lease so a successor takes over at once.
+ * Every write carries the resourceVersion it read, so two candidates never both win (409). As in
+ * client-go (tools/leaderelection: RenewDeadline < LeaseDuration), a leader that has not renewed
+ * within the renew deadline of its last renewal stops acting (a timer of its own, so a request that
+ * never answers cannot hold it up), and every round of requests is bounded by that deadline too: it
+ * has stopped before any candidate, which waits a whole lease duration from when it saw that
+ * renewal, may take over (the difference covers the answer's way back). Stopping releases the Lease so
+ * a successor takes over at once.
  */
 import { type CoordinationV1Api, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { httpStatus } from './kube-errors.js';
@@ -15,6 +19,8 @@ export interface LeaderElectionOptions {
   name: string;
   identity: string;
   leaseDurationMs: number;
+  /** How long a leader keeps acting without a renewal; below leaseDurationMs (default two thirds of it, as client-go's 10 s of 15 s). */
+  renewDeadlineMs?: number;
   onStartedLeading: () => void;
   onStoppedLeading: () => void;
   onError?: (error: unknown) => void;
@@ -23,6 +29,9 @@ export interface LeaderElectionOptions {
 
 export class LeaderElection {
   private timer: NodeJS.Timeout | undefined;
+  /** Fires at the renew deadline: a leader not renewed by then steps down. */
+  private deadline: NodeJS.Timeout | undefined;
+  private readonly renewDeadlineMs: number;
   private leading = false;
   private stopped = false;
   private lastRenewed = 0;
@@ -31,6 +40,10 @@ export class LeaderElection {
 
   constructor(private readonly options: LeaderElectionOptions) {
     this.now = options.now ?? Date.now;
+    this.renewDeadlineMs = options.renewDeadlineMs ?? Math.floor((options.leaseDurationMs * 2) / 3);
+    if (!(this.renewDeadlineMs > 0 && this.renewDeadlineMs < options.leaseDurationMs)) {
+      throw new Error('the renew deadline must be positive and shorter than the lease duration');
+    }
   }
 
   get isLeader(): boolean {
@@ -49,6 +62,7 @@ export class LeaderElection {
   async stop(options: { release: boolean } = { release: true }): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.deadline);
     if (!this.leading) return;
     this.setLeading(false);
     if (!options.release) return;
@@ -69,11 +83,11 @@ export class LeaderElection {
   private async tick(): Promise<void> {
     if (this.stopped) return;
     try {
-      await this.tryAcquireOrRenew();
+      await withTimeout(this.tryAcquireOrRenew(), this.renewDeadlineMs);
     } catch (error) {
       this.options.onError?.(error);
     }
-    if (this.leading && this.now() - this.lastRenewed > this.options.leaseDurationMs) this.setLeading(false);
+    this.stepDownIfLate();
     if (this.stopped) return;
     // Renew well within the lease; candidates look as often.
     this.timer = setTimeout(() => void this.tick(), Math.max(50, this.options.leaseDurationMs / 4));
@@ -131,9 +145,21 @@ export class LeaderElection {
     this.renewed(now);
   }
 
-  private renewed(at: number): void {
-    this.lastRenewed = at;
-    if (!this.leading && !this.stopped) this.setLeading(true);
+  /**
+   * Renewed now (counted from the answer, as client-go's observedTime is): the deadline starts again.
+   * The answer to a round that outlived its deadline (`sentAt`) is ignored: that round was given up.
+   */
+  private renewed(sentAt: number): void {
+    if (this.stopped || this.now() - sentAt >= this.renewDeadlineMs) return;
+    this.lastRenewed = this.now();
+    clearTimeout(this.deadline);
+    this.deadline = setTimeout(() => this.stepDownIfLate(), this.renewDeadlineMs);
+    this.deadline.unref();
+    if (!this.leading) this.setLeading(true);
+  }
+
+  private stepDownIfLate(): void {
+    if (this.leading && this.now() - this.lastRenewed >= this.renewDeadlineMs) this.setLeading(false);
   }
 
   private setLeading(leading: boolean): void {
@@ -151,6 +177,16 @@ export class LeaderElection {
       throw error;
     }
   }
+}
+
+/** The promise's outcome, or a rejection once `ms` have passed (the request itself is left to end on its own). */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from the API server within ${ms} ms`)), ms);
+  });
+  promise.catch(() => undefined);
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 function microTime(ms: number): V1MicroTime {

@@ -15,12 +15,14 @@ import {
   GROUP,
   REPOSITORY_SYNC,
   type RepositorySync,
+  type RepositorySyncSettings,
   SYNC_CREDENTIAL_KEY,
   syncCredentialSecretName,
   VERSION,
 } from '../../controller/api/v1alpha1.js';
 import { loadKubeConfig } from '../../kube/cluster-access.js';
 import { httpStatus } from '../../kube/kube-errors.js';
+import type { Config } from '../config.js';
 import type { Db } from '../core/db/database.js';
 import { deliveredCredential, type GitCredentialSource } from './git-credentials.js';
 import { isCurrentSync, type RepositoryRow } from './repositories.repository.js';
@@ -43,6 +45,13 @@ export interface KubernetesSyncDispatchDeps {
   kubeconfigPath: string | undefined;
   /** The controller's Job deadline plus the longest git command: an attempt older than this is orphaned. */
   attemptDeadlineMs: number;
+  /** What the attempt needs of this process's configuration (syncAttemptSettings), written into every request. */
+  settings: RepositorySyncSettings;
+}
+
+/** The settings a sync attempt runs with, from the API server's configuration: the one place a sync Job's settings come from. */
+export function syncAttemptSettings(config: Pick<Config, 'allowFileRepos' | 'syncTimeoutSeconds'>): RepositorySyncSettings {
+  return { allowFileRepos: config.allowFileRepos, timeoutSeconds: config.syncTimeoutSeconds };
 }
 
 export function kubernetesSyncDispatch(deps: KubernetesSyncDispatchDeps): SyncDispatch {
@@ -69,7 +78,7 @@ async function handOver(deps: KubernetesSyncDispatchDeps, syncs: RepositorySyncs
     const existing = await syncs.read(name);
     if (!existing) {
       // The first generation: the Secret needs its owner's uid, so it follows the create (the Job's pod waits for it).
-      const created = await syncs.create(name, specOf(repository, claim, 1, credential !== undefined));
+      const created = await syncs.create(name, specOf(repository, claim, 1, credential !== undefined, deps.settings));
       if (!created) continue;
       if (credential) await syncs.writeCredential(created, syncCredentialSecretName(name, 1), credential);
       return logHanded(deps.logger, repository.id, name, 1);
@@ -77,7 +86,10 @@ async function handOver(deps: KubernetesSyncDispatchDeps, syncs: RepositorySyncs
     const generation = existing.spec.requestGeneration + 1;
     // Written before the bump, under this generation's own name: the controller deletes only ended generations' Secrets.
     if (credential) await syncs.writeCredential(existing, syncCredentialSecretName(name, generation), credential);
-    const replaced = await syncs.replace({ ...existing, spec: specOf(repository, claim, generation, credential !== undefined) });
+    const replaced = await syncs.replace({
+      ...existing,
+      spec: specOf(repository, claim, generation, credential !== undefined, deps.settings),
+    });
     if (replaced) return logHanded(deps.logger, repository.id, name, generation);
     if (!(await isCurrentSync(deps.db, repository.id, claim))) {
       deps.logger.info({ repository_id: repository.id }, 'sync hand-over dropped: its claim was superseded meanwhile');
@@ -164,7 +176,13 @@ class RepositorySyncs {
   }
 }
 
-function specOf(repository: RepositoryRow, claim: string, generation: number, withCredential: boolean): RepositorySync['spec'] {
+function specOf(
+  repository: RepositoryRow,
+  claim: string,
+  generation: number,
+  withCredential: boolean,
+  settings: RepositorySyncSettings,
+): RepositorySync['spec'] {
   const name = repositorySyncName(repository.id);
   return {
     repositoryId: repository.id,
@@ -173,6 +191,7 @@ function specOf(repository: RepositoryRow, claim: string, generation: number, wi
     ...(withCredential && { credentialSecretName: syncCredentialSecretName(name, generation) }),
     claim,
     requestGeneration: generation,
+    settings,
   };
 }
 

@@ -8,8 +8,10 @@
  *
  * Collection: after a sync, the files of commits other than the new one and the one before (a run may
  * have just read that one) are deleted, then the blobs they named that nothing else names. Storing and
- * collecting exclude each other through one advisory lock (stores share it), so a blob a concurrent
- * sync is about to reference is never collected under it.
+ * collecting exclude each other through one exclusive advisory lock, taken before anything is stored
+ * and held to the end of the transaction that also collects: a blob a concurrent sync is about to
+ * reference is never collected under it, and no transaction holds the lock shared and then waits to
+ * hold it exclusively (two syncs doing that at once deadlock).
  */
 import { createHash } from 'node:crypto';
 import { lstat, readdir, readFile } from 'node:fs/promises';
@@ -72,9 +74,13 @@ export async function readSkillDirectories(root: string, manifestPaths: string[]
   return files;
 }
 
-/** Stores a commit's skill files (idempotent: a commit stored before is left as it is). */
+/**
+ * Stores a commit's skill files (idempotent: a commit stored before is left as it is), under the
+ * exclusive content lock: the transaction collects next, and a lock taken shared cannot be upgraded
+ * without deadlocking against another transaction doing the same.
+ */
 export async function storeSkillContent(trx: Kysely<Database>, repositoryId: string, commit: string, files: SkillFile[]): Promise<void> {
-  await sql`select pg_advisory_xact_lock_shared(${CONTENT_LOCK})`.execute(trx);
+  await lockSkillContent(trx);
   const blobs = new Map<string, Buffer>();
   const rows = files.map((file) => {
     const digest = createHash('sha256').update(file.data).digest('hex');
@@ -100,15 +106,15 @@ export async function storeSkillContent(trx: Kysely<Database>, repositoryId: str
 
 /**
  * Deletes the repository's files of every commit but `keep` (all of them when empty) and the blobs
- * left unnamed. Run inside the transaction that stored the new commit (its shared lock does not
- * conflict with the exclusive one taken here), so the sync is visible only once collected.
+ * left unnamed. Run inside the transaction that stored the new commit (which holds the lock already),
+ * so the sync is visible only once collected.
  */
 export async function collectSkillContent(
   trx: Kysely<Database>,
   repositoryId: string,
   keep: string[],
 ): Promise<{ files: number; blobs: number }> {
-  await sql`select pg_advisory_xact_lock(${CONTENT_LOCK})`.execute(trx);
+  await lockSkillContent(trx);
   let remove = trx.deleteFrom('skill_files').where('repository_id', '=', repositoryId);
   if (keep.length > 0) remove = remove.where('commit', 'not in', keep);
   const removed = await remove.returning('digest').execute();
@@ -120,9 +126,14 @@ export async function collectSkillContent(
 /** Deletes every blob no file names (after a repository's rows went with it); how many. */
 export async function collectUnreferencedBlobs(db: Db): Promise<number> {
   return db.transaction().execute(async (trx) => {
-    await sql`select pg_advisory_xact_lock(${CONTENT_LOCK})`.execute(trx);
+    await lockSkillContent(trx);
     return deleteUnnamedBlobs(trx);
   });
+}
+
+/** The content lock, exclusive, to the end of the transaction (taking it again is a no-op). */
+async function lockSkillContent(trx: Kysely<Database>): Promise<void> {
+  await sql`select pg_advisory_xact_lock(${CONTENT_LOCK})`.execute(trx);
 }
 
 /** Deletes the blobs (of `among`, or all) that no file names; how many. Callers hold the exclusive content lock. */

@@ -12,8 +12,12 @@ export type PodHealth =
   | { state: 'failing'; reason: string; message: string; terminal: boolean };
 
 const PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
-/** The kubelet has retried the pull already: waiting longer rarely helps, the image name or the registry is wrong. */
-const PULL_GIVEN_UP = new Set(['ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
+/**
+ * No retry can fix these (a malformed name, a pull the policy forbids). ErrImagePull and
+ * ImagePullBackOff are not final: the kubelet retries with its back-off and one transient registry
+ * error must not fail a Sandbox, so the start deadline decides (with ImagePullFailed as the reason).
+ */
+const PULL_GIVEN_UP = new Set(['InvalidImageName', 'ErrImageNeverPull']);
 
 export function podHealth(pod: V1Pod): PodHealth {
   const status = pod.status ?? {};

@@ -106,6 +106,7 @@ export const REASONS = {
   imagePullFailed: 'ImagePullFailed',
   quotaExceeded: 'QuotaExceeded',
   podCreateRefused: 'PodCreateRefused',
+  podCreateForbidden: 'PodCreateForbidden',
   invalidResources: 'InvalidResources',
   crashLoop: 'CrashLoop',
   podDeleted: 'PodDeleted',
@@ -201,6 +202,16 @@ export interface RepositorySyncSpec {
   claim: string;
   /** Bumped by the API server for every claimed sync; one Job per value. */
   requestGeneration: number;
+  /** The API server's settings the attempt runs with (the Job's pod gets them as its environment, see syncJobEnv). */
+  settings?: RepositorySyncSettings;
+}
+
+/** What a sync attempt needs of the API server's configuration, so the API server and its Job agree. */
+export interface RepositorySyncSettings {
+  /** ACIS_ALLOW_FILE_REPOS: file:// repositories may be synced. */
+  allowFileRepos?: boolean;
+  /** ACIS_SYNC_TIMEOUT_SECONDS: the longest git command. */
+  timeoutSeconds?: number;
 }
 
 /**

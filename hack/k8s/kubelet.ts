@@ -371,7 +371,8 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
         { fieldPath: fieldPath(container) },
       );
       queueStatus(runtime);
-      if (!pulledBefore) container.timer = setTimeout(() => startContainer(runtime, container), restartBackoffMs);
+      // The kubelet retries a failed pull after its back-off (ImagePullBackOff), so an image that appears later is pulled.
+      container.timer = setTimeout(() => startContainer(runtime, container), pulledBefore ? restartBackoffMs * 4 : restartBackoffMs);
       return;
     }
     if (!container.prepared) {

@@ -30,6 +30,8 @@ export interface Cluster {
   server: KubeTestServer;
   kubelet: Kubelet;
   kubeConfig: KubeConfig;
+  /** The kubelet's images: one added here is pulled at the kubelet's next attempt (a registry that recovers). */
+  images: Record<string, KubeletImage>;
   close(): Promise<void>;
 }
 
@@ -47,13 +49,14 @@ export async function startCluster(
     historyLimit: options.historyLimit,
   });
   const runner = { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] };
+  const images: Record<string, KubeletImage> = {
+    [RUNNER_IMAGE]: runner,
+    [CRASHING_IMAGE]: { ...runner, env: { RUNNER_EXIT_AFTER_MS: '300' } },
+    ...options.images,
+  };
   const kubelet = await startKubelet({
     server,
-    images: {
-      [RUNNER_IMAGE]: runner,
-      [CRASHING_IMAGE]: { ...runner, env: { RUNNER_EXIT_AFTER_MS: '300' } },
-      ...options.images,
-    },
+    images,
     probePeriodMs: 25,
     restartBackoffMs: 50,
     allocatable: options.allocatable ?? { cpu: '64', memory: '256Gi', pods: 500 },
@@ -64,6 +67,7 @@ export async function startCluster(
     server,
     kubelet,
     kubeConfig,
+    images,
     close: async () => {
       await kubelet.close();
       await server.close();
@@ -82,7 +86,9 @@ export function testConfig(overrides: Partial<ControllerConfig> = {}): Controlle
       ACIS_RUNNER_MEMORY_LIMIT: '64Mi',
       ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
       ACIS_CONTROLLER_METRICS_PORT: '0',
-      ACIS_CONTROLLER_LEASE_SECONDS: '1',
+      // Short for failover tests, yet long enough that the leader's renew deadline (two thirds of it)
+      // outlasts a renewal's round trips when the machine is busy (the test server shares the process).
+      ACIS_CONTROLLER_LEASE_SECONDS: '3',
       ACIS_CONTROLLER_RESYNC_SECONDS: '60',
       ACIS_SANDBOX_START_TIMEOUT_SECONDS: '20',
       // Pod IPs are unique within one kubelet only, and test files run side by side: a port of

@@ -90,14 +90,15 @@ describe('kubectl against the controller’s resources', () => {
 
   it('kubectl describe sbx shows why a Sandbox is not ready, with its events; kubectl get sbx shows the reason', async () => {
     createSandbox(file.cluster, 'stuck', { image: 'registry.invalid/missing:1' });
-    await waitForSandbox(file.cluster, 'stuck', phaseIs('Failed'));
+    // Failed at the start deadline (20 s here): until then the kubelet retries the pull.
+    await waitForSandbox(file.cluster, 'stuck', phaseIs('Failed'), 40_000);
     const described = await run('describe', 'sbx', 'stuck');
     expect(described).toContain('ImagePullFailed');
     expect(described).toMatch(/Warning\s+ImagePullFailed/);
     expect(described).toMatch(/Normal\s+Started/);
     const [, row] = (await run('get', 'sbx', 'stuck')).trim().split('\n');
     expect(row!.split(/\s+/).slice(4, 6)).toEqual(['Failed', 'ImagePullFailed']);
-  });
+  }, 60_000);
 
   it('kubectl describe sbx tells expiry at the idle TTL, and kubectl get sbx its reason', async () => {
     createSandbox(file.cluster, 'idle', { shutdownTime: new Date(Date.now() + 1_500).toISOString() });

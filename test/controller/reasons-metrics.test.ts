@@ -1,5 +1,8 @@
+import { CoreV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { clusterForFile, condition, createSandbox, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
+import { createRefusal } from '../../controller/create-refusal.js';
+import { httpStatus, statusMessage } from '../../kube/kube-errors.js';
+import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
 
 const START_TIMEOUT_MS = 4_000;
 
@@ -19,6 +22,16 @@ describe('reasons a user can act on', () => {
     const failed = await waitForSandbox(file.cluster, 'too-big', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'Unschedulable' });
     expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s/);
+  });
+
+  it('an image no retry pulls fails with ImagePullFailed at the start deadline, not before', async () => {
+    const created = Date.now();
+    createSandbox(file.cluster, 'no-image', { image: 'registry.invalid/nothing:1' });
+    const failed = await waitForSandbox(file.cluster, 'no-image', phaseIs('Failed'), START_TIMEOUT_MS + 10_000);
+    expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'ImagePullFailed' });
+    expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s: image registry.invalid\/nothing:1 cannot be pulled/);
+    expect(Date.now() - created).toBeGreaterThanOrEqual(START_TIMEOUT_MS - 1000);
+    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'no-image'));
   });
 
   it('requests above their limits are refused up front: Failed InvalidResources at once, no pod, no place held', async () => {
@@ -75,6 +88,53 @@ describe('reasons a user can act on', () => {
     expect(file.cluster.server.store.find('pods', NAMESPACE, 'quota-1')).toBeUndefined();
     file.cluster.server.store.delete('resourcequotas', NAMESPACE, 'runners');
     await waitForSandbox(file.cluster, 'quota-1', phaseIs('Ready'));
+  });
+});
+
+describe('a 403 that is not a quota', () => {
+  it('a pod create RBAC forbids says PodCreateForbidden with its message, as an Event, not QuotaExceeded', async () => {
+    const message =
+      'pods "forbidden-1" is forbidden: User "system:serviceaccount:acis:acis-controller" cannot create resource "pods" in API group "" in the namespace "default"';
+    file.cluster.server.failNext({ verb: 'create', resource: 'pods', namespace: NAMESPACE, status: 403, message, times: 2 });
+    createSandbox(file.cluster, 'forbidden-1');
+    const refused = await waitForSandbox(file.cluster, 'forbidden-1', (s) => condition(s, 'Ready')?.reason === 'PodCreateForbidden');
+    expect(refused!.status!.phase).toBe('Starting');
+    expect(condition(refused, 'Ready')!.message).toContain(message);
+    await waitForSandbox(file.cluster, 'forbidden-1', phaseIs('Ready'));
+    const reasons = file.cluster.server.store
+      .list('events', NAMESPACE)
+      .items.filter((e: any) => e.involvedObject.name === 'forbidden-1')
+      .map((e: any) => `${e.type} ${e.reason}`);
+    expect(reasons).toContain('Warning PodCreateForbidden');
+    expect(reasons).not.toContain('Warning QuotaExceeded');
+  });
+
+  it("Pod Security admission's refusal is PodCreateForbidden, a ResourceQuota's QuotaExceeded (as the API server sends them)", async () => {
+    const core = file.cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const refusalOf = (namespace: string, privileged: boolean) =>
+      core
+        .createNamespacedPod({
+          namespace,
+          body: {
+            metadata: { name: 'probe' },
+            spec: { containers: [{ name: 'c', image: 'x', ...(privileged && { securityContext: { privileged: true } }) }] },
+          },
+        })
+        .then(
+          () => undefined,
+          (error: unknown) => createRefusal(httpStatus(error), statusMessage(error)),
+        );
+    file.cluster.server.store.create('namespaces', undefined, {
+      metadata: { name: 'restricted', labels: { 'pod-security.kubernetes.io/enforce': 'baseline' } },
+    });
+    const forbidden = await refusalOf('restricted', true);
+    expect(forbidden?.reason).toBe('PodCreateForbidden');
+    expect(forbidden?.message).toContain('violates PodSecurity "baseline:latest": privileged');
+    file.cluster.server.store.create('namespaces', undefined, { metadata: { name: 'no-pods' } });
+    file.cluster.server.store.create('resourcequotas', 'no-pods', { metadata: { name: 'none' }, spec: { hard: { pods: '0' } } });
+    const quota = await refusalOf('no-pods', false);
+    expect(quota?.reason).toBe('QuotaExceeded');
+    expect(quota?.message).toContain('exceeded quota: none');
   });
 });
 

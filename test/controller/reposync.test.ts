@@ -14,6 +14,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
 import { ROOT } from '../helpers/acis-process.js';
@@ -53,7 +54,8 @@ beforeAll(async () => {
   const nodeModules = realpathSync(path.join(ROOT, 'node_modules'));
   cluster = await startCluster({
     // The API server's image: the `acis` CLI from this checkout (its node_modules wherever they are).
-    images: { [SYNC_IMAGE]: { command: process.execPath, binds: [ROOT, nodeModules] } },
+    // The test's git repositories too, which a Job reads as file:// repositories.
+    images: { [SYNC_IMAGE]: { command: process.execPath, binds: [ROOT, nodeModules, root] } },
     // The sync pods reach PostgreSQL, git, GitHub and the Kubernetes API at 127.0.0.1, as host
     // processes: the pods share the host's network.
     network: 'loopback',
@@ -63,6 +65,8 @@ beforeAll(async () => {
     ACIS_K8S_NAMESPACE: NAMESPACE,
     KUBECONFIG: cluster.server.kubeconfigPath,
     ACIS_GITHUB_API_URL: github.url,
+    ACIS_ALLOW_FILE_REPOS: '1',
+    ACIS_SYNC_TIMEOUT_SECONDS: '77',
   };
   t = await startTestServer(clusterEnv);
   cluster.server.store.create('secrets', NAMESPACE, {
@@ -290,6 +294,60 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     expect(deleted.status, deleted.text).toBe(204);
     await eventually(cluster, () => reposync(id) === undefined && find('jobs', `${syncNameOf(id)}-1`) === undefined);
   });
+
+  it("a file:// repository the API server allows syncs in its Job too: the Job runs with the API server's settings", async () => {
+    const repo = await createGitRepository(root, unique('local'), {
+      'pdf/SKILL.md': manifest({ name: 'pdf', description: 'Reads PDFs.' }),
+    });
+    const res = await t.request('POST', '/repositories', { token: key, body: { name: unique('repo'), repo_url: `file://${repo.dir}` } });
+    expect(res.status, res.text).toBe(201);
+    const ended = await syncEnded(t, key, res.body.id);
+    expect(ended.sync, JSON.stringify(ended.sync)).toMatchObject({ state: 'ready', error: null });
+    expect(ended.skill_count).toBe(1);
+    expect(reposync(res.body.id).spec.settings).toEqual({ allowFileRepos: true, timeoutSeconds: 77 });
+    const env = find('jobs', `${syncNameOf(res.body.id)}-1`).spec.template.spec.containers[0].env;
+    expect(env).toEqual(
+      expect.arrayContaining([
+        { name: 'ACIS_ALLOW_FILE_REPOS', value: '1' },
+        { name: 'ACIS_SYNC_TIMEOUT_SECONDS', value: '77' },
+      ]),
+    );
+  });
+
+  it('two repositories whose syncs store their content at the same moment, each in its Job pod, both end ready', async () => {
+    // Held (by a lock on the skills table) between storing their content and cataloging their
+    // skills, two attempts that took the content lock shared would both hold it there and then
+    // deadlock when each asks for it exclusively to collect.
+    const blocker = new pg.Client({ connectionString: t.databaseUrl });
+    // Another connection watches: pg_stat_activity is read once per transaction, so the blocker's own would never change.
+    const watcher = new pg.Client({ connectionString: t.databaseUrl });
+    await Promise.all([blocker.connect(), watcher.connect()]);
+    let first: string;
+    let second: string;
+    try {
+      await blocker.query('begin');
+      await blocker.query('lock table skills in share mode');
+      [{ id: first }, { id: second }] = await Promise.all([register(), register()]);
+      const waiting = async () =>
+        (
+          await watcher.query<{ n: number }>(
+            `select count(distinct l.pid)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid
+             where not l.granted and a.datname = current_database()`,
+          )
+        ).rows[0]!.n;
+      // Both attempts are in their apply transaction, each waiting on a lock (the table's, or the content lock).
+      while ((await waiting()) < 2) await new Promise((resolve) => setTimeout(resolve, 25));
+      await blocker.query('commit');
+    } finally {
+      await Promise.all([blocker.end(), watcher.end()]);
+    }
+    const ended = await Promise.all([syncEnded(t, key, first!), syncEnded(t, key, second!)]);
+    for (const repository of ended) {
+      expect(repository.sync, JSON.stringify(repository.sync)).toMatchObject({ state: 'ready', error: null });
+      expect(repository.skill_count).toBe(1);
+    }
+    // Two syncs in Job pods side by side: beyond the default 30 s only on a loaded machine.
+  }, 90_000);
 
   it('the credential is in no status, kubectl output or API log', async () => {
     const all = await kubectl(['get', 'reposync', '-o', 'yaml'], { kubeconfig: cluster.server.kubeconfigPath });

@@ -519,7 +519,12 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
   it('a Sandbox admitted whose pod then cannot start: the message, stored meanwhile, ends failed with a sandbox-unavailable error line', async () => {
     await eventually(cluster, () => cluster.server.store.list('sandboxes', NAMESPACE).items.length === 0);
     await controller.stop();
-    controller = await startTestController(cluster, { ...controllerConfig, runnerImage: 'registry.invalid/nothing:1' });
+    // The kubelet keeps retrying the pull: the start deadline ends it, with the pull failure as the reason.
+    controller = await startTestController(cluster, {
+      ...controllerConfig,
+      runnerImage: 'registry.invalid/nothing:1',
+      startTimeoutMs: 3_000,
+    });
     try {
       const created = await t.request('POST', '/conversations', { token: key, body: { user_id: user.userId } });
       const conversationId: string = created.body.id;

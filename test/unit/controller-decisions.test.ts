@@ -118,7 +118,7 @@ describe('decideSandbox(sandbox, observed)', () => {
       { phase: 'Failed', reason: 'CrashLoop', actions: [] },
     ],
     [
-      'image pull backing off: Failed at once, pod deleted',
+      'image pull backing off: says so and waits for the kubelet to retry (the start deadline decides)',
       sandbox({}, admittedStatus()),
       {
         pod: pod('sbx', {
@@ -128,7 +128,7 @@ describe('decideSandbox(sandbox, observed)', () => {
           ],
         }),
       },
-      { phase: 'Failed', reason: 'ImagePullFailed', actions: ['delete-pod'] },
+      { phase: 'Starting', reason: 'ImagePullFailed', actions: [] },
     ],
     [
       'unschedulable before the deadline: says so, keeps waiting',
@@ -322,7 +322,7 @@ describe('podHealth(pod)', () => {
     if (reason) expect((health as { reason: string }).reason).toBe(reason);
   });
 
-  it('ErrImagePull may still resolve; ImagePullBackOff is final', () => {
+  it('ErrImagePull and ImagePullBackOff may still resolve (the kubelet retries); a malformed name is final', () => {
     const waiting = (reason: string) =>
       podHealth(
         pod('p', {
@@ -331,7 +331,8 @@ describe('podHealth(pod)', () => {
         }),
       );
     expect(waiting('ErrImagePull')).toMatchObject({ terminal: false });
-    expect(waiting('ImagePullBackOff')).toMatchObject({ terminal: true });
+    expect(waiting('ImagePullBackOff')).toMatchObject({ terminal: false });
+    expect(waiting('InvalidImageName')).toMatchObject({ reason: 'ImagePullFailed', terminal: true });
   });
 });
 

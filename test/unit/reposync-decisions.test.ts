@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { RepositorySync } from '../../controller/api/v1alpha1.js';
 import { loadControllerConfig } from '../../controller/config.js';
-import { decideRepositorySync, syncJobName } from '../../controller/reposync-decisions.js';
+import { decideRepositorySync, syncJobEnv, syncJobName } from '../../controller/reposync-decisions.js';
+import { loadConfig } from '../../api-server/config.js';
+import { syncAttemptSettings } from '../../api-server/repositories/kubernetes-sync-dispatch.js';
 
 const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_SYNC_IMAGE: 'acis:1', ACIS_DATABASE_SECRET: 'db' });
 const now = new Date('2026-11-25T08:00:00Z');
@@ -203,5 +205,24 @@ describe('decideRepositorySync', () => {
       config,
     );
     expect(decision.status.state).toBe('error');
+  });
+});
+
+describe('syncJobEnv', () => {
+  it("gives the Job the API server's settings: the attempt's configuration agrees with the API server's", () => {
+    const api = loadConfig({ ACIS_ALLOW_FILE_REPOS: '1', ACIS_SYNC_TIMEOUT_SECONDS: '77' });
+    const env = syncJobEnv(sync({ settings: syncAttemptSettings(api) }), config);
+    const values = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    const job = loadConfig(values);
+    expect(job.allowFileRepos).toBe(true);
+    expect(job.syncTimeoutSeconds).toBe(77);
+    expect(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({ name: 'db', key: 'DATABASE_URL' });
+    expect(values).toMatchObject({ ACIS_SYNC_CLAIM: 'c1a1m0000000', ACIS_SYNC_CREDENTIAL_FILE: '/var/run/acis/credential/credential' });
+  });
+
+  it('a request without settings (written by an older API server) leaves the Job its defaults', () => {
+    const names = syncJobEnv(sync(), config).map((e) => e.name);
+    expect(names).not.toContain('ACIS_ALLOW_FILE_REPOS');
+    expect(names).not.toContain('ACIS_SYNC_TIMEOUT_SECONDS');
   });
 });
