@@ -20,13 +20,15 @@
 import { selectsLabels, type LabelSelector } from './label-selector.js';
 import { type NetworkPod, serviceRules, type ServiceView } from './service-proxy.js';
 
-interface Peer {
+/** A NetworkPolicyPeer (networking.k8s.io/v1). */
+export interface Peer {
   podSelector?: LabelSelector;
   namespaceSelector?: LabelSelector;
   ipBlock?: { cidr: string; except?: string[] };
 }
 
-interface PolicyPort {
+/** A NetworkPolicyPort. */
+export interface PolicyPort {
   protocol?: string;
   port?: number | string;
   endPort?: number;

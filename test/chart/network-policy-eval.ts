@@ -9,20 +9,9 @@
  * chart-network-policy.test.ts); this evaluator answers without running pods.
  */
 import { type LabelSelector, selectsLabels } from '../../hack/k8s/label-selector.js';
+import type { Peer, PolicyPort } from '../../hack/k8s/network-policy-rules.js';
 
 export type { LabelSelector };
-
-interface Peer {
-  podSelector?: LabelSelector;
-  namespaceSelector?: LabelSelector;
-  ipBlock?: { cidr: string; except?: string[] };
-}
-
-interface PolicyPort {
-  protocol?: string;
-  port?: number | string;
-  endPort?: number;
-}
 
 export interface NetworkPolicy {
   metadata: { name: string; namespace?: string };
