@@ -60,7 +60,10 @@ export async function startCluster(
     probePeriodMs: 25,
     restartBackoffMs: 50,
     allocatable: options.allocatable ?? { cpu: '64', memory: '256Gi', pods: 500 },
-    network: options.network,
+    // ACIS's processes under test (API server, egress proxy, model stub) listen on the host's
+    // 127.0.0.1, which loopback pods reach as it is; the netns mode, where a pod's 127.0.0.1 is its
+    // own, is exercised on its own (pod-netns.test.ts, chart-network-policy.test.ts).
+    network: options.network ?? 'loopback',
   });
   const kubeConfig = loadKubeConfig(server.kubeconfigPath);
   return {

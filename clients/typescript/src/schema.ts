@@ -695,6 +695,14 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description `[http://]host[:port]`: a DNS name, a `*.` suffix wildcard (one or more labels), an IPv4 literal or a bracketed IPv6 literal; any port when none is given; HTTPS only unless `http://` is written.
+         * @example api.example.com
+         * @example *.example.org
+         * @example 10.0.0.5:8443
+         * @example http://[2001:db8::1]:8080
+         */
+        AllowedHost: string;
         Approval: {
             conversation_id: string;
             /** Format: date-time */
@@ -749,6 +757,11 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        /** @description A value and the only destinations it may be sent to (the recommended form). */
+        BoundSecretValue: {
+            allowed_hosts: components["schemas"]["AllowedHost"][];
+            value: string;
+        };
         Conversation: {
             context: {
                 repository_id: string | null;
@@ -786,6 +799,8 @@ export interface components {
         };
         ConversationSecret: {
             alias: string;
+            /** @description The destinations the value may be sent to; null: unbound (any destination) */
+            allowed_hosts: components["schemas"]["AllowedHost"][] | null;
             /** Format: date-time */
             created_at: string;
             /** @constant */
@@ -990,6 +1005,7 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        SecretEntry: string | components["schemas"]["BoundSecretValue"];
         Skill: {
             /** Format: date-time */
             created_at: string;
@@ -1055,6 +1071,8 @@ export interface components {
         };
         TenantSecret: {
             alias: string;
+            /** @description The destinations the value may be sent to; null: unbound (any destination) */
+            allowed_hosts: components["schemas"]["AllowedHost"][] | null;
             /** Format: date-time */
             created_at: string;
             /** @constant */
@@ -1117,6 +1135,8 @@ export interface components {
         };
         UserSecret: {
             alias: string;
+            /** @description The destinations the value may be sent to; null: unbound (any destination) */
+            allowed_hosts: components["schemas"]["AllowedHost"][] | null;
             /** Format: date-time */
             created_at: string;
             /** @constant */
@@ -1456,9 +1476,9 @@ export interface operations {
                  */
                 "application/json": {
                     note?: string;
-                    /** @description Values for the requested secret items, by alias; vaulted at conversation scope; write-only */
+                    /** @description Values (or `{value, allowed_hosts}`) for the requested secret items, by alias; vaulted at conversation scope; write-only */
                     secrets?: {
-                        [key: string]: string;
+                        [key: string]: components["schemas"]["SecretEntry"];
                     };
                     signature: {
                         /** @description `hmac-sha256` or `ed25519`: the algorithm of that key */
@@ -1564,9 +1584,9 @@ export interface operations {
                  */
                 "application/json": {
                     note?: string;
-                    /** @description Values for the requested secret items, by alias; vaulted at conversation scope; write-only */
+                    /** @description Values (or `{value, allowed_hosts}`) for the requested secret items, by alias; vaulted at conversation scope; write-only */
                     secrets?: {
-                        [key: string]: string;
+                        [key: string]: components["schemas"]["SecretEntry"];
                     };
                     signature: {
                         /** @description `hmac-sha256` or `ed25519`: the algorithm of that key */
@@ -1834,9 +1854,9 @@ export interface operations {
                         /** @enum {string} */
                         on_capacity?: "reject" | "hold";
                         parts?: components["schemas"]["MessagePart"][];
-                        /** @description Write-only; scoped to this run; never echoed */
+                        /** @description Alias to value, or to `{value, allowed_hosts}`; write-only; scoped to this run; never echoed */
                         secrets?: {
-                            [key: string]: string;
+                            [key: string]: components["schemas"]["SecretEntry"];
                         };
                         skill_ids?: string[];
                     };
@@ -2334,9 +2354,9 @@ export interface operations {
                     /** @enum {string} */
                     on_capacity?: "reject" | "hold";
                     parts?: components["schemas"]["MessagePart"][];
-                    /** @description Write-only; scoped to this run; never echoed */
+                    /** @description Alias to value, or to `{value, allowed_hosts}`; write-only; scoped to this run; never echoed */
                     secrets?: {
-                        [key: string]: string;
+                        [key: string]: components["schemas"]["SecretEntry"];
                     };
                     skill_ids?: string[];
                 };
@@ -2592,9 +2612,9 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description Alias to value; merged per alias (existing aliases overwritten, others untouched); write-only */
+                    /** @description Alias to value, or to `{value, allowed_hosts}`; merged per alias (existing aliases overwritten, others untouched); write-only */
                     secrets: {
-                        [key: string]: string;
+                        [key: string]: components["schemas"]["SecretEntry"];
                     };
                 };
             };
@@ -2839,9 +2859,9 @@ export interface operations {
                         /** @enum {string} */
                         on_capacity?: "reject" | "hold";
                         parts?: components["schemas"]["MessagePart"][];
-                        /** @description Write-only; scoped to this run; never echoed */
+                        /** @description Alias to value, or to `{value, allowed_hosts}`; write-only; scoped to this run; never echoed */
                         secrets?: {
-                            [key: string]: string;
+                            [key: string]: components["schemas"]["SecretEntry"];
                         };
                         skill_ids?: string[];
                     };
@@ -4994,9 +5014,9 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description Alias to value; merged per alias (existing aliases overwritten, others untouched); write-only */
+                    /** @description Alias to value, or to `{value, allowed_hosts}`; merged per alias (existing aliases overwritten, others untouched); write-only */
                     secrets: {
-                        [key: string]: string;
+                        [key: string]: components["schemas"]["SecretEntry"];
                     };
                 };
             };
@@ -5901,9 +5921,9 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description Alias to value; merged per alias (existing aliases overwritten, others untouched); write-only */
+                    /** @description Alias to value, or to `{value, allowed_hosts}`; merged per alias (existing aliases overwritten, others untouched); write-only */
                     secrets: {
-                        [key: string]: string;
+                        [key: string]: components["schemas"]["SecretEntry"];
                     };
                 };
             };
