@@ -21,7 +21,6 @@
  */
 import type { UserInfo } from './authentication.js';
 import { KubeStatusError } from './errors.js';
-import type { RequestRecord } from './http-types.js';
 import type { KubeObjects } from './objects.js';
 import type { KubeObject } from './store.js';
 
@@ -196,11 +195,21 @@ export function authorizeOrThrow(authorizer: RbacAuthorizer, request: RequestAtt
   if (!decision.allowed) throw forbidden(request, decision.reason);
 }
 
+/** What of a request (http-types.ts' RequestRecord) names its resource. */
+interface ResourceRequest {
+  verb: string;
+  group?: string;
+  resource?: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+}
+
 /**
  * The attributes of a resource request: a list or watch without a name names the object its
  * `metadata.name` field selector requires, as the apiserver's RequestInfoFactory does.
  */
-export function resourceAttributes(user: UserInfo, record: RequestRecord, query: URLSearchParams): RequestAttributes {
+export function resourceAttributes(user: UserInfo, record: ResourceRequest, query: URLSearchParams): RequestAttributes {
   const selected = /(?:^|,)metadata\.name==?([^,]+)/.exec(query.get('fieldSelector') ?? '')?.[1];
   const listing = record.verb === 'list' || record.verb === 'watch';
   return {
