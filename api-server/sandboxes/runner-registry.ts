@@ -126,10 +126,13 @@ export class RunnerRegistry<E extends RegisteredRunner> {
    * pooled, held or ended runner's credential stands for nothing (the proxy answers 407).
    */
   egressRun(runnerId: string, token: string): string | undefined {
+    return this.servingWith(runnerId, token) ? this.entries.get(runnerId)!.runner.currentRunId : undefined;
+  }
+
+  /** Whether the credential is the runner's own and the runner is serving a turn (busy), not pooled, held or ended. */
+  servingWith(runnerId: string, token: string): boolean {
     const entry = this.entries.get(runnerId);
-    if (entry?.view.state !== 'busy') return undefined;
-    if (!constantTimeEqual(Buffer.from(entry.egressToken), Buffer.from(token))) return undefined;
-    return entry.runner.currentRunId;
+    return entry?.view.state === 'busy' && constantTimeEqual(Buffer.from(entry.egressToken), Buffer.from(token));
   }
 
   /** The run in progress on a runner (for the egress proxy's missing-secret hook, after it authenticated). */

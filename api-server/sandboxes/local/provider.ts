@@ -101,7 +101,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       // The platform's key serves a run, not a runner: an idle runner's leftover process gets none.
       authorize: (credential) => {
         const [runnerId = '', token = ''] = credential.split(':');
-        return this.registry.egressRun(runnerId, token) !== undefined;
+        return this.registry.servingWith(runnerId, token);
       },
       logger: this.logger,
     });
