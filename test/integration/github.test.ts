@@ -191,7 +191,9 @@ describe('POST /webhooks/github', () => {
     const { repo, id, cloneUrl } = await registered();
     const after = await repo.commit({ 'skills/csv/SKILL.md': manifest({ name: 'csv', description: 'Reads CSV files.' }) });
     const deliveryId = randomBytes(8).toString('hex');
-    const res = await deliver({ id: deliveryId, body: pushOf(cloneUrl, after) });
+    // A redelivery is the same bytes: GitHub sends the stored payload again.
+    const push = pushOf(cloneUrl, after);
+    const res = await deliver({ id: deliveryId, body: push });
     expect(res.status, res.text).toBe(202);
     expect(res.body).toMatchObject({
       object: 'webhook_delivery',
@@ -208,7 +210,7 @@ describe('POST /webhooks/github', () => {
     ]);
 
     const tokensBefore = github.requests.length;
-    const again = await deliver({ id: deliveryId, body: pushOf(cloneUrl, after) });
+    const again = await deliver({ id: deliveryId, body: push });
     expect(again.status).toBe(200);
     expect(again.body).toMatchObject({ outcome: 'duplicate', syncs_queued: 0 });
     expect((await request('GET', `/repositories/${id}`)).body.sync.state).toBe('ready');
