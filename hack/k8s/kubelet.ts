@@ -38,7 +38,7 @@ import { kubeletTimings, type KubeletTimingsMode } from './kubelet-timings.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
-import { parseQuantity } from './quantity.js';
+import { parseQuantity } from '../../kube/quantity.js';
 import { isTerminal, missingResources, podResources, unschedulableMessage, usage } from './kubelet-scheduling.js';
 import type { KubeTestServer } from './server.js';
 import type { KubeObject, StoreChange } from './store.js';
