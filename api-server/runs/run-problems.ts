@@ -21,3 +21,10 @@ export function shuttingDownProblem(): ProblemError {
 export function internalProblem(): ProblemError {
   return new ProblemError('internal-error', 500, { detail: 'The agent run failed on the platform side.' });
 }
+
+/** The turn ran past ACIS_TURN_TIMEOUT_SECONDS: its runner was stopped and the run ended `failed`. */
+export function turnTimeoutProblem(seconds: number): ProblemError {
+  return new ProblemError('turn-timeout', 504, {
+    detail: `The turn ran past this deployment's turn deadline (${seconds} s) and was stopped.`,
+  });
+}
