@@ -63,6 +63,7 @@ const EnvSchema = z.object({
   ACIS_TENANT_MAX_BUSY_SANDBOXES: z.coerce.number().int().min(1).max(MAX_BUSY_SANDBOXES).optional(),
   ACIS_USER_MAX_BUSY_SANDBOXES: z.coerce.number().int().min(1).max(MAX_BUSY_SANDBOXES).optional(),
   ACIS_TURN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(3600),
+  ACIS_WORKSPACE_MAX_MB: z.coerce.number().int().min(1).max(1_048_576).default(2048),
   ACIS_APPROVAL_TTL_SECONDS: z.coerce
     .number()
     .int()
@@ -150,6 +151,8 @@ export interface Config {
   busySandboxDefaults: { tenant: number | undefined; user: number | undefined };
   /** The longest one turn may take on its runner before it is aborted and the run ends `failed` (turn-timeout). */
   turnTimeoutSeconds: number;
+  /** Local runners: the most their workspace and HOME may hold (workspace-too-large past it). */
+  workspaceMaxBytes: number;
   /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
   approvalTtlSeconds: number;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
@@ -232,6 +235,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
     busySandboxDefaults: { tenant: e.ACIS_TENANT_MAX_BUSY_SANDBOXES, user: e.ACIS_USER_MAX_BUSY_SANDBOXES },
     turnTimeoutSeconds: e.ACIS_TURN_TIMEOUT_SECONDS,
+    workspaceMaxBytes: e.ACIS_WORKSPACE_MAX_MB * 1024 * 1024,
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
     bwrapPath: e.ACIS_BWRAP_PATH,

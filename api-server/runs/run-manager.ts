@@ -18,7 +18,7 @@ import { deleteRunSecrets } from '../secrets/secrets.repository.js';
 import { loadRunSkills } from '../skills/materialise.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import type { ReplyBuilder } from './reply.js';
-import { internalProblem, turnTimeoutProblem } from './run-problems.js';
+import { internalProblem, turnTimeoutProblem, workspaceTooLargeProblem } from './run-problems.js';
 import type { RunOutcome, RunRequest } from './run-request.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
 import { type ClaimDeps, claimProblem, claimRunner, withSkills } from './runner-claim.js';
@@ -231,8 +231,10 @@ export class RunManager {
       () => this.abortRun(request.assistantMessageId, turnTimeoutProblem(this.deps.turnTimeoutSeconds)),
       this.deps.turnTimeoutSeconds * 1000,
     );
+    const unwatch = lease.watchLimits?.((detail) => this.abortRun(request.assistantMessageId, workspaceTooLargeProblem(detail)));
     const turned = await this.agentTurn(request, lease, lines, runStartedMs);
     clearTimeout(deadline);
+    unwatch?.();
     const aborted = disarmAbort();
     const outcome = await this.afterSkillsDelivered(request.assistantMessageId, turned, skillsDelivered);
     const turnSeconds = secondsSince(turnStartedMs);

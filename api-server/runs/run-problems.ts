@@ -28,3 +28,8 @@ export function turnTimeoutProblem(seconds: number): ProblemError {
     detail: `The turn ran past this deployment's turn deadline (${seconds} s) and was stopped.`,
   });
 }
+
+/** The sandbox's writable space passed its limit during the turn: its runner was stopped and the run ended `failed`. */
+export function workspaceTooLargeProblem(detail: string): ProblemError {
+  return new ProblemError('workspace-too-large', 507, { detail });
+}

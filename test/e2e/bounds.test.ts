@@ -1,8 +1,9 @@
 /**
- * No tenant starves the others: caps on the sandboxes a tenant and a user keep busy at once (tenant
+ * Bounds per tenant and per run. No tenant starves the others: caps on the sandboxes a tenant and a user keep busy at once (tenant
  * settings over deployment defaults), counted in PostgreSQL across two API nodes, answered as the
  * cluster cap answers (429 capacity-exhausted before anything is stored, or `queued` lines under
- * on_capacity=hold); and the turn deadline (ACIS_TURN_TIMEOUT_SECONDS). Runs are real (Agent SDK in
+ * on_capacity=hold); the turn deadline (ACIS_TURN_TIMEOUT_SECONDS); the local runners' workspace
+ * size limit (ACIS_WORKSPACE_MAX_MB). Runs are real (Agent SDK in
  * bubblewrap against the model stub); a sandbox is kept busy by a run parked on an approval, and
  * freed by denying it, so no test waits for time.
  */
@@ -17,10 +18,11 @@ import { ADMIN_TOKEN, startTestServer, type TestServer } from '../helpers/test-s
 
 const MASTER_KEY = randomBytes(32).toString('base64');
 const TURN_TIMEOUT_SECONDS = 5;
+const WORKSPACE_MAX_MB = 8;
 const PARK = `Hold this sandbox. [[tool:mcp__platform__request_approval {"reason":"keep busy","requested_items":[{"kind":"action","description":"wait"}]}]]`;
 
 let stub: ModelStub;
-/** Node A: a short maximum hold (2 s). Node B: on the same database, the turn deadline and a long hold. */
+/** Node A: a short maximum hold (2 s). Node B: on the same database, the turn deadline, the workspace limit and a long hold. */
 let a: TestServer;
 let b: TestServer;
 let key: string;
@@ -44,6 +46,7 @@ beforeAll(async () => {
     ANTHROPIC_BASE_URL: stub.url,
     ACIS_MAX_HOLD_SECONDS: '60',
     ACIS_TURN_TIMEOUT_SECONDS: String(TURN_TIMEOUT_SECONDS),
+    ACIS_WORKSPACE_MAX_MB: String(WORKSPACE_MAX_MB),
   });
   ({ serviceKey: key } = await a.createIntegration('busy caps e2e'));
 }, 120_000);
@@ -334,5 +337,37 @@ describe('ACIS_TURN_TIMEOUT_SECONDS', () => {
     expect(res.status).toBe(504);
     expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(await res.json()).toMatchObject({ status: 504, type: expect.stringMatching(/\/problems\/turn-timeout$/) });
+  }, 120_000);
+});
+
+describe('ACIS_WORKSPACE_MAX_MB (local runners)', () => {
+  const bash = (command: string) => `[[tool:Bash ${JSON.stringify({ command })}]]`;
+
+  it('ends a turn whose workspace passes it failed with workspace-too-large, and keeps the workspace the conversation had', async () => {
+    const tenant = await tenantWith({}, 1);
+    const conversation = await newConversation(tenant.users[0]!);
+    const first = withoutPings(await readLines(await send(b, conversation, { content: bash('echo kept > kept.txt') })));
+    expect(first.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+
+    // 12 MB written by the tool; the turn then goes on (30 words, 300 ms per delta) for the check to see it.
+    const words = Array.from({ length: 30 }, (_, i) => `w${i}`).join(' ');
+    const res = await send(b, conversation, {
+      content: `[[slow: 300]] ${bash('head -c 12000000 /dev/zero > big.bin')} [[reply: ${words}]]`,
+    });
+    const lines = withoutPings(await readLines(res));
+    expect(lines.some((l) => l.type === 'result')).toBe(false);
+    expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
+    expect(lines.at(-1)).toMatchObject({
+      object: 'platform.event',
+      type: 'error',
+      problem: { status: 507, type: expect.stringMatching(/\/problems\/workspace-too-large$/) },
+    });
+    expect(lines.at(-1)!.problem.detail).toContain(`limit of ${WORKSPACE_MAX_MB * 1024 * 1024} bytes`);
+
+    // The next turn sees the workspace as the first turn left it.
+    const after = withoutPings(await readLines(await send(b, conversation, { content: bash('ls') })));
+    expect(after.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    expect(deltaText(after)).toContain('kept.txt');
+    expect(deltaText(after)).not.toContain('big.bin');
   }, 120_000);
 });

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../../runner/bridge.js';
 import { localRunnerProcess } from './runner-process.js';
 import type { Config } from '../../config.js';
+import { directorySize, watchDirectorySize } from './workspace-size.js';
 import { randomToken } from '../../core/crypto.js';
 import { LocalRunner } from './runner.js';
 import { serveModelGateway } from './model-gateway.js';
@@ -226,7 +227,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       case 'use-held': {
         const entry = this.registry.get(decision.runnerId)!;
         this.registry.resume(entry);
-        return Promise.resolve({ runner: entry.runner, continuing: true });
+        return Promise.resolve(this.lease(entry, true));
       }
       case 'claim-pooled': {
         const entry = this.registry.get(decision.runnerId)!;
@@ -268,12 +269,24 @@ export class LocalSandboxProvider implements SandboxProvider {
       });
       if (entries.length > 0) await cp(saved, entry.dirs.workspace, { recursive: true, force: true });
       await entry.runner.ready;
-      return { runner: entry.runner, continuing: false };
+      return this.lease(entry, false);
     } catch (error) {
       await this.recycle(entry.runner.id);
       this.pump();
       throw error;
     }
+  }
+
+  private lease(entry: RunnerEntry, continuing: boolean): Lease {
+    const limit = this.config.workspaceMaxBytes;
+    return {
+      runner: entry.runner,
+      continuing,
+      watchLimits: (onExceeded) =>
+        watchDirectorySize(entry.dirs.root, limit, (bytes) =>
+          onExceeded(`The sandbox's workspace and HOME hold ${bytes} bytes, past this deployment's limit of ${limit} bytes.`),
+        ),
+    };
   }
 
   private conversationWorkspace(conversationId: string): string {
@@ -334,9 +347,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const { conversationId } = entry.view;
     await entry.runner.kill();
     try {
-      if (conversationId && options.save) {
-        await cp(entry.dirs.workspace, this.conversationWorkspace(conversationId), { recursive: true, force: true });
-      }
+      if (conversationId && options.save) await this.saveWorkspace(entry, conversationId);
     } catch (error) {
       this.logger.warn({ err: error, runner_id: runnerId }, 'saving a runner workspace failed');
     }
@@ -345,6 +356,16 @@ export class LocalSandboxProvider implements SandboxProvider {
     // switched to pooled, or that crashed, is recycled while busy.
     await this.registry.showCold(entry);
     this.topUpPool();
+  }
+
+  /** A workspace past the size limit is not kept: the conversation keeps the one it had. */
+  private async saveWorkspace(entry: RunnerEntry, conversationId: string): Promise<void> {
+    const limit = this.config.workspaceMaxBytes;
+    if ((await directorySize(entry.dirs.workspace, limit)) > limit) {
+      this.logger.warn({ runner_id: entry.runner.id, limit_bytes: limit }, 'a runner workspace over ACIS_WORKSPACE_MAX_MB was not saved');
+      return;
+    }
+    await cp(entry.dirs.workspace, this.conversationWorkspace(conversationId), { recursive: true, force: true });
   }
 
   private topUpPool(): void {
