@@ -64,6 +64,8 @@ const EnvSchema = z.object({
   ACIS_USER_MAX_BUSY_SANDBOXES: z.coerce.number().int().min(1).max(MAX_BUSY_SANDBOXES).optional(),
   ACIS_TURN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(3600),
   ACIS_WORKSPACE_MAX_MB: z.coerce.number().int().min(1).max(1_048_576).default(2048),
+  ACIS_RUNNER_CPUS: z.coerce.number().min(0.01).max(1024).default(2),
+  ACIS_RUNNER_MEMORY_MB: z.coerce.number().int().min(64).max(1_048_576).default(2048),
   ACIS_APPROVAL_TTL_SECONDS: z.coerce
     .number()
     .int()
@@ -153,6 +155,8 @@ export interface Config {
   turnTimeoutSeconds: number;
   /** Local runners: the most their workspace and HOME may hold (workspace-too-large past it). */
   workspaceMaxBytes: number;
+  /** Local runners: CPU and memory each may use, through cgroups v2 where this machine allows (resource-limits.ts). */
+  runnerLimits: { cpus: number; memoryBytes: number };
   /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
   approvalTtlSeconds: number;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
@@ -236,6 +240,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     busySandboxDefaults: { tenant: e.ACIS_TENANT_MAX_BUSY_SANDBOXES, user: e.ACIS_USER_MAX_BUSY_SANDBOXES },
     turnTimeoutSeconds: e.ACIS_TURN_TIMEOUT_SECONDS,
     workspaceMaxBytes: e.ACIS_WORKSPACE_MAX_MB * 1024 * 1024,
+    runnerLimits: { cpus: e.ACIS_RUNNER_CPUS, memoryBytes: e.ACIS_RUNNER_MEMORY_MB * 1024 * 1024 },
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
     bwrapPath: e.ACIS_BWRAP_PATH,

@@ -14,6 +14,7 @@ import { hmacAssertion } from '../helpers/approver.js';
 import { deltaText, type Line, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { slowTurn } from '../helpers/replica-kill.js';
+import { probeLimitEnforcement } from '../../api-server/sandboxes/local/resource-limits.js';
 import { ADMIN_TOKEN, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const MASTER_KEY = randomBytes(32).toString('base64');
@@ -370,4 +371,17 @@ describe('ACIS_WORKSPACE_MAX_MB (local runners)', () => {
     expect(deltaText(after)).toContain('kept.txt');
     expect(deltaText(after)).not.toContain('big.bin');
   }, 120_000);
+});
+
+describe('ACIS_RUNNER_CPUS, ACIS_RUNNER_MEMORY_MB (local runners)', () => {
+  it('are said at start to be enforced, or not and why, as this machine allows', async () => {
+    const probe = await probeLimitEnforcement({ cpus: 2, memoryBytes: 2048 * 1024 * 1024 });
+    const said = a.logs.map((line) => JSON.parse(line)).filter((line) => /^runner CPU and memory/.test(line.msg ?? ''));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatchObject(
+      probe.enforced
+        ? { level: 30, cpus: 2, memory_bytes: 2048 * 1024 * 1024 }
+        : { level: 40, cpus: 2, memory_bytes: 2048 * 1024 * 1024, reason: probe.reason },
+    );
+  });
 });

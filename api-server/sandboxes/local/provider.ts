@@ -7,6 +7,7 @@ import { type Bridge, serveUnixToTcp } from '../../../runner/bridge.js';
 import { localRunnerProcess } from './runner-process.js';
 import type { Config } from '../../config.js';
 import { directorySize, watchDirectorySize } from './workspace-size.js';
+import { type LimitEnforcement, probeLimitEnforcement } from './resource-limits.js';
 import { randomToken } from '../../core/crypto.js';
 import { LocalRunner } from './runner.js';
 import { serveModelGateway } from './model-gateway.js';
@@ -63,6 +64,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private egress: EgressEndpoint | undefined;
   /** Unsandboxed runners (ACIS_SANDBOX_ISOLATION=none) need no runtime. */
   private runtime: SandboxRuntime = { ok: true, bwrapPath: '' };
+  private limitEnforcement: LimitEnforcement = { enforced: false, reason: 'not probed yet' };
   private stopped = false;
   private readonly limits: CapacityLimits;
   private readonly root: string;
@@ -96,6 +98,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         );
       }
     }
+    await this.probeRunnerLimits();
     this.modelBridge = await serveModelGateway(path.join(runDir, 'model.sock'), {
       baseUrl: this.config.anthropicBaseUrl,
       apiKey: this.config.anthropicApiKey,
@@ -114,6 +117,19 @@ export class LocalSandboxProvider implements SandboxProvider {
       await writeFile(path.join(runDir, 'ca-bundle.pem'), `${systemRoots.trimEnd()}\n${egress.caCertificatePem}`);
     }
     this.topUpPool();
+  }
+
+  /** Finds out whether runners' CPU and memory can be bounded here, and says so either way. */
+  private async probeRunnerLimits(): Promise<void> {
+    const limits = this.config.runnerLimits;
+    this.limitEnforcement = await probeLimitEnforcement(limits);
+    const fields = { cpus: limits.cpus, memory_bytes: limits.memoryBytes };
+    if (this.limitEnforcement.enforced) this.logger.info(fields, 'runner CPU and memory limited through a systemd scope each');
+    else
+      this.logger.warn(
+        { ...fields, reason: this.limitEnforcement.reason },
+        'runner CPU and memory are NOT limited on this machine (ACIS_RUNNER_CPUS, ACIS_RUNNER_MEMORY_MB need cgroups v2 through systemd)',
+      );
   }
 
   /** Its runners are this process's alone: so are their credentials and their runs. */
@@ -317,7 +333,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       // A pool runner serves a conversation not known yet; the agent runtime can start before it is.
       prewarm: options.pooled && this.config.poolPrewarm,
     });
-    const runner = new LocalRunner(id, command, this.logger);
+    const bounded = this.limitEnforcement.enforced ? { ...command, ...this.limitEnforcement.wrap(command) } : command;
+    const runner = new LocalRunner(id, bounded, this.logger);
     const entry = this.registry.add({ runner, dirs, egressToken }, agentType);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
