@@ -86,10 +86,7 @@ export async function startMessageRun(
 
   // A refused run runs nothing, so it takes no place either.
   const caps = refusal ? undefined : busyCapsOf(deps, conversation);
-  if (caps && context.onCapacity === 'reject') {
-    const over = await checkBusy(deps.db, conversation.tenant_id, conversation.user_id, caps);
-    if (over) throw refuseOverBusyCap(deps, over, caps);
-  }
+  if (caps && context.onCapacity === 'reject') await refuseEarlyOverBusyCap(deps, conversation, caps);
 
   // Named before the admission: the runner being readied for the run may be told which run it serves.
   const ids = { userMessageId: deps.newId('message'), assistantMessageId: deps.newId('message') };
@@ -145,6 +142,12 @@ export async function startMessageRun(
 function busyCapsOf(deps: AppDeps, conversation: ScopedConversationRow): BusyCaps | undefined {
   const caps = effectiveBusyCaps(conversation.tenant_settings, deps.config.busySandboxDefaults);
   return capped(caps) ? caps : undefined;
+}
+
+/** Before a runner is readied for a send that cannot pass its caps; the count that decides is taken under the lock, on insert. */
+async function refuseEarlyOverBusyCap(deps: AppDeps, conversation: ScopedConversationRow, caps: BusyCaps): Promise<void> {
+  const over = await checkBusy(deps.db, conversation.tenant_id, conversation.user_id, caps);
+  if (over) throw refuseOverBusyCap(deps, over, caps);
 }
 
 function refuseOverBusyCap(deps: AppDeps, cap: 'tenant' | 'user', caps: BusyCaps): ProblemError {

@@ -227,14 +227,9 @@ export class RunManager {
       : undefined;
     const lines = new TurnLines(stream, masker, filler);
     const disarmAbort = this.armAbort(request.assistantMessageId, lease);
-    const deadline = setTimeout(
-      () => this.abortRun(request.assistantMessageId, turnTimeoutProblem(this.deps.turnTimeoutSeconds)),
-      this.deps.turnTimeoutSeconds * 1000,
-    );
-    const unwatch = lease.watchLimits?.((detail) => this.abortRun(request.assistantMessageId, workspaceTooLargeProblem(detail)));
+    const disarmBounds = this.armBounds(request.assistantMessageId, lease);
     const turned = await this.agentTurn(request, lease, lines, runStartedMs);
-    clearTimeout(deadline);
-    unwatch?.();
+    disarmBounds();
     const aborted = disarmAbort();
     const outcome = await this.afterSkillsDelivered(request.assistantMessageId, turned, skillsDelivered);
     const turnSeconds = secondsSince(turnStartedMs);
@@ -267,6 +262,20 @@ export class RunManager {
     return () => {
       if (live) live.abort = undefined;
       return aborted;
+    };
+  }
+
+  /**
+   * The turn's bounds, each ending it through `abortRun` with its own problem: the deadline
+   * (ACIS_TURN_TIMEOUT_SECONDS), and what the provider itself watches (the local workspace size).
+   */
+  private armBounds(messageId: string, lease: Lease): () => void {
+    const seconds = this.deps.turnTimeoutSeconds;
+    const deadline = setTimeout(() => this.abortRun(messageId, turnTimeoutProblem(seconds)), seconds * 1000);
+    const unwatch = lease.watchLimits?.((detail) => this.abortRun(messageId, workspaceTooLargeProblem(detail)));
+    return () => {
+      clearTimeout(deadline);
+      unwatch?.();
     };
   }
 
