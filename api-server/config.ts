@@ -9,6 +9,8 @@ import type { RateLimitConfig } from './core/rate-limit.js';
  */
 /** Keeps a window's reserved count (limit plus the nodes' chunks) well inside a PostgreSQL integer. */
 const MAX_RATE_LIMIT = 1_000_000_000;
+/** The largest busy-sandbox cap a deployment or a tenant may set (tenants.schemas.ts uses the same bound). */
+export const MAX_BUSY_SANDBOXES = 10_000;
 
 const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -58,6 +60,12 @@ const EnvSchema = z.object({
   ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
   ACIS_POOL_PREWARM: z.enum(['0', '1']).default('1'),
   ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+  ACIS_TENANT_MAX_BUSY_SANDBOXES: z.coerce.number().int().min(1).max(MAX_BUSY_SANDBOXES).optional(),
+  ACIS_USER_MAX_BUSY_SANDBOXES: z.coerce.number().int().min(1).max(MAX_BUSY_SANDBOXES).optional(),
+  ACIS_TURN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(3600),
+  ACIS_WORKSPACE_MAX_MB: z.coerce.number().int().min(1).max(1_048_576).default(2048),
+  ACIS_RUNNER_CPUS: z.coerce.number().min(0.01).max(1024).default(2),
+  ACIS_RUNNER_MEMORY_MB: z.coerce.number().int().min(64).max(1_048_576).default(2048),
   ACIS_APPROVAL_TTL_SECONDS: z.coerce
     .number()
     .int()
@@ -138,6 +146,17 @@ export interface Config {
   poolPrewarm: boolean;
   /** How long `on_capacity=hold` may wait for a runner. */
   maxHoldSeconds: number;
+  /**
+   * Deployment defaults of the caps on sandboxes busy at once, per tenant and per user, for tenants
+   * whose settings leave them null; undefined: no cap beyond the capacity of the nodes or cluster.
+   */
+  busySandboxDefaults: { tenant: number | undefined; user: number | undefined };
+  /** The longest one turn may take on its runner before it is aborted and the run ends `failed` (turn-timeout). */
+  turnTimeoutSeconds: number;
+  /** Local runners: the most their workspace and HOME may hold (workspace-too-large past it). */
+  workspaceMaxBytes: number;
+  /** Local runners: CPU and memory each may use, through cgroups v2 where this machine allows (resource-limits.ts). */
+  runnerLimits: { cpus: number; memoryBytes: number };
   /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
   approvalTtlSeconds: number;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
@@ -218,6 +237,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     poolSize: e.ACIS_POOL_SIZE,
     poolPrewarm: e.ACIS_POOL_PREWARM === '1',
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
+    busySandboxDefaults: { tenant: e.ACIS_TENANT_MAX_BUSY_SANDBOXES, user: e.ACIS_USER_MAX_BUSY_SANDBOXES },
+    turnTimeoutSeconds: e.ACIS_TURN_TIMEOUT_SECONDS,
+    workspaceMaxBytes: e.ACIS_WORKSPACE_MAX_MB * 1024 * 1024,
+    runnerLimits: { cpus: e.ACIS_RUNNER_CPUS, memoryBytes: e.ACIS_RUNNER_MEMORY_MB * 1024 * 1024 },
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
     bwrapPath: e.ACIS_BWRAP_PATH,

@@ -195,6 +195,7 @@ function createDeps(parts: DepsParts): { deps: AppDeps; runs: RunManager } {
     vault,
     approvals,
     approvalTtlSeconds: config.approvalTtlSeconds,
+    turnTimeoutSeconds: config.turnTimeoutSeconds,
     metrics,
   });
   const deps: AppDeps = {

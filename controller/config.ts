@@ -72,6 +72,8 @@ const EnvSchema = z.object({
   ACIS_RUNNER_MEMORY_REQUEST: quantity.default('512Mi'),
   ACIS_RUNNER_CPU_LIMIT: quantity.default('2'),
   ACIS_RUNNER_MEMORY_LIMIT: quantity.default('2Gi'),
+  ACIS_RUNNER_EPHEMERAL_STORAGE_REQUEST: quantity.default('1Gi'),
+  ACIS_RUNNER_EPHEMERAL_STORAGE_LIMIT: quantity.default('4Gi'),
   ACIS_EGRESS_PROXY_HOST: z.string().min(1).default('acis-egress-proxy'),
   ACIS_EGRESS_PROXY_PORT: port.default(3128),
   ACIS_EGRESS_CA_CONFIGMAP: z
@@ -183,8 +185,16 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
   }
   const e = parsed.data;
   const runnerResources: Resources = {
-    requests: { cpu: e.ACIS_RUNNER_CPU_REQUEST, memory: e.ACIS_RUNNER_MEMORY_REQUEST },
-    limits: { cpu: e.ACIS_RUNNER_CPU_LIMIT, memory: e.ACIS_RUNNER_MEMORY_LIMIT },
+    requests: {
+      cpu: e.ACIS_RUNNER_CPU_REQUEST,
+      memory: e.ACIS_RUNNER_MEMORY_REQUEST,
+      'ephemeral-storage': e.ACIS_RUNNER_EPHEMERAL_STORAGE_REQUEST,
+    },
+    limits: {
+      cpu: e.ACIS_RUNNER_CPU_LIMIT,
+      memory: e.ACIS_RUNNER_MEMORY_LIMIT,
+      'ephemeral-storage': e.ACIS_RUNNER_EPHEMERAL_STORAGE_LIMIT,
+    },
   };
   // Every runner pod would be refused (422): said at startup, not on each Sandbox.
   const problem = resourcesProblem(runnerResources, runnerResources);

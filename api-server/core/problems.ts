@@ -33,6 +33,8 @@ export const PROBLEMS = {
   'rate-limited': { title: 'Rate limited' },
   'sandbox-unavailable': { title: 'Sandbox runtime unavailable' },
   'shutting-down': { title: 'Shutting down' },
+  'turn-timeout': { title: 'Turn timed out' },
+  'workspace-too-large': { title: 'Workspace too large' },
   'internal-error': { title: 'Internal server error' },
 } as const satisfies Record<string, { title: string; slug?: string }>;
 

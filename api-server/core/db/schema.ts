@@ -29,6 +29,9 @@ export interface TenantSettings {
   default_agent_type: string;
   max_idle_ttl_seconds: number;
   max_concurrent_warm: number;
+  /** null (and absent, in rows written before migration 0014): the deployment default. */
+  max_busy_sandboxes: number | null;
+  max_busy_sandboxes_per_user: number | null;
 }
 
 export interface TenantsTable {
@@ -287,6 +290,8 @@ export interface MessagesTable {
   metadata: Json<Metadata>;
   /** The API server process hosting the run while it is in progress. */
   node_id: string | null;
+  /** An assistant message in progress that holds one of its tenant's busy-sandbox places (false while held for capacity). */
+  sandbox_admitted: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
