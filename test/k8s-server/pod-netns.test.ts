@@ -185,9 +185,9 @@ describe.runIf(mode === 'netns')('pods in network namespaces of their own (netns
   });
 
   it('refuses a node whose pod capacity exceeds its /24, as --max-pods must fit the podCIDR', async () => {
-    await expect(startKubelet({ server, nodeName: 'node-oversized', network: 'netns', allocatable: { pods: 300 } })).rejects.toThrow(
-      'allocatable pods 300 exceed the 253 addresses',
-    );
+    await expect(
+      startKubelet({ server, images: {}, nodeName: 'node-oversized', network: 'netns', allocatable: { pods: 300 } }),
+    ).rejects.toThrow('allocatable pods 300 exceed the 253 addresses');
   });
 
   it('says which mode ran, and gives each pod an IP of its own on the node network', () => {
