@@ -494,6 +494,7 @@ describe("charts/acis: values.schema.json and the chart's own refusals", () => {
     ['networkPolicy.clusterCIDRs[0]=everything', '/networkPolicy/clusterCIDRs/0'],
     ['apiServer.replica=3', "additional properties 'replica' not allowed"],
     ['egressProxy.resolve.port=0', '/egressProxy/resolve/port'],
+    ['repositorySync.reportPort=70000', '/repositorySync/reportPort'],
     ['sandbox.runtimeClassName=gVisor', '/sandbox/runtimeClassName'],
     ['sandbox.podLabels.acis\\.dev/tenant=x', "invalid propertyName 'acis.dev/tenant'"],
     ['sandbox.podAnnotations.app\\.kubernetes\\.io/managed-by=x', "invalid propertyName 'app.kubernetes.io/managed-by'"],
@@ -516,6 +517,18 @@ describe("charts/acis: values.schema.json and the chart's own refusals", () => {
     const result = await templateChart({ set: ['egressProxy.resolve.port=8080'] });
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('egressProxy.resolve.port must differ from apiServer.port');
+  });
+
+  it.each([
+    ['repositorySync.reportPort=8080', []],
+    ['repositorySync.reportPort=8081', []],
+    ['repositorySync.reportPort=3128', [EGRESS_IN_API_VALUES]],
+  ])('refuses a sync report port that is another port of the API pod (%s)', async (pair, valuesFiles) => {
+    const result = await templateChart({ set: [pair], valuesFiles });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('repositorySync.reportPort must differ');
+    // Without sync Jobs there is no listener to collide.
+    expect((await templateChart({ set: [pair, 'repositorySync.jobs=false'], valuesFiles })).code).toBe(0);
   });
 });
 
