@@ -45,6 +45,11 @@ export interface SyncReportServer {
 
 /** A refusal before the body is read closes the connection, so the rest of the body is never parsed as a request. */
 const UNREAD_BODY = { connection: 'close' };
+/**
+ * Past the limit a body is still read (and dropped) this far, so a client that overshot a little
+ * can read its 413 rather than lose it to a reset connection; further than that, it is cut.
+ */
+const DRAIN_BYTES = 32 * 1024 * 1024;
 
 export async function startSyncReportServer(options: SyncReportServerOptions): Promise<SyncReportServer> {
   const { logger } = options;
@@ -55,7 +60,8 @@ export async function startSyncReportServer(options: SyncReportServerOptions): P
     if (!match) throw new ProblemError('not-found', 404, { detail: 'This listener serves sync results only.' });
     if (req.method !== 'POST')
       throw new ProblemError('method-not-allowed', 405, { detail: 'Sync results are POSTed.', headers: { allow: 'POST' } });
-    const [, repositoryId, claim] = match as unknown as [string, string, string];
+    const repositoryId = match[1]!;
+    const claim = match[2]!;
     const given = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
     if (!constantTimeEqual(Buffer.from(given), Buffer.from(syncReportToken(options.tokenKey, repositoryId, claim)))) {
       logger.warn({ repository_id: repositoryId, remote: req.socket.remoteAddress }, 'sync result refused: missing or wrong token');
@@ -118,22 +124,27 @@ function superseded(): ProblemError {
   });
 }
 
-/** The body, refused (413) as soon as it grows past `limit`, or when its declared length already does. */
+/**
+ * The body, refused (413) when its declared length is past `limit`, or once it has grown past it:
+ * nothing beyond the limit is kept, and what follows is drained up to DRAIN_BYTES before the answer.
+ */
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const tooLarge = () => new ProblemError('payload-too-large', 413, { detail: `A sync result is at most ${limit} bytes.` });
   if (Number(req.headers['content-length'] ?? 0) > limit) return Promise.reject(tooLarge());
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
+      if (size <= limit) return void chunks.push(chunk);
+      chunks = [];
+      if (size > limit + DRAIN_BYTES) {
         req.removeAllListeners('data');
         req.resume();
         reject(tooLarge());
-      } else chunks.push(chunk);
+      }
     });
-    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('end', () => (size > limit ? reject(tooLarge()) : resolve(Buffer.concat(chunks))));
     req.once('error', reject);
   });
 }

@@ -76,6 +76,8 @@ const File = z
   })
   .strict();
 
+type ReportedWarning = z.infer<typeof Warning>;
+
 export const SyncReportSchema = z.discriminatedUnion('state', [
   z
     .object({
@@ -120,8 +122,8 @@ export function encodeReport(result: AttemptResult): SyncReport {
     commit: result.commit,
     skills: result.catalog.skills,
     manifests: result.catalog.manifests,
-    // A manual conflict is the API server's finding, never the Job's.
-    warnings: result.catalog.warnings.map((w) => ({ ...w, kind: w.kind as Exclude<typeof w.kind, 'manual_conflict'> })),
+    // A manual conflict is the API server's finding (when it stores the result), never a scan's.
+    warnings: result.catalog.warnings.filter((w): w is ReportedWarning => w.kind !== 'manual_conflict'),
     files: result.files.map((file) => ({
       skill_dir: file.skillDir,
       path: file.path,

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reportPath, SYNC_REPORT_KEY_PURPOSE, syncReportToken } from '../../api-server/repositories/sync-report.js';
+import { MAX_REPORT_BYTES, reportPath, SYNC_REPORT_KEY_PURPOSE, syncReportToken } from '../../api-server/repositories/sync-report.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../../hack/git-server.js';
 import { syncEnded, unique } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -200,11 +200,16 @@ describe('POST /internal/repository-syncs/{id}/claims/{claim}/result (the sync r
     expect(declared.status).toBe(413);
     expect(declared.type).toBe('application/problem+json');
     expect(declared.body.type).toMatch(/\/problems\/payload-too-large$/);
-    // Streamed without a length: cut once past the bound, while the client is still sending.
-    const streamed = await rawPost(a, undefined, 200);
+    // Streamed without a length, a little past the bound: nothing past it kept, the answer readable.
+    const limitMiB = Math.ceil(MAX_REPORT_BYTES / 1024 / 1024);
+    const streamed = await rawPost(a, undefined, limitMiB + 4);
     expect(streamed.status).toBe(413);
+    expect(streamed.type).toBe('application/problem+json');
     expect(streamed.body.type).toMatch(/\/problems\/payload-too-large$/);
-    expect(streamed.sentMiB).toBeLessThan(200);
+    // Far past it: the connection is cut once the bound and the drain allowance are behind.
+    const endless = await rawPost(a, undefined, limitMiB + 256).catch((error: NodeJS.ErrnoException) => String(error.code));
+    if (typeof endless === 'string') expect(endless).toMatch(/^(EPIPE|ECONNRESET)$/);
+    else expect(endless.sentMiB).toBeLessThan(limitMiB + 256);
     await refusedUnchanged(await post(a, { token: null }), 401, 'insufficient-scope');
   }, 60_000);
 
