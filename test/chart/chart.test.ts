@@ -377,7 +377,8 @@ describe('charts/acis: NetworkPolicies', () => {
         expect(connectionAllowed(set, sync, database, 5432), database.ip).toBe(false);
       expect(connectionAllowed(set, sync, runner, 7070)).toBe(false);
       // Only sync Jobs reach the sync report port.
-      for (const source of [runner, stranger, strangerElsewhere, controller, proxy])
+      const syncElsewhere: PodEndpoint = { ...sync, namespace: 'other', ip: '10.244.2.12' };
+      for (const source of [runner, stranger, strangerElsewhere, syncElsewhere, controller, proxy])
         expect(connectionAllowed(set, source, api, 8082), source.ip).toBe(false);
     }
     expect(connectionAllowed(policies, stranger, sync, 8080)).toBe(false);
