@@ -11,9 +11,9 @@
  * outcome ends with the reason the cluster reports, and one still `syncing` past the Job deadline is
  * taken over, whichever node claimed it.
  *
- * An attempt fetches the branch head (depth 1) with real git and the vaulted credential and reads its
- * skills (sync-attempt.ts), here or in a sync Job that reports what it found (sync-report.ts); the
- * worker then stores the skill directories in the database every node shares (skill-content.ts) and reconciles the
+ * An attempt fetches the branch head (depth 1) with real git and reads its skills (sync-attempt.ts),
+ * here or in a sync Job that reports what it found (sync-report.ts); the worker then stores the
+ * skill directories in the database every node shares (skill-content.ts) and reconciles the
  * repository's discovered skills: upserted by name, refreshed, pruned when gone. Manual skills are
  * never touched; a discovered skill whose name a manual one holds is reported, not cataloged. The
  * content, the catalog and the new `sync_commit` land in one transaction.
