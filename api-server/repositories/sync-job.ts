@@ -30,8 +30,8 @@ const REPORT_ATTEMPTS = 4;
 
 const JobEnv = z.object({
   ACIS_SYNC_CLAIM: z.string().regex(/^[0-9a-f]{8,64}$/, 'must name the claim of the attempt to run'),
-  ACIS_SYNC_REPORT_URL: z.string().url('must be the URL of the API server’s sync report listener'),
-  ACIS_SYNC_TOKEN_FILE: z.string().min(1, 'must name the file holding the attempt’s report token'),
+  ACIS_SYNC_REPORT_URL: z.string().url('must be the URL of the sync report listener of the API server'),
+  ACIS_SYNC_TOKEN_FILE: z.string().min(1, 'must name the file holding the report token of the attempt'),
   ACIS_SYNC_CREDENTIAL_FILE: z.string().min(1).optional(),
   ACIS_SYNC_REPOSITORY_URL: z.string().min(1, 'must be the repository URL'),
   ACIS_SYNC_BRANCH: z.string().min(1, 'must be the branch'),
