@@ -88,6 +88,10 @@ const EnvSchema = z.object({
     .string()
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .optional(),
+  ACIS_SYNC_REPORT_LISTEN: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
+    .optional(),
   ACIS_RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   ACIS_RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
   ACIS_RATE_LIMIT_TOKEN_EXCHANGE: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(6000),
@@ -182,6 +186,11 @@ export interface Config {
    * token they must send (ACIS_EGRESS_RESOLVE_TOKEN or _FILE, read at start); absent: not served.
    */
   egressResolve: { listen: { host: string; port: number }; token: ResolveTokenSetting } | undefined;
+  /**
+   * The internal listener sync Jobs hand their results to (sync-report-server.ts); absent: not
+   * served. Required with the kubernetes sync runner: a Job holds no database credential.
+   */
+  syncReportListen: { host: string; port: number } | undefined;
   /** Requests per principal and class per window, shared by every API node through the database. */
   rateLimits: RateLimitConfig;
   /** Bearer token `/metrics` requires; absent: `/metrics` is open. */
@@ -204,6 +213,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('invalid environment:\n  ACIS_NODE_STALE_SECONDS: must be at least twice ACIS_NODE_HEARTBEAT_SECONDS');
   }
   const egressResolve = egressResolveConfig(env, e.ACIS_EGRESS_RESOLVE_LISTEN);
+  if (e.ACIS_REPOSITORY_SYNC_RUNNER === 'kubernetes' && !e.ACIS_SYNC_REPORT_LISTEN) {
+    throw new ConfigError(
+      'invalid environment:\n  ACIS_SYNC_REPORT_LISTEN: must be set (host:port) with ACIS_REPOSITORY_SYNC_RUNNER=kubernetes: sync Jobs hand their results there',
+    );
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -252,6 +266,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     secretsRequireHosts: e.ACIS_SECRETS_REQUIRE_HOSTS === '1',
     egressResolve,
+    syncReportListen: e.ACIS_SYNC_REPORT_LISTEN === undefined ? undefined : hostPort(e.ACIS_SYNC_REPORT_LISTEN),
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',
       windowSeconds: e.ACIS_RATE_LIMIT_WINDOW_SECONDS,

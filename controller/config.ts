@@ -100,10 +100,11 @@ const EnvSchema = z.object({
   ACIS_CONTROLLER_WORKERS: z.coerce.number().int().min(1).max(64).default(4),
   ACIS_SYNC_IMAGE: z.string().min(1).default('acis:latest'),
   ACIS_SYNC_COMMAND: z.string().optional(),
-  ACIS_DATABASE_SECRET: z
+  ACIS_SYNC_REPORT_URL: z
     .string()
-    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
-    .default('acis-database'),
+    .url()
+    .refine((url) => /^https?:/.test(url), 'must be an http(s) URL')
+    .default('http://acis-sync-report:8082'),
   ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
   ACIS_IMAGE_PULL_SECRETS: z
     .string()
@@ -156,8 +157,8 @@ export interface ControllerConfig {
   syncImage: string;
   /** The sync container's command; empty: the image's entrypoint (the `acis` CLI). */
   syncCommand: string[];
-  /** The Secret (key DATABASE_URL) a sync Job's pod reads the database URL from. */
-  databaseSecret: string;
+  /** The API server's sync report listener (ACIS_SYNC_REPORT_LISTEN) a sync Job hands its result to: it holds no database credential. */
+  syncReportUrl: string;
   /** A sync Job running longer than this is stopped and its RepositorySync reports the timeout. */
   syncJobDeadlineSeconds: number;
   /** Secrets (names) every pod the controller makes (runners, warm-pool pods, sync Jobs) pulls its image with. */
@@ -230,7 +231,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     workers: e.ACIS_CONTROLLER_WORKERS,
     syncImage: e.ACIS_SYNC_IMAGE,
     syncCommand: e.ACIS_SYNC_COMMAND ? e.ACIS_SYNC_COMMAND.split(' ').filter(Boolean) : [],
-    databaseSecret: e.ACIS_DATABASE_SECRET,
+    syncReportUrl: e.ACIS_SYNC_REPORT_URL.replace(/\/+$/, ''),
     syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
     imagePullSecrets: e.ACIS_IMAGE_PULL_SECRETS,
     logLevel: e.LOG_LEVEL,

@@ -21,6 +21,7 @@ export const PROBLEMS = {
   'idempotency-key-in-use': { title: 'Idempotency key in use' },
   'approval-expired': { title: 'Approval expired' },
   'sync-in-progress': { title: 'Sync in progress' },
+  'sync-superseded': { title: 'Sync attempt superseded' },
   'role-required': { title: 'Role required' },
   'missing-secret': { title: 'Missing secret' },
   'secret-hosts-required': { title: 'Secret hosts required' },
