@@ -99,7 +99,7 @@ export async function startMessageRun(
   }
 
   try {
-    await insertTurnMessages(deps, conversation, ids, body, !refusal);
+    await insertTurnMessages(deps, conversation, { ...ids, requestId: context.requestId }, body, !refusal);
   } catch (error) {
     if (admission)
       await admission.lease.then(
@@ -135,7 +135,7 @@ export async function startMessageRun(
 async function insertTurnMessages(
   deps: AppDeps,
   conversation: ScopedConversationRow,
-  { userMessageId, assistantMessageId }: { userMessageId: string; assistantMessageId: string },
+  { userMessageId, assistantMessageId, requestId }: { userMessageId: string; assistantMessageId: string; requestId: string },
   body: SendBody,
   vaultSecrets: boolean,
 ): Promise<void> {
@@ -145,6 +145,7 @@ async function insertTurnMessages(
     skill_ids: body.skill_ids ? json(body.skill_ids) : null,
     env: body.env ? json(body.env) : null,
     metadata: json(body.metadata ?? {}),
+    request_id: requestId,
     created_at: now,
     updated_at: now,
   };

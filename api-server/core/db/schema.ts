@@ -287,6 +287,8 @@ export interface MessagesTable {
   metadata: Json<Metadata>;
   /** The API server process hosting the run while it is in progress. */
   node_id: string | null;
+  /** The request that created the message (its X-Request-Id); null for messages stored before it was kept. */
+  request_id: ColumnType<string | null, string | null | undefined, never>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
