@@ -87,7 +87,7 @@ export async function startMessageRun(
   let admission: Admission | undefined;
   if (context.onCapacity === 'reject' && !refusal) {
     try {
-      admission = await deps.runtime.provider.admit(sandboxFor(conversation, ids.assistantMessageId), { wait: false });
+      admission = await deps.runtime.provider.admit(sandboxFor(conversation, ids.assistantMessageId, context.requestId), { wait: false });
     } catch (error) {
       if (!(error instanceof CapacityExhausted)) throw error;
       deps.metrics.capacityRejected('reject');

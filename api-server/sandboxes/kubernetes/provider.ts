@@ -211,7 +211,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         await this.options.client.delete(ready);
         if (attempt >= CONNECT_ATTEMPTS) throw error;
         this.options.logger.warn(
-          { err: error, sandbox: ready.metadata.name },
+          { err: error, sandbox: ready.metadata.name, request_id: request.requestId },
           'connecting to a runner failed; starting a new sandbox for the conversation',
         );
         await this.options.client.whenGone(ready);
