@@ -205,6 +205,7 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
         expect.objectContaining({ msg: 'request', path: `/conversations/${conversationId}/messages` }),
         expect.objectContaining({ msg: 'run started', message_id: messageId }),
         expect.objectContaining({ msg: 'run ended', message_id: messageId, status: 'completed' }),
+        expect.objectContaining({ msg: 'sandbox created', sandbox: sandbox.metadata.name, conversation_id: conversationId }),
         // The model call, through the egress proxy with the pod's credential.
         expect.objectContaining({
           msg: 'egress request',
