@@ -7,7 +7,7 @@
  * never taken for a run. Credentials are resolved per request, never cached here, so a run that ended stops
  * substituting at once.
  */
-import type { EgressLogger, EgressProxyOptions, RunCredential, RunSecrets } from './egress-types.js';
+import type { EgressLogger, EgressProxyOptions, RunCaller, RunCredential, RunSecrets } from './egress-types.js';
 
 /** `resolveRun` threw: whether the credential stands for a run is unknown, so nothing is forwarded. */
 export const LOOKUP_FAILED = Symbol('lookup failed');
@@ -15,22 +15,24 @@ export type LookupFailed = typeof LOOKUP_FAILED;
 export const LOOKUP_FAILED_MESSAGE = 'the egress proxy cannot look the run up now; retry';
 
 export interface AuthenticatedRun {
-  credential: RunCredential;
+  /** The credential, with the request id of the run it stands for now. */
+  caller: RunCaller;
   secrets: RunSecrets;
 }
 
 export interface RunAuthentication {
   /** The run a Proxy-Authorization header stands for now. */
   authenticate(header: string | undefined): Promise<AuthenticatedRun | undefined | LookupFailed>;
-  /** The run's values for a credential already parsed (a tunnel's, looked up again for each request in it). */
-  lookUp(credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed>;
+  /** The run for a credential already parsed (a tunnel's, looked up again for each request in it). */
+  lookUp(credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed>;
 }
 
 export function createRunAuthentication(options: Pick<EgressProxyOptions, 'resolveRun'>, logger: EgressLogger): RunAuthentication {
   /** `resolveRun`, with a failure to answer told apart from "no run": neither forwards anything. */
-  const lookUp = async (credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed> => {
+  const lookUp = async (credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed> => {
     try {
-      return await options.resolveRun(credential);
+      const run = await options.resolveRun(credential);
+      return run && { caller: { runnerId: credential.runnerId, token: credential.token, requestId: run.requestId }, secrets: run.secrets };
     } catch (err) {
       logger.warn(
         { runner_id: credential.runnerId, err: err instanceof Error ? err.message : String(err) },
@@ -43,9 +45,7 @@ export function createRunAuthentication(options: Pick<EgressProxyOptions, 'resol
     lookUp,
     async authenticate(header) {
       const credential = parseProxyAuthorization(header);
-      if (!credential) return undefined;
-      const secrets = await lookUp(credential);
-      return secrets === LOOKUP_FAILED ? secrets : secrets ? { credential, secrets } : undefined;
+      return credential ? lookUp(credential) : undefined;
     },
   };
 }

@@ -16,6 +16,7 @@ import * as tenantPage from './migrations/0011-tenant-page.js';
 import * as webhookBodyDigest from './migrations/0012-webhook-body-digest.js';
 import * as secretAllowedHosts from './migrations/0013-secret-allowed-hosts.js';
 import * as busySandboxCaps from './migrations/0014-busy-sandbox-caps.js';
+import * as messageRequestId from './migrations/0015-message-request-id.js';
 import { kyselyOnPool } from './prepared-statements.js';
 import type { Database } from './schema.js';
 
@@ -40,6 +41,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0012-webhook-body-digest': webhookBodyDigest,
   '0013-secret-allowed-hosts': secretAllowedHosts,
   '0014-busy-sandbox-caps': busySandboxCaps,
+  '0015-message-request-id': messageRequestId,
 };
 
 const migrationProvider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -292,6 +292,8 @@ export interface MessagesTable {
   node_id: string | null;
   /** An assistant message in progress that holds one of its tenant's busy-sandbox places (false while held for capacity). */
   sandbox_admitted: ColumnType<boolean, boolean | undefined, boolean>;
+  /** The request that created the message (its X-Request-Id); null for messages stored before it was kept. */
+  request_id: ColumnType<string | null, string | null | undefined, never>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
