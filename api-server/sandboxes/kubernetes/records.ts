@@ -131,6 +131,28 @@ export class EgressRecordingRunner implements Runner {
     }
   }
 
+  /** The turn of a run taken over: its binding was written for it when the runner was, and is cleared at its end. */
+  async continueTurn(...[turn, onEvent]: Parameters<Runner['continueTurn']>): Promise<TurnOutcome> {
+    this.boundFor = undefined;
+    try {
+      return await this.inner.continueTurn(turn, onEvent);
+    } finally {
+      if (turn.runId) await this.records.clearEgress(this.id, turn.runId).catch(() => undefined);
+    }
+  }
+
+  get position(): number {
+    return this.inner.position;
+  }
+
+  settle(position: number): void {
+    this.inner.settle(position);
+  }
+
+  settleAll(): void {
+    this.inner.settleAll();
+  }
+
   deliverSkills(...args: Parameters<Runner['deliverSkills']>): Promise<void> {
     return this.inner.deliverSkills(...args);
   }
