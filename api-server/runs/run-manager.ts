@@ -21,7 +21,9 @@ import type { ReplyBuilder } from './reply.js';
 import { internalProblem } from './run-problems.js';
 import type { RunOutcome, RunRequest } from './run-request.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
-import { claimProblem, claimRunner, withSkills } from './runner-claim.js';
+import { orphanedRunProblem } from './nodes.js';
+import { claimProblem, claimRunner, sandboxFor, withSkills } from './runner-claim.js';
+import type { TakenOverRun } from './takeover.js';
 import { type FillerStream, TurnLines } from './turn-lines.js';
 import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
@@ -119,13 +121,33 @@ export class RunManager {
 
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> } {
+    const stream = new RunStream(request.assistantMessageId, this.deps);
+    for (const line of request.leadingLines) stream.append(line);
+    return { stream, done: this.host(request, stream, (masker, startedMs) => this.execute(request, stream, masker, startedMs)) };
+  }
+
+  /**
+   * Carries on a run whose node died mid-turn, claimed for this node (`claimOrphanedRun`): its stream
+   * goes on from the lines stored, its runner is taken over where the dead node's record of it ends,
+   * and the turn ends here as it would have there. When no runner can be taken over (it is gone, it
+   * cannot replay from there, or the run had not reached it), the run ends failed with an error line.
+   */
+  takeOver(run: TakenOverRun): Promise<RunOutcome> {
+    const stream = new RunStream(run.request.assistantMessageId, this.deps, run.stored);
+    return this.host(run.request, stream, (masker, startedMs) => this.carryOn(run, stream, masker, startedMs));
+  }
+
+  /** Hosts a run on this node until it ends, however it ends; resolves with its outcome. */
+  private host(
+    request: RunRequest,
+    stream: RunStream,
+    execute: (masker: GrowingMasker, startedMs: number) => Promise<RunOutcome>,
+  ): Promise<RunOutcome> {
     const startedMs = performance.now();
-    const stream = new RunStream(request.assistantMessageId, this.deps.db, this.deps.logger, this.deps.now);
     const secrets = new Map(request.secrets);
     const masker = new GrowingMasker(secrets);
     this.live.set(request.assistantMessageId, { stream, secrets, masker });
-    for (const line of request.leadingLines) stream.append(line);
-    const done = this.execute(request, stream, masker, startedMs)
+    const done = execute(masker, startedMs)
       .catch(async (error: unknown) => {
         // Nothing awaits a streamed run, so a failure here must still end the stream rather than
         // escape as an unhandled rejection (e.g. the conversation was deleted mid-run).
@@ -153,7 +175,27 @@ export class RunManager {
       });
     this.running.add(done);
     void done.finally(() => this.running.delete(done));
-    return { stream, done };
+    return done;
+  }
+
+  /** The turn of a run taken over, on its runner taken over (see `takeOver`). */
+  private async carryOn(run: TakenOverRun, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
+    const { request } = run;
+    const resume = this.deps.provider.resumeRunner?.bind(this.deps.provider);
+    let lease: Lease | undefined;
+    if (resume && run.after > 0) {
+      lease = await resume(sandboxFor(request.conversation, request.assistantMessageId), run.after).catch((error: unknown) => {
+        this.deps.logger.warn({ err: error, message_id: request.assistantMessageId }, 'taking over the runner of an orphaned run failed');
+        return undefined;
+      });
+    }
+    if (!lease) {
+      const lines = new TurnLines(stream, masker, undefined);
+      lines.continueFrom(run.stored);
+      return this.abort(request, stream, orphanedRunProblem(), lines.reply);
+    }
+    this.deps.logger.info({ message_id: request.assistantMessageId, after: run.after }, 'took over an orphaned run');
+    return this.runTurn(request, stream, lease, Promise.resolve(), masker, startedMs, run.stored);
   }
 
   private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
@@ -173,6 +215,7 @@ export class RunManager {
     return this.runTurn(request, stream, ready, skillsDelivered, masker, startedMs);
   }
 
+  /** `continued`: the lines stored of a turn taken over, which goes on on `lease` (see `takeOver`). */
   private async runTurn(
     request: RunRequest,
     stream: RunStream,
@@ -180,8 +223,11 @@ export class RunManager {
     skillsDelivered: Promise<void>,
     masker: GrowingMasker,
     startedMs: number,
+    continued?: StreamLine[],
   ): Promise<RunOutcome> {
     let released: Promise<unknown> | undefined;
+    // The runner keeps the turn's lines until they are stored here, then no longer needs to.
+    stream.onSettled((origin) => lease.runner.settle(origin));
     try {
       // The turn's transcript store: it masks the run's secrets (also those an approval adds later).
       lease.runner.bindSessionStore(maskedSessionStore(databaseSessionStore(this.deps.db, request.conversation.id), masker));
@@ -193,8 +239,10 @@ export class RunManager {
         masker,
         startedMs,
         (options) => (released = this.deps.provider.release(lease, options)),
+        continued,
       );
     } finally {
+      void stream.flush().then(() => lease.runner.settleAll());
       // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
       // state is unknown then, so it is not held either.
       await (released ?? this.deps.provider.release(lease, { broken: true }));
@@ -210,14 +258,15 @@ export class RunManager {
     masker: GrowingMasker,
     runStartedMs: number,
     release: (options: ReleaseOptions) => Promise<unknown>,
+    continued: StreamLine[] | undefined,
   ): Promise<RunOutcome> {
     const turnStartedMs = performance.now();
-    const filler: FillerStream | undefined = request.filler
-      ? (onLine) => streamFiller(this.deps.filler, request.content, onLine)
-      : undefined;
-    const lines = new TurnLines(stream, masker, filler);
+    const filler: FillerStream | undefined =
+      request.filler && !continued ? (onLine) => streamFiller(this.deps.filler, request.content, onLine) : undefined;
+    const lines = new TurnLines(stream, masker, filler, () => lease.runner.position || undefined);
+    if (continued) lines.continueFrom(continued);
     const disarmAbort = this.armAbort(request.assistantMessageId, lease);
-    const turned = await this.agentTurn(request, lease, lines, runStartedMs);
+    const turned = await this.agentTurn(request, lease, lines, runStartedMs, continued !== undefined);
     const aborted = disarmAbort();
     const outcome = await this.afterSkillsDelivered(request.assistantMessageId, turned, skillsDelivered);
     const turnSeconds = secondsSince(turnStartedMs);
@@ -253,26 +302,41 @@ export class RunManager {
     };
   }
 
-  /** The agent's turn on the runner; an approval it asks for parks the run until it is resolved or the turn is over. */
-  private async agentTurn(request: RunRequest, lease: Lease, lines: TurnLines, runStartedMs: number): Promise<TurnOutcome> {
-    let agentSpoke = false;
+  /**
+   * The agent's turn on the runner (or, `continued`, the rest of a turn taken over); an approval it
+   * asks for parks the run until it is resolved or the turn is over.
+   */
+  private async agentTurn(
+    request: RunRequest,
+    lease: Lease,
+    lines: TurnLines,
+    runStartedMs: number,
+    continued: boolean,
+  ): Promise<TurnOutcome> {
+    let agentSpoke = continued;
     const turnOver = new AbortController();
-    const turned = await lease.runner.runTurn(
-      {
-        content: request.content,
-        env: request.env,
-        resume: lease.continuing ? undefined : (request.conversation.session_id ?? undefined),
-        runId: request.assistantMessageId,
-        onApprovalRequest: (input) => this.parkRun(request, lines.emit, input, turnOver.signal),
-      },
-      (raw) => {
-        if (!agentSpoke) {
-          agentSpoke = true;
-          this.deps.metrics.firstAgentLineAfter(secondsSince(runStartedMs));
-        }
-        lines.agentEvent(raw);
-      },
-    );
+    const turn = {
+      runId: request.assistantMessageId,
+      onApprovalRequest: (input: unknown) => this.parkRun(request, lines.emit, input, turnOver.signal),
+    };
+    const onEvent = (raw: StreamLine) => {
+      if (!agentSpoke) {
+        agentSpoke = true;
+        this.deps.metrics.firstAgentLineAfter(secondsSince(runStartedMs));
+      }
+      lines.agentEvent(raw);
+    };
+    const turned = continued
+      ? await lease.runner.continueTurn(turn, onEvent)
+      : await lease.runner.runTurn(
+          {
+            ...turn,
+            content: request.content,
+            env: request.env,
+            resume: lease.continuing ? undefined : (request.conversation.session_id ?? undefined),
+          },
+          onEvent,
+        );
     turnOver.abort();
     return turned;
   }
@@ -339,8 +403,9 @@ export class RunManager {
     const stored = await storing;
     await released;
     if (!stored) return this.conversationGone(request, stream);
-    stream.append(platformLine('message_end', { message: stored }));
-    stream.append(terminal);
+    // Both from the runner's `result` line: stored together, or neither is.
+    stream.append(platformLine('message_end', { message: stored }), lines.terminalOrigin);
+    stream.append(terminal, lines.terminalOrigin);
     return { status: built.agentFailed ? 'failed' : 'completed' };
   }
 
@@ -399,7 +464,7 @@ export class RunManager {
     // Independent statements, run side by side; all are done before anyone is told the run ended.
     const [, row] = await Promise.all([
       deleteRunSecrets(this.deps.db, messageId),
-      storeRunOutcome(this.deps.db, messageId, result, now),
+      storeRunOutcome(this.deps.db, messageId, this.deps.nodeId, result, now),
       recordRunOnConversation(this.deps.db, conversationId, { at: now, sessionId: result.sessionId }),
     ]);
     if (!row) return undefined;

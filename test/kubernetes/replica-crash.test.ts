@@ -2,11 +2,11 @@
  * An API replica killed (SIGKILL) while it hosts a streaming run, kubernetes provider: two API
  * servers on one database and the simulated cluster. Replica A runs in the test process (its egress
  * proxy is the one runner pods use) with the controller; replica B is `acis serve` in its own process,
- * hosts the run on a runner pod and is killed. The runner pod outlives B, but no replica
- * takes its turn over (docs/runtime.md): what the client had is stored with the numbers it counted,
- * the run ends `failed` within seconds of B's liveness row going stale, a re-attach on A sees every
- * line once, and the conversation's next message on A completes on a new runner pod. B is killed
- * before the first line, mid-stream and right before the terminal line.
+ * hosts the run on a runner pod and is killed. The runner pod outlives B, and A takes the turn over
+ * once B's liveness row goes stale (docs/runtime.md): what the client had is stored with the numbers
+ * it counted, and a re-attach on A with that count sees the rest once, ending with the turn's result.
+ * B is killed mid-stream and right before the terminal line. Killed before the runner's first line,
+ * or with the runner pod gone too, the run ends `failed` with an error line, within seconds.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -20,7 +20,17 @@ import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub
 import { type Cluster, NAMESPACE, startCluster, startTestController } from '../controller/harness.js';
 import { cleanEnv, freePort, killLeftovers, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
-import { expectFailedOnSurvivor, isDelta, killDuringTurn, type ReplicaKill, slowTurn } from '../helpers/replica-kill.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
+import type { Sandbox } from '../../controller/api/v1alpha1.js';
+import {
+  expectCompletedOnSurvivor,
+  expectFailedOnSurvivor,
+  isDelta,
+  killDuringTurn,
+  type ReplicaKill,
+  slowReply,
+  slowTurn,
+} from '../helpers/replica-kill.js';
 import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -105,14 +115,16 @@ const kit: ReplicaKill = {
   },
 };
 
+const sandboxOf = (conversationId: string) =>
+  cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as Sandbox | undefined;
+
 describe('a replica killed while it hosts a run (kubernetes provider)', () => {
-  it('mid-stream: the lines the client had are stored as numbered, the run ends failed within seconds, the next message completes on A', async () => {
+  it('mid-stream: A takes the turn over on its runner pod; the client re-attached on A sees every line once and the turn completes', async () => {
     let deltas = 0;
     const run = await killDuringTurn(kit, slowTurn(12, 150), (line) => isDelta(line) && ++deltas === 4);
     expect(run.received.filter(isDelta).length).toBeGreaterThanOrEqual(4);
-    await expectFailedOnSurvivor(kit, run, (STALE_SECONDS + 3) * 1000);
+    await expectCompletedOnSurvivor(kit, run, slowReply(12));
 
-    // The runner pod B left is busy with the orphaned turn and refuses A: A replaces it.
     const next = await nodeA.request('POST', `/conversations/${run.conversationId}/messages?stream=false`, {
       token: key,
       body: { content: '[[reply: after the crash]]' },
@@ -121,12 +133,25 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     expect(next.body).toMatchObject({ status: 'completed', content: 'after the crash' });
   }, 180_000);
 
-  it('before the first line and right before the terminal line: the run ends failed within seconds, every line once', async () => {
+  it('right before the terminal line: A takes the turn over and the client gets message_end and the result once', async () => {
+    const late = await killDuringTurn(kit, slowTurn(4, 50), (line) => line.type === 'assistant');
+    expect(late.received.at(-1)?.type).toBe('assistant');
+    await expectCompletedOnSurvivor(kit, late, slowReply(4));
+  }, 180_000);
+
+  it('with the runner pod gone too, or before the runner’s first line: the run ends failed within seconds, every line once', async () => {
+    let deltas = 0;
+    const orphaned = await killDuringTurn(kit, slowTurn(12, 150), (line) => {
+      if (!isDelta(line) || ++deltas !== 3) return false;
+      return true;
+    });
+    const podName = sandboxOf(orphaned.conversationId)?.status?.podName;
+    expect(podName).toBeTruthy();
+    await cluster.kubelet.kill(NAMESPACE, podName!, { signal: 'SIGKILL' });
+    await expectFailedOnSurvivor(kit, orphaned, (STALE_SECONDS + 3) * 1000);
+
     const early = await killDuringTurn(kit, slowTurn(12, 150));
     expect(early.received).toEqual([]);
     await expectFailedOnSurvivor(kit, early, (STALE_SECONDS + 3) * 1000);
-    const late = await killDuringTurn(kit, slowTurn(4, 50), (line) => line.type === 'assistant');
-    expect(late.received.at(-1)?.type).toBe('assistant');
-    await expectFailedOnSurvivor(kit, late, (STALE_SECONDS + 3) * 1000);
   }, 240_000);
 });
