@@ -127,14 +127,17 @@ export class RunManager {
   }
 
   /**
-   * Carries on a run whose node died mid-turn, claimed for this node (`claimOrphanedRun`): its stream
-   * goes on from the lines stored, its runner is taken over where the dead node's record of it ends,
-   * and the turn ends here as it would have there. When no runner can be taken over (it is gone, it
-   * cannot replay from there, or the run had not reached it), the run ends failed with an error line.
+   * Carries on a run whose node died, claimed for this node (`claimOrphanedRun`): its stream goes on
+   * from the lines stored. A turn that had reached its runner goes on there, the runner taken over
+   * where the dead node's record of it ends, and ends here as it would have there; when that runner
+   * is gone (or cannot replay from there), the run ends failed with an error line. A turn that had not
+   * reached its runner (no line of it stored) is started again, as its send would have started it.
    */
   takeOver(run: TakenOverRun): Promise<RunOutcome> {
     const stream = new RunStream(run.request.assistantMessageId, this.deps, run.stored);
-    return this.host(run.request, stream, (masker, startedMs) => this.carryOn(run, stream, masker, startedMs));
+    return this.host(run.request, stream, (masker, startedMs) =>
+      run.after > 0 ? this.carryOn(run, stream, masker, startedMs) : this.execute(run.request, stream, masker, startedMs),
+    );
   }
 
   /** Hosts a run on this node until it ends, however it ends; resolves with its outcome. */
@@ -183,7 +186,7 @@ export class RunManager {
     const { request } = run;
     const resume = this.deps.provider.resumeRunner?.bind(this.deps.provider);
     let lease: Lease | undefined;
-    if (resume && run.after > 0) {
+    if (resume) {
       lease = await resume(sandboxFor(request.conversation, request.assistantMessageId), run.after).catch((error: unknown) => {
         this.deps.logger.warn({ err: error, message_id: request.assistantMessageId }, 'taking over the runner of an orphaned run failed');
         return undefined;

@@ -8,12 +8,16 @@ import { findConversation } from '../conversations/conversations.repository.js';
 import type { Vault } from '../core/crypto.js';
 import type { Db } from '../core/db/database.js';
 import { resolveRunSecrets } from '../secrets/secrets.service.js';
+import { effectiveSkillIds } from '../skills/materialise.js';
 import type { OrphanedRun } from './nodes.js';
 import type { RunRequest } from './run-request.js';
 import type { StreamLine } from './run-stream.js';
 
 export interface TakenOverRun {
-  /** The run as a send would have asked for it: its turn is already on the runner, so no content or skills. */
+  /**
+   * The run as its send asked for it (without the filler's acknowledgement): its turn goes on on the
+   * runner, or, when it had not reached the runner (`after` 0), is started again from its message.
+   */
   request: RunRequest;
   /** The lines stored by the node that died, numbered from 1. */
   stored: StreamLine[];
@@ -27,8 +31,8 @@ export async function loadTakenOverRun(
   orphan: OrphanedRun,
   baseUrl: string,
 ): Promise<TakenOverRun | undefined> {
-  const conversation = await findConversation(deps.db, orphan.conversation_id);
-  if (!conversation) return undefined;
+  const [conversation, sent] = await Promise.all([findConversation(deps.db, orphan.conversation_id), sentMessage(deps.db, orphan)]);
+  if (!conversation || !sent) return undefined;
   const [rows, secrets] = await Promise.all([
     deps.db.selectFrom('run_lines').select(['seq', 'line', 'link_seq']).where('message_id', '=', orphan.id).orderBy('seq').execute(),
     resolveRunSecrets(deps, { runId: orphan.id, conversation }),
@@ -38,16 +42,37 @@ export async function loadTakenOverRun(
     request: {
       conversation,
       assistantMessageId: orphan.id,
-      content: '',
+      content: sent.content,
+      env: (sent.env as Record<string, string> | null) ?? undefined,
       onCapacity: 'hold',
       leadingLines: [],
       filler: false,
       baseUrl,
       requestId: orphan.id,
       secrets,
-      skillIds: [],
+      skillIds: effectiveSkillIds(conversation, sent.skill_ids as string[] | null),
     },
     stored: rows.map((row) => row.line as StreamLine),
     after: rows.reduce((highest, row) => Math.max(highest, row.link_seq ?? 0), 0),
   };
+}
+
+/**
+ * What the run's send asked: the user message stored with it (the one just before it; ids are
+ * time-ordered) for the text, the run's own message for `env` and `skill_ids`.
+ */
+async function sentMessage(db: Db, orphan: OrphanedRun): Promise<{ content: string; env: unknown; skill_ids: unknown } | undefined> {
+  const [user, run] = await Promise.all([
+    db
+      .selectFrom('messages')
+      .select('content')
+      .where('conversation_id', '=', orphan.conversation_id)
+      .where('role', '=', 'user')
+      .where('id', '<', orphan.id)
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst(),
+    db.selectFrom('messages').select(['env', 'skill_ids']).where('id', '=', orphan.id).executeTakeFirst(),
+  ]);
+  return user && run ? { content: user.content, env: run.env, skill_ids: run.skill_ids } : undefined;
 }

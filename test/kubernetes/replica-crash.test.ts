@@ -5,8 +5,8 @@
  * hosts the run on a runner pod and is killed. The runner pod outlives B, and A takes the turn over
  * once B's liveness row goes stale (docs/runtime.md): what the client had is stored with the numbers
  * it counted, and a re-attach on A with that count sees the rest once, ending with the turn's result.
- * B is killed mid-stream and right before the terminal line. Killed before the runner's first line,
- * or with the runner pod gone too, the run ends `failed` with an error line, within seconds.
+ * B is killed before the first line (A starts the turn again), mid-stream and right before the
+ * terminal line. With the runner pod gone too, the run ends `failed` with an error line, within seconds.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -139,19 +139,18 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     await expectCompletedOnSurvivor(kit, late, slowReply(4));
   }, 180_000);
 
-  it('with the runner pod gone too, or before the runner’s first line: the run ends failed within seconds, every line once', async () => {
+  it('before the first line: A starts the turn again, and the client re-attached with 0 sees it once, completed', async () => {
+    const early = await killDuringTurn(kit, slowTurn(4, 50));
+    expect(early.received).toEqual([]);
+    await expectCompletedOnSurvivor(kit, early, slowReply(4));
+  }, 180_000);
+
+  it('with the runner pod gone too: the run ends failed within seconds, with message_end and the error line after the lines the client had', async () => {
     let deltas = 0;
-    const orphaned = await killDuringTurn(kit, slowTurn(12, 150), (line) => {
-      if (!isDelta(line) || ++deltas !== 3) return false;
-      return true;
-    });
+    const orphaned = await killDuringTurn(kit, slowTurn(12, 150), (line) => isDelta(line) && ++deltas === 3);
     const podName = sandboxOf(orphaned.conversationId)?.status?.podName;
     expect(podName).toBeTruthy();
     await cluster.kubelet.kill(NAMESPACE, podName!, { signal: 'SIGKILL' });
     await expectFailedOnSurvivor(kit, orphaned, (STALE_SECONDS + 3) * 1000);
-
-    const early = await killDuringTurn(kit, slowTurn(12, 150));
-    expect(early.received).toEqual([]);
-    await expectFailedOnSurvivor(kit, early, (STALE_SECONDS + 3) * 1000);
-  }, 240_000);
+  }, 180_000);
 });
