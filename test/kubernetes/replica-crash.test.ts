@@ -31,7 +31,9 @@ import {
   slowReply,
   slowTurn,
 } from '../helpers/replica-kill.js';
-import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { hmacAssertion } from '../helpers/approver.js';
+import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
+import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNER_IMAGE = 'acis-runner:replica-crash';
@@ -143,6 +145,50 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     const early = await killDuringTurn(kit, slowTurn(4, 50));
     expect(early.received).toEqual([]);
     await expectCompletedOnSurvivor(kit, early, slowReply(4));
+  }, 180_000);
+
+  it('parked on an approval: the approval raised through B expires, the runner asks again on A, and approving that one completes the turn', async () => {
+    const approverKey = await nodeA.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, {
+      token: ADMIN_TOKEN,
+      body: { algorithm: 'hmac-sha256' },
+    });
+    expect(approverKey.status).toBe(201);
+    const input = { reason: 'Deploy to production', requested_items: [{ kind: 'action', description: 'deploy v2' }] };
+    const isApproval = (line: Line) => line.object === 'platform.event' && line.type === 'approval';
+    const run = await killDuringTurn(kit, `[[tool:mcp__platform__request_approval ${JSON.stringify(input)}]]`, isApproval);
+    const first = run.received.at(-1)!.approval.id as string;
+
+    const response = await fetch(
+      `${nodeA.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=${run.received.length}`,
+      {
+        headers: { authorization: `Bearer ${key}` },
+      },
+    );
+    let approving: Promise<{ status: number }> | undefined;
+    const rest = withoutPings(
+      await readLines(response, (line) => {
+        if (!isApproval(line) || approving) return;
+        const signature = hmacAssertion(line.approval.id, 'approve', { id: approverKey.body.id, secret: approverKey.body.secret });
+        approving = nodeA.request('POST', `/approvals/${line.approval.id}/approve`, { token: key, body: { signature } });
+      }),
+    );
+    expect((await approving)?.status).toBe(200);
+    const raisedAgain = rest.filter(isApproval);
+    expect(raisedAgain).toHaveLength(1);
+    expect(raisedAgain[0]!.approval.id).not.toBe(first);
+    expect((await nodeA.request('GET', `/approvals/${first}`, { token: key })).body).toMatchObject({ status: 'expired' });
+    expect(rest.slice(-2).map((line) => line.type)).toEqual(['message_end', 'result']);
+    expect(rest.at(-2)!.message).toMatchObject({ id: run.messageId, status: 'completed' });
+    expect(JSON.stringify(rest.filter((l) => l.type === 'user'))).toContain('Approved by approver_key:');
+    const replay = withoutPings(
+      await readLines(
+        await fetch(`${nodeA.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=0`, {
+          headers: { authorization: `Bearer ${key}` },
+        }),
+      ),
+    );
+    expect([...run.received, ...rest]).toEqual(replay);
+    expect(replay.filter((line) => line.type === 'error' || line.type === 'result')).toHaveLength(1);
   }, 180_000);
 
   it('with the runner pod gone too: the run ends failed within seconds, with message_end and the error line after the lines the client had', async () => {
