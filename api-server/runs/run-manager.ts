@@ -198,6 +198,10 @@ export class RunManager {
       return this.abort(request, stream, orphanedRunProblem(), lines.reply);
     }
     this.deps.logger.info({ message_id: request.assistantMessageId, after: run.after }, 'took over an orphaned run');
+    // The session runs with this run's skills (a held runner with another set was replaced before its turn):
+    // said here so that the runner, held warm after the turn, can serve the next one.
+    const skills = await loadRunSkills(this.deps, request.skillIds).catch(() => undefined);
+    if (skills) lease.runner.offerSkills(skills.map((skill) => skill.name));
     return this.runTurn(request, stream, lease, Promise.resolve(), masker, startedMs, run.stored);
   }
 
@@ -390,7 +394,7 @@ export class RunManager {
         })
       : undefined;
     storing?.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
-    const released = release(await this.releaseOptions(request.conversation.id, outcome));
+    const released = release(await this.releaseOptions(request, outcome));
     this.deps.metrics.turnEnded(
       outcome.kind === 'crashed' ? 'crashed' : built?.agentFailed === false ? 'completed' : 'failed',
       turnSeconds,
@@ -412,8 +416,14 @@ export class RunManager {
     return { status: built.agentFailed ? 'failed' : 'completed' };
   }
 
-  /** How the runner goes back: broken after a crash, discarded with its conversation, held while the conversation is warm. */
-  private async releaseOptions(conversationId: string, outcome: TurnOutcome): Promise<ReleaseOptions> {
+  /**
+   * How the runner goes back: broken after a crash, discarded with its conversation, held while the
+   * conversation is warm; left alone when the crash was the runner's link going to another node that
+   * took the run over (this one was taken for dead).
+   */
+  private async releaseOptions(request: RunRequest, outcome: TurnOutcome): Promise<ReleaseOptions> {
+    const conversationId = request.conversation.id;
+    if (outcome.kind === 'crashed' && (await this.takenOver(request.assistantMessageId))) return { abandon: true };
     const mode = await conversationRunMode(this.deps.db, conversationId);
     return {
       broken: outcome.kind === 'crashed',
@@ -423,6 +433,12 @@ export class RunManager {
           hold: { idleTtlSeconds: mode.idle_ttl_seconds, maxConcurrentWarm: mode.settings.max_concurrent_warm },
         }),
     };
+  }
+
+  /** Whether another node took the run over: its message names that node as its host now. */
+  private async takenOver(messageId: string): Promise<boolean> {
+    const row = await this.deps.db.selectFrom('messages').select('node_id').where('id', '=', messageId).executeTakeFirst();
+    return row !== undefined && row.node_id !== this.deps.nodeId;
   }
 
   /** A platform abort: the message fails and the stream ends with an `error` line carrying the problem. */

@@ -140,6 +140,8 @@ export class ChannelRunner implements Runner {
    */
   continueTurn(turn: Pick<TurnRequest, 'runId' | 'onApprovalRequest'>, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome> {
     if (this.onTurnEnd) throw new Error('a turn is already running on this runner');
+    // Its session started with the skills offered for it (see offerSkills), on the replica that died.
+    this.started ??= this.offered;
     return this.follow(turn, onEvent, () => {
       const backlog = this.backlog ?? [];
       this.backlog = undefined;

@@ -54,6 +54,11 @@ export interface ReleaseOptions {
   broken?: boolean;
   /** The conversation no longer exists: its workspace is not saved. */
   discard?: boolean;
+  /**
+   * Another node took the run over (this one was taken for dead): its runner is that node's now.
+   * This node forgets it without touching it (no save, no delete, no state shown).
+   */
+  abandon?: boolean;
 }
 
 export class CapacityExhausted extends Error {

@@ -28,6 +28,7 @@ import {
   isDelta,
   killDuringTurn,
   type ReplicaKill,
+  reattach,
   slowReply,
   slowTurn,
 } from '../helpers/replica-kill.js';
@@ -189,6 +190,63 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     );
     expect([...run.received, ...rest]).toEqual(replay);
     expect(replay.filter((line) => line.type === 'error' || line.type === 'result')).toHaveLength(1);
+  }, 180_000);
+
+  it('a replica taken for dead while alive (paused past the stale time) loses the run to A and, resumed, changes nothing of it', async () => {
+    const victim = await liveNodeB();
+    const created = await nodeA.request('POST', '/conversations', {
+      token: key,
+      body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+    });
+    expect(created.status).toBe(201);
+    const conversationId: string = created.body.id;
+    const response = await fetch(`${victim.url}/conversations/${conversationId}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: slowTurn(12, 150) }),
+    });
+    expect(response.status).toBe(200);
+    const messageId = response.headers.get('x-service-message-id')!;
+    let deltas = 0;
+    let pausedAt = 0;
+    const received: Line[] = [];
+    // B's own stream, read to its end: it goes on once B is resumed.
+    const fromB = readLines(response, (line) => {
+      if (pausedAt || line.event === 'ping') return;
+      received.push(line);
+      if (isDelta(line) && ++deltas === 4) {
+        pausedAt = Date.now();
+        victim.process.kill('SIGSTOP');
+      }
+    });
+    while (!pausedAt) await new Promise((resolve) => setTimeout(resolve, 20));
+    const run = { conversationId, messageId, received, killedAt: pausedAt };
+    await expectCompletedOnSurvivor(kit, run, slowReply(12));
+    const held = sandboxOf(conversationId);
+    expect(held).toBeTruthy();
+
+    victim.process.kill('SIGCONT');
+    // B finds its runner connection gone to A and its turn ended: what it streams to its own client is stored nowhere.
+    const fromBLines = withoutPings(await fromB);
+    expect(fromBLines.at(-1)?.type).toBe('error');
+    const replay = await reattach(kit, run, 0);
+    expect(replay.at(-1)).toMatchObject({ type: 'result' });
+    expect((await nodeA.request('GET', `/conversations/${conversationId}/messages`, { token: key })).body.data[0]).toMatchObject({
+      id: messageId,
+      status: 'completed',
+      content: slowReply(12),
+    });
+    // B left the Sandbox A holds warm alone (B's release came before its last line), and the conversation goes on.
+    const after = sandboxOf(conversationId);
+    expect(after?.metadata.uid).toBe(held!.metadata.uid);
+    expect(after?.metadata.deletionTimestamp).toBeUndefined();
+    const next = await nodeA.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: '[[reply: still here]]' },
+    });
+    expect(next.status, next.text).toBe(201);
+    expect(next.body).toMatchObject({ status: 'completed', content: 'still here' });
+    expect(sandboxOf(conversationId)?.metadata.uid).toBe(held!.metadata.uid);
   }, 180_000);
 
   it('with the runner pod gone too: the run ends failed within seconds, with message_end and the error line after the lines the client had', async () => {

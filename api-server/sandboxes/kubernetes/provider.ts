@@ -272,6 +272,10 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
     const entry = this.registry.get(lease.runner.id);
     if (!entry) return { heldUntil: null };
+    if (options.abandon) {
+      if (this.registry.remove(entry)) await entry.runner.kill();
+      return { heldUntil: null };
+    }
     const hold = options.hold;
     if (
       hold &&
