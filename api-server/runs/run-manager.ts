@@ -135,9 +135,11 @@ export class RunManager {
    */
   takeOver(run: TakenOverRun): Promise<RunOutcome> {
     const stream = new RunStream(run.request.assistantMessageId, this.deps, run.stored);
-    return this.host(run.request, stream, (masker, startedMs) =>
-      run.after > 0 ? this.carryOn(run, stream, masker, startedMs) : this.execute(run.request, stream, masker, startedMs),
-    );
+    return this.host(run.request, stream, (masker, startedMs) => {
+      // Its stream had ended already (its outcome alone was not stored): the outcome is all that is left.
+      if (stream.isEnded) return this.abort(run.request, stream, orphanedRunProblem());
+      return run.after > 0 ? this.carryOn(run, stream, masker, startedMs) : this.execute(run.request, stream, masker, startedMs);
+    });
   }
 
   /** Hosts a run on this node until it ends, however it ends; resolves with its outcome. */

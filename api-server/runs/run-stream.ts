@@ -65,6 +65,7 @@ export class RunStream {
     this.lines.push(...storedLines);
     this.origins.push(...storedLines.map(() => undefined));
     this.stored = storedLines.length;
+    this.ended = storedLines.some(isTerminalLine);
   }
 
   /** Told the highest runner line number stored, as it grows. */

@@ -107,6 +107,17 @@ describe('RunStream: lines are stored only by the node hosting the run', () => {
     });
   });
 
+  it('a stream taken over whose stored lines already end with the terminal line takes no more', async () => {
+    const { id } = await runOn('node_b');
+    const taken = new RunStream(id, { db: t.server.deps.db, logger: pino({ level: 'silent' }), now: () => new Date(), nodeId: 'node_b' }, [
+      { type: 'result' },
+    ]);
+    expect(taken.isEnded).toBe(true);
+    taken.append({ type: 'late' }, 9);
+    await taken.flush();
+    expect(await storedLines(id)).toEqual([]);
+  });
+
   it('claimOrphanedRun: of two nodes claiming one orphaned run, exactly one wins', async () => {
     const { id, conversationId } = await runOn('node_dead');
     const orphan = { id, conversation_id: conversationId, node_id: 'node_dead' };
