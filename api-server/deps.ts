@@ -3,6 +3,7 @@ import type { CoreDeps } from './core/deps.js';
 import type { RepositorySyncWorker } from './repositories/sync.js';
 import type { RunOutcome, RunRequest } from './runs/run-request.js';
 import type { RunStream } from './runs/run-stream.js';
+import type { TakenOverRun } from './runs/takeover.js';
 import type { SandboxProvider } from './sandboxes/provider.js';
 import type { RunSecret } from '../egress-proxy/secret-binding.js';
 
@@ -33,6 +34,8 @@ export interface RunHost {
   readonly accepting: boolean;
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> };
+  /** Carries on a run claimed from a node that died mid-turn; resolves with its outcome. */
+  takeOver(run: TakenOverRun): Promise<RunOutcome>;
   liveStream(messageId: string): RunStream | undefined;
   /** A run hosted here as the egress proxy sees it (its secrets, its request id); none once it has ended. */
   liveRun(messageId: string): { secrets: ReadonlyMap<string, RunSecret>; requestId: string } | undefined;

@@ -27,7 +27,17 @@ import { RepositorySyncWorker } from './repositories/sync.js';
 import { SYNC_REPORT_KEY_PURPOSE } from './repositories/sync-report.js';
 import { type SyncReportServer, startSyncReportServer } from './repositories/sync-report-server.js';
 import { followRun } from './runs/follow.js';
-import { coolLapsedHolds, failOrphanedRuns, heartbeat, resolveNodeId } from './runs/nodes.js';
+import {
+  claimOrphanedRun,
+  coolLapsedHolds,
+  failOrphanedRun,
+  failOrphanedRuns,
+  findOrphanedRuns,
+  heartbeat,
+  resolveNodeId,
+} from './runs/nodes.js';
+import { loadTakenOverRun } from './runs/takeover.js';
+import type { OrphanedRun } from './runs/nodes.js';
 import { RunAbortSignals } from './runs/run-aborts.js';
 import { RunManager } from './runs/run-manager.js';
 import type { EgressCredentials, SandboxProvider } from './sandboxes/provider.js';
@@ -262,6 +272,8 @@ async function recoverFromStoppedProcesses(deps: AppDeps, baseUrl: string): Prom
   const failed = await failOrphanedRuns(deps.db, {
     nodeId,
     includeOwn: true,
+    // Where runners outlive their replica, the heartbeat takes the runs of other nodes over instead.
+    includeOthers: !deps.runtime.provider.resumeRunner,
     now: deps.now(),
     baseUrl,
     staleMs: deps.config.nodeStaleSeconds * 1000,
@@ -390,19 +402,30 @@ function serialised(step: () => Promise<void>, logger: AppDeps['logger'], failur
   };
 }
 
-/** Renews this node's liveness row, then ends the runs of nodes whose row went stale. */
+/** Renews this node's liveness row, then takes over (or, where it cannot, ends) the runs of nodes whose row went stale. */
 async function beatOnce(deps: AppDeps, baseUrl: string): Promise<void> {
-  const { nodeId } = deps.runtime;
+  const { nodeId, provider } = deps.runtime;
   await heartbeat(deps.db, nodeId, deps.now());
-  const failed = await failOrphanedRuns(deps.db, {
-    nodeId,
-    includeOwn: false,
-    now: deps.now(),
-    baseUrl,
-    staleMs: deps.config.nodeStaleSeconds * 1000,
-  });
+  const staleMs = deps.config.nodeStaleSeconds * 1000;
+  const orphans = await findOrphanedRuns(deps.db, { nodeId, includeOwn: false, includeOthers: true, now: deps.now(), staleMs });
+  let failed = 0;
+  for (const orphan of orphans) {
+    if (provider.resumeRunner && orphan.node_id !== null) await takeOverOrphan(deps, orphan, baseUrl);
+    else {
+      await failOrphanedRun(deps.db, orphan, { now: deps.now(), baseUrl });
+      failed++;
+    }
+  }
   // A message's secrets live as long as its run; those of runs failed above go now.
   if (failed > 0) await sweepEndedRunSecrets(deps.db);
+}
+
+/** Claims an orphaned run for this node (unless another survivor did first) and carries it on here. */
+async function takeOverOrphan(deps: AppDeps, orphan: OrphanedRun, baseUrl: string): Promise<void> {
+  if (!(await claimOrphanedRun(deps.db, orphan, deps.runtime.nodeId, deps.now()))) return;
+  deps.logger.warn({ message_id: orphan.id, node_id: orphan.node_id }, 'taking over a run whose node stopped');
+  const run = await loadTakenOverRun(deps, orphan, baseUrl);
+  if (run) void deps.runtime.runs.takeOver(run);
 }
 
 /** Holds that lapsed, repository syncs a stopped node left in flight or someone asked for. */

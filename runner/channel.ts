@@ -14,3 +14,18 @@ export interface Channel {
   /** Closes the channel from this side. */
   close(reason?: string): void;
 }
+
+/**
+ * A channel whose sender keeps each line until this side says it is durable (the resumable link on
+ * the API side): a replica that takes the link over after a crash is replayed what was not.
+ */
+export interface SettlingChannel extends Channel {
+  /** The number of the line being delivered, inside a line listener. */
+  readonly delivering: number;
+  /** From now on the sender keeps the lines received until `settle` covers them. */
+  holdAcks(): void;
+  /** Lines up to `seq` are durable here. */
+  settle(seq: number): void;
+  /** Every line received is settled as it arrives again. */
+  releaseAcks(): void;
+}

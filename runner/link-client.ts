@@ -8,7 +8,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
-import type { Channel } from './channel.js';
 import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, LinkEndpoint } from './link.js';
 import { socketChannel } from './socket-channel.js';
 
@@ -19,6 +18,11 @@ export interface LinkClientOptions {
   reconnectSeconds: number;
   /** A connection that has not been welcomed or refused by then fails. */
   handshakeTimeoutMs?: number;
+  /**
+   * Take over the link another client held (its replica died): this side has that client's lines up to
+   * `after` durably, and the runner replays the rest. Acknowledgements are held from the start (`holdAcks`).
+   */
+  takeoverAfter?: number | undefined;
   /** Told about drops and restorations (for the operator's log). */
   onEvent?: (event: { kind: 'lost' | 'restored'; reason?: string }) => void;
 }
@@ -35,10 +39,14 @@ const FIRST_RETRY_MS = 50;
 const MAX_RETRY_MS = 2000;
 
 /** Connects and authenticates; the channel stays usable across dropped connections (see above). */
-export async function openLinkClient(options: LinkClientOptions): Promise<Channel> {
+export async function openLinkClient(options: LinkClientOptions): Promise<LinkEndpoint> {
   const endpoint = new LinkEndpoint();
   const link = randomUUID();
-  await handshake(endpoint, link, options, options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
+  if (options.takeoverAfter !== undefined) {
+    endpoint.resumeAt(options.takeoverAfter, 0);
+    endpoint.holdAcks();
+  }
+  await handshake(endpoint, link, options, options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS, options.takeoverAfter !== undefined);
   endpoint.onDetached((reason) => {
     options.onEvent?.({ kind: 'lost', reason });
     void restore(endpoint, link, options);
@@ -78,8 +86,12 @@ async function restore(endpoint: LinkEndpoint, link: string, options: LinkClient
   }
 }
 
-/** One connection attempt: hello with what this side has received, then welcome (attach) or refusal. */
-function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOptions, timeoutMs: number): Promise<void> {
+/**
+ * One connection attempt: hello with what this side has received (and settled), then welcome (attach)
+ * or refusal. A takeover's welcome says how many lines of the previous client the runner has: this
+ * side's numbering carries on from there.
+ */
+function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOptions, timeoutMs: number, takeover = false): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const socket = net.connect({ host: options.host, port: options.port });
     const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_LENGTH);
@@ -94,13 +106,25 @@ function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOpti
       } else resolve();
     };
     const timer = setTimeout(() => settle(new Error(`no answer from the runner within ${timeoutMs} ms`)), timeoutMs);
-    socket.once('connect', () => wire.send(encodeControl({ type: 'hello', token: options.token, link, after: endpoint.lastReceived })));
+    socket.once('connect', () =>
+      wire.send(
+        encodeControl({
+          type: 'hello',
+          token: options.token,
+          link,
+          after: endpoint.lastReceived,
+          settled: endpoint.settled,
+          ...(takeover && { takeover: true }),
+        }),
+      ),
+    );
     wire.onLine((line) => {
       if (settled) return;
       const frame = decodeFrame(line);
       if (frame.kind === 'control' && frame.control.type === 'refused') return settle(new LinkRefused(frame.control.error));
       if (frame.kind !== 'control' || frame.control.type !== 'welcome')
         return settle(new Error('the runner answered the hello with something else'));
+      if (takeover) endpoint.resumeAt(endpoint.lastReceived, frame.control.after);
       if (!endpoint.canReplayFrom(frame.control.after)) {
         return settle(new LinkRefused(`the runner has line ${frame.control.after} of ours, which this side cannot continue from`));
       }

@@ -10,7 +10,11 @@
  *   while, unlogged;
  * - while one API connection is live, another client's hello is refused; the same client (same link
  *   id) reconnecting replaces its own connection, which it may have lost without this side noticing;
- * - a new client is refused while a turn is in progress (the turn's lines belong to its client);
+ * - a new client is refused while a turn is in progress (the turn's lines belong to its client),
+ *   unless it takes the link over (`takeover`, after the replica holding it died): it then becomes the
+ *   link's client, supersedes the previous connection, and gets the lines the previous client did not
+ *   settle replayed from where it says its durable record ends; a takeover from a point this side no
+ *   longer has (or never sent) is refused;
  * - when the connection drops while the runner is busy, the runner keeps working and buffering; if no
  *   connection comes back within the reconnect window, the link ends (and the runner exits), so
  *   nothing waits forever.
@@ -31,6 +35,8 @@ export interface LinkServerOptions {
   busy: () => boolean;
   /** A new client was accepted: what it must see first goes out here (nothing of a previous client's is replayed). */
   onNewClient: () => void;
+  /** A client took the link over: what it must see after the replay goes out here. */
+  onTakeover: () => void;
   /** Operator messages (stderr); never given the token. */
   log: (message: string) => void;
   /** How long a connection may stay silent before its hello. */
@@ -130,20 +136,22 @@ function greet(socket: net.Socket, state: LinkState): void {
   });
 }
 
-/** Let in: a new client starts the link afresh; the same client resumes where it left off. */
+/** Let in: a new client starts the link afresh; the same client resumes where it left off, and so does one taking it over. */
 function attach(wire: SocketChannel, hello: Hello, state: LinkState, peer: string): void {
   const { endpoint, options } = state;
   const isNew = hello.link !== state.clientLink;
-  if (isNew) {
-    state.clientLink = hello.link;
+  const takeover = isNew && hello.takeover === true;
+  if (isNew) state.clientLink = hello.link;
+  if (isNew && !takeover) {
     endpoint.reset();
     options.onNewClient();
   }
   wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived }));
   wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
   clearTimeout(state.windowTimer);
-  endpoint.attach(wire, hello.after);
-  options.log(`API connection from ${peer} ${isNew ? 'accepted' : 'resumed'}`);
+  endpoint.attach(wire, hello.after, hello.settled);
+  if (takeover) options.onTakeover();
+  options.log(`API connection from ${peer} ${takeover ? 'took the link over' : isNew ? 'accepted' : 'resumed'}`);
 }
 
 /** The hello a first line carries, if it is let in; else why not. */
@@ -157,7 +165,7 @@ function admit(line: string, state: LinkState): { hello: Hello } | { refusal: st
 function refusalOf(hello: Hello, { endpoint, options, expectedDigest, clientLink }: LinkState): string | undefined {
   if (!timingSafeEqual(digest(hello.token), expectedDigest)) return 'wrong token';
   if (endpoint.isEnded) return 'the runner is shutting down';
-  if (hello.link === clientLink) {
+  if (hello.link === clientLink || hello.takeover === true) {
     return endpoint.canReplayFrom(hello.after) ? undefined : `cannot resume after line ${hello.after}: it was never sent or is gone`;
   }
   if (endpoint.attached) return 'another API connection is live';

@@ -12,12 +12,19 @@
  *   `ack` (either side: every line up to seq arrived), `bye` (either side: done for good).
  *
  * A link id names one API-side client across its reconnections; a hello with another link id is a
- * new client, for which both sides start numbering afresh.
+ * new client, for which both sides start numbering afresh, unless it says `takeover`: then it is a new
+ * holder of the same link (the API replica that held it died), and the runner's numbering and kept
+ * lines carry on.
+ *
+ * Acknowledging is not receiving. The API side may hold its acknowledgements back to what it has
+ * stored (`holdAcks`, `settle`): the runner then keeps every line the API side could still lose, so a
+ * replica that takes the link over after a crash gets them replayed (a hello's `settled` says how far
+ * the sender may drop, its `after` what to replay from).
  */
 import type { Channel } from './channel.js';
 
 export type LinkControl =
-  | { type: 'hello'; token: string; link: string; after: number }
+  | { type: 'hello'; token: string; link: string; after: number; settled?: number | undefined; takeover?: boolean | undefined }
   | { type: 'welcome'; after: number }
   | { type: 'refused'; error: string }
   | { type: 'ack'; seq: number }
@@ -72,10 +79,24 @@ function validControl(value: unknown): LinkControl | undefined {
   const v = value as Record<string, unknown>;
   const count = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
   switch (v.type) {
-    case 'hello':
-      return typeof v.token === 'string' && typeof v.link === 'string' && v.link.length > 0 && count(v.after)
-        ? { type: 'hello', token: v.token, link: v.link, after: v.after as number }
-        : undefined;
+    case 'hello': {
+      const valid =
+        typeof v.token === 'string' &&
+        typeof v.link === 'string' &&
+        v.link.length > 0 &&
+        count(v.after) &&
+        (v.settled === undefined || (count(v.settled) && (v.settled as number) <= (v.after as number))) &&
+        (v.takeover === undefined || typeof v.takeover === 'boolean');
+      if (!valid) return undefined;
+      return {
+        type: 'hello',
+        token: v.token as string,
+        link: v.link as string,
+        after: v.after as number,
+        ...(v.settled !== undefined && { settled: v.settled as number }),
+        ...(v.takeover === true && { takeover: true }),
+      };
+    }
     case 'welcome':
       return count(v.after) ? { type: 'welcome', after: v.after as number } : undefined;
     case 'refused':
@@ -127,8 +148,13 @@ export class Outbox {
   }
 
   clear(): void {
+    this.startAfter(0);
+  }
+
+  /** Nothing kept, and the next line is numbered `seq + 1` (a link taken over: the peer has up to `seq`). */
+  startAfter(seq: number): void {
     this.lines = [];
-    this.firstSeq = 1;
+    this.firstSeq = seq + 1;
   }
 }
 
@@ -139,13 +165,18 @@ export class Outbox {
 export class LinkEndpoint implements Channel {
   private readonly outbox = new Outbox();
   private received = 0;
+  /** While acknowledgements are held (`holdAcks`): how far the lines received are durable here. */
+  private settledSeq = 0;
+  private holding = false;
+  /** The number of the line being delivered to the listeners (or the last one delivered). */
+  private deliveringSeq = 0;
   private unacknowledged = 0;
   private ackTimer: NodeJS.Timeout | undefined;
   private wire: Channel | undefined;
   private ended = false;
   private readonly lineListeners: Array<(line: string) => void> = [];
   /** Lines that arrived before anyone listened (the first lines can come with the handshake). */
-  private early: string[] | undefined = [];
+  private early: Array<[seq: number, payload: string]> | undefined = [];
   private readonly closedListeners: Array<(reason: string) => void> = [];
   private readonly detachedListeners: Array<(reason: string) => void> = [];
   private drainWaiters: Array<() => void> = [];
@@ -155,6 +186,51 @@ export class LinkEndpoint implements Channel {
   /** The last line number received (what a handshake tells the other side). */
   get lastReceived(): number {
     return this.received;
+  }
+
+  /** How far the lines received may be dropped by the sender: all of them, unless acknowledgements are held. */
+  get settled(): number {
+    return this.holding ? this.settledSeq : this.received;
+  }
+
+  /** The number of the line being delivered, inside a line listener (the last one delivered, outside). */
+  get delivering(): number {
+    return this.deliveringSeq;
+  }
+
+  /**
+   * From now on acknowledge only what `settle` says is durable: the sender keeps the rest, for this
+   * side or whoever takes the link over. What was received until now counts as settled.
+   */
+  holdAcks(): void {
+    if (!this.holding) this.settledSeq = this.received;
+    this.holding = true;
+  }
+
+  /** Lines up to `seq` are durable here: the sender may drop them. */
+  settle(seq: number): void {
+    const to = Math.min(seq, this.received);
+    if (!this.holding || to <= this.settledSeq) return;
+    this.settledSeq = to;
+    this.scheduleAck();
+  }
+
+  /** Back to acknowledging every line as it arrives. */
+  releaseAcks(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    this.scheduleAck();
+  }
+
+  /**
+   * This side takes over a link another client held: the peer has `peerReceived` of that client's
+   * lines, and this side has (durably) the peer's lines up to `received`.
+   */
+  resumeAt(received: number, peerReceived: number): void {
+    this.received = received;
+    this.settledSeq = received;
+    this.deliveringSeq = received;
+    this.outbox.startAfter(peerReceived);
   }
 
   get attached(): boolean {
@@ -174,11 +250,16 @@ export class LinkEndpoint implements Channel {
   reset(): void {
     this.outbox.clear();
     this.received = 0;
+    this.settledSeq = 0;
+    this.deliveringSeq = 0;
     this.unacknowledged = 0;
   }
 
-  /** Carries the link over `wire` (after a handshake), replaying what the peer missed; a previous connection is dropped. */
-  attach(wire: Channel, peerReceived: number): void {
+  /**
+   * Carries the link over `wire` (after a handshake), replaying what the peer missed; a previous
+   * connection is dropped. The peer may have received more than it settled: only that is dropped here.
+   */
+  attach(wire: Channel, peerReceived: number, peerSettled = peerReceived): void {
     const replay = this.outbox.since(peerReceived);
     if (!replay || this.ended) {
       wire.close('cannot resume the link');
@@ -187,11 +268,11 @@ export class LinkEndpoint implements Channel {
     const previous = this.wire;
     this.wire = wire;
     previous?.close('replaced by a newer connection');
-    this.outbox.acknowledge(peerReceived);
+    this.outbox.acknowledge(Math.min(peerSettled, peerReceived));
     let lastHeard = Date.now();
     const heartbeat = setInterval(() => {
       if (Date.now() - lastHeard > this.timing.silenceMs) wire.close(`nothing heard for ${this.timing.silenceMs} ms`);
-      else wire.send(encodeControl({ type: 'ack', seq: this.received }));
+      else wire.send(encodeControl({ type: 'ack', seq: this.settled }));
     }, this.timing.heartbeatMs);
     heartbeat.unref();
     wire.onLine((line) => {
@@ -219,7 +300,10 @@ export class LinkEndpoint implements Channel {
     this.lineListeners.push(listener);
     const early = this.early;
     this.early = undefined;
-    for (const line of early ?? []) listener(line);
+    for (const [seq, line] of early ?? []) {
+      this.deliveringSeq = seq;
+      listener(line);
+    }
   }
 
   onClosed(listener: (reason: string) => void): void {
@@ -271,9 +355,12 @@ export class LinkEndpoint implements Channel {
         return;
       }
       this.received = frame.seq;
-      this.scheduleAck();
-      if (this.early) this.early.push(frame.payload);
-      else for (let i = 0, n = this.lineListeners.length; i < n; i++) this.lineListeners[i]!(frame.payload);
+      if (!this.holding) this.scheduleAck();
+      if (this.early) this.early.push([frame.seq, frame.payload]);
+      else {
+        this.deliveringSeq = frame.seq;
+        for (let i = 0, n = this.lineListeners.length; i < n; i++) this.lineListeners[i]!(frame.payload);
+      }
       return;
     }
     if (frame.kind === 'control' && frame.control.type === 'ack') {
@@ -303,6 +390,6 @@ export class LinkEndpoint implements Channel {
     clearTimeout(this.ackTimer);
     this.ackTimer = undefined;
     this.unacknowledged = 0;
-    this.wire?.send(encodeControl({ type: 'ack', seq: this.received }));
+    this.wire?.send(encodeControl({ type: 'ack', seq: this.settled }));
   }
 }

@@ -42,7 +42,11 @@ export type ServerCommand =
 
 /** Runner → server, besides the verbatim agent events. */
 export type RunnerLine =
-  /** The runner is up: its first line on stdio, and the first line each new API connection gets over TCP. */
+  /**
+   * The runner is up: its first line on stdio, and the first line each new API connection gets over
+   * TCP. A connection taking the link over gets it after the replayed lines, followed by the
+   * questions (`request_id`) still unanswered, asked again.
+   */
   | { type: 'runner_ready' }
   | { type: 'runner_error'; error: string }
   | { type: 'runner_session_load'; request_id: number; key: SessionKeyLike }

@@ -28,7 +28,8 @@ import { exportWorkspace, importWorkspace, writeSkills } from './workspace-ops.j
 
 type Turn = Extract<ServerCommand, { type: 'turn' }>;
 
-const pending = new Map<number, (reply: ServerCommand) => void>();
+/** The server's answers awaited, with the line that asked (sent again to an API replica taking the link over). */
+const pending = new Map<number, { resolve: (reply: ServerCommand) => void; line: RunnerLine }>();
 let nextRequestId = 1;
 /** Set once the channel is open (before any line can be emitted). */
 let channel: Channel;
@@ -53,8 +54,9 @@ function emit(line: RunnerLine | object): void {
 function ask(line: (requestId: number) => RunnerLine): Promise<ServerCommand> {
   const requestId = nextRequestId++;
   return new Promise((resolve) => {
-    pending.set(requestId, resolve);
-    emit(line(requestId));
+    const asking = line(requestId);
+    pending.set(requestId, { resolve, line: asking });
+    emit(asking);
   });
 }
 
@@ -224,9 +226,9 @@ function handle(command: ServerCommand): void {
     case 'session_entries':
     case 'session_ack':
     case 'approval_result': {
-      const resolve = pending.get(command.request_id);
+      const asked = pending.get(command.request_id);
       pending.delete(command.request_id);
-      resolve?.(command);
+      asked?.resolve(command);
       return;
     }
   }
@@ -291,6 +293,12 @@ async function openChannel(listen: ListenConfig | undefined): Promise<Channel> {
     busy: () => turnsInProgress > 0,
     // A new API connection learns first that the runner is up.
     onNewClient: () => emit({ type: 'runner_ready' }),
+    // One taking the link over gets the lines its predecessor had not stored, then this; the questions
+    // still unanswered are asked again, as the predecessor's answers may have been lost with it.
+    onTakeover: () => {
+      emit({ type: 'runner_ready' });
+      for (const { line } of pending.values()) emit(line);
+    },
     log,
   });
   link = server.channel;

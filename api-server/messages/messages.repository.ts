@@ -22,10 +22,15 @@ export function selectMessages(db: Db, conversationId: string) {
   return db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId);
 }
 
-/** A run's outcome on its assistant message (no longer in progress on any node); undefined when the message is gone. */
+/**
+ * A run's outcome on its assistant message, stored by the node hosting it (`node_id`, which stays as
+ * the node that ended it); undefined when the message is gone, or another node took the run over
+ * (this one was taken for dead): its outcome is that node's to store.
+ */
 export function storeRunOutcome(
   db: Db,
   messageId: string,
+  nodeId: string,
   result: { status: 'completed' | 'failed'; content: string; parts: unknown[]; usage: unknown },
   now: Date,
 ): Promise<MessageRow | undefined> {
@@ -36,10 +41,10 @@ export function storeRunOutcome(
       content: result.content,
       parts: json(result.parts),
       usage: result.usage ? json(result.usage) : null,
-      node_id: null,
       updated_at: now,
     })
     .where('id', '=', messageId)
+    .where('node_id', '=', nodeId)
     .returningAll()
     .executeTakeFirst();
 }

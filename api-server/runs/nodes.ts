@@ -39,69 +39,120 @@ export async function heartbeat(db: Db, nodeId: string, now: Date): Promise<void
     .execute();
 }
 
+/** A run left `in_progress` by a node that stopped: its message and the node that hosted it. */
+export interface OrphanedRun {
+  id: string;
+  conversation_id: string;
+  node_id: string | null;
+  /** The request that started the run (null for runs stored before it was kept). */
+  request_id: string | null;
+}
+
+/** The problem a run ends with when the node hosting it stopped and no other could carry it on. */
+export function orphanedRunProblem(): ProblemError {
+  return new ProblemError('internal-error', 500, { detail: 'The server hosting this run stopped before it ended.' });
+}
+
 /**
- * Fails runs left `in_progress` by a process that died: those of this node's previous life (at
- * start), and those of nodes that stopped beating. Each gets a terminal `error` line, so a client
- * re-attaching to it sees the stream end, and its pending approvals expire.
+ * Runs left `in_progress` by a process that died: those of this node's previous life (`includeOwn`,
+ * at start), those with no node, and (`includeOthers`) those of nodes that stopped beating.
  */
-export async function failOrphanedRuns(
+export function findOrphanedRuns(
   db: Db,
-  options: { nodeId: string; includeOwn: boolean; now: Date; baseUrl: string; staleMs: number },
-): Promise<number> {
+  options: { nodeId: string; includeOwn: boolean; includeOthers: boolean; now: Date; staleMs: number },
+): Promise<OrphanedRun[]> {
   const staleBefore = new Date(options.now.getTime() - options.staleMs);
-  const orphans = await db
+  return db
     .selectFrom('messages')
     .leftJoin('nodes', 'nodes.id', 'messages.node_id')
-    .select(['messages.id', 'messages.conversation_id', 'messages.request_id'])
+    .select(['messages.id', 'messages.conversation_id', 'messages.node_id', 'messages.request_id'])
     .where('messages.role', '=', 'assistant')
     .where('messages.status', '=', 'in_progress')
     .where((eb) =>
       eb.or([
         ...(options.includeOwn ? [eb('messages.node_id', '=', options.nodeId)] : []),
         eb('messages.node_id', 'is', null),
-        eb.and([eb('messages.node_id', '!=', options.nodeId), eb('nodes.heartbeat_at', '<', staleBefore)]),
-        eb.and([eb('messages.node_id', '!=', options.nodeId), eb('nodes.id', 'is', null)]),
+        ...(options.includeOthers
+          ? [
+              eb.and([eb('messages.node_id', '!=', options.nodeId), eb('nodes.heartbeat_at', '<', staleBefore)]),
+              eb.and([eb('messages.node_id', '!=', options.nodeId), eb('nodes.id', 'is', null)]),
+            ]
+          : []),
       ]),
     )
     .execute();
-  for (const orphan of orphans) {
-    const problem = new ProblemError('internal-error', 500, { detail: 'The server hosting this run stopped before it ended.' });
-    await db.transaction().execute(async (trx) => {
-      const failed = await trx
-        .updateTable('messages')
-        .set({ status: 'failed', node_id: null, updated_at: options.now })
-        .where('id', '=', orphan.id)
-        .where('status', '=', 'in_progress')
-        .returningAll()
-        .executeTakeFirst();
-      if (!failed) return;
-      // A run that is gone cannot be resumed: an approval it was parked on can no longer be granted.
-      await expireApprovalsOfMessage(trx, orphan.id, options.now);
-      // As on every stream: message_end (the failed message as stored) right before the terminal line.
-      const lines = [
-        platformLine('message_end', { message: presentMessage(failed) }),
-        platformLine('error', {
-          problem: problemBody(problem, {
-            baseUrl: options.baseUrl,
-            instance: `/conversations/${orphan.conversation_id}/messages/${orphan.id}`,
-            // The request that started the run, as its stream's other lines would have said.
-            requestId: orphan.request_id ?? orphan.id,
-          }),
-        }),
-      ];
-      const stored = await trx
-        .selectFrom('run_lines')
-        .select((eb) => eb.fn.max('seq').as('last'))
-        .where('message_id', '=', orphan.id)
-        .executeTakeFirst();
-      const last = Number(stored?.last ?? 0);
-      await trx
-        .insertInto('run_lines')
-        .values(lines.map((line, index) => ({ message_id: orphan.id, seq: last + index + 1, line: json(line), created_at: options.now })))
-        .execute();
-    });
-  }
+}
+
+/**
+ * Fails the runs `findOrphanedRuns` finds (where no node can carry them on). Each gets a terminal
+ * `error` line, so a client re-attaching to it sees the stream end, and its pending approvals expire.
+ */
+export async function failOrphanedRuns(
+  db: Db,
+  options: { nodeId: string; includeOwn: boolean; includeOthers?: boolean; now: Date; baseUrl: string; staleMs: number },
+): Promise<number> {
+  const orphans = await findOrphanedRuns(db, { ...options, includeOthers: options.includeOthers ?? true });
+  for (const orphan of orphans) await failOrphanedRun(db, orphan, options);
   return orphans.length;
+}
+
+/** Ends one orphaned run `failed`, with message_end and an `error` line after its stored lines. */
+export async function failOrphanedRun(db: Db, orphan: OrphanedRun, options: { now: Date; baseUrl: string }): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    const failed = await trx
+      .updateTable('messages')
+      .set({ status: 'failed', node_id: null, updated_at: options.now })
+      .where('id', '=', orphan.id)
+      .where('status', '=', 'in_progress')
+      .returningAll()
+      .executeTakeFirst();
+    if (!failed) return;
+    // A run that is gone cannot be resumed: an approval it was parked on can no longer be granted.
+    await expireApprovalsOfMessage(trx, orphan.id, options.now);
+    // As on every stream: message_end (the failed message as stored) right before the terminal line.
+    const lines = [
+      platformLine('message_end', { message: presentMessage(failed) }),
+      platformLine('error', {
+        problem: problemBody(orphanedRunProblem(), {
+          baseUrl: options.baseUrl,
+          instance: `/conversations/${orphan.conversation_id}/messages/${orphan.id}`,
+          // The request that started the run, as its stream's other lines would have said.
+          requestId: orphan.request_id ?? orphan.id,
+        }),
+      }),
+    ];
+    const stored = await trx
+      .selectFrom('run_lines')
+      .select((eb) => eb.fn.max('seq').as('last'))
+      .where('message_id', '=', orphan.id)
+      .executeTakeFirst();
+    const last = Number(stored?.last ?? 0);
+    await trx
+      .insertInto('run_lines')
+      .values(lines.map((line, index) => ({ message_id: orphan.id, seq: last + index + 1, line: json(line), created_at: options.now })))
+      .execute();
+  });
+}
+
+/**
+ * Moves an orphaned run to this node, unless another node did first (the claim is one conditional
+ * update: exactly one survivor wins it). From then on only this node stores the run's lines and
+ * outcome (see storeLines, storeRunOutcome). An approval the run was parked on expires: it was
+ * raised through the node that died, and the runner asks again (a new approval).
+ */
+export async function claimOrphanedRun(db: Db, orphan: OrphanedRun, nodeId: string, now: Date): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const claimed = await trx
+      .updateTable('messages')
+      .set({ node_id: nodeId, updated_at: now })
+      .where('id', '=', orphan.id)
+      .where('status', '=', 'in_progress')
+      .where((eb) => (orphan.node_id === null ? eb('node_id', 'is', null) : eb('node_id', '=', orphan.node_id)))
+      .returning('id')
+      .executeTakeFirst();
+    if (claimed) await expireApprovalsOfMessage(trx, orphan.id, now);
+    return claimed !== undefined;
+  });
 }
 
 /** Warm holds whose expiry passed while no process was there to recycle them show as cold. */

@@ -21,7 +21,9 @@ import type { ReplyBuilder } from './reply.js';
 import { internalProblem, turnTimeoutProblem, workspaceTooLargeProblem } from './run-problems.js';
 import type { RunOutcome, RunRequest } from './run-request.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
-import { type ClaimDeps, claimProblem, claimRunner, withSkills } from './runner-claim.js';
+import { orphanedRunProblem } from './nodes.js';
+import { type ClaimDeps, claimProblem, claimRunner, sandboxFor, withSkills } from './runner-claim.js';
+import type { TakenOverRun } from './takeover.js';
 import { type FillerStream, TurnLines } from './turn-lines.js';
 import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
@@ -128,15 +130,43 @@ export class RunManager {
 
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> } {
-    const startedMs = performance.now();
     const log = this.logOf(request);
     log.info({ conversation_id: request.conversation.id, on_capacity: request.onCapacity }, 'run started');
-    const stream = new RunStream(request.assistantMessageId, this.deps.db, log, this.deps.now);
+    const stream = new RunStream(request.assistantMessageId, { ...this.deps, logger: log });
+    for (const line of request.leadingLines) stream.append(line);
+    return { stream, done: this.host(request, stream, log, (masker, startedMs) => this.execute(request, stream, masker, startedMs)) };
+  }
+
+  /**
+   * Carries on a run whose node died, claimed for this node (`claimOrphanedRun`): its stream goes on
+   * from the lines stored. A turn that had reached its runner goes on there, the runner taken over
+   * where the dead node's record of it ends, and ends here as it would have there; when that runner
+   * is gone (or cannot replay from there), the run ends failed with an error line. A turn that had not
+   * reached its runner (no line of it stored) is started again, as its send would have started it.
+   */
+  takeOver(run: TakenOverRun): Promise<RunOutcome> {
+    const log = this.logOf(run.request);
+    log.info({ conversation_id: run.request.conversation.id, after: run.after }, 'run taken over');
+    const stream = new RunStream(run.request.assistantMessageId, { ...this.deps, logger: log }, run.stored);
+    return this.host(run.request, stream, log, (masker, startedMs) => {
+      // Its stream had ended already (its outcome alone was not stored): the outcome is all that is left.
+      if (stream.isEnded) return this.abort(run.request, stream, orphanedRunProblem());
+      return run.after > 0 ? this.carryOn(run, stream, masker, startedMs) : this.execute(run.request, stream, masker, startedMs);
+    });
+  }
+
+  /** Hosts a run on this node until it ends, however it ends; resolves with its outcome. */
+  private host(
+    request: RunRequest,
+    stream: RunStream,
+    log: Logger,
+    execute: (masker: GrowingMasker, startedMs: number) => Promise<RunOutcome>,
+  ): Promise<RunOutcome> {
+    const startedMs = performance.now();
     const secrets = new Map(request.secrets);
     const masker = new GrowingMasker(secrets);
     this.live.set(request.assistantMessageId, { stream, requestId: request.requestId, secrets, masker });
-    for (const line of request.leadingLines) stream.append(line);
-    const done = this.execute(request, stream, masker, startedMs)
+    const done = execute(masker, startedMs)
       .catch(async (error: unknown) => {
         // Nothing awaits a streamed run, so a failure here must still end the stream rather than
         // escape as an unhandled rejection (e.g. the conversation was deleted mid-run).
@@ -168,7 +198,33 @@ export class RunManager {
       });
     this.running.add(done);
     void done.finally(() => this.running.delete(done));
-    return { stream, done };
+    return done;
+  }
+
+  /** The turn of a run taken over, on its runner taken over (see `takeOver`). */
+  private async carryOn(run: TakenOverRun, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
+    const { request } = run;
+    const resume = this.deps.provider.resumeRunner?.bind(this.deps.provider);
+    let lease: Lease | undefined;
+    if (resume) {
+      lease = await resume(sandboxFor(request.conversation, request.assistantMessageId, request.requestId), run.after).catch(
+        (error: unknown) => {
+          this.logOf(request).warn({ err: error }, 'taking over the runner of an orphaned run failed');
+          return undefined;
+        },
+      );
+    }
+    if (!lease) {
+      const lines = new TurnLines(stream, masker, undefined);
+      lines.continueFrom(run.stored);
+      return this.abort(request, stream, orphanedRunProblem(), lines.reply);
+    }
+    this.logOf(request).info({ after: run.after }, 'took over the runner of an orphaned run');
+    // The session runs with this run's skills (a held runner with another set was replaced before its turn):
+    // said here so that the runner, held warm after the turn, can serve the next one.
+    const skills = await loadRunSkills(this.deps, request.skillIds).catch(() => undefined);
+    if (skills) lease.runner.offerSkills(skills.map((skill) => skill.name));
+    return this.runTurn(request, stream, lease, Promise.resolve(), masker, startedMs, run.stored);
   }
 
   private async execute(request: RunRequest, stream: RunStream, masker: GrowingMasker, startedMs: number): Promise<RunOutcome> {
@@ -188,6 +244,7 @@ export class RunManager {
     return this.runTurn(request, stream, ready, skillsDelivered, masker, startedMs);
   }
 
+  /** `continued`: the lines stored of a turn taken over, which goes on on `lease` (see `takeOver`). */
   private async runTurn(
     request: RunRequest,
     stream: RunStream,
@@ -195,8 +252,11 @@ export class RunManager {
     skillsDelivered: Promise<void>,
     masker: GrowingMasker,
     startedMs: number,
+    continued?: StreamLine[],
   ): Promise<RunOutcome> {
     let released: Promise<unknown> | undefined;
+    // The runner keeps the turn's lines until they are stored here, then no longer needs to.
+    stream.onSettled((origin) => lease.runner.settle(origin));
     try {
       // The turn's transcript store: it masks the run's secrets (also those an approval adds later).
       lease.runner.bindSessionStore(maskedSessionStore(databaseSessionStore(this.deps.db, request.conversation.id), masker));
@@ -208,8 +268,10 @@ export class RunManager {
         masker,
         startedMs,
         (options) => (released = this.deps.provider.release(lease, options)),
+        continued,
       );
     } finally {
+      void stream.flush().then(() => lease.runner.settleAll());
       // Whatever failed on the way, the runner must not stay busy (its capacity would leak); its
       // state is unknown then, so it is not held either.
       await (released ?? this.deps.provider.release(lease, { broken: true }));
@@ -225,15 +287,16 @@ export class RunManager {
     masker: GrowingMasker,
     runStartedMs: number,
     release: (options: ReleaseOptions) => Promise<unknown>,
+    continued: StreamLine[] | undefined,
   ): Promise<RunOutcome> {
     const turnStartedMs = performance.now();
-    const filler: FillerStream | undefined = request.filler
-      ? (onLine) => streamFiller(this.deps.filler, request.content, onLine)
-      : undefined;
-    const lines = new TurnLines(stream, masker, filler);
+    const filler: FillerStream | undefined =
+      request.filler && !continued ? (onLine) => streamFiller(this.deps.filler, request.content, onLine) : undefined;
+    const lines = new TurnLines(stream, masker, filler, () => lease.runner.position || undefined);
+    if (continued) lines.continueFrom(continued);
     const disarmAbort = this.armAbort(request.assistantMessageId, lease);
     const disarmBounds = this.armBounds(request.assistantMessageId, lease);
-    const turned = await this.agentTurn(request, lease, lines, runStartedMs);
+    const turned = await this.agentTurn(request, lease, lines, runStartedMs, continued !== undefined);
     disarmBounds();
     const aborted = disarmAbort();
     const outcome = await this.afterSkillsDelivered(request, turned, skillsDelivered);
@@ -284,26 +347,41 @@ export class RunManager {
     };
   }
 
-  /** The agent's turn on the runner; an approval it asks for parks the run until it is resolved or the turn is over. */
-  private async agentTurn(request: RunRequest, lease: Lease, lines: TurnLines, runStartedMs: number): Promise<TurnOutcome> {
-    let agentSpoke = false;
+  /**
+   * The agent's turn on the runner (or, `continued`, the rest of a turn taken over); an approval it
+   * asks for parks the run until it is resolved or the turn is over.
+   */
+  private async agentTurn(
+    request: RunRequest,
+    lease: Lease,
+    lines: TurnLines,
+    runStartedMs: number,
+    continued: boolean,
+  ): Promise<TurnOutcome> {
+    let agentSpoke = continued;
     const turnOver = new AbortController();
-    const turned = await lease.runner.runTurn(
-      {
-        content: request.content,
-        env: request.env,
-        resume: lease.continuing ? undefined : (request.conversation.session_id ?? undefined),
-        runId: request.assistantMessageId,
-        onApprovalRequest: (input) => this.parkRun(request, lines.emit, input, turnOver.signal),
-      },
-      (raw) => {
-        if (!agentSpoke) {
-          agentSpoke = true;
-          this.deps.metrics.firstAgentLineAfter(secondsSince(runStartedMs));
-        }
-        lines.agentEvent(raw);
-      },
-    );
+    const turn = {
+      runId: request.assistantMessageId,
+      onApprovalRequest: (input: unknown) => this.parkRun(request, lines.emit, input, turnOver.signal),
+    };
+    const onEvent = (raw: StreamLine) => {
+      if (!agentSpoke) {
+        agentSpoke = true;
+        this.deps.metrics.firstAgentLineAfter(secondsSince(runStartedMs));
+      }
+      lines.agentEvent(raw);
+    };
+    const turned = continued
+      ? await lease.runner.continueTurn(turn, onEvent)
+      : await lease.runner.runTurn(
+          {
+            ...turn,
+            content: request.content,
+            env: request.env,
+            resume: lease.continuing ? undefined : (request.conversation.session_id ?? undefined),
+          },
+          onEvent,
+        );
     turnOver.abort();
     return turned;
   }
@@ -354,7 +432,7 @@ export class RunManager {
         })
       : undefined;
     storing?.catch(() => undefined); // awaited below; this only keeps an early failure from counting as unhandled
-    const released = release(await this.releaseOptions(request.conversation.id, outcome));
+    const released = release(await this.releaseOptions(request, outcome));
     this.deps.metrics.turnEnded(
       outcome.kind === 'crashed' ? 'crashed' : built?.agentFailed === false ? 'completed' : 'failed',
       turnSeconds,
@@ -367,13 +445,20 @@ export class RunManager {
     const stored = await storing;
     await released;
     if (!stored) return this.conversationGone(request, stream);
-    stream.append(platformLine('message_end', { message: stored }));
-    stream.append(terminal);
+    // Both from the runner's `result` line: stored together, or neither is.
+    stream.append(platformLine('message_end', { message: stored }), lines.terminalOrigin);
+    stream.append(terminal, lines.terminalOrigin);
     return { status: built.agentFailed ? 'failed' : 'completed' };
   }
 
-  /** How the runner goes back: broken after a crash, discarded with its conversation, held while the conversation is warm. */
-  private async releaseOptions(conversationId: string, outcome: TurnOutcome): Promise<ReleaseOptions> {
+  /**
+   * How the runner goes back: broken after a crash, discarded with its conversation, held while the
+   * conversation is warm; left alone when the crash was the runner's link going to another node that
+   * took the run over (this one was taken for dead).
+   */
+  private async releaseOptions(request: RunRequest, outcome: TurnOutcome): Promise<ReleaseOptions> {
+    const conversationId = request.conversation.id;
+    if (outcome.kind === 'crashed' && (await this.takenOver(request.assistantMessageId))) return { abandon: true };
     const mode = await conversationRunMode(this.deps.db, conversationId);
     return {
       broken: outcome.kind === 'crashed',
@@ -383,6 +468,12 @@ export class RunManager {
           hold: { idleTtlSeconds: mode.idle_ttl_seconds, maxConcurrentWarm: mode.settings.max_concurrent_warm },
         }),
     };
+  }
+
+  /** Whether another node took the run over: its message names that node as its host now. */
+  private async takenOver(messageId: string): Promise<boolean> {
+    const row = await this.deps.db.selectFrom('messages').select('node_id').where('id', '=', messageId).executeTakeFirst();
+    return row !== undefined && row.node_id !== this.deps.nodeId;
   }
 
   /** A platform abort: the message fails and the stream ends with an `error` line carrying the problem. */
@@ -435,7 +526,7 @@ export class RunManager {
     // Independent statements, run side by side; all are done before anyone is told the run ended.
     const [, row] = await Promise.all([
       deleteRunSecrets(this.deps.db, messageId),
-      storeRunOutcome(this.deps.db, messageId, result, now),
+      storeRunOutcome(this.deps.db, messageId, this.deps.nodeId, result, now),
       recordRunOnConversation(this.deps.db, conversationId, { at: now, sessionId: result.sessionId }),
     ]);
     if (!row) return undefined;

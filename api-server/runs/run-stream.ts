@@ -22,30 +22,57 @@ export function isTerminalLine(line: StreamLine): boolean {
   return line.type === 'result' || (line.object === 'platform.event' && line.type === 'error');
 }
 
+/** What a run's stream needs: where to store, and which node it stores for. */
+export interface RunStreamDeps {
+  db: Db;
+  /** The run's logger (it names the run and its request). */
+  logger: Logger;
+  now: () => Date;
+  /** Lines are stored only while the run's message names this node as its host (a node taken for dead stores nothing more). */
+  nodeId: string;
+}
+
 /**
  * The lines of one run (one assistant message), numbered from 1. Every line is stored in
  * `run_lines` and reaches live subscribers only once the transaction that stored it committed, so
  * the numbers a client counts are the stored ones: after a crash of this node, the replay any node
- * serves holds every line a client saw, with the same number. Writes are grouped: the first line
- * goes to the database at once, and the lines that arrive while a write is in flight go together in
- * the next one (one write in flight per run, at most FLUSH_BATCH lines each). A write that fails is
+ * serves holds every line a client saw, with the same number. Writes are grouped: the lines appended
+ * in one go (one runner line's, say) go to the database together as soon as this go is over, and the
+ * lines that arrive while a write is in flight go together in the next one (one write in flight per
+ * run, at most FLUSH_BATCH lines each, never splitting one runner line's). A write that fails is
  * retried, with growing pauses: its lines, and those behind them, wait for it.
+ *
+ * A line that came from the runner carries its number on the runner's link (`origin`), stored with it:
+ * once stored, the runner is told (`onSettled`) it need not keep it for a replica taking the run over.
  */
 export class RunStream {
   private readonly lines: StreamLine[] = [];
+  private readonly origins: Array<number | undefined> = [];
   private readonly waiters = new Set<() => void>();
   /** How many lines are stored (and so released to subscribers). */
   private stored = 0;
   private writing = false;
+  private writeQueued = false;
   private ended = false;
+  private settledOrigin = 0;
+  private settledListener: ((origin: number) => void) | undefined;
 
+  /** `storedLines`: the lines a run taken over already has (stored by the node that died), numbered from 1. */
   constructor(
     readonly messageId: string,
-    private readonly db: Db,
-    /** The run's logger (it names the run and its request). */
-    private readonly logger: Logger,
-    private readonly now: () => Date,
-  ) {}
+    private readonly deps: RunStreamDeps,
+    storedLines: StreamLine[] = [],
+  ) {
+    this.lines.push(...storedLines);
+    this.origins.push(...storedLines.map(() => undefined));
+    this.stored = storedLines.length;
+    this.ended = storedLines.some(isTerminalLine);
+  }
+
+  /** Told the highest runner line number stored, as it grows. */
+  onSettled(listener: (origin: number) => void): void {
+    this.settledListener = listener;
+  }
 
   get length(): number {
     return this.lines.length;
@@ -55,12 +82,19 @@ export class RunStream {
     return this.ended;
   }
 
-  /** Appends a line; after a terminal line nothing more is accepted. */
-  append(line: StreamLine): void {
+  /** Appends a line (`origin`: the runner line it came from); after a terminal line nothing more is accepted. */
+  append(line: StreamLine, origin?: number): void {
     if (this.ended) return;
     this.lines.push(line);
+    this.origins.push(origin);
     if (isTerminalLine(line)) this.ended = true;
-    this.writeNext();
+    // The lines appended in this go (a runner line may make several) go in one write.
+    if (this.writeQueued) return;
+    this.writeQueued = true;
+    queueMicrotask(() => {
+      this.writeQueued = false;
+      this.writeNext();
+    });
   }
 
   /** Resolves once every line appended so far is stored. */
@@ -104,10 +138,21 @@ export class RunStream {
   /** Lines up to `to` are stored: subscribers get them, and the next batch goes. */
   private released(to: number): void {
     this.writing = false;
+    const from = this.stored;
     this.stored = to;
+    this.settle(from, to);
     for (const wake of this.waiters) wake();
     this.waiters.clear();
     this.writeNext();
+  }
+
+  /** Lines `from`..`to` are stored: the runner lines they came from are settled. */
+  private settle(from: number, to: number): void {
+    let highest = this.settledOrigin;
+    for (let i = from; i < to; i++) highest = Math.max(highest, this.origins[i] ?? 0);
+    if (highest === this.settledOrigin) return;
+    this.settledOrigin = highest;
+    this.settledListener?.(highest);
   }
 
   /** Starts the next write unless one is in flight or nothing waits to be stored. */
@@ -115,13 +160,16 @@ export class RunStream {
     if (this.writing || this.stored === this.lines.length) return;
     this.writing = true;
     const from = this.stored;
-    const to = Math.min(this.lines.length, from + FLUSH_BATCH);
-    storeLines(this.db, this.messageId, from, this.lines.slice(from, to), this.now()).then(
+    let to = Math.min(this.lines.length, from + FLUSH_BATCH);
+    // Never half a runner line's lines: a replica taking over resumes the runner after the last one stored.
+    while (to < this.lines.length && this.origins[to] !== undefined && this.origins[to] === this.origins[to - 1]) to++;
+    const rows = this.lines.slice(from, to).map((line, i) => ({ seq: from + i + 1, line, link_seq: this.origins[from + i] ?? null }));
+    storeLines(this.deps, this.messageId, rows).then(
       () => this.released(to),
       (err: unknown) => {
         // The message was deleted with its conversation mid-run: there is no replay left to match.
         if (isForeignKeyViolation(err)) return this.released(to);
-        this.logger.error({ err, attempt: failures + 1 }, 'storing stream lines failed; retrying');
+        this.deps.logger.error({ err, attempt: failures + 1 }, 'storing stream lines failed; retrying');
         setTimeout(
           () => {
             this.writing = false;
@@ -135,21 +183,27 @@ export class RunStream {
 }
 
 /**
- * Stores lines `from + 1`... of a run in one statement. Its commit does not wait for the WAL to reach
- * the disk (`synchronous_commit` off for this transaction alone): it is visible to every replica at
- * once and survives any replica's death, which is what releasing the lines to clients needs, and the
- * first line of a turn does not wait for an fsync (several ms on a busy disk). A crash of PostgreSQL
- * itself may lose the last fraction of a second of such lines.
+ * Stores lines of a run in one statement. Its commit does not wait for the WAL to reach the disk
+ * (`synchronous_commit` off for this transaction alone): it is visible to every replica at once and
+ * survives any replica's death, which is what releasing the lines to clients needs, and the first
+ * line of a turn does not wait for an fsync (several ms on a busy disk). A crash of PostgreSQL itself
+ * may lose the last fraction of a second of such lines. Nothing is stored once the run's message no
+ * longer names this node (another took the run over, taking this one for dead): the fence that keeps
+ * two nodes from writing one run.
  */
-async function storeLines(db: Db, messageId: string, from: number, lines: StreamLine[], createdAt: Date): Promise<void> {
-  const rows = lines.map((line, i) => ({ seq: from + i + 1, line }));
+async function storeLines(
+  deps: RunStreamDeps,
+  messageId: string,
+  rows: Array<{ seq: number; line: StreamLine; link_seq: number | null }>,
+): Promise<void> {
   await sql`
-    insert into run_lines (message_id, seq, line, created_at)
-    select ${messageId}, r.seq, r.line, ${createdAt}
-    from jsonb_to_recordset(${json(rows)}::jsonb) as r(seq integer, line jsonb)
+    insert into run_lines (message_id, seq, line, link_seq, created_at)
+    select ${messageId}, r.seq, r.line, r.link_seq, ${deps.now()}
+    from jsonb_to_recordset(${json(rows)}::jsonb) as r(seq integer, line jsonb, link_seq integer)
     where set_config('synchronous_commit', 'off', true) is not null
+      and exists (select 1 from messages m where m.id = ${messageId} and m.node_id = ${deps.nodeId})
     on conflict (message_id, seq) do nothing
-  `.execute(db);
+  `.execute(deps.db);
 }
 
 /**

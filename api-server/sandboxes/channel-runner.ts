@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Channel } from '../../runner/channel.js';
+import type { Channel, SettlingChannel } from '../../runner/channel.js';
 import { isRunnerLine, type RunnerLine, type ServerCommand } from '../../runner/protocol.js';
 import { type RunSkill, wireSkills } from '../skills/materialise.js';
 import {
@@ -34,13 +34,19 @@ export class ChannelRunner implements Runner {
   private onEvent: ((event: AgentEvent) => void) | undefined;
   private onTurnEnd: ((outcome: TurnOutcome) => void) | undefined;
   private onApprovalRequest: TurnRequest['onApprovalRequest'];
+  private readonly settling: SettlingChannel | undefined;
   private store: ConversationSessionStore | undefined;
   private ended = false;
+  private endReason = '';
   private turnRunId: string | undefined;
   /** The skills the next turn offers (see offerSkills), and those its session was started with. */
   private offered: string[] | undefined;
   private started: string[] | undefined;
   private readonly ops = new Map<number, PendingOp>();
+  /** Approval calls already raised (a runner taken over asks again what may not have been answered). */
+  private readonly approvalsAsked = new Set<number>();
+  /** Lines of a turn taken over, received before `continueTurn` said where they go. */
+  private backlog: string[] | undefined;
   private nextOpId = 1;
   private markReady: () => void = () => {};
   private failReadyWith: (error: Error) => void = () => {};
@@ -59,7 +65,15 @@ export class ChannelRunner implements Runner {
     protected readonly logger: Logger,
     /** Stops the runner for good (kill the process, close the link); `end` follows. */
     private readonly stopRunner: () => void,
+    link: {
+      /** The channel numbers its lines and keeps them until settled (see `settle`). */
+      settling?: SettlingChannel | undefined;
+      /** The channel was taken over mid-turn: its lines wait for `continueTurn`. */
+      resuming?: boolean | undefined;
+    } = {},
   ) {
+    this.settling = link.settling;
+    if (link.resuming) this.backlog = [];
     this.ready = new Promise<void>((resolve, reject) => {
       this.markReady = resolve;
       this.failReadyWith = reject;
@@ -77,6 +91,18 @@ export class ChannelRunner implements Runner {
   /** The run whose turn is in progress on this runner, if any. */
   get currentRunId(): string | undefined {
     return this.turnRunId;
+  }
+
+  get position(): number {
+    return this.settling?.delivering ?? 0;
+  }
+
+  settle(position: number): void {
+    this.settling?.settle(position);
+  }
+
+  settleAll(): void {
+    this.settling?.releaseAcks();
   }
 
   /** Binds the runner to its conversation's transcript store, as the coming turn's run masks it (before every turn). */
@@ -101,14 +127,43 @@ export class ChannelRunner implements Runner {
   runTurn(turn: TurnRequest, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome> {
     if (this.onTurnEnd) throw new Error('a turn is already running on this runner');
     if (this.ended) return Promise.resolve({ kind: 'crashed', error: 'runner is not running' });
+    return this.follow(turn, onEvent, () => {
+      const skills = turn.skills ?? this.offered;
+      this.started ??= skills;
+      this.send({ type: 'turn', content: turn.content, env: turn.env, resume: turn.resume, skills });
+    });
+  }
+
+  /**
+   * Follows the turn already in progress on a runner taken over from a replica that died: its lines
+   * (those replayed first) go to `onEvent` as `runTurn`'s would; nothing is sent.
+   */
+  continueTurn(turn: Pick<TurnRequest, 'runId' | 'onApprovalRequest'>, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome> {
+    if (this.onTurnEnd) throw new Error('a turn is already running on this runner');
+    // Its session started with the skills offered for it (see offerSkills), on the replica that died.
+    this.started ??= this.offered;
+    return this.follow(turn, onEvent, () => {
+      const backlog = this.backlog ?? [];
+      this.backlog = undefined;
+      for (const text of backlog) this.receive(text);
+      // Ended while its lines waited (they are read first): the turn ends as a live one would have.
+      if (this.ended) this.finishTurn({ kind: 'crashed', error: this.endReason });
+    });
+  }
+
+  /** Takes the turn's events and calls from now on (the lines stay with the runner until settled), then `begin`s it. */
+  private follow(
+    turn: Pick<TurnRequest, 'runId' | 'onApprovalRequest'>,
+    onEvent: (event: AgentEvent) => void,
+    begin: () => void,
+  ): Promise<TurnOutcome> {
     return new Promise<TurnOutcome>((resolve) => {
       this.onEvent = onEvent;
       this.onTurnEnd = resolve;
       this.turnRunId = turn.runId;
       this.onApprovalRequest = turn.onApprovalRequest;
-      const skills = turn.skills ?? this.offered;
-      this.started ??= skills;
-      this.send({ type: 'turn', content: turn.content, env: turn.env, resume: turn.resume, skills });
+      this.settling?.holdAcks();
+      begin();
     });
   }
 
@@ -151,6 +206,7 @@ export class ChannelRunner implements Runner {
     if (this.ended) return;
     this.ended = true;
     this.failReadyWith(new Error(error));
+    this.endReason = error;
     this.finishTurn({ kind: 'crashed', error });
     for (const op of this.ops.values()) op.reject(new Error(error));
     this.ops.clear();
@@ -174,6 +230,10 @@ export class ChannelRunner implements Runner {
   }
 
   private receive(text: string): void {
+    if (this.backlog && !isReadyLine(text)) {
+      this.backlog.push(text);
+      return;
+    }
     let line: AgentEvent;
     try {
       line = JSON.parse(text) as AgentEvent;
@@ -259,6 +319,8 @@ export class ChannelRunner implements Runner {
   }
 
   private answerApprovalRequest(line: Extract<RunnerLine, { type: 'runner_approval_request' }>): void {
+    if (this.approvalsAsked.has(line.request_id)) return;
+    this.approvalsAsked.add(line.request_id);
     const handler = this.onApprovalRequest;
     const answer = handler
       ? handler(line.input).catch((error: unknown) => {
@@ -271,5 +333,15 @@ export class ChannelRunner implements Runner {
 
   private send(command: ServerCommand): void {
     if (!this.ended) this.channel.send(JSON.stringify(command));
+  }
+}
+
+/** The runner's `runner_ready` line (answered at once, even while a turn taken over waits for `continueTurn`). */
+function isReadyLine(text: string): boolean {
+  if (!text.includes('runner_ready')) return false;
+  try {
+    return (JSON.parse(text) as { type?: unknown }).type === 'runner_ready';
+  } catch {
+    return false;
   }
 }

@@ -62,6 +62,11 @@ export interface ReleaseOptions {
   broken?: boolean;
   /** The conversation no longer exists: its workspace is not saved. */
   discard?: boolean;
+  /**
+   * Another node took the run over (this one was taken for dead): its runner is that node's now.
+   * This node forgets it without touching it (no save, no delete, no state shown).
+   */
+  abandon?: boolean;
 }
 
 export class CapacityExhausted extends Error {
@@ -123,6 +128,13 @@ export interface SandboxProvider {
    * `CapacityExhausted`, as `acquire` does at capacity), before the runner is ready.
    */
   admit(request: AcquireRequest, options: WaitOptions): Promise<Admission>;
+  /**
+   * The runner of a run whose hosting replica died, taken over mid-turn: the conversation's runner,
+   * connected as the new holder of its link, replaying its lines after `after` (the highest runner
+   * line the dead replica stored). Rejects when the runner is gone or cannot replay from there.
+   * Absent where runners die with their replica (local): such runs can only fail.
+   */
+  resumeRunner?(request: AcquireRequest, after: number): Promise<Lease>;
   /** Gives the runner back: held warm for the conversation until a deadline, recycled, or discarded. */
   release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }>;
   /** The conversation is gone: its held runner and saved state go too. */

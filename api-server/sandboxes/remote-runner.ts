@@ -2,7 +2,8 @@
  * A runner in a pod, reached over TCP through the resumable link (sandbox/link-client.ts): the
  * per-sandbox token authenticates the connection, a dropped connection is restored within
  * `reconnectSeconds` without losing or repeating a line, and a runner that cannot be reached again
- * ends (a turn in progress ends `crashed`). Killing it tells the runner to exit; deleting its pod is
+ * ends (a turn in progress ends `crashed`). Another replica can take the link over mid-turn when this
+ * one dies (`takeoverAfter`). Killing it tells the runner to exit; deleting its pod is
  * the provider's business.
  */
 import type { Logger } from 'pino';
@@ -23,6 +24,8 @@ export interface RemoteRunnerOptions {
   logger: Logger;
   /** How long a dropped connection may take to come back (default 30, as ACIS_RUNNER_RECONNECT_SECONDS). */
   reconnectSeconds?: number;
+  /** Take over the runner's link mid-turn (its replica died), resuming after this runner line (see `continueTurn`). */
+  takeoverAfter?: number | undefined;
 }
 
 /**
@@ -36,12 +39,17 @@ export async function connectRemoteRunner(options: RemoteRunnerOptions): Promise
     port: options.port,
     token: options.token,
     reconnectSeconds: options.reconnectSeconds ?? DEFAULT_RECONNECT_SECONDS,
+    takeoverAfter: options.takeoverAfter,
     onEvent: (event) => {
       if (event.kind === 'lost') logger.warn({ runner_id: id, reason: event.reason }, 'connection to the runner lost; reconnecting');
       else logger.info({ runner_id: id }, 'connection to the runner restored');
     },
   });
-  const runner = new ChannelRunner(id, channel, logger, () => channel.close('the runner was stopped'));
+  // The runner keeps each line until this side has stored what came of it (a turn's lines, see ChannelRunner.settle).
+  const runner = new ChannelRunner(id, channel, logger, () => channel.close('the runner was stopped'), {
+    settling: channel,
+    resuming: options.takeoverAfter !== undefined,
+  });
   channel.onClosed((reason) => runner.end(reason));
   await runner.ready;
   return runner;

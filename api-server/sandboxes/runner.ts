@@ -53,6 +53,20 @@ export interface Runner {
   readonly sessionSkills: string[] | undefined;
   /** Runs one user turn; `onEvent` sees every agent event up to and including the `result`. */
   runTurn(turn: TurnRequest, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome>;
+  /**
+   * Follows the turn in progress on a runner taken over from a replica that died (see
+   * `SandboxProvider.resumeRunner`): its lines the dead replica had not stored come first.
+   */
+  continueTurn(turn: Pick<TurnRequest, 'runId' | 'onApprovalRequest'>, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome>;
+  /**
+   * The number of the runner's line being delivered (inside `onEvent`): where the runner would replay
+   * from for a replica taking its turn over. 0 when its channel does not keep lines (a local child).
+   */
+  readonly position: number;
+  /** The turn's lines up to `position` are stored: the runner need not keep them for a takeover. */
+  settle(position: number): void;
+  /** Every line received counts as stored again (the run's lines are all stored). */
+  settleAll(): void;
   /** Replaces the skills folder of the runner's workspace (`.claude/skills/`) with these, before a turn. */
   deliverSkills(skills: RunSkill[]): Promise<void>;
   /** The workspace (the agent's cwd) as a gzipped tar, to keep for the conversation when the runner goes. */

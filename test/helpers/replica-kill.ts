@@ -121,3 +121,41 @@ export async function expectFailedOnSurvivor(kit: ReplicaKill, run: KilledRun, w
   const messages = await kit.survivor.request('GET', `/conversations/${run.conversationId}/messages`, { token: kit.serviceKey });
   expect(messages.body.data[0]).toMatchObject({ id: run.messageId, status: 'failed' });
 }
+
+/** The reply `slowTurn(count, ...)` asks the model for. */
+export function slowReply(count: number): string {
+  return Array.from({ length: count * 3 }, (_, i) => `w${i + 1}`).join(' ');
+}
+
+/**
+ * What a run taken over must show: the lines the client had are stored with the numbers it counted;
+ * re-attached on the survivor with that count it gets the rest, which ends `completed` (message_end
+ * and the one `result`), and the two together are the stored run, numbered 1..n with no gap; every
+ * text delta came once (together they are the reply) and the message stored is the whole reply.
+ */
+export async function expectCompletedOnSurvivor(kit: ReplicaKill, run: KilledRun, reply: string): Promise<void> {
+  const storedAtKill = await storedLines(kit, run);
+  expect(storedAtKill.slice(0, run.received.length)).toEqual(run.received.map((line, i) => ({ seq: i + 1, line })));
+
+  const rest = await reattach(kit, run, run.received.length);
+  expect(rest.slice(-2).map((line) => line.type)).toEqual(['message_end', 'result']);
+  expect(rest.at(-2)!.message).toMatchObject({ id: run.messageId, status: 'completed', content: reply });
+  const replay = await reattach(kit, run, 0);
+  expect([...run.received, ...rest]).toEqual(replay);
+  expect(replay.filter((line) => line.type === 'error' || line.type === 'result')).toHaveLength(1);
+  const deltas = replay.filter(isDelta).map((line) => line.event.delta.text as string);
+  expect(deltas.join('')).toBe(reply);
+  const stored = await storedLines(kit, run);
+  expect(stored.map((row) => row.seq)).toEqual(replay.map((_, i) => i + 1));
+  const messages = await kit.survivor.request('GET', `/conversations/${run.conversationId}/messages`, { token: kit.serviceKey });
+  expect(messages.body.data[0]).toMatchObject({ id: run.messageId, status: 'completed', content: reply });
+}
+
+function storedLines(kit: ReplicaKill, run: KilledRun) {
+  return kit.survivor.server.deps.db
+    .selectFrom('run_lines')
+    .select(['seq', 'line'])
+    .where('message_id', '=', run.messageId)
+    .orderBy('seq')
+    .execute();
+}

@@ -74,6 +74,7 @@ class GreetingRunner implements Runner {
   private readonly turns = new Set<(outcome: TurnOutcome) => void>();
   readonly currentRunId = undefined;
   readonly sessionSkills = undefined;
+  readonly position = 0;
 
   constructor(
     readonly id: string,
@@ -100,6 +101,14 @@ class GreetingRunner implements Runner {
     if (this.killed) return Promise.resolve({ kind: 'crashed', error: 'runner is not running' });
     return new Promise((resolve) => this.turns.add(resolve));
   }
+
+  continueTurn(): Promise<TurnOutcome> {
+    return this.runTurn();
+  }
+
+  settle(): void {}
+
+  settleAll(): void {}
 
   async kill(): Promise<void> {
     this.killed = true;

@@ -2,11 +2,11 @@
  * An API replica killed (SIGKILL) while it hosts a streaming run, kubernetes provider: two API
  * servers on one database and the simulated cluster. Replica A runs in the test process (its egress
  * proxy is the one runner pods use) with the controller; replica B is `acis serve` in its own process,
- * hosts the run on a runner pod and is killed. The runner pod outlives B, but no replica
- * takes its turn over (docs/runtime.md): what the client had is stored with the numbers it counted,
- * the run ends `failed` within seconds of B's liveness row going stale, a re-attach on A sees every
- * line once, and the conversation's next message on A completes on a new runner pod. B is killed
- * before the first line, mid-stream and right before the terminal line.
+ * hosts the run on a runner pod and is killed. The runner pod outlives B, and A takes the turn over
+ * once B's liveness row goes stale (docs/runtime.md): what the client had is stored with the numbers
+ * it counted, and a re-attach on A with that count sees the rest once, ending with the turn's result.
+ * B is killed before the first line (A starts the turn again), mid-stream and right before the
+ * terminal line. With the runner pod gone too, the run ends `failed` with an error line, within seconds.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -20,8 +20,21 @@ import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub
 import { type Cluster, NAMESPACE, startCluster, startTestController } from '../controller/harness.js';
 import { cleanEnv, freePort, killLeftovers, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
-import { expectFailedOnSurvivor, isDelta, killDuringTurn, type ReplicaKill, slowTurn } from '../helpers/replica-kill.js';
-import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
+import type { Sandbox } from '../../controller/api/v1alpha1.js';
+import {
+  expectCompletedOnSurvivor,
+  expectFailedOnSurvivor,
+  isDelta,
+  killDuringTurn,
+  type ReplicaKill,
+  reattach,
+  slowReply,
+  slowTurn,
+} from '../helpers/replica-kill.js';
+import { hmacAssertion } from '../helpers/approver.js';
+import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
+import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNER_IMAGE = 'acis-runner:replica-crash';
@@ -105,14 +118,16 @@ const kit: ReplicaKill = {
   },
 };
 
+const sandboxOf = (conversationId: string) =>
+  cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as Sandbox | undefined;
+
 describe('a replica killed while it hosts a run (kubernetes provider)', () => {
-  it('mid-stream: the lines the client had are stored as numbered, the run ends failed within seconds, the next message completes on A', async () => {
+  it('mid-stream: A takes the turn over on its runner pod; the client re-attached on A sees every line once and the turn completes', async () => {
     let deltas = 0;
     const run = await killDuringTurn(kit, slowTurn(12, 150), (line) => isDelta(line) && ++deltas === 4);
     expect(run.received.filter(isDelta).length).toBeGreaterThanOrEqual(4);
-    await expectFailedOnSurvivor(kit, run, (STALE_SECONDS + 3) * 1000);
+    await expectCompletedOnSurvivor(kit, run, slowReply(12));
 
-    // The runner pod B left is busy with the orphaned turn and refuses A: A replaces it.
     const next = await nodeA.request('POST', `/conversations/${run.conversationId}/messages?stream=false`, {
       token: key,
       body: { content: '[[reply: after the crash]]' },
@@ -121,12 +136,125 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     expect(next.body).toMatchObject({ status: 'completed', content: 'after the crash' });
   }, 180_000);
 
-  it('before the first line and right before the terminal line: the run ends failed within seconds, every line once', async () => {
-    const early = await killDuringTurn(kit, slowTurn(12, 150));
-    expect(early.received).toEqual([]);
-    await expectFailedOnSurvivor(kit, early, (STALE_SECONDS + 3) * 1000);
+  it('right before the terminal line: A takes the turn over and the client gets message_end and the result once', async () => {
     const late = await killDuringTurn(kit, slowTurn(4, 50), (line) => line.type === 'assistant');
     expect(late.received.at(-1)?.type).toBe('assistant');
-    await expectFailedOnSurvivor(kit, late, (STALE_SECONDS + 3) * 1000);
-  }, 240_000);
+    await expectCompletedOnSurvivor(kit, late, slowReply(4));
+  }, 180_000);
+
+  it('before the first line: A starts the turn again, and the client re-attached with 0 sees it once, completed', async () => {
+    const early = await killDuringTurn(kit, slowTurn(4, 50));
+    expect(early.received).toEqual([]);
+    await expectCompletedOnSurvivor(kit, early, slowReply(4));
+  }, 180_000);
+
+  it('parked on an approval: the approval raised through B expires, the runner asks again on A, and approving that one completes the turn', async () => {
+    const approverKey = await nodeA.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, {
+      token: ADMIN_TOKEN,
+      body: { algorithm: 'hmac-sha256' },
+    });
+    expect(approverKey.status).toBe(201);
+    const input = { reason: 'Deploy to production', requested_items: [{ kind: 'action', description: 'deploy v2' }] };
+    const isApproval = (line: Line) => line.object === 'platform.event' && line.type === 'approval';
+    const run = await killDuringTurn(kit, `[[tool:mcp__platform__request_approval ${JSON.stringify(input)}]]`, isApproval);
+    const first = run.received.at(-1)!.approval.id as string;
+
+    const response = await fetch(
+      `${nodeA.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=${run.received.length}`,
+      {
+        headers: { authorization: `Bearer ${key}` },
+      },
+    );
+    let approving: Promise<{ status: number }> | undefined;
+    const rest = withoutPings(
+      await readLines(response, (line) => {
+        if (!isApproval(line) || approving) return;
+        const signature = hmacAssertion(line.approval.id, 'approve', { id: approverKey.body.id, secret: approverKey.body.secret });
+        approving = nodeA.request('POST', `/approvals/${line.approval.id}/approve`, { token: key, body: { signature } });
+      }),
+    );
+    expect((await approving)?.status).toBe(200);
+    const raisedAgain = rest.filter(isApproval);
+    expect(raisedAgain).toHaveLength(1);
+    expect(raisedAgain[0]!.approval.id).not.toBe(first);
+    expect((await nodeA.request('GET', `/approvals/${first}`, { token: key })).body).toMatchObject({ status: 'expired' });
+    expect(rest.slice(-2).map((line) => line.type)).toEqual(['message_end', 'result']);
+    expect(rest.at(-2)!.message).toMatchObject({ id: run.messageId, status: 'completed' });
+    expect(JSON.stringify(rest.filter((l) => l.type === 'user'))).toContain('Approved by approver_key:');
+    const replay = withoutPings(
+      await readLines(
+        await fetch(`${nodeA.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=0`, {
+          headers: { authorization: `Bearer ${key}` },
+        }),
+      ),
+    );
+    expect([...run.received, ...rest]).toEqual(replay);
+    expect(replay.filter((line) => line.type === 'error' || line.type === 'result')).toHaveLength(1);
+  }, 180_000);
+
+  it('a replica taken for dead while alive (paused past the stale time) loses the run to A and, resumed, changes nothing of it', async () => {
+    const victim = await liveNodeB();
+    const created = await nodeA.request('POST', '/conversations', {
+      token: key,
+      body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+    });
+    expect(created.status).toBe(201);
+    const conversationId: string = created.body.id;
+    const response = await fetch(`${victim.url}/conversations/${conversationId}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: slowTurn(12, 150) }),
+    });
+    expect(response.status).toBe(200);
+    const messageId = response.headers.get('x-service-message-id')!;
+    let deltas = 0;
+    let pausedAt = 0;
+    const received: Line[] = [];
+    // B's own stream, read to its end: it goes on once B is resumed.
+    const fromB = readLines(response, (line) => {
+      if (pausedAt || line.event === 'ping') return;
+      received.push(line);
+      if (isDelta(line) && ++deltas === 4) {
+        pausedAt = Date.now();
+        victim.process.kill('SIGSTOP');
+      }
+    });
+    while (!pausedAt) await new Promise((resolve) => setTimeout(resolve, 20));
+    const run = { conversationId, messageId, received, killedAt: pausedAt };
+    await expectCompletedOnSurvivor(kit, run, slowReply(12));
+    const held = sandboxOf(conversationId);
+    expect(held).toBeTruthy();
+
+    victim.process.kill('SIGCONT');
+    // B finds its runner connection gone to A and its turn ended: what it streams to its own client is stored nowhere.
+    const fromBLines = withoutPings(await fromB);
+    expect(fromBLines.at(-1)?.type).toBe('error');
+    const replay = await reattach(kit, run, 0);
+    expect(replay.at(-1)).toMatchObject({ type: 'result' });
+    expect((await nodeA.request('GET', `/conversations/${conversationId}/messages`, { token: key })).body.data[0]).toMatchObject({
+      id: messageId,
+      status: 'completed',
+      content: slowReply(12),
+    });
+    // B left the Sandbox A holds warm alone (B's release came before its last line), and the conversation goes on.
+    const after = sandboxOf(conversationId);
+    expect(after?.metadata.uid).toBe(held!.metadata.uid);
+    expect(after?.metadata.deletionTimestamp).toBeUndefined();
+    const next = await nodeA.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: '[[reply: still here]]' },
+    });
+    expect(next.status, next.text).toBe(201);
+    expect(next.body).toMatchObject({ status: 'completed', content: 'still here' });
+    expect(sandboxOf(conversationId)?.metadata.uid).toBe(held!.metadata.uid);
+  }, 180_000);
+
+  it('with the runner pod gone too: the run ends failed within seconds, with message_end and the error line after the lines the client had', async () => {
+    let deltas = 0;
+    const orphaned = await killDuringTurn(kit, slowTurn(12, 150), (line) => isDelta(line) && ++deltas === 3);
+    const podName = sandboxOf(orphaned.conversationId)?.status?.podName;
+    expect(podName).toBeTruthy();
+    await cluster.kubelet.kill(NAMESPACE, podName!, { signal: 'SIGKILL' });
+    await expectFailedOnSurvivor(kit, orphaned, (STALE_SECONDS + 3) * 1000);
+  }, 180_000);
 });

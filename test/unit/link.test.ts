@@ -204,6 +204,8 @@ describe('serveLink and openLinkClient over TCP', () => {
       busy: () => busy,
       // A new client's first line, as the runner's `runner_ready`.
       onNewClient: () => server.channel.send('hello-line'),
+      // What a client taking the link over sees after the replay.
+      onTakeover: () => server.channel.send('takeover-line'),
       log: (message) => logs.push(message),
       ...overrides,
     });
@@ -288,6 +290,51 @@ describe('serveLink and openLinkClient over TCP', () => {
     expect(await fromRunner.first(202)).toEqual(['hello-line', ...Array.from({ length: 200 }, (_, i) => `event ${i}`), 'after']);
     expect(logs.some((line) => line.includes('resumed'))).toBe(true);
     client.close();
+    await proxy.close();
+  });
+
+  it('lets a client take the link over mid-turn: it gets what its predecessor did not settle, numbered on, and nothing it settled', async () => {
+    const proxy = await cuttableNetwork();
+    const server = await start({ reconnectSeconds: 5 });
+    proxy.target = server.address.port;
+    const fromApi = collect(server.channel);
+    const first = await openLinkClient({ host: '127.0.0.1', port: proxy.port, token: TOKEN, reconnectSeconds: 5 });
+    const fromFirst = collect(first);
+    first.holdAcks();
+    busy = true;
+    first.send('turn');
+    for (let i = 0; i < 10; i++) server.channel.send(`event ${i}`);
+    expect(await fromFirst.first(11)).toEqual(['hello-line', ...Array.from({ length: 10 }, (_, i) => `event ${i}`)]);
+    expect(await fromApi.first(1)).toEqual(['turn']);
+    // Lines 1-6 (the hello line, events 0-4) are durable on the first client's side; its replica then dies.
+    first.settle(6);
+    // The runner drops what was settled and keeps the rest, although the first client received it all.
+    while (server.channel.canReplayFrom(5)) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(server.channel.canReplayFrom(6)).toBe(true);
+    proxy.refuse = true;
+    proxy.cut();
+    await expect(openLinkClient({ host: '127.0.0.1', port: server.address.port, token: TOKEN, reconnectSeconds: 5 })).rejects.toThrow(
+      'a turn of another connection is in progress',
+    );
+    await expect(
+      openLinkClient({ host: '127.0.0.1', port: server.address.port, token: TOKEN, reconnectSeconds: 5, takeoverAfter: 40 }),
+    ).rejects.toThrow('cannot resume after line 40');
+    const second = await openLinkClient({
+      host: '127.0.0.1',
+      port: server.address.port,
+      token: TOKEN,
+      reconnectSeconds: 5,
+      takeoverAfter: 6,
+    });
+    const fromSecond = collect(second);
+    expect(await fromSecond.first(6)).toEqual([...Array.from({ length: 5 }, (_, i) => `event ${i + 5}`), 'takeover-line']);
+    second.send('answer');
+    expect(await fromApi.first(2)).toEqual(['turn', 'answer']);
+    server.channel.send('after');
+    expect(await fromSecond.first(7)).toEqual([...Array.from({ length: 5 }, (_, i) => `event ${i + 5}`), 'takeover-line', 'after']);
+    expect(logs.some((line) => line.includes('took the link over'))).toBe(true);
+    first.close();
+    second.close();
     await proxy.close();
   });
 

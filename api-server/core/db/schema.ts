@@ -302,6 +302,8 @@ export interface RunLinesTable {
   message_id: string;
   seq: number;
   line: Json<unknown>;
+  /** The runner link's number of the runner line this line came from; null for the platform's own lines. */
+  link_seq: ColumnType<number | null, number | null | undefined, number | null>;
   created_at: Timestamp;
 }
 

@@ -29,6 +29,8 @@ export interface RunnerEndpoint {
   host: string;
   port: number;
   token: string;
+  /** Take the runner's link over mid-turn, resuming after this runner line (`SandboxProvider.resumeRunner`). */
+  takeoverAfter?: number | undefined;
 }
 
 /** Opens the control connection to a runner in a pod; resolves once the runner accepted it and is ready. */
@@ -81,7 +83,9 @@ interface Entry extends RegisteredRunner {
  * announced as it moves (`wait: true`). A warm hold is the Sandbox kept with a moved `shutdownTime`;
  * the controller expires it then, or earlier for the tenant's warm cap, and this process sees it
  * through the watch. A Sandbox that ends while its runner is leased (pod killed, node lost) ends
- * the runner's turn: the run becomes a failed message with an error line.
+ * the runner's turn: the run becomes a failed message with an error line. A runner outlives the
+ * replica that connected to it: when that replica dies mid-turn, another takes the turn over
+ * (`resumeRunner`).
  */
 export class KubernetesSandboxProvider implements SandboxProvider {
   /** Leased and held runners of this process. */
@@ -217,30 +221,61 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         await this.options.client.whenGone(ready);
       }
     }
-    const { egressToken } = connected;
-    const runner = this.options.records
-      ? new EgressRecordingRunner(connected.runner, this.options.records, egressToken, connected.egressBound && request.runId)
-      : connected.runner;
-    const entry = this.registry.add({ sandbox: ready, runner, egressToken }, request.agentType);
-    this.registry.claim(entry, { conversationId: request.conversationId, tenantId: request.tenantId });
-    // Ended while we connected: the watch's event came before the entry existed.
-    const latest = this.options.client.cached(ready.metadata.name);
-    const latestStanding = latest && latest.metadata.uid === ready.metadata.uid ? standingOf(latest) : undefined;
-    if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
+    const entry = this.register(request, ready, connected);
     try {
       await connected.egressBound;
       const saved = await savedWorkspace;
-      if (saved) await runner.importWorkspace(saved);
+      if (saved) await entry.runner.importWorkspace(saved);
     } catch (error) {
       await this.end(entry, { save: false });
       throw error;
     }
-    return { runner, continuing: false };
+    return { runner: entry.runner, continuing: false };
+  }
+
+  /**
+   * The conversation's runner, as the watch shows it, taken over from the replica that died while a
+   * turn ran on it: its Sandbox must still stand and its pod serve. The run's egress binding is
+   * written again (it names this run already, unless the dead replica never got to write it).
+   */
+  async resumeRunner(request: AcquireRequest, after: number): Promise<Lease> {
+    const sandbox = this.options.client.cachedForConversation(request.conversationId);
+    if (!sandbox || standingOf(sandbox).kind === 'ended') throw new Error('the conversation’s Sandbox is gone');
+    const address = this.options.client.pods.servingFor(sandbox);
+    if (!address) throw new Error(`Sandbox ${sandbox.metadata.name} has no ready runner pod`);
+    const connected = await this.connectTo(address, request.runId, after);
+    const entry = this.register(request, sandbox, connected);
+    try {
+      await connected.egressBound;
+    } catch (error) {
+      await this.end(entry, { save: false });
+      throw error;
+    }
+    return { runner: entry.runner, continuing: true };
+  }
+
+  /** A connected runner becomes this process's, leased to the request's conversation. */
+  private register(request: AcquireRequest, sandbox: Sandbox, connected: Connected): Entry {
+    const { egressToken } = connected;
+    const runner = this.options.records
+      ? new EgressRecordingRunner(connected.runner, this.options.records, egressToken, connected.egressBound && request.runId)
+      : connected.runner;
+    const entry = this.registry.add({ sandbox, runner, egressToken }, request.agentType);
+    this.registry.claim(entry, { conversationId: request.conversationId, tenantId: request.tenantId });
+    // Ended while we connected: the watch's event came before the entry existed.
+    const latest = this.options.client.cached(sandbox.metadata.name);
+    const latestStanding = latest && latest.metadata.uid === sandbox.metadata.uid ? standingOf(latest) : undefined;
+    if (latestStanding?.kind === 'ended') void this.lost(entry, latestStanding);
+    return entry;
   }
 
   async release(lease: Lease, options: ReleaseOptions): Promise<{ heldUntil: Date | null }> {
     const entry = this.registry.get(lease.runner.id);
     if (!entry) return { heldUntil: null };
+    if (options.abandon) {
+      if (this.registry.remove(entry)) await entry.runner.kill();
+      return { heldUntil: null };
+    }
     const hold = options.hold;
     if (
       hold &&
@@ -289,13 +324,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
    * the turn's way out (it must be in place before the turn, whose first request may reach another
    * replica's egress proxy), and cleared again when the connection fails.
    */
-  private async connectTo(address: RunnerAddress, runId: string | undefined): Promise<Connected> {
+  private async connectTo(address: RunnerAddress, runId: string | undefined, takeoverAfter?: number): Promise<Connected> {
     const { records } = this.options;
     const { token, egressToken } = await this.options.client.pods.tokens(address);
     const egressBound = records && runId ? records.bindEgress(address.podName, egressToken, runId) : undefined;
     egressBound?.catch(() => undefined);
     try {
-      const runner = await this.options.connect({ id: address.podName, host: address.host, port: address.port, token });
+      const runner = await this.options.connect({ id: address.podName, host: address.host, port: address.port, token, takeoverAfter });
       return { runner, egressToken, egressBound };
     } catch (error) {
       if (records && runId && egressBound) {

@@ -12,7 +12,7 @@ import type { Db } from '../../core/db/database.js';
 import type { AgentEvent, Runner, TurnOutcome, TurnRequest } from '../runner.js';
 
 export interface RunnerRecords {
-  /** From now until `clearEgress`, the runner's egress credential stands for `runId`. */
+  /** From now until `clearEgress` (by the node that bound it last), the runner's egress credential stands for `runId`. */
   bindEgress(runnerId: string, egressToken: string, runId: string): Promise<void>;
   clearEgress(runnerId: string, runId: string): Promise<void>;
   /** The run a runner pod's egress credential stands for now, whichever replica hosts it. */
@@ -40,7 +40,13 @@ export function databaseRunnerRecords(db: Db, nodeId: string, now: () => Date): 
         .execute();
     },
     async clearEgress(runnerId, runId) {
-      await db.deleteFrom('runner_egress').where('runner_id', '=', runnerId).where('run_id', '=', runId).execute();
+      // Only this node's binding: the run may have been taken over by another, which bound it anew.
+      await db
+        .deleteFrom('runner_egress')
+        .where('runner_id', '=', runnerId)
+        .where('run_id', '=', runId)
+        .where('node_id', '=', nodeId)
+        .execute();
     },
     async egressRun(runnerId, egressToken) {
       const row = await db
@@ -129,6 +135,28 @@ export class EgressRecordingRunner implements Runner {
       // A row left behind names a run that has ended: it resolves to no secrets (see egressRun's callers).
       if (runId) await this.records.clearEgress(this.id, runId).catch(() => undefined);
     }
+  }
+
+  /** The turn of a run taken over: its binding was written for it when the runner was, and is cleared at its end. */
+  async continueTurn(...[turn, onEvent]: Parameters<Runner['continueTurn']>): Promise<TurnOutcome> {
+    this.boundFor = undefined;
+    try {
+      return await this.inner.continueTurn(turn, onEvent);
+    } finally {
+      if (turn.runId) await this.records.clearEgress(this.id, turn.runId).catch(() => undefined);
+    }
+  }
+
+  get position(): number {
+    return this.inner.position;
+  }
+
+  settle(position: number): void {
+    this.inner.settle(position);
+  }
+
+  settleAll(): void {
+    this.inner.settleAll();
   }
 
   deliverSkills(...args: Parameters<Runner['deliverSkills']>): Promise<void> {
