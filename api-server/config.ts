@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { resolveTokenSetting, type ResolveTokenSetting } from '../egress-proxy/resolve-protocol.js';
 import type { RateLimitConfig } from './core/rate-limit.js';
+import { DEFAULT_RUNNER_BOUNDS, type RunnerBounds } from './sandboxes/runner.js';
 
 /**
  * Runtime configuration, read once from the environment. Every variable is documented in the
@@ -64,6 +65,18 @@ const EnvSchema = z.object({
     .min(1)
     .max(7 * 86400)
     .default(900),
+  ACIS_RUNNER_MAX_LINE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(64 * 1024)
+    .max(64 * 1024 * 1024)
+    .default(DEFAULT_RUNNER_BOUNDS.maxLineBytes),
+  ACIS_RUNNER_MAX_BUFFERED_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024 * 1024)
+    .max(16 * 1024 * 1024 * 1024)
+    .default(DEFAULT_RUNNER_BOUNDS.maxBufferedBytes),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
   ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
@@ -140,6 +153,8 @@ export interface Config {
   maxHoldSeconds: number;
   /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
   approvalTtlSeconds: number;
+  /** What one runner can make this server hold (longest line, bytes held on its behalf) before it is dropped. */
+  runnerBounds: RunnerBounds;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
   sandboxIsolation: 'bwrap' | 'none';
   /** The bubblewrap binary: a path, or a name looked up on PATH. */
@@ -219,6 +234,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     poolPrewarm: e.ACIS_POOL_PREWARM === '1',
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
+    runnerBounds: { maxLineBytes: e.ACIS_RUNNER_MAX_LINE_BYTES, maxBufferedBytes: e.ACIS_RUNNER_MAX_BUFFERED_BYTES },
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
     bwrapPath: e.ACIS_BWRAP_PATH,
     shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,

@@ -14,3 +14,14 @@ export interface Channel {
   /** Closes the channel from this side. */
   close(reason?: string): void;
 }
+
+/**
+ * The reasons a channel closes with when its peer broke a bound (each followed by the figure): the
+ * peer is broken or hostile, and whoever hosts it stops it rather than keep serving it.
+ */
+export const LINE_TOO_LONG = 'a line exceeded the length limit';
+export const LEFT_UNREAD = 'the peer left too many bytes unread';
+
+export function breachedBound(reason: string): boolean {
+  return reason.startsWith(LINE_TOO_LONG) || reason.startsWith(LEFT_UNREAD);
+}

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { DEFAULT_RECONNECT_SECONDS } from '../../runner/runner-config.js';
 import { LinkRefused, openLinkClient } from '../../runner/link-client.js';
 import { ChannelRunner } from './channel-runner.js';
-import type { Runner } from './runner.js';
+import { DEFAULT_RUNNER_BOUNDS, type Runner, type RunnerBounds } from './runner.js';
 
 export { LinkRefused as RunnerRefused };
 
@@ -23,6 +23,8 @@ export interface RemoteRunnerOptions {
   logger: Logger;
   /** How long a dropped connection may take to come back (default 30, as ACIS_RUNNER_RECONNECT_SECONDS). */
   reconnectSeconds?: number;
+  /** What the runner can make this side hold before it is dropped. */
+  bounds?: RunnerBounds;
 }
 
 /**
@@ -31,17 +33,19 @@ export interface RemoteRunnerOptions {
  */
 export async function connectRemoteRunner(options: RemoteRunnerOptions): Promise<Runner> {
   const { id, logger } = options;
+  const bounds = options.bounds ?? DEFAULT_RUNNER_BOUNDS;
   const channel = await openLinkClient({
     host: options.host,
     port: options.port,
     token: options.token,
     reconnectSeconds: options.reconnectSeconds ?? DEFAULT_RECONNECT_SECONDS,
+    bounds: { maxLineBytes: bounds.maxLineBytes, maxUnreadBytes: bounds.maxBufferedBytes },
     onEvent: (event) => {
       if (event.kind === 'lost') logger.warn({ runner_id: id, reason: event.reason }, 'connection to the runner lost; reconnecting');
       else logger.info({ runner_id: id }, 'connection to the runner restored');
     },
   });
-  const runner = new ChannelRunner(id, channel, logger, () => channel.close('the runner was stopped'));
+  const runner = new ChannelRunner(id, channel, logger, () => channel.close('the runner was stopped'), bounds);
   channel.onClosed((reason) => runner.end(reason));
   await runner.ready;
   return runner;

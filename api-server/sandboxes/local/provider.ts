@@ -304,7 +304,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       // A pool runner serves a conversation not known yet; the agent runtime can start before it is.
       prewarm: options.pooled && this.config.poolPrewarm,
     });
-    const runner = new LocalRunner(id, command, this.logger);
+    const runner = new LocalRunner(id, command, this.logger, this.config.runnerBounds);
     const entry = this.registry.add({ runner, dirs, egressToken }, agentType);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
