@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { parseAllowList } from '../egress-proxy/destination-policy.js';
 import { resolveTokenSetting, type ResolveTokenSetting } from '../egress-proxy/resolve-protocol.js';
 import type { RateLimitConfig } from './core/rate-limit.js';
 import { DEFAULT_RUNNER_BOUNDS, type RunnerBounds } from './sandboxes/runner.js';
@@ -35,6 +36,8 @@ const EnvSchema = z.object({
     .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/)
     .default('acis-platform'),
   ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
+  ACIS_ALLOW_PLAIN_REPOS: z.enum(['0', '1']).default('0'),
+  ACIS_REPOSITORY_ALLOW: z.string().optional(),
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   ACIS_REPOSITORY_SYNC_RUNNER: z.enum(['local', 'kubernetes']).default('local'),
@@ -118,6 +121,10 @@ export interface Config {
   publicUrl: string | undefined;
   storageBucket: string;
   allowFileRepos: boolean;
+  /** Unencrypted `http://` and `git://` repositories may be registered and synced. */
+  allowPlainRepos: boolean;
+  /** `host` or `host:port` entries a repository may name although loopback or private (as egressAllow). */
+  repositoryAllow: string | undefined;
   /** The longest one repository sync's git work may take before it is killed and the sync fails. */
   syncTimeoutSeconds: number;
   /** REST base of GitHub (or GitHub Enterprise Server: https://HOST/api/v3), for App installation tokens. */
@@ -200,6 +207,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('invalid environment:\n  ACIS_NODE_STALE_SECONDS: must be at least twice ACIS_NODE_HEARTBEAT_SECONDS');
   }
   const egressResolve = egressResolveConfig(env, e.ACIS_EGRESS_RESOLVE_LISTEN);
+  try {
+    parseAllowList(e.ACIS_REPOSITORY_ALLOW);
+  } catch (error) {
+    throw new ConfigError(`invalid environment:\n  ${(error as Error).message.replace('ACIS_EGRESS_ALLOW', 'ACIS_REPOSITORY_ALLOW')}`);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -215,6 +227,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: e.ACIS_PUBLIC_URL?.replace(/\/+$/, ''),
     storageBucket: e.ACIS_STORAGE_BUCKET,
     allowFileRepos: e.ACIS_ALLOW_FILE_REPOS === '1',
+    allowPlainRepos: e.ACIS_ALLOW_PLAIN_REPOS === '1',
+    repositoryAllow: e.ACIS_REPOSITORY_ALLOW?.trim() || undefined,
     syncTimeoutSeconds: e.ACIS_SYNC_TIMEOUT_SECONDS,
     githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
     repositorySyncRunner: e.ACIS_REPOSITORY_SYNC_RUNNER,
@@ -290,6 +304,9 @@ export function sandboxWeakenings(config: Config): string[] {
     weakenings.push('ACIS_SANDBOX_ISOLATION=none: agent code runs as plain processes of this server, with its user, files and network');
   }
   if (config.allowFileRepos) weakenings.push("ACIS_ALLOW_FILE_REPOS=1: repositories may be read from this machine's file system");
+  if (config.allowPlainRepos) weakenings.push('ACIS_ALLOW_PLAIN_REPOS=1: repositories may be fetched over unencrypted http:// and git://');
+  if (config.repositoryAllow)
+    weakenings.push(`ACIS_REPOSITORY_ALLOW: repositories may be fetched from these private destinations: ${config.repositoryAllow}`);
   if (config.egressAllow) weakenings.push(`ACIS_EGRESS_ALLOW: sandboxes may reach these private destinations: ${config.egressAllow}`);
   return weakenings;
 }

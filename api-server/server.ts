@@ -23,6 +23,7 @@ import { ensureBootstrapIntegration } from './integrations/integrations.service.
 import { RepositoryCheckouts } from './repositories/checkouts.js';
 import { type GitCredentialSource, vaultGitCredentials } from './repositories/git-credentials.js';
 import { kubernetesSyncDispatch, syncAttemptSettings } from './repositories/kubernetes-sync-dispatch.js';
+import { remotePolicy } from './repositories/remote-policy.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
 import { followRun } from './runs/follow.js';
 import { coolLapsedHolds, failOrphanedRuns, heartbeat, resolveNodeId } from './runs/nodes.js';
@@ -230,7 +231,7 @@ function createRepositorySync(parts: DepsParts, newId: AppDeps['newId'], gitCred
     newId,
     nodeId: parts.nodeId,
     checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
-    allowFileRepos: config.allowFileRepos,
+    remotes: remotePolicy(config),
     timeoutMs: config.syncTimeoutSeconds * 1000,
     metrics: parts.metrics,
     ...(config.repositorySyncRunner === 'kubernetes' && {

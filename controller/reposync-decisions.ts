@@ -217,6 +217,8 @@ export function syncJobEnv(sync: RepositorySync, config: ControllerConfig): V1En
     { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
     ...(sync.spec.credentialSecretName ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${SYNC_CREDENTIAL_KEY}` }] : []),
     ...(settings.allowFileRepos !== undefined ? [{ name: 'ACIS_ALLOW_FILE_REPOS', value: settings.allowFileRepos ? '1' : '0' }] : []),
+    ...(settings.allowPlainRepos !== undefined ? [{ name: 'ACIS_ALLOW_PLAIN_REPOS', value: settings.allowPlainRepos ? '1' : '0' }] : []),
+    ...(settings.repositoryAllow !== undefined ? [{ name: 'ACIS_REPOSITORY_ALLOW', value: settings.repositoryAllow }] : []),
     ...(settings.timeoutSeconds !== undefined ? [{ name: 'ACIS_SYNC_TIMEOUT_SECONDS', value: String(settings.timeoutSeconds) }] : []),
   ];
 }

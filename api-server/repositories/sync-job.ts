@@ -19,6 +19,7 @@ import { Metrics } from '../core/metrics.js';
 import { createLogger } from '../server.js';
 import { RepositoryCheckouts } from './checkouts.js';
 import { mountedGitCredential } from './git-credentials.js';
+import { remotePolicy } from './remote-policy.js';
 import { RepositorySyncWorker } from './sync.js';
 
 export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -38,7 +39,7 @@ export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.P
       newId: createIdGenerator(),
       nodeId: `sync-job-${repositoryId}`,
       checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
-      allowFileRepos: config.allowFileRepos,
+      remotes: remotePolicy(config),
       timeoutMs: config.syncTimeoutSeconds * 1000,
       metrics: new Metrics(),
     });

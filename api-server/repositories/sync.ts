@@ -45,7 +45,7 @@ import {
   takeSyncRequest,
 } from './repositories.repository.js';
 import type { SyncDispatch } from './sync-dispatch.js';
-import { classifyRepoUrl } from './repositories.schemas.js';
+import { type RemotePolicy, remoteRefusal } from './remote-policy.js';
 import {
   collectSkillContent,
   collectUnreferencedBlobs,
@@ -64,7 +64,8 @@ export interface SyncWorkerDeps {
   newId: IdGenerator;
   nodeId: string;
   checkouts: RepositoryCheckouts;
-  allowFileRepos: boolean;
+  /** Which remotes the deployment lets a sync fetch (checked again before every fetch: a name may resolve elsewhere now). */
+  remotes: RemotePolicy;
   /** The longest one git command of a sync may take. */
   timeoutMs: number;
   metrics: Metrics;
@@ -245,10 +246,8 @@ export class RepositorySyncWorker {
     let catalog: Catalog;
     let files: SkillFile[];
     try {
-      const url = classifyRepoUrl(repository.repo_url);
-      if ('kind' in url && url.kind === 'file' && !this.deps.allowFileRepos) {
-        throw new GitError('file:// repositories are not enabled on this deployment');
-      }
+      const refusal = await remoteRefusal(repository.repo_url, this.deps.remotes);
+      if (refusal) throw new GitError(refusal);
       fetched = await this.deps.checkouts.fetchBranch(
         repositoryId,
         {

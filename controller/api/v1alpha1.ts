@@ -210,6 +210,10 @@ export interface RepositorySyncSpec {
 export interface RepositorySyncSettings {
   /** ACIS_ALLOW_FILE_REPOS: file:// repositories may be synced. */
   allowFileRepos?: boolean;
+  /** ACIS_ALLOW_PLAIN_REPOS: http:// and git:// repositories may be synced. */
+  allowPlainRepos?: boolean;
+  /** ACIS_REPOSITORY_ALLOW: private hosts a repository may name. */
+  repositoryAllow?: string;
   /** ACIS_SYNC_TIMEOUT_SECONDS: the longest git command. */
   timeoutSeconds?: number;
 }

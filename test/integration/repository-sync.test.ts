@@ -20,6 +20,8 @@ import { startSshServer } from '../helpers/ssh-server.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const TOKEN = `ghp_${'s3cr3tT0ken'.repeat(3)}`;
+/** The test's git servers are on this machine, over plain HTTP and SSH, and some repositories are local paths. */
+const LOCAL_REMOTES = { ACIS_ALLOW_FILE_REPOS: '1', ACIS_ALLOW_PLAIN_REPOS: '1', ACIS_REPOSITORY_ALLOW: '127.0.0.1' };
 
 let root: string;
 let git: GitHttpServer;
@@ -31,7 +33,7 @@ let credentialId: string;
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'acis-test-repos-'));
   git = await serveGitOverHttp(root, { password: TOKEN });
-  t = await startTestServer({ ACIS_ALLOW_FILE_REPOS: '1' });
+  t = await startTestServer({ ...LOCAL_REMOTES });
   ({ serviceKey: key } = await t.createIntegration('repository sync'));
   db = new pg.Client({ connectionString: t.databaseUrl });
   await db.connect();
@@ -265,7 +267,7 @@ describe('POST /repositories/{id}/sync', () => {
     // Nodes of one deployment share the master key: whichever wins the race below must decrypt the credential.
     const other = await startTestServer({
       DATABASE_URL: t.databaseUrl,
-      ACIS_ALLOW_FILE_REPOS: '1',
+      ...LOCAL_REMOTES,
       ACIS_MASTER_KEY: t.server.deps.config.masterKey!,
     });
     let release = git.hold();
@@ -377,6 +379,30 @@ describe('failed syncs', () => {
     const repo = await createGitRepository(root, unique('private'), SKILLS);
     const failed = await settled((await register({ repo_url: git.url(path.basename(repo.dir)) })).body.id);
     expect(failed.sync).toMatchObject({ state: 'error', error: expect.stringMatching(/^authentication required/) });
+  });
+
+  it('checks the remote again before every fetch: a host the deployment no longer allows fails the sync and fetches nothing', async () => {
+    const repo = await createGitRepository(root, unique('disallowed'), SKILLS);
+    const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
+    expect((await settled(res.body.id)).sync.state).toBe('ready');
+    const fetchesBefore = git.requests.length;
+    const strict = await startTestServer({
+      DATABASE_URL: t.databaseUrl,
+      ACIS_MASTER_KEY: t.server.deps.config.masterKey!,
+      ACIS_ALLOW_PLAIN_REPOS: '1',
+    });
+    try {
+      expect((await strict.request('POST', `/repositories/${res.body.id}/sync`, { token: key })).status).toBe(202);
+      const ended = await syncEnded(strict, key, res.body.id);
+      expect(ended.sync).toMatchObject({
+        state: 'error',
+        error: expect.stringMatching(/^the repository's host is refused: 127\.0\.0\.1 is a loopback address/),
+      });
+      expect(ended.skill_count).toBe(2);
+      expect(git.requests.length).toBe(fetchesBefore);
+    } finally {
+      await strict.stop();
+    }
   });
 
   it('a missing branch, an unreachable host, a missing repository each give their reason', async () => {
@@ -545,7 +571,7 @@ describe('recovery', () => {
       res.body.id,
     ]);
     expect((await t.request('POST', `/repositories/${res.body.id}/sync`, { token: key })).status).toBe(409);
-    const next = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_ALLOW_FILE_REPOS: '1' });
+    const next = await startTestServer({ DATABASE_URL: t.databaseUrl, ...LOCAL_REMOTES });
     try {
       const recovered = await settled(res.body.id);
       expect(recovered.sync.state).toBe('ready');
