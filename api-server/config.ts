@@ -81,6 +81,7 @@ const EnvSchema = z.object({
     .max(16 * 1024 * 1024 * 1024)
     .default(DEFAULT_RUNNER_BOUNDS.maxBufferedBytes),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
+  ACIS_SANDBOX_DNS: z.enum(['0', '1']).default('0'),
   ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
   ACIS_NODE_HEARTBEAT_SECONDS: z.coerce.number().min(0.1).max(60).default(3),
@@ -162,6 +163,8 @@ export interface Config {
   approvalTtlSeconds: number;
   /** What one runner can make this server hold (longest line, bytes held on its behalf) before it is dropped. */
   runnerBounds: RunnerBounds;
+  /** Under the kubernetes provider, runner pods may query the cluster DNS (the controller's setting of the same name; here to be named as a weakening). */
+  sandboxDns: boolean;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
   sandboxIsolation: 'bwrap' | 'none';
   /** The bubblewrap binary: a path, or a name looked up on PATH. */
@@ -250,6 +253,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     runnerBounds: { maxLineBytes: e.ACIS_RUNNER_MAX_LINE_BYTES, maxBufferedBytes: e.ACIS_RUNNER_MAX_BUFFERED_BYTES },
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
+    sandboxDns: e.ACIS_SANDBOX_DNS === '1',
     bwrapPath: e.ACIS_BWRAP_PATH,
     shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,
     nodeHeartbeatSeconds: e.ACIS_NODE_HEARTBEAT_SECONDS,
@@ -302,6 +306,9 @@ export function sandboxWeakenings(config: Config): string[] {
   const weakenings: string[] = [];
   if (config.sandboxProvider === 'local' && config.sandboxIsolation === 'none') {
     weakenings.push('ACIS_SANDBOX_ISOLATION=none: agent code runs as plain processes of this server, with its user, files and network');
+  }
+  if (config.sandboxProvider === 'kubernetes' && config.sandboxDns) {
+    weakenings.push("ACIS_SANDBOX_DNS=1: runner pods may query the cluster DNS, a covert channel out and a map of the cluster's Services");
   }
   if (config.allowFileRepos) weakenings.push("ACIS_ALLOW_FILE_REPOS=1: repositories may be read from this machine's file system");
   if (config.allowPlainRepos) weakenings.push('ACIS_ALLOW_PLAIN_REPOS=1: repositories may be fetched over unencrypted http:// and git://');
