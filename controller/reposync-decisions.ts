@@ -63,7 +63,16 @@ export function decideRepositorySync(sync: RepositorySync, observed: SyncObserve
   base.credentialRemovedGeneration = credentials.removedThrough;
   let status: RepositorySyncStatus;
   let createJob: V1Job | undefined;
-  if (!observed.job) {
+  const foreignCredential = foreignCredentialSecret(sync);
+  if (!observed.job && foreignCredential) {
+    const message = `spec.credentialSecretName is ${foreignCredential}: a sync Job mounts only the Secret ACIS made for its generation (${syncCredentialSecretName(sync.metadata.name, sync.spec.requestGeneration)})`;
+    status = withoutUndefined({
+      ...base,
+      state: 'error',
+      error: message,
+      conditions: [synced(previous, 'False', 'CredentialRefused', message, now)],
+    });
+  } else if (!observed.job) {
     createJob = syncJob(sync, jobName, config);
     status = syncing(base, previous, now, 'JobCreated', `started job ${jobName}`);
   } else if (!finished) {
@@ -143,13 +152,23 @@ function credentialsToDelete(
   return { names, removedThrough };
 }
 
+/**
+ * The Secret a RepositorySync names for its Job when it is not the one ACIS made for this generation
+ * (by its fixed name): a spec that could name any Secret would mount the master key's or the
+ * database's into a pod running git against a tenant's host. Undefined when it names none or its own.
+ */
+function foreignCredentialSecret(sync: RepositorySync): string | undefined {
+  const named = sync.spec.credentialSecretName;
+  return named && named !== syncCredentialSecretName(sync.metadata.name, sync.spec.requestGeneration) ? named : undefined;
+}
+
 /** One Event per outcome a generation reaches (the Job started, synced, failed). */
 function outcomeEvents(previous: RepositorySyncStatus, status: RepositorySyncStatus, generation: number): EventRecord[] {
   const before = previous.conditions?.find((c) => c.type === 'Synced');
   const after = status.conditions?.find((c) => c.type === 'Synced');
   if (!after || (previous.observedRequestGeneration === generation && before?.reason === after.reason)) return [];
   if (after.reason === 'JobRunning') return [];
-  const type = after.reason === 'SyncFailed' ? 'Warning' : 'Normal';
+  const type = after.status === 'False' ? 'Warning' : 'Normal';
   return [{ type, reason: after.reason, message: `generation ${generation}: ${after.message ?? after.reason}` }];
 }
 
