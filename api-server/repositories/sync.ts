@@ -27,7 +27,7 @@ import { type Metrics, secondsSince } from '../core/metrics.js';
 import { NODE_STALE_MS } from '../runs/nodes.js';
 import { deleteSkills, insertSkillIfAbsent, skillsByName, updateSkill } from '../skills/skills.repository.js';
 import { type Catalog, scanCatalog } from './catalog.js';
-import type { RepositoryCheckouts } from './checkouts.js';
+import type { Fetched, RepositoryCheckouts } from './checkouts.js';
 import { GitError } from './git.js';
 import type { GitCredentialSource } from './git-credentials.js';
 import {
@@ -242,7 +242,7 @@ export class RepositorySyncWorker {
     const log = logger.child({ repository_id: repositoryId });
     log.info({ branch: repository.branch }, 'repository sync started');
     const startedMs = performance.now();
-    let fetched: { commit: string; dir: string };
+    let fetched: Fetched;
     let catalog: Catalog;
     let files: SkillFile[];
     try {
@@ -254,6 +254,7 @@ export class RepositorySyncWorker {
           url: repository.repo_url,
           provider: repository.provider,
           credential: await this.deps.gitCredential(repository, this.stopping.signal),
+          knownHosts: repository.ssh_known_hosts ?? undefined,
         },
         repository.branch,
         {
@@ -261,6 +262,7 @@ export class RepositorySyncWorker {
           signal: this.stopping.signal,
         },
       );
+      if (!repository.ssh_known_hosts && fetched.knownHosts) await pinSshHostKeys(db, repositoryId, fetched.knownHosts);
       catalog = await scanCatalog(fetched.dir);
       files = await readSkillDirectories(fetched.dir, catalog.manifests);
       // Everything a run needs is in `files` now; the checkout is not kept.
@@ -383,4 +385,18 @@ function manualConflict(name: string, manifestPath: string, manualId: string | u
 
 function newClaim(): string {
   return randomBytes(12).toString('hex');
+}
+
+/**
+ * Records the host keys the SSH server presented at the repository's first sync: every later sync
+ * requires them (trust on first use). Only a repository with none recorded takes them, so two first
+ * syncs racing cannot replace one another's.
+ */
+async function pinSshHostKeys(db: Db, repositoryId: string, knownHosts: string): Promise<void> {
+  await db
+    .updateTable('repositories')
+    .set({ ssh_known_hosts: knownHosts })
+    .where('id', '=', repositoryId)
+    .where('ssh_known_hosts', 'is', null)
+    .execute();
 }

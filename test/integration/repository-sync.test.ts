@@ -493,6 +493,41 @@ describe('PATCH /repositories/{id} and sync', () => {
 });
 
 describe('over SSH (a real sshd on loopback)', () => {
+  it("pins the server's host key at the first sync and fails a later sync, saying so, when the server presents another", async () => {
+    const sshd = await startSshServer();
+    try {
+      const repo = await createGitRepository(root, unique('pinned'), SKILLS);
+      const credential = await t.request('POST', '/credentials', {
+        token: key,
+        body: { name: unique('deploy-key'), type: 'git_ssh_key', secret: sshd.clientKey },
+      });
+      const first = await settled((await register({ repo_url: sshd.url(repo.dir), credential_id: credential.body.id })).body.id);
+      expect(first.sync, JSON.stringify(first.sync)).toMatchObject({ state: 'ready' });
+      const pinned = (await db.query('select ssh_known_hosts from repositories where id = $1', [first.id])).rows[0]
+        .ssh_known_hosts as string;
+      expect(pinned).toMatch(new RegExp(`^\\[127\\.0\\.0\\.1\\]:${sshd.port} ssh-ed25519 AAAA`));
+      expect(JSON.stringify((await t.request('GET', `/repositories/${first.id}`, { token: key })).body)).not.toContain('ssh-ed25519');
+
+      // The pinned key is required, and it is the server's: the next sync succeeds.
+      expect((await t.request('POST', `/repositories/${first.id}/sync`, { token: key })).status).toBe(202);
+      expect((await settled(first.id)).sync.state).toBe('ready');
+
+      // Another key pinned for the same host and port stands for a server whose key changed.
+      const otherFile = path.join(root, unique('other-host-key'));
+      await promisify(execFile)('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', otherFile]);
+      const otherKey = (await readFile(`${otherFile}.pub`, 'utf8')).split(' ').slice(0, 2).join(' ');
+      const forged = `[127.0.0.1]:${sshd.port} ${otherKey}`;
+      await db.query('update repositories set ssh_known_hosts = $1 where id = $2', [forged, first.id]);
+      expect((await t.request('POST', `/repositories/${first.id}/sync`, { token: key })).status).toBe(202);
+      const changed = await settled(first.id);
+      expect(changed.sync).toMatchObject({ state: 'error', error: expect.stringMatching(/^host key changed: /) });
+      expect(changed.skill_count).toBe(2);
+      expect((await db.query('select ssh_known_hosts from repositories where id = $1', [first.id])).rows[0].ssh_known_hosts).toBe(forged);
+    } finally {
+      await sshd.stop();
+    }
+  });
+
   it('syncs with a git_ssh_key, refuses a key the server does not know, and leaves the key nowhere', async () => {
     const sshd = await startSshServer();
     try {
