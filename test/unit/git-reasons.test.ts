@@ -14,7 +14,10 @@ describe('explainFailure(stderr)', () => {
       '@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\nHost key verification failed.\nfatal: Could not read from remote repository.',
       /^host key changed: /,
     ],
-    ['No ED25519 host key is known for [h]:22 and you have requested strict checking.\nHost key verification failed.', /^host key changed: /],
+    [
+      'No ED25519 host key is known for [h]:22 and you have requested strict checking.\nHost key verification failed.',
+      /^host key changed: /,
+    ],
     ["remote: Repository not found.\nfatal: repository 'https://h/x.git/' not found", /^repository not found/],
     ["fatal: '/srv/x' does not appear to be a git repository", /^repository not found/],
     ['fatal: something new', /^git failed: fatal: something new$/],
