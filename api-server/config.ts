@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { parseAllowList } from '../egress-proxy/destination-policy.js';
 import { resolveTokenSetting, type ResolveTokenSetting } from '../egress-proxy/resolve-protocol.js';
+import { DEFAULT_RUNNER_RATE_LIMIT, type RunnerRateLimit } from '../egress-proxy/runner-rate-limit.js';
 import type { RateLimitConfig } from './core/rate-limit.js';
 import { DEFAULT_RUNNER_BOUNDS, type RunnerBounds } from './sandboxes/runner.js';
 
@@ -92,6 +93,8 @@ const EnvSchema = z.object({
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .default('127.0.0.1:0'),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
+  ACIS_EGRESS_RUNNER_RATE: z.coerce.number().positive().max(100_000).default(DEFAULT_RUNNER_RATE_LIMIT.perSecond),
+  ACIS_EGRESS_RUNNER_BURST: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_RUNNER_RATE_LIMIT.burst),
   ACIS_SECRETS_REQUIRE_HOSTS: z.enum(['0', '1']).default('0'),
   ACIS_EGRESS_RESOLVE_LISTEN: z
     .string()
@@ -179,6 +182,8 @@ export interface Config {
   egressAllow: string | undefined;
   /** Where the in-process egress proxy listens: loopback for local runners; an address pods reach under the kubernetes provider. */
   egressListen: { host: string; port: number };
+  /** Requests each runner may make through the in-process egress proxy (per second, and at once); over it, 429. */
+  egressRunnerRateLimit: RunnerRateLimit;
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
   egressExtraCaPath: string | undefined;
   /** Every written secret must name its `allowed_hosts`: a plain string value is refused (secret-hosts-required). */
@@ -260,6 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     nodeStaleSeconds: e.ACIS_NODE_STALE_SECONDS,
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressListen: hostPort(e.ACIS_EGRESS_LISTEN),
+    egressRunnerRateLimit: { perSecond: e.ACIS_EGRESS_RUNNER_RATE, burst: e.ACIS_EGRESS_RUNNER_BURST },
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     secretsRequireHosts: e.ACIS_SECRETS_REQUIRE_HOSTS === '1',
     egressResolve,

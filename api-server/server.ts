@@ -304,6 +304,7 @@ async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: 
     resolve: (runnerId, token) => egressSecrets(deps, credentials, runnerId, token),
     standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
     abortMissing: (runnerId, alias, destination) => credentials.abortMissing(runnerId, alias, destination),
+    runnerRateLimit: config.egressRunnerRateLimit,
     logger: logger.child({ component: 'egress-resolve' }),
   });
   undo.push(() => resolve.close());
