@@ -12,6 +12,8 @@ import { DEFAULT_RUNNER_BOUNDS, type RunnerBounds } from './sandboxes/runner.js'
  */
 /** Keeps a window's reserved count (limit plus the nodes' chunks) well inside a PostgreSQL integer. */
 const MAX_RATE_LIMIT = 1_000_000_000;
+/** The largest busy-sandbox cap a deployment or a tenant may set (tenants.schemas.ts uses the same bound). */
+export const MAX_BUSY_SANDBOXES = 10_000;
 
 const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -63,6 +65,12 @@ const EnvSchema = z.object({
   ACIS_POOL_SIZE: z.coerce.number().int().min(0).max(100).default(1),
   ACIS_POOL_PREWARM: z.enum(['0', '1']).default('1'),
   ACIS_MAX_HOLD_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+  ACIS_TENANT_MAX_BUSY_SANDBOXES: z.coerce.number().int().min(1).max(MAX_BUSY_SANDBOXES).optional(),
+  ACIS_USER_MAX_BUSY_SANDBOXES: z.coerce.number().int().min(1).max(MAX_BUSY_SANDBOXES).optional(),
+  ACIS_TURN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(3600),
+  ACIS_WORKSPACE_MAX_MB: z.coerce.number().int().min(1).max(1_048_576).default(2048),
+  ACIS_RUNNER_CPUS: z.coerce.number().min(0.01).max(1024).default(2),
+  ACIS_RUNNER_MEMORY_MB: z.coerce.number().int().min(64).max(1_048_576).default(2048),
   ACIS_APPROVAL_TTL_SECONDS: z.coerce
     .number()
     .int()
@@ -97,6 +105,10 @@ const EnvSchema = z.object({
   ACIS_EGRESS_RUNNER_BURST: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_RUNNER_RATE_LIMIT.burst),
   ACIS_SECRETS_REQUIRE_HOSTS: z.enum(['0', '1']).default('0'),
   ACIS_EGRESS_RESOLVE_LISTEN: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
+    .optional(),
+  ACIS_SYNC_REPORT_LISTEN: z
     .string()
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .optional(),
@@ -162,6 +174,17 @@ export interface Config {
   poolPrewarm: boolean;
   /** How long `on_capacity=hold` may wait for a runner. */
   maxHoldSeconds: number;
+  /**
+   * Deployment defaults of the caps on sandboxes busy at once, per tenant and per user, for tenants
+   * whose settings leave them null; undefined: no cap beyond the capacity of the nodes or cluster.
+   */
+  busySandboxDefaults: { tenant: number | undefined; user: number | undefined };
+  /** The longest one turn may take on its runner before it is aborted and the run ends `failed` (turn-timeout). */
+  turnTimeoutSeconds: number;
+  /** Local runners: the most their workspace and HOME may hold (workspace-too-large past it). */
+  workspaceMaxBytes: number;
+  /** Local runners: CPU and memory each may use, through cgroups v2 where this machine allows (resource-limits.ts). */
+  runnerLimits: { cpus: number; memoryBytes: number };
   /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
   approvalTtlSeconds: number;
   /** What one runner can make this server hold (longest line, bytes held on its behalf) before it is dropped. */
@@ -193,6 +216,11 @@ export interface Config {
    * token they must send (ACIS_EGRESS_RESOLVE_TOKEN or _FILE, read at start); absent: not served.
    */
   egressResolve: { listen: { host: string; port: number }; token: ResolveTokenSetting } | undefined;
+  /**
+   * The internal listener sync Jobs hand their results to (sync-report-server.ts); absent: not
+   * served. Required with the kubernetes sync runner: a Job holds no database credential.
+   */
+  syncReportListen: { host: string; port: number } | undefined;
   /** Requests per principal and class per window, shared by every API node through the database. */
   rateLimits: RateLimitConfig;
   /** Bearer token `/metrics` requires; absent: `/metrics` is open. */
@@ -215,6 +243,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('invalid environment:\n  ACIS_NODE_STALE_SECONDS: must be at least twice ACIS_NODE_HEARTBEAT_SECONDS');
   }
   const egressResolve = egressResolveConfig(env, e.ACIS_EGRESS_RESOLVE_LISTEN);
+  if (e.ACIS_REPOSITORY_SYNC_RUNNER === 'kubernetes' && !e.ACIS_SYNC_REPORT_LISTEN) {
+    throw new ConfigError(
+      'invalid environment:\n  ACIS_SYNC_REPORT_LISTEN: must be set (host:port) with ACIS_REPOSITORY_SYNC_RUNNER=kubernetes: sync Jobs hand their results there',
+    );
+  }
   try {
     parseAllowList(e.ACIS_REPOSITORY_ALLOW);
   } catch (error) {
@@ -255,6 +288,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     poolSize: e.ACIS_POOL_SIZE,
     poolPrewarm: e.ACIS_POOL_PREWARM === '1',
     maxHoldSeconds: e.ACIS_MAX_HOLD_SECONDS,
+    busySandboxDefaults: { tenant: e.ACIS_TENANT_MAX_BUSY_SANDBOXES, user: e.ACIS_USER_MAX_BUSY_SANDBOXES },
+    turnTimeoutSeconds: e.ACIS_TURN_TIMEOUT_SECONDS,
+    workspaceMaxBytes: e.ACIS_WORKSPACE_MAX_MB * 1024 * 1024,
+    runnerLimits: { cpus: e.ACIS_RUNNER_CPUS, memoryBytes: e.ACIS_RUNNER_MEMORY_MB * 1024 * 1024 },
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
     runnerBounds: { maxLineBytes: e.ACIS_RUNNER_MAX_LINE_BYTES, maxBufferedBytes: e.ACIS_RUNNER_MAX_BUFFERED_BYTES },
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
@@ -269,6 +306,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     secretsRequireHosts: e.ACIS_SECRETS_REQUIRE_HOSTS === '1',
     egressResolve,
+    syncReportListen: e.ACIS_SYNC_REPORT_LISTEN === undefined ? undefined : hostPort(e.ACIS_SYNC_REPORT_LISTEN),
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',
       windowSeconds: e.ACIS_RATE_LIMIT_WINDOW_SECONDS,

@@ -25,6 +25,8 @@ import { type GitCredentialSource, vaultGitCredentials } from './repositories/gi
 import { kubernetesSyncDispatch, syncAttemptSettings } from './repositories/kubernetes-sync-dispatch.js';
 import { remotePolicy } from './repositories/remote-policy.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
+import { SYNC_REPORT_KEY_PURPOSE } from './repositories/sync-report.js';
+import { type SyncReportServer, startSyncReportServer } from './repositories/sync-report-server.js';
 import { followRun } from './runs/follow.js';
 import { coolLapsedHolds, failOrphanedRuns, heartbeat, resolveNodeId } from './runs/nodes.js';
 import { RunAbortSignals } from './runs/run-aborts.js';
@@ -48,6 +50,8 @@ export interface RunningServer {
   url: string;
   port: number;
   deps: AppDeps;
+  /** The listener sync Jobs hand their results to (ACIS_SYNC_REPORT_LISTEN), when configured. */
+  syncReport: SyncReportServer | undefined;
   /**
    * Graceful shutdown: takes no new messages (503 `shutting-down`, /readyz too), lets the runs in
    * progress finish for up to `graceMs`, ends the rest `failed` with a stored `error` line, then
@@ -144,6 +148,7 @@ async function assemble(
   const aborts = await startRunAborts(deps, runs, sandboxes, undo);
   const egress = await startEgress(deps, egressCredentials(sandboxes.provider, runs, aborts, deps.logger), undo);
   await sandboxes.start({ port: egress.proxy.port, caCertificatePem: egress.proxy.caCertificatePem });
+  const syncReport = await startSyncReport(deps, baseUrl, undo);
   if (config.bootstrapServiceKey) {
     const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
     if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -153,11 +158,12 @@ async function assemble(
   logger.info({ port: listener.port, host: config.host, database: database.kind }, 'ACIS listening');
   const weakenings = sandboxWeakenings(config);
   if (weakenings.length > 0) logger.warn({ weakenings }, 'THE SANDBOX IS WEAKENED by these settings; never in production');
-  const shutdown = shutdownOnce({ deps, runs, loops, aborts, egress, closeServer: listener.closeServer, database });
+  const shutdown = shutdownOnce({ deps, runs, loops, aborts, egress, syncReport, closeServer: listener.closeServer, database });
   return {
     url: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${listener.port}`,
     port: listener.port,
     deps,
+    syncReport,
     shutdown,
     stop: () => shutdown(0),
   };
@@ -196,6 +202,7 @@ function createDeps(parts: DepsParts): { deps: AppDeps; runs: RunManager } {
     vault,
     approvals,
     approvalTtlSeconds: config.approvalTtlSeconds,
+    turnTimeoutSeconds: config.turnTimeoutSeconds,
     metrics,
   });
   const deps: AppDeps = {
@@ -243,6 +250,7 @@ function createRepositorySync(parts: DepsParts, newId: AppDeps['newId'], gitCred
         logger,
         attemptDeadlineMs: (config.syncJobDeadlineSeconds + config.syncTimeoutSeconds) * 1000,
         settings: syncAttemptSettings(config),
+        reportTokenKey: parts.vault.deriveKey(SYNC_REPORT_KEY_PURPOSE),
       }),
     }),
   });
@@ -309,6 +317,22 @@ async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: 
   });
   undo.push(() => resolve.close());
   return { proxy, resolve };
+}
+
+/** The listener sync Jobs hand their results to, when configured (ACIS_SYNC_REPORT_LISTEN). */
+async function startSyncReport(deps: AppDeps, baseUrl: string, undo: Undo[]): Promise<SyncReportServer | undefined> {
+  const listen = deps.config.syncReportListen;
+  if (!listen) return undefined;
+  const server = await startSyncReportServer({
+    ...listen,
+    db: deps.db,
+    tokenKey: deps.vault.deriveKey(SYNC_REPORT_KEY_PURPOSE),
+    worker: deps.repositorySync,
+    baseUrl,
+    logger: deps.logger.child({ component: 'sync-report' }),
+  });
+  undo.push(() => server.close());
+  return server;
 }
 
 /** Serves the API on the configured host and port; resolves once it listens. */
@@ -398,6 +422,7 @@ interface RunningParts {
   loops: BackgroundLoops;
   aborts: RunAbortSignals | undefined;
   egress: StartedEgress;
+  syncReport: SyncReportServer | undefined;
   closeServer: (lingerMs: number) => Promise<void>;
   database: DatabaseHandle;
 }
@@ -409,7 +434,10 @@ function shutdownOnce(parts: RunningParts): (graceMs: number) => Promise<void> {
 }
 
 /** Runs first, then the runners, background work, egress, the listener, and the database last. */
-async function stopInOrder({ deps, runs, loops, aborts, egress, closeServer, database }: RunningParts, graceMs: number): Promise<void> {
+async function stopInOrder(
+  { deps, runs, loops, aborts, egress, syncReport, closeServer, database }: RunningParts,
+  graceMs: number,
+): Promise<void> {
   const { provider, approvals } = deps.runtime;
   // The listener stays open while runs finish: their streams and re-attaches are served, and a
   // new message gets a 503 it can retry elsewhere rather than a refused connection.
@@ -430,6 +458,7 @@ async function stopInOrder({ deps, runs, loops, aborts, egress, closeServer, dat
   await runs.drain();
   clearInterval(loops.beat);
   await deps.repositorySync.stop();
+  await syncReport?.close();
   await approvals.stop();
   await aborts?.stop();
   await egress.resolve?.close();

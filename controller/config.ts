@@ -72,6 +72,8 @@ const EnvSchema = z.object({
   ACIS_RUNNER_MEMORY_REQUEST: quantity.default('512Mi'),
   ACIS_RUNNER_CPU_LIMIT: quantity.default('2'),
   ACIS_RUNNER_MEMORY_LIMIT: quantity.default('2Gi'),
+  ACIS_RUNNER_EPHEMERAL_STORAGE_REQUEST: quantity.default('1Gi'),
+  ACIS_RUNNER_EPHEMERAL_STORAGE_LIMIT: quantity.default('4Gi'),
   ACIS_EGRESS_PROXY_HOST: z.string().min(1).default('acis-egress-proxy'),
   ACIS_EGRESS_PROXY_PORT: port.default(3128),
   ACIS_SANDBOX_DNS: z.enum(['0', '1']).default('0'),
@@ -99,10 +101,11 @@ const EnvSchema = z.object({
   ACIS_CONTROLLER_WORKERS: z.coerce.number().int().min(1).max(64).default(4),
   ACIS_SYNC_IMAGE: z.string().min(1).default('acis:latest'),
   ACIS_SYNC_COMMAND: z.string().optional(),
-  ACIS_DATABASE_SECRET: z
+  ACIS_SYNC_REPORT_URL: z
     .string()
-    .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
-    .default('acis-database'),
+    .url()
+    .refine((url) => /^https?:/.test(url), 'must be an http(s) URL')
+    .default('http://acis-sync-report:8082'),
   ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
   ACIS_IMAGE_PULL_SECRETS: z
     .string()
@@ -162,8 +165,8 @@ export interface ControllerConfig {
   syncImage: string;
   /** The sync container's command; empty: the image's entrypoint (the `acis` CLI). */
   syncCommand: string[];
-  /** The Secret (key DATABASE_URL) a sync Job's pod reads the database URL from. */
-  databaseSecret: string;
+  /** The API server's sync report listener (ACIS_SYNC_REPORT_LISTEN) a sync Job hands its result to: it holds no database credential. */
+  syncReportUrl: string;
   /** A sync Job running longer than this is stopped and its RepositorySync reports the timeout. */
   syncJobDeadlineSeconds: number;
   /** Secrets (names) every pod the controller makes (runners, warm-pool pods, sync Jobs) pulls its image with. */
@@ -191,8 +194,16 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
   }
   const e = parsed.data;
   const runnerResources: Resources = {
-    requests: { cpu: e.ACIS_RUNNER_CPU_REQUEST, memory: e.ACIS_RUNNER_MEMORY_REQUEST },
-    limits: { cpu: e.ACIS_RUNNER_CPU_LIMIT, memory: e.ACIS_RUNNER_MEMORY_LIMIT },
+    requests: {
+      cpu: e.ACIS_RUNNER_CPU_REQUEST,
+      memory: e.ACIS_RUNNER_MEMORY_REQUEST,
+      'ephemeral-storage': e.ACIS_RUNNER_EPHEMERAL_STORAGE_REQUEST,
+    },
+    limits: {
+      cpu: e.ACIS_RUNNER_CPU_LIMIT,
+      memory: e.ACIS_RUNNER_MEMORY_LIMIT,
+      'ephemeral-storage': e.ACIS_RUNNER_EPHEMERAL_STORAGE_LIMIT,
+    },
   };
   // Every runner pod would be refused (422): said at startup, not on each Sandbox.
   const problem = resourcesProblem(runnerResources, runnerResources);
@@ -229,7 +240,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     workers: e.ACIS_CONTROLLER_WORKERS,
     syncImage: e.ACIS_SYNC_IMAGE,
     syncCommand: e.ACIS_SYNC_COMMAND ? e.ACIS_SYNC_COMMAND.split(' ').filter(Boolean) : [],
-    databaseSecret: e.ACIS_DATABASE_SECRET,
+    syncReportUrl: e.ACIS_SYNC_REPORT_URL.replace(/\/+$/, ''),
     syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
     imagePullSecrets: e.ACIS_IMAGE_PULL_SECRETS,
     logLevel: e.LOG_LEVEL,

@@ -202,7 +202,12 @@ function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerCo
         },
       ],
       volumes: [
-        { name: 'workspace', emptyDir: {} },
+        // The workspace is most of what a runner writes: bounded by itself, it is evicted with a
+        // reason that names it, before the container's ephemeral-storage limit is reached.
+        {
+          name: 'workspace',
+          emptyDir: resources.limits?.['ephemeral-storage'] ? { sizeLimit: resources.limits['ephemeral-storage'] } : {},
+        },
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
         // Not optional: a pod started without the CA would fail every HTTPS request for its life.
         ...(config.egressCaConfigMap

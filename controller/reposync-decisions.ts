@@ -1,7 +1,9 @@
 /**
  * What a RepositorySync needs, as a pure function of (the resource, its Jobs and their pods as
  * observed, now): one Job per `requestGeneration`, whose pod runs `acis sync-repository` with the
- * attempt's claim and, mounted for it alone, that generation's credential Secret; the status the
+ * attempt's claim and, mounted for it alone, that generation's credential Secret (its report token
+ * and git's credential); the pod holds no database credential and hands its result to the API
+ * server's sync report listener (ControllerConfig.syncReportUrl); the status the
  * Job's outcome (its pod's termination message `{state, commit?, error?}`) says; an Event when the
  * outcome changes; and each generation's credential Secret deleted once its Job has ended (or when
  * a newer generation means it will never run), so a credential exists only while its Job can use it.
@@ -16,6 +18,7 @@ import {
   type RepositorySyncStatus,
   syncCredentialSecretName,
   SYNC_CREDENTIAL_KEY,
+  SYNC_TOKEN_KEY,
 } from './api/v1alpha1.js';
 import { withoutUndefined } from './conditions.js';
 import type { ControllerConfig } from './config.js';
@@ -224,17 +227,27 @@ function terminationOutcome(pod: V1Pod | undefined): Outcome | undefined {
 }
 
 /**
- * Everything the Job's `acis sync-repository` reads from its environment, in one list: the database
- * (from its Secret), the attempt's claim and credential file, and the API server's settings the
- * request carries (spec.settings), so the attempt validates and times out as the API server would.
+ * Everything the Job's `acis sync-repository` reads from its environment, in one list: the
+ * repository and the attempt's claim (from the spec), where it hands its result, the files of the
+ * attempt's Secret (report token, git credential), and the API server's settings the request carries
+ * (spec.settings), so the attempt validates and times out as the API server would. No database.
  */
 export function syncJobEnv(sync: RepositorySync, config: ControllerConfig): V1EnvVar[] {
   const settings = sync.spec.settings ?? {};
   return [
-    { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: config.databaseSecret, key: 'DATABASE_URL' } } },
     { name: 'ACIS_SYNC_CLAIM', value: sync.spec.claim },
+    { name: 'ACIS_SYNC_REPOSITORY_URL', value: sync.spec.url },
+    { name: 'ACIS_SYNC_BRANCH', value: sync.spec.branch },
+    ...(sync.spec.provider ? [{ name: 'ACIS_SYNC_PROVIDER', value: sync.spec.provider }] : []),
+    ...(sync.spec.sshKnownHosts ? [{ name: 'ACIS_SYNC_SSH_KNOWN_HOSTS', value: sync.spec.sshKnownHosts }] : []),
+    { name: 'ACIS_SYNC_REPORT_URL', value: config.syncReportUrl },
     { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
-    ...(sync.spec.credentialSecretName ? [{ name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${SYNC_CREDENTIAL_KEY}` }] : []),
+    ...(sync.spec.credentialSecretName
+      ? [
+          { name: 'ACIS_SYNC_TOKEN_FILE', value: `${CREDENTIAL_DIR}/${SYNC_TOKEN_KEY}` },
+          { name: 'ACIS_SYNC_CREDENTIAL_FILE', value: `${CREDENTIAL_DIR}/${SYNC_CREDENTIAL_KEY}` },
+        ]
+      : []),
     ...(settings.allowFileRepos !== undefined ? [{ name: 'ACIS_ALLOW_FILE_REPOS', value: settings.allowFileRepos ? '1' : '0' }] : []),
     ...(settings.allowPlainRepos !== undefined ? [{ name: 'ACIS_ALLOW_PLAIN_REPOS', value: settings.allowPlainRepos ? '1' : '0' }] : []),
     ...(settings.repositoryAllow !== undefined ? [{ name: 'ACIS_REPOSITORY_ALLOW', value: settings.repositoryAllow }] : []),

@@ -2,6 +2,7 @@
  * A runner pod's resources: the owner's `resources` over the controller's defaults, and why such a
  * pod would be refused (a request above its limit) before the API server is asked.
  */
+import { quantityValue } from '../kube/quantity.js';
 import type { Resources } from './api/v1alpha1.js';
 
 export function mergeResources(defaults: Resources, own: Resources | undefined): Resources {
@@ -29,28 +30,4 @@ export function resourcesProblem(defaults: Resources, own: Resources | undefined
       );
   }
   return problems.length ? `resources: ${problems.join('; ')}; raise the limit with the request` : undefined;
-}
-
-const QUANTITY_SUFFIXES: Record<string, number> = {
-  m: 1e-3,
-  '': 1,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-};
-
-/** A Kubernetes quantity in base units, or undefined when it is not one (the API server judges those). */
-function quantityValue(text: string): number | undefined {
-  const match = /^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(text.trim());
-  const factor = match && QUANTITY_SUFFIXES[match[2]!];
-  return factor === undefined || factor === null ? undefined : Number(match![1]) * factor;
 }

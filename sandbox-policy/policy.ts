@@ -132,3 +132,24 @@ function leastRecentlyUsed(runners: RunnerView[]): RunnerView | undefined {
   for (const r of runners) if (!oldest || r.lastUsedAt < oldest.lastUsedAt) oldest = r;
   return oldest;
 }
+
+/** Caps on the sandboxes busy at once (runs in progress); undefined: no cap of that kind. */
+export interface BusyCaps {
+  tenant: number | undefined;
+  user: number | undefined;
+}
+
+/** A tenant's own setting wins; null or absent falls back to the deployment default. */
+export function effectiveBusyCaps(
+  settings: { max_busy_sandboxes?: number | null; max_busy_sandboxes_per_user?: number | null },
+  defaults: BusyCaps,
+): BusyCaps {
+  return { tenant: settings.max_busy_sandboxes ?? defaults.tenant, user: settings.max_busy_sandboxes_per_user ?? defaults.user };
+}
+
+/** The cap one more busy sandbox would pass, given those already busy for the tenant and for the user; undefined: it fits. */
+export function busyCapReached(busy: { tenant: number; user: number }, caps: BusyCaps): 'tenant' | 'user' | undefined {
+  if (caps.tenant !== undefined && busy.tenant >= caps.tenant) return 'tenant';
+  if (caps.user !== undefined && busy.user >= caps.user) return 'user';
+  return undefined;
+}

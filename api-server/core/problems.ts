@@ -21,6 +21,7 @@ export const PROBLEMS = {
   'idempotency-key-in-use': { title: 'Idempotency key in use' },
   'approval-expired': { title: 'Approval expired' },
   'sync-in-progress': { title: 'Sync in progress' },
+  'sync-superseded': { title: 'Sync attempt superseded' },
   'role-required': { title: 'Role required' },
   'missing-secret': { title: 'Missing secret' },
   'secret-hosts-required': { title: 'Secret hosts required' },
@@ -33,6 +34,8 @@ export const PROBLEMS = {
   'rate-limited': { title: 'Rate limited' },
   'sandbox-unavailable': { title: 'Sandbox runtime unavailable' },
   'shutting-down': { title: 'Shutting down' },
+  'turn-timeout': { title: 'Turn timed out' },
+  'workspace-too-large': { title: 'Workspace too large' },
   'internal-error': { title: 'Internal server error' },
 } as const satisfies Record<string, { title: string; slug?: string }>;
 

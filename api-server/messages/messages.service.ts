@@ -11,6 +11,8 @@ import { sandboxUnavailableProblem, shuttingDownProblem } from '../runs/run-prob
 import type { RunOutcome } from '../runs/run-request.js';
 import type { RunStream, StreamLine } from '../runs/run-stream.js';
 import { sandboxFor } from '../runs/runner-claim.js';
+import { busyCapProblem, capped, checkBusy, lockAndCheckBusy } from '../runs/busy-caps.js';
+import { type BusyCaps, effectiveBusyCaps } from '../../sandbox-policy/policy.js';
 import { type Admission, CapacityExhausted } from '../sandboxes/provider.js';
 import { assertSecretsBound, missingSecretProblem, resolveRunSecrets, vaultRunSecrets } from '../secrets/secrets.service.js';
 import { effectiveSkillIds } from '../skills/materialise.js';
@@ -82,6 +84,10 @@ export async function startMessageRun(
   const refusal =
     missingSecretProblem(body, secrets, context.bodyPointer) ?? (unavailable ? sandboxUnavailableProblem(unavailable) : undefined);
 
+  // A refused run runs nothing, so it takes no place either.
+  const caps = refusal ? undefined : busyCapsOf(deps, conversation);
+  if (caps && context.onCapacity === 'reject') await refuseEarlyOverBusyCap(deps, conversation, caps);
+
   // Named before the admission: the runner being readied for the run may be told which run it serves.
   const ids = { userMessageId: deps.newId('message'), assistantMessageId: deps.newId('message') };
   let admission: Admission | undefined;
@@ -98,16 +104,17 @@ export async function startMessageRun(
     }
   }
 
+  let inserted: Inserted;
   try {
-    await insertTurnMessages(deps, conversation, ids, body, !refusal);
+    inserted = await insertTurnMessages(deps, conversation, ids, body, { vaultSecrets: !refusal, caps, onCapacity: context.onCapacity });
   } catch (error) {
-    if (admission)
-      await admission.lease.then(
-        (lease) => deps.runtime.provider.release(lease, {}),
-        () => undefined,
-      );
+    await releaseAdmission(deps, admission);
     if (isUniqueViolation(error)) throw conversationBusy();
     throw error;
+  }
+  if (inserted.refused && caps) {
+    await releaseAdmission(deps, admission);
+    throw refuseOverBusyCap(deps, inserted.refused, caps);
   }
   const { stream, done } = deps.runtime.runs.start({
     conversation,
@@ -116,6 +123,10 @@ export async function startMessageRun(
     env: body.env,
     onCapacity: context.onCapacity,
     lease: admission?.lease,
+    busyPlace:
+      inserted.admitted || !caps
+        ? undefined
+        : { messageId: ids.assistantMessageId, tenantId: conversation.tenant_id, userId: conversation.user_id, caps },
     leadingLines: context.leadingLines,
     filler: fillerEnabled(body.filler?.enabled, conversation.filler?.enabled, conversation.tenant_settings.filler_enabled),
     baseUrl: context.baseUrl,
@@ -127,18 +138,47 @@ export async function startMessageRun(
   return { ...ids, stream, done };
 }
 
+/** The tenant's caps on busy sandboxes; undefined when none applies (nothing to count or lock). */
+function busyCapsOf(deps: AppDeps, conversation: ScopedConversationRow): BusyCaps | undefined {
+  const caps = effectiveBusyCaps(conversation.tenant_settings, deps.config.busySandboxDefaults);
+  return capped(caps) ? caps : undefined;
+}
+
+/** Before a runner is readied for a send that cannot pass its caps; the count that decides is taken under the lock, on insert. */
+async function refuseEarlyOverBusyCap(deps: AppDeps, conversation: ScopedConversationRow, caps: BusyCaps): Promise<void> {
+  const over = await checkBusy(deps.db, conversation.tenant_id, conversation.user_id, caps);
+  if (over) throw refuseOverBusyCap(deps, over, caps);
+}
+
+function refuseOverBusyCap(deps: AppDeps, cap: 'tenant' | 'user', caps: BusyCaps): ProblemError {
+  deps.metrics.capacityRejected('reject');
+  return busyCapProblem(cap, caps, 'reject');
+}
+
+async function releaseAdmission(deps: AppDeps, admission: Admission | undefined): Promise<void> {
+  await admission?.lease.then(
+    (lease) => deps.runtime.provider.release(lease, {}),
+    () => undefined,
+  );
+}
+
+/** Whether the run holds a busy-sandbox place, or (on_capacity=reject) the cap that refused it, nothing stored. */
+type Inserted = { admitted: boolean; refused?: 'tenant' | 'user' | undefined };
+
 /**
  * The user message and the in-progress assistant message with the conversation's counters, in one
- * statement (one round trip on the way to the runner); in a transaction with the message's `secrets`,
- * vaulted for the run alone, when there are any to vault.
+ * statement (one round trip on the way to the runner). In a transaction when the message's `secrets`
+ * are vaulted with it (for the run alone), or when the tenant's caps on busy sandboxes apply: then
+ * the tenant's places are locked and counted first, and a run over a cap is stored held
+ * (on_capacity=hold, it waits for a place) or not at all (reject).
  */
 async function insertTurnMessages(
   deps: AppDeps,
   conversation: ScopedConversationRow,
   { userMessageId, assistantMessageId }: { userMessageId: string; assistantMessageId: string },
   body: SendBody,
-  vaultSecrets: boolean,
-): Promise<void> {
+  options: { vaultSecrets: boolean; caps: BusyCaps | undefined; onCapacity: 'reject' | 'hold' },
+): Promise<Inserted> {
   const now = deps.now();
   const common = {
     conversation_id: conversation.id,
@@ -148,7 +188,7 @@ async function insertTurnMessages(
     created_at: now,
     updated_at: now,
   };
-  const rows = [
+  const rows = (admitted: boolean) => [
     {
       ...common,
       id: userMessageId,
@@ -168,11 +208,12 @@ async function insertTurnMessages(
       status: 'in_progress' as const,
       usage: null,
       node_id: deps.runtime.nodeId,
+      sandbox_admitted: admitted,
     },
   ];
-  const store = (db: Db) =>
+  const store = (db: Db, admitted: boolean) =>
     db
-      .with('turn_messages', (q) => q.insertInto('messages').values(rows))
+      .with('turn_messages', (q) => q.insertInto('messages').values(rows(admitted)))
       .updateTable('conversations')
       .set((eb) => ({
         message_count: eb('message_count', '+', 2),
@@ -182,15 +223,19 @@ async function insertTurnMessages(
       }))
       .where('id', '=', conversation.id)
       .execute();
-  const secrets = vaultSecrets ? body.secrets : undefined;
-  if (secrets) {
-    await deps.db.transaction().execute(async (trx) => {
-      await store(trx);
-      await vaultRunSecrets({ db: trx, vault: deps.vault }, assistantMessageId, secrets, now);
-    });
-  } else {
-    await store(deps.db);
+  const { caps } = options;
+  const secrets = options.vaultSecrets ? body.secrets : undefined;
+  if (!secrets && !caps) {
+    await store(deps.db, true);
+    return { admitted: true };
   }
+  return deps.db.transaction().execute(async (trx) => {
+    const over = caps && (await lockAndCheckBusy(trx, conversation.tenant_id, conversation.user_id, caps));
+    if (over && options.onCapacity === 'reject') return { admitted: false, refused: over };
+    await store(trx, !over);
+    if (secrets) await vaultRunSecrets({ db: trx, vault: deps.vault }, assistantMessageId, secrets, now);
+    return { admitted: !over };
+  });
 }
 
 /** A title from the first message: its first line, shortened. */

@@ -13,7 +13,7 @@ import { MAX_SKILL_DESCRIPTION_LENGTH, MAX_SKILL_PATH_LENGTH, MAX_SKILL_VERSION_
 
 export const MANIFEST = 'SKILL.md';
 /** Bounds on what one scan reads, so a huge or hostile repository cannot stall the worker. */
-const MAX_MANIFESTS = 1000;
+export const MAX_MANIFESTS = 1000;
 const MAX_MANIFEST_BYTES = 256 * 1024;
 const MAX_DIRECTORIES = 20_000;
 

@@ -42,15 +42,20 @@ export function deliveredCredential(credential: GitCredential): string {
   return JSON.stringify({ type: credential.type, secret: credential.secret });
 }
 
-/** A sync Job's source: the credential delivered for its attempt, or none when the repository has none. */
+/**
+ * A sync Job's source: the credential delivered for its attempt (the `credential` key of the
+ * attempt's Secret, mounted as a whole), or none when that Secret holds none (a public repository).
+ */
 export function mountedGitCredential(file: string | undefined): GitCredentialSource {
-  return async (repository) => {
-    if (!repository.credential_id) return undefined;
-    const undelivered = new GitError('the repository credential was not delivered to the sync job');
-    if (!file) throw undelivered;
-    const text = await readFile(file, 'utf8').catch(() => {
-      throw undelivered;
-    });
+  return async () => {
+    if (!file) return undefined;
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw new GitError('the repository credential could not be read in the sync job');
+    }
     try {
       const parsed = JSON.parse(text) as Partial<GitCredential>;
       if (typeof parsed.type === 'string' && typeof parsed.secret === 'string') return { type: parsed.type, secret: parsed.secret };

@@ -1,6 +1,7 @@
 /**
  * Under Kubernetes a claimed sync runs as a Job: the API server writes the attempt's credential
- * Secret (`<name>-credential-<generation>`: what git authenticates with, for a GitHub App an
+ * Secret (`<name>-credential-<generation>`: the token the Job hands its result back with, derived
+ * for this attempt alone (sync-report.ts), and what git authenticates with, for a GitHub App an
  * installation token minted here, never the App's key), then creates the RepositorySync or bumps its
  * `requestGeneration` with the attempt's claim. The controller starts the Job, mounts that Secret
  * into its pod only, and deletes it once the Job has ended (controller/reposync-*.ts). The API server
@@ -17,6 +18,7 @@ import {
   type RepositorySync,
   type RepositorySyncSettings,
   SYNC_CREDENTIAL_KEY,
+  SYNC_TOKEN_KEY,
   syncCredentialSecretName,
   VERSION,
 } from '../../controller/api/v1alpha1.js';
@@ -27,6 +29,7 @@ import type { Db } from '../core/db/database.js';
 import { deliveredCredential, type GitCredentialSource } from './git-credentials.js';
 import { isCurrentSync, type RepositoryRow } from './repositories.repository.js';
 import type { SyncDispatch } from './sync-dispatch.js';
+import { syncReportToken } from './sync-report.js';
 
 /** Rounds of read-then-replace before a hand-over gives up. */
 const BUMP_ATTEMPTS = 5;
@@ -47,6 +50,8 @@ export interface KubernetesSyncDispatchDeps {
   attemptDeadlineMs: number;
   /** What the attempt needs of this process's configuration (syncAttemptSettings), written into every request. */
   settings: RepositorySyncSettings;
+  /** The key attempts' report tokens are derived with (the sync report listener checks them with the same). */
+  reportTokenKey: Buffer;
 }
 
 /** The settings a sync attempt runs with, from the API server's configuration: the one place a sync Job's settings come from. */
@@ -80,23 +85,23 @@ export function kubernetesSyncDispatch(deps: KubernetesSyncDispatchDeps): SyncDi
 async function handOver(deps: KubernetesSyncDispatchDeps, syncs: RepositorySyncs, repository: RepositoryRow, claim: string): Promise<void> {
   const name = repositorySyncName(repository.id);
   const resolved = await deps.gitCredential(repository);
-  const credential = resolved && deliveredCredential(resolved);
+  const data: Record<string, string> = {
+    [SYNC_TOKEN_KEY]: syncReportToken(deps.reportTokenKey, repository.id, claim),
+    ...(resolved && { [SYNC_CREDENTIAL_KEY]: deliveredCredential(resolved) }),
+  };
   for (let round = 0; round < BUMP_ATTEMPTS; round++) {
     const existing = await syncs.read(name);
     if (!existing) {
       // The first generation: the Secret needs its owner's uid, so it follows the create (the Job's pod waits for it).
-      const created = await syncs.create(name, specOf(repository, claim, 1, credential !== undefined, deps.settings));
+      const created = await syncs.create(name, specOf(repository, claim, 1, deps.settings));
       if (!created) continue;
-      if (credential) await syncs.writeCredential(created, syncCredentialSecretName(name, 1), credential);
+      await syncs.writeCredential(created, syncCredentialSecretName(name, 1), data);
       return logHanded(deps.logger, repository.id, name, 1);
     }
     const generation = existing.spec.requestGeneration + 1;
     // Written before the bump, under this generation's own name: the controller deletes only ended generations' Secrets.
-    if (credential) await syncs.writeCredential(existing, syncCredentialSecretName(name, generation), credential);
-    const replaced = await syncs.replace({
-      ...existing,
-      spec: specOf(repository, claim, generation, credential !== undefined, deps.settings),
-    });
+    await syncs.writeCredential(existing, syncCredentialSecretName(name, generation), data);
+    const replaced = await syncs.replace({ ...existing, spec: specOf(repository, claim, generation, deps.settings) });
     if (replaced) return logHanded(deps.logger, repository.id, name, generation);
     if (!(await isCurrentSync(deps.db, repository.id, claim))) {
       deps.logger.info({ repository_id: repository.id }, 'sync hand-over dropped: its claim was superseded meanwhile');
@@ -153,8 +158,8 @@ class RepositorySyncs {
     });
   }
 
-  /** The attempt's credential Secret, owned by its RepositorySync (so it goes with it). */
-  async writeCredential(sync: RepositorySync, secretName: string, credential: string): Promise<void> {
+  /** The attempt's credential Secret (its keys and values), owned by its RepositorySync (so it goes with it). */
+  async writeCredential(sync: RepositorySync, secretName: string, values: Record<string, string>): Promise<void> {
     const secret: V1Secret = {
       apiVersion: 'v1',
       kind: 'Secret',
@@ -174,7 +179,7 @@ class RepositorySyncs {
         ],
       },
       type: 'Opaque',
-      data: { [SYNC_CREDENTIAL_KEY]: Buffer.from(credential).toString('base64') },
+      data: Object.fromEntries(Object.entries(values).map(([key, value]) => [key, Buffer.from(value).toString('base64')])),
     };
     await this.core.createNamespacedSecret({ namespace: this.namespace, body: secret }).catch(async (error: unknown) => {
       if (httpStatus(error) !== 409) throw error;
@@ -183,19 +188,14 @@ class RepositorySyncs {
   }
 }
 
-function specOf(
-  repository: RepositoryRow,
-  claim: string,
-  generation: number,
-  withCredential: boolean,
-  settings: RepositorySyncSettings,
-): RepositorySync['spec'] {
-  const name = repositorySyncName(repository.id);
+function specOf(repository: RepositoryRow, claim: string, generation: number, settings: RepositorySyncSettings): RepositorySync['spec'] {
   return {
     repositoryId: repository.id,
     url: repository.repo_url,
     branch: repository.branch,
-    ...(withCredential && { credentialSecretName: syncCredentialSecretName(name, generation) }),
+    provider: repository.provider,
+    ...(repository.ssh_known_hosts && { sshKnownHosts: repository.ssh_known_hosts }),
+    credentialSecretName: syncCredentialSecretName(repositorySyncName(repository.id), generation),
     claim,
     requestGeneration: generation,
     settings,

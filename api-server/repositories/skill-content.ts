@@ -22,7 +22,7 @@ import type { Db } from '../core/db/database.js';
 
 /** The most one commit's skill directories may hold, all files together. */
 export const MAX_SKILL_CONTENT_BYTES = 64 * 1024 * 1024;
-const MAX_SKILL_FILES = 20_000;
+export const MAX_SKILL_FILES = 20_000;
 const INSERT_BATCH = 500;
 /** pg_advisory_xact_lock key pair: ('acis' as int4, 1 = skill content). */
 const CONTENT_LOCK = sql`${0x61636973}::int4, 1::int4`;

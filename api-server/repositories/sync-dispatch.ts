@@ -1,7 +1,8 @@
 /**
  * Where a claimed sync attempt runs when not in this process: under Kubernetes, a RepositorySync the
- * controller runs as a Job (kubernetes-sync-dispatch.ts). The attempt ends its claim in the database
- * itself; the dispatch answers for the attempts that could not (a Job that died).
+ * controller runs as a Job (kubernetes-sync-dispatch.ts). The attempt's Job hands its result to the
+ * API server (sync-report-server.ts), which ends the claim; the dispatch answers for the attempts that
+ * could not (a Job that died).
  */
 import type { RepositoryRow } from './repositories.repository.js';
 

@@ -1,55 +1,103 @@
 /**
  * `acis sync-repository <rep_id>`: one attempt of a repository sync, as a RepositorySync's Job pod
- * runs it under Kubernetes. The same worker code as the in-process sync (fetch, catalog, store the
- * skill content, apply), for the claim the API server took (ACIS_SYNC_CLAIM), with the credential
- * the API server resolved for this attempt, read from the Secret mounted for it alone
- * (ACIS_SYNC_CREDENTIAL_FILE): the pod holds the database URL but no master key and, for a GitHub
- * App, only an installation token, never the App's private key. The outcome is written to the database (if the claim is still
- * current) and, as one JSON line `{state, commit?, error?}`, to the container's termination message
- * (ACIS_TERMINATION_LOG, default /dev/termination-log), which is how the controller learns it without
- * reading the database. Exit code: 0 ready, 1 error, 2 nothing written (superseded, missing).
+ * runs it under Kubernetes. It fetches and parses as the in-process sync does (sync-attempt.ts) and
+ * hands the result to the API server's sync report listener (ACIS_SYNC_REPORT_URL, sync-report.ts),
+ * which stores it if the attempt's claim (ACIS_SYNC_CLAIM) is still current. The pod holds no
+ * database credential and no master key: only the attempt's report token (ACIS_SYNC_TOKEN_FILE) and
+ * what git authenticates with (ACIS_SYNC_CREDENTIAL_FILE; for a GitHub App an installation token,
+ * never the App's key), both from the Secret the API server wrote for this attempt alone.
+ *
+ * The outcome is also written, as one JSON line `{state, commit?, error?}`, to the container's
+ * termination message (ACIS_TERMINATION_LOG, default /dev/termination-log), which is how the
+ * controller learns it without asking the API server. Exit code: 0 ready, 1 error (including a
+ * result the API server could not be given), 2 nothing written (superseded).
  */
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { Logger } from 'pino';
+import { z } from 'zod';
 import { loadConfig } from '../config.js';
-import { openDatabase } from '../core/db/database.js';
-import { createIdGenerator } from '../core/ids.js';
-import { Metrics } from '../core/metrics.js';
 import { createLogger } from '../server.js';
 import { RepositoryCheckouts } from './checkouts.js';
 import { mountedGitCredential } from './git-credentials.js';
+import type { SyncOutcome } from './sync.js';
+import { type AttemptResult, fetchAttempt } from './sync-attempt.js';
+import { encodeReport, reportPath } from './sync-report.js';
 import { remotePolicy } from './remote-policy.js';
-import { RepositorySyncWorker } from './sync.js';
+
+/** Connection failures (an API node restarting) are retried this many times before the attempt fails. */
+const REPORT_ATTEMPTS = 4;
+
+const JobEnv = z.object({
+  ACIS_SYNC_CLAIM: z.string().regex(/^[0-9a-f]{8,64}$/, 'must name the claim of the attempt to run'),
+  ACIS_SYNC_REPORT_URL: z.string().url('must be the URL of the sync report listener of the API server'),
+  ACIS_SYNC_TOKEN_FILE: z.string().min(1, 'must name the file holding the report token of the attempt'),
+  ACIS_SYNC_CREDENTIAL_FILE: z.string().min(1).optional(),
+  ACIS_SYNC_REPOSITORY_URL: z.string().min(1, 'must be the repository URL'),
+  ACIS_SYNC_BRANCH: z.string().min(1, 'must be the branch'),
+  ACIS_SYNC_PROVIDER: z.string().min(1).default('generic'),
+  ACIS_SYNC_SSH_KNOWN_HOSTS: z.string().min(1).optional(),
+});
 
 export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   if (!repositoryId || !/^rep_[A-Za-z0-9]+$/.test(repositoryId)) throw new Error('usage: acis sync-repository <rep_id>');
-  const claim = env.ACIS_SYNC_CLAIM;
-  if (!claim) throw new Error('ACIS_SYNC_CLAIM must name the claim of the attempt to run');
-  if (!env.DATABASE_URL) throw new Error('DATABASE_URL must be set: the attempt writes its outcome to the database');
+  const parsed = JobEnv.safeParse(env);
+  if (!parsed.success) {
+    throw new Error(`invalid environment:\n${parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n')}`);
+  }
+  const job = parsed.data;
   const config = loadConfig({ ...env, ACIS_DATA_DIR: env.ACIS_DATA_DIR ?? path.join(tmpdir(), 'acis-sync') });
   const logger = createLogger(config);
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
-  try {
-    const worker = new RepositorySyncWorker({
-      db: database.db,
-      gitCredential: mountedGitCredential(env.ACIS_SYNC_CREDENTIAL_FILE),
-      logger,
-      now: () => new Date(),
-      newId: createIdGenerator(),
-      nodeId: `sync-job-${repositoryId}`,
+  const token = (await readFile(job.ACIS_SYNC_TOKEN_FILE, 'utf8')).trim();
+  const result = await fetchAttempt(
+    {
+      gitCredential: mountedGitCredential(job.ACIS_SYNC_CREDENTIAL_FILE),
       checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
       remotes: remotePolicy(config),
       timeoutMs: config.syncTimeoutSeconds * 1000,
-      metrics: new Metrics(),
-    });
-    const outcome = await worker.runAttempt(repositoryId, claim);
-    await writeFile(env.ACIS_TERMINATION_LOG ?? '/dev/termination-log', `${JSON.stringify(outcome)}\n`).catch((error: unknown) => {
-      logger.warn({ err: error }, 'the termination message could not be written');
-    });
-    logger.info({ repository_id: repositoryId, state: outcome.state, commit: outcome.commit }, 'sync attempt ended');
-    return outcome.state === 'ready' ? 0 : outcome.state === 'error' ? 1 : 2;
-  } finally {
-    await database.close();
+      signal: new AbortController().signal,
+      onUnexpected: (error) => logger.error({ err: error }, 'repository sync failed'),
+    },
+    {
+      id: repositoryId,
+      repo_url: job.ACIS_SYNC_REPOSITORY_URL,
+      branch: job.ACIS_SYNC_BRANCH,
+      provider: job.ACIS_SYNC_PROVIDER,
+      credential_id: null,
+      ssh_known_hosts: job.ACIS_SYNC_SSH_KNOWN_HOSTS ?? null,
+    },
+  );
+  const url = new URL(reportPath(repositoryId, job.ACIS_SYNC_CLAIM), job.ACIS_SYNC_REPORT_URL);
+  const outcome = await report(url, token, result, logger);
+  await writeFile(env.ACIS_TERMINATION_LOG ?? '/dev/termination-log', `${JSON.stringify(outcome)}\n`).catch((error: unknown) => {
+    logger.warn({ err: error }, 'the termination message could not be written');
+  });
+  logger.info({ repository_id: repositoryId, state: outcome.state, commit: outcome.commit }, 'sync attempt ended');
+  return outcome.state === 'ready' ? 0 : outcome.state === 'error' ? 1 : 2;
+}
+
+/** Hands the result to the API server; what it stored (or that the claim had ended). */
+async function report(url: URL, token: string, result: AttemptResult, logger: Logger): Promise<SyncOutcome> {
+  const body = JSON.stringify(encodeReport(result));
+  for (let attempt = 1; ; attempt++) {
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body,
+      });
+    } catch (error) {
+      logger.warn({ err: error, attempt }, 'the sync result could not be handed to the API server');
+      if (attempt >= REPORT_ATTEMPTS) return { state: 'error', error: 'the sync result could not be handed to the platform' };
+      await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** attempt));
+      continue;
+    }
+    const answer = (await response.json().catch(() => ({}))) as { state?: string; commit?: string; error?: string; type?: string };
+    if (response.ok && (answer.state === 'ready' || answer.state === 'error')) return answer as SyncOutcome;
+    if (response.status === 403 && answer.type?.endsWith('/problems/sync-superseded')) return { state: 'superseded' };
+    logger.error({ status: response.status, problem: answer.type }, 'the API server refused the sync result');
+    return { state: 'error', error: `the platform refused the sync result (HTTP ${response.status})` };
   }
 }

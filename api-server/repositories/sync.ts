@@ -11,8 +11,8 @@
  * outcome ends with the reason the cluster reports, and one still `syncing` past the Job deadline is
  * taken over, whichever node claimed it.
  *
- * A sync fetches the branch head (depth 1) with real git and the vaulted credential (git.ts) into a
- * checkout on this node (checkouts.ts), catalogs its SKILL.md manifests (catalog.ts), stores the
+ * An attempt fetches the branch head (depth 1) with real git and reads its skills (sync-attempt.ts),
+ * here or in a sync Job that reports what it found (sync-report.ts); the worker then stores the
  * skill directories in the database every node shares (skill-content.ts) and reconciles the
  * repository's discovered skills: upserted by name, refreshed, pruned when gone. Manual skills are
  * never touched; a discovered skill whose name a manual one holds is reported, not cataloged. The
@@ -23,12 +23,11 @@ import type { Logger } from 'pino';
 import { type Db, json } from '../core/db/database.js';
 import type { SyncWarning } from '../core/db/schema.js';
 import type { IdGenerator } from '../core/ids.js';
-import { type Metrics, secondsSince } from '../core/metrics.js';
+import type { Metrics } from '../core/metrics.js';
 import { NODE_STALE_MS } from '../runs/nodes.js';
 import { deleteSkills, insertSkillIfAbsent, skillsByName, updateSkill } from '../skills/skills.repository.js';
-import { type Catalog, scanCatalog } from './catalog.js';
-import type { Fetched, RepositoryCheckouts } from './checkouts.js';
-import { GitError } from './git.js';
+import type { Catalog } from './catalog.js';
+import type { RepositoryCheckouts } from './checkouts.js';
 import type { GitCredentialSource } from './git-credentials.js';
 import {
   claimSync,
@@ -45,19 +44,13 @@ import {
   takeSyncRequest,
 } from './repositories.repository.js';
 import type { SyncDispatch } from './sync-dispatch.js';
-import { type RemotePolicy, remoteRefusal } from './remote-policy.js';
-import {
-  collectSkillContent,
-  collectUnreferencedBlobs,
-  readSkillDirectories,
-  type SkillFile,
-  SkillContentTooLarge,
-  storeSkillContent,
-} from './skill-content.js';
+import { collectSkillContent, collectUnreferencedBlobs, type SkillFile, storeSkillContent } from './skill-content.js';
+import { type AttemptResult, fetchAttempt } from './sync-attempt.js';
+import type { RemotePolicy } from './remote-policy.js';
 
 export interface SyncWorkerDeps {
   db: Db;
-  /** What git authenticates with: resolved from the vault, or (in a sync Job's pod) delivered for the attempt. */
+  /** What git authenticates with, resolved from the vault (a sync Job's pod is given its own: sync-job.ts). */
   gitCredential: GitCredentialSource;
   logger: Logger;
   now: () => Date;
@@ -71,7 +64,7 @@ export interface SyncWorkerDeps {
   metrics: Metrics;
   /**
    * Where a claimed attempt runs: absent, in this process; under Kubernetes, a RepositorySync the
-   * controller runs as a Job (kubernetes-sync-dispatch.ts). Either way the attempt ends the claim in the database.
+   * controller runs as a Job (kubernetes-sync-dispatch.ts) whose result comes back through `settle`.
    */
   dispatch?: SyncDispatch;
 }
@@ -199,14 +192,6 @@ export class RepositorySyncWorker {
     await Promise.allSettled([...this.running]);
   }
 
-  /**
-   * Runs one attempt of a claimed sync here and now (what a sync Job's pod does); the outcome is in
-   * the database as well, if the claim is still current.
-   */
-  runAttempt(repositoryId: string, claim: string): Promise<SyncOutcome> {
-    return this.run(repositoryId, claim);
-  }
-
   /** A claimed attempt goes to the dispatcher, or runs in this process. */
   private async hand(repository: RepositoryRow, claim: string): Promise<void> {
     if (!this.deps.dispatch) return this.launch(repository.id, claim);
@@ -236,73 +221,64 @@ export class RepositorySyncWorker {
   }
 
   private async run(repositoryId: string, claim: string): Promise<SyncOutcome> {
-    const { db, logger } = this.deps;
-    const repository = await findRepositoryById(db, repositoryId);
+    const repository = await findRepositoryById(this.deps.db, repositoryId);
     if (!repository) return { state: 'missing' };
-    const log = logger.child({ repository_id: repositoryId });
+    const log = this.deps.logger.child({ repository_id: repositoryId });
     log.info({ branch: repository.branch }, 'repository sync started');
-    const startedMs = performance.now();
-    let fetched: Fetched;
-    let catalog: Catalog;
-    let files: SkillFile[];
+    let result: AttemptResult;
     try {
-      const refusal = await remoteRefusal(repository.repo_url, this.deps.remotes);
-      if (refusal) throw new GitError(refusal);
-      fetched = await this.deps.checkouts.fetchBranch(
-        repositoryId,
+      result = await fetchAttempt(
         {
-          url: repository.repo_url,
-          provider: repository.provider,
-          credential: await this.deps.gitCredential(repository, this.stopping.signal),
-          knownHosts: repository.ssh_known_hosts ?? undefined,
-        },
-        repository.branch,
-        {
+          gitCredential: this.deps.gitCredential,
+          checkouts: this.deps.checkouts,
+          remotes: this.deps.remotes,
           timeoutMs: this.deps.timeoutMs,
           signal: this.stopping.signal,
+          onUnexpected: (error) => log.error({ err: error }, 'repository sync failed'),
         },
+        repository,
       );
-      if (!repository.ssh_known_hosts && fetched.knownHosts) await pinSshHostKeys(db, repositoryId, fetched.knownHosts);
-      catalog = await scanCatalog(fetched.dir);
-      files = await readSkillDirectories(fetched.dir, catalog.manifests);
-      // Everything a run needs is in `files` now; the checkout is not kept.
-      await this.deps.checkouts.discardCheckouts(repositoryId);
     } catch (error) {
       // Interrupted by shutdown: left `syncing` for recovery.
       if (this.stopping.signal.aborted) return { state: 'interrupted' };
-      const reason =
-        error instanceof GitError
-          ? error.reason
-          : error instanceof SkillContentTooLarge
-            ? error.message
-            : 'the sync failed on the platform side';
-      if (!(error instanceof GitError || error instanceof SkillContentTooLarge)) log.error({ err: error }, 'repository sync failed');
-      await this.deps.checkouts.discardCheckouts(repositoryId);
-      const ended = await endSync(db, repositoryId, claim, { sync_state: 'error', sync_error: reason });
-      this.deps.metrics.syncEnded('error', secondsSince(startedMs));
-      log.warn({ reason, current: ended }, 'repository sync failed');
-      return ended ? { state: 'error', error: reason } : { state: 'superseded' };
+      throw error;
     }
-    const applied = await this.applyCatalog(repositoryId, claim, fetched.commit, catalog, files, repository.sync_commit);
+    return this.settle(repositoryId, claim, result);
+  }
+
+  /**
+   * Stores an attempt's result if its claim is still current: the error, or the content, catalog and
+   * commit in one transaction. The same whether the attempt ran here or in a sync Job that reported
+   * it (sync-report-server.ts). `superseded` when the claim had ended: nothing is written.
+   */
+  async settle(repositoryId: string, claim: string, result: AttemptResult): Promise<SyncOutcome> {
+    const { db } = this.deps;
+    const log = this.deps.logger.child({ repository_id: repositoryId });
+    const repository = await findRepositoryById(db, repositoryId);
+    const seconds = repository?.sync_started_at ? (this.deps.now().getTime() - repository.sync_started_at.getTime()) / 1000 : 0;
+    if (result.state === 'error') {
+      const ended = await endSync(db, repositoryId, claim, { sync_state: 'error', sync_error: result.error });
+      if (!ended) return { state: 'superseded' };
+      this.deps.metrics.syncEnded('error', seconds);
+      log.warn({ reason: result.error }, 'repository sync failed');
+      return { state: 'error', error: result.error };
+    }
+    const { commit, catalog, files } = result;
+    if (repository && !repository.ssh_known_hosts && result.knownHosts) await pinSshHostKeys(db, repositoryId, result.knownHosts);
+    const applied = repository && (await this.applyCatalog(repositoryId, claim, commit, catalog, files, repository.sync_commit));
     if (!applied) {
-      this.deps.metrics.syncEnded('superseded', secondsSince(startedMs));
-      log.info({ commit: fetched.commit }, 'repository sync outdated by a newer change; its result was dropped');
+      this.deps.metrics.syncEnded('superseded', seconds);
+      log.info({ commit }, 'repository sync outdated by a newer change; its result was dropped');
       // Deleted while we fetched: its clone must not outlive it.
       if (!(await findRepositoryById(db, repositoryId))) await this.deps.checkouts.remove(repositoryId);
       return { state: 'superseded' };
     }
-    this.deps.metrics.syncEnded('ready', secondsSince(startedMs));
+    this.deps.metrics.syncEnded('ready', seconds);
     log.info(
-      {
-        commit: fetched.commit,
-        skills: catalog.skills.length,
-        files: files.length,
-        warnings: applied.warnings.length,
-        collected: applied.collected,
-      },
+      { commit, skills: catalog.skills.length, files: files.length, warnings: applied.warnings.length, collected: applied.collected },
       'repository sync ready',
     );
-    return { state: 'ready', commit: fetched.commit };
+    return { state: 'ready', commit };
   }
 
   /**

@@ -18,10 +18,10 @@ import { deleteRunSecrets } from '../secrets/secrets.repository.js';
 import { loadRunSkills } from '../skills/materialise.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import type { ReplyBuilder } from './reply.js';
-import { internalProblem } from './run-problems.js';
+import { internalProblem, turnTimeoutProblem, workspaceTooLargeProblem } from './run-problems.js';
 import type { RunOutcome, RunRequest } from './run-request.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
-import { claimProblem, claimRunner, withSkills } from './runner-claim.js';
+import { type ClaimDeps, claimProblem, claimRunner, withSkills } from './runner-claim.js';
 import { type FillerStream, TurnLines } from './turn-lines.js';
 import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
@@ -38,6 +38,8 @@ export interface RunManagerDeps {
   approvals: ApprovalGate;
   /** Default and cap of an approval's life (ACIS_APPROVAL_TTL_SECONDS). */
   approvalTtlSeconds: number;
+  /** The longest a turn may take on its runner (ACIS_TURN_TIMEOUT_SECONDS). */
+  turnTimeoutSeconds: number;
   metrics: Metrics;
 }
 
@@ -62,8 +64,13 @@ export class RunManager {
   private closing = false;
   /** The problem runs still going at the shutdown deadline end with (see `endAll`). */
   private ending: ProblemError | undefined;
+  /** Resolved (and replaced) whenever a run of this node ends: runs held for a busy-sandbox place count again. */
+  private nextRunEnd = signalOnce();
+  private readonly claimDeps: ClaimDeps;
 
-  constructor(private readonly deps: RunManagerDeps) {}
+  constructor(private readonly deps: RunManagerDeps) {
+    this.claimDeps = { ...deps, runEnded: () => this.nextRunEnd.settled };
+  }
 
   /** False once the node is shutting down: new messages are refused (`shutting-down`). */
   get accepting(): boolean {
@@ -142,6 +149,9 @@ export class RunManager {
       .finally(async () => {
         await stream.flush();
         this.live.delete(request.assistantMessageId);
+        const ended = this.nextRunEnd;
+        this.nextRunEnd = signalOnce();
+        ended.fire();
         // An approval the run was parked on when it ended otherwise can no longer be granted.
         await expireApprovalsOfMessage(this.deps.db, request.assistantMessageId, this.deps.now()).then(
           (expired) => {
@@ -163,13 +173,13 @@ export class RunManager {
     skills.catch(() => undefined);
     let lease: Lease;
     try {
-      lease = await claimRunner(this.deps, request, stream);
+      lease = await claimRunner(this.claimDeps, request, stream);
     } catch (error) {
       const problem = claimProblem(error, request.onCapacity) ?? this.ending;
       if (!problem) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
       return this.abort(request, stream, problem ?? internalProblem());
     }
-    const { lease: ready, skillsDelivered } = await withSkills(this.deps, request, lease, skills);
+    const { lease: ready, skillsDelivered } = await withSkills(this.claimDeps, request, lease, skills);
     return this.runTurn(request, stream, ready, skillsDelivered, masker, startedMs);
   }
 
@@ -217,7 +227,9 @@ export class RunManager {
       : undefined;
     const lines = new TurnLines(stream, masker, filler);
     const disarmAbort = this.armAbort(request.assistantMessageId, lease);
+    const disarmBounds = this.armBounds(request.assistantMessageId, lease);
     const turned = await this.agentTurn(request, lease, lines, runStartedMs);
+    disarmBounds();
     const aborted = disarmAbort();
     const outcome = await this.afterSkillsDelivered(request.assistantMessageId, turned, skillsDelivered);
     const turnSeconds = secondsSince(turnStartedMs);
@@ -250,6 +262,20 @@ export class RunManager {
     return () => {
       if (live) live.abort = undefined;
       return aborted;
+    };
+  }
+
+  /**
+   * The turn's bounds, each ending it through `abortRun` with its own problem: the deadline
+   * (ACIS_TURN_TIMEOUT_SECONDS), and what the provider itself watches (the local workspace size).
+   */
+  private armBounds(messageId: string, lease: Lease): () => void {
+    const seconds = this.deps.turnTimeoutSeconds;
+    const deadline = setTimeout(() => this.abortRun(messageId, turnTimeoutProblem(seconds)), seconds * 1000);
+    const unwatch = lease.watchLimits?.((detail) => this.abortRun(messageId, workspaceTooLargeProblem(detail)));
+    return () => {
+      clearTimeout(deadline);
+      unwatch?.();
     };
   }
 
@@ -405,4 +431,13 @@ export class RunManager {
     if (!row) return undefined;
     return presentMessage(row);
   }
+}
+
+/** A promise to wait on and the one call that settles it. */
+function signalOnce(): { settled: Promise<void>; fire: () => void } {
+  let fire: () => void = () => undefined;
+  const settled = new Promise<void>((resolve) => {
+    fire = resolve;
+  });
+  return { settled, fire };
 }

@@ -21,3 +21,15 @@ export function shuttingDownProblem(): ProblemError {
 export function internalProblem(): ProblemError {
   return new ProblemError('internal-error', 500, { detail: 'The agent run failed on the platform side.' });
 }
+
+/** The turn ran past ACIS_TURN_TIMEOUT_SECONDS: its runner was stopped and the run ended `failed`. */
+export function turnTimeoutProblem(seconds: number): ProblemError {
+  return new ProblemError('turn-timeout', 504, {
+    detail: `The turn ran past this deployment's turn deadline (${seconds} s) and was stopped.`,
+  });
+}
+
+/** The sandbox's writable space passed its limit during the turn: its runner was stopped and the run ended `failed`. */
+export function workspaceTooLargeProblem(detail: string): ProblemError {
+  return new ProblemError('workspace-too-large', 507, { detail });
+}

@@ -1,6 +1,7 @@
 import type { ScopedConversationRow } from '../conversations/conversations.repository.js';
 import type { ProblemError } from '../core/problems.js';
 import type { Lease } from '../sandboxes/provider.js';
+import type { BusyPlaceRequest } from './busy-caps.js';
 import type { StreamLine } from './run-stream.js';
 import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 
@@ -14,6 +15,8 @@ export interface RunRequest {
   onCapacity: 'reject' | 'hold';
   /** Already admitted, the runner still getting ready (on_capacity=reject is admitted before anything is persisted). */
   lease?: Promise<Lease> | undefined;
+  /** Stored held for a busy-sandbox place (on_capacity=hold over a tenant's or user's cap): the run waits for one first. */
+  busyPlace?: BusyPlaceRequest | undefined;
   /** Lines that open the stream (the `conversation` line of create and upsert). */
   leadingLines: StreamLine[];
   /** Whether the filler cascade enables a quick acknowledgement ahead of the agent. */

@@ -9,28 +9,39 @@ import { type Metrics, secondsSince } from '../core/metrics.js';
 import { ProblemError } from '../core/problems.js';
 import { type AcquireRequest, CapacityExhausted, type Lease, type SandboxProvider, SandboxUnavailable } from '../sandboxes/provider.js';
 import type { RunSkill } from '../skills/materialise.js';
+import type { Db } from '../core/db/database.js';
+import { BusyCapExhausted, busyCapProblem, waitForBusyPlace } from './busy-caps.js';
 import { sandboxUnavailableProblem } from './run-problems.js';
 import type { RunRequest } from './run-request.js';
 import { platformLine, type RunStream } from './run-stream.js';
 
-interface ClaimDeps {
+export interface ClaimDeps {
+  db: Db;
+  /** Settles when the next run of this node ends (a busy-sandbox place may have freed up). */
+  runEnded: () => Promise<void>;
   provider: SandboxProvider;
   metrics: Metrics;
   maxHoldSeconds: number;
 }
 
-/** The run's lease; a wait for capacity shows in the stream as `queued` lines. */
+/**
+ * The run's lease. A run held for a busy-sandbox place (its tenant's or user's cap) waits for one
+ * first, then for a runner; both waits show in the stream as `queued` lines and share the maximum hold.
+ */
 export async function claimRunner(deps: ClaimDeps, request: RunRequest, stream: RunStream): Promise<Lease> {
   let queuedMs: number | undefined;
+  const onQueued = (position: number, retryHint: number) => {
+    queuedMs ??= performance.now();
+    stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint }));
+  };
+  const hold = AbortSignal.timeout(deps.maxHoldSeconds * 1000);
   try {
+    if (request.busyPlace) await waitForBusyPlace(deps.db, request.busyPlace, { signal: hold, ended: deps.runEnded, onQueued });
     if (request.lease) return await request.lease;
     const lease = await deps.provider.acquire(sandboxFor(request.conversation, request.assistantMessageId), {
       wait: request.onCapacity === 'hold',
-      signal: AbortSignal.timeout(deps.maxHoldSeconds * 1000),
-      onQueued: (position, retryHint) => {
-        queuedMs ??= performance.now();
-        stream.append(platformLine('queued', { position, retry_hint_seconds: retryHint }));
-      },
+      signal: hold,
+      onQueued,
     });
     if (queuedMs !== undefined) deps.metrics.holdEnded('served', secondsSince(queuedMs));
     return lease;
@@ -45,6 +56,7 @@ export async function claimRunner(deps: ClaimDeps, request: RunRequest, stream: 
 
 /** The problem a run ends with when no runner could be claimed for it; undefined for a failure nobody expected. */
 export function claimProblem(error: unknown, onCapacity: RunRequest['onCapacity']): ProblemError | undefined {
+  if (error instanceof BusyCapExhausted) return busyCapProblem(error.cap, error.caps, 'hold');
   if (error instanceof CapacityExhausted) {
     return new ProblemError('capacity-exhausted', 429, {
       detail:

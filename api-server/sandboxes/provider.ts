@@ -29,6 +29,12 @@ export interface Lease {
   runner: Runner;
   /** True when this runner served the conversation's previous turn (a live session): no resume needed. */
   continuing: boolean;
+  /**
+   * Where the provider itself bounds what a turn may write (the local provider's workspace size
+   * limit; on a cluster the kubelet does it): watches the runner for the turn, calls `onExceeded`
+   * with what was passed, and returns the stop.
+   */
+  watchLimits?: (onExceeded: (detail: string) => void) => () => void;
 }
 
 /**

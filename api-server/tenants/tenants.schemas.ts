@@ -1,8 +1,11 @@
 import { z } from 'zod';
+import { MAX_BUSY_SANDBOXES } from '../config.js';
 import { listQuery } from '../core/pagination.js';
 import { ExternalId, IdParam, ListOf, Metadata, Name, Timestamp } from '../core/schemas.js';
 
 export const DEFAULT_AGENT_TYPE = 'vendor-agent-sdk';
+
+const BusyCap = z.number().int().min(1).max(MAX_BUSY_SANDBOXES).nullable().default(null);
 
 /** Tenant settings: caps and defaults. Replaced wholesale on update, so omitted fields fall back to defaults. */
 export const TenantSettings = z
@@ -11,6 +14,12 @@ export const TenantSettings = z
     default_agent_type: z.string().trim().min(1).max(64).default(DEFAULT_AGENT_TYPE),
     max_idle_ttl_seconds: z.number().int().min(60).max(86400).default(3600),
     max_concurrent_warm: z.number().int().min(0).max(1000).default(5),
+    max_busy_sandboxes: BusyCap.describe(
+      'Cap on the sandboxes the tenant keeps busy at once (runs in progress); null: the deployment default (ACIS_TENANT_MAX_BUSY_SANDBOXES)',
+    ),
+    max_busy_sandboxes_per_user: BusyCap.describe(
+      'Cap on the sandboxes one user of the tenant keeps busy at once; null: the deployment default (ACIS_USER_MAX_BUSY_SANDBOXES)',
+    ),
   })
   .meta({ id: 'TenantSettings' });
 

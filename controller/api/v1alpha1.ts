@@ -196,7 +196,15 @@ export interface RepositorySyncSpec {
   repositoryId: string;
   url: string;
   branch: string;
-  /** The Secret (key `credential`) with what git authenticates this attempt with, owned by the RepositorySync (see syncCredentialSecretName). */
+  /** The repository's provider (`generic`, `github`, ...): the user name git sends with a token. */
+  provider?: string;
+  /** The SSH host keys pinned for the repository (known_hosts lines); absent before its first SSH sync. */
+  sshKnownHosts?: string;
+  /**
+   * The attempt's Secret, owned by the RepositorySync (see syncCredentialSecretName): key `token`, what
+   * the Job hands its result to the API server with, and, when the repository has a credential, key
+   * `credential`, what git authenticates with.
+   */
   credentialSecretName?: string;
   /** The database claim of the attempt the Job runs. */
   claim: string;
@@ -218,13 +226,15 @@ export interface RepositorySyncSettings {
   timeoutSeconds?: number;
 }
 
+/** The credential Secret's key for git's credential, and so the file name a sync Job mounts it under. */
+export const SYNC_CREDENTIAL_KEY = 'credential';
+/** The credential Secret's key for the attempt's report token (see api-server/repositories/sync-report.ts). */
+export const SYNC_TOKEN_KEY = 'token';
+
 /**
  * The credential Secret of one generation's attempt: one per generation, so the API server can write
  * the next before bumping while the controller deletes the one before, without either racing the other.
  */
-/** The credential Secret's key, and so the file name a sync Job mounts it under. */
-export const SYNC_CREDENTIAL_KEY = 'credential';
-
 export function syncCredentialSecretName(syncName: string, requestGeneration: number): string {
   return `${syncName}-credential-${requestGeneration}`;
 }

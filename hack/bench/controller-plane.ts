@@ -184,6 +184,9 @@ export async function runControllerPlane(options: {
     // Fast timings only: a real kubelet probes every second at most; 100 ms keeps probing 300 pods from starving the API server in this process.
     probePeriodMs: 100,
     allocatable: { cpu: '1000', memory: '1000Gi', pods: 5000 },
+    // The plane measures the controller: pods share the host's network (a pod network's set-up is in
+    // the realistic start times), and a burst of 300 needs more addresses than the netns mode's /24.
+    network: 'loopback',
   });
   options.defer(() => kubelet.close());
   const controller = await startControllerProcess(options.root, server.kubeconfigPath);

@@ -4,7 +4,7 @@
  * server defaults them. Pure functions over pod objects.
  */
 import type { ContainerSpec } from './kubelet-container.js';
-import { parseQuantity } from './quantity.js';
+import { parseQuantity } from '../../kube/quantity.js';
 import type { KubeObject } from './store.js';
 
 export interface Resources {

@@ -31,14 +31,14 @@ import {
 } from './kubelet-container.js';
 import { eventRecorder, type PodRef } from './kubelet-events.js';
 import { allocatePodIP, podNetwork } from './kubelet-pod-network.js';
-import { acquirePodNetwork, probeNetworkMode, type NetworkMode, type PodAttachment } from './pod-netns.js';
+import { acquirePodNetwork, POD_ADDRESSES, probeNetworkMode, type NetworkMode, type PodAttachment } from './pod-netns.js';
 import { startPodNetworkSync } from './pod-network-sync.js';
 import { preStopOf, runPreStop, stopWindowMs } from './kubelet-lifecycle.js';
 import { kubeletTimings, type KubeletTimingsMode } from './kubelet-timings.js';
 import { descendants, killTree, signal, terminateTree } from './kubelet-processes.js';
 import { mountsFor, prepareVolumes, VolumeNotReady, type VolumeMount } from './kubelet-volumes.js';
 import { timestamp } from './objects.js';
-import { parseQuantity } from './quantity.js';
+import { parseQuantity } from '../../kube/quantity.js';
 import { isTerminal, missingResources, podResources, unschedulableMessage, usage } from './kubelet-scheduling.js';
 import type { KubeTestServer } from './server.js';
 import type { KubeObject, StoreChange } from './store.js';
@@ -164,6 +164,13 @@ export async function startKubelet(options: KubeletOptions): Promise<Kubelet> {
     pods: options.allocatable?.pods ?? 110,
   };
   const networkMode = await chooseNetworkMode(options.network ?? (process.env.KUBELET_TEST_NETWORK as NetworkMode | undefined) ?? 'auto');
+  // A node's pod capacity must fit its pod CIDR, as a kubelet's --max-pods must fit the node's
+  // podCIDR (https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/): past it,
+  // pods would be scheduled that can never get an address.
+  if (networkMode === 'netns' && allocatable.pods > POD_ADDRESSES)
+    throw new Error(
+      `allocatable pods ${allocatable.pods} exceed the ${POD_ADDRESSES} addresses of the netns pod network's /24; run loopback or allow fewer pods`,
+    );
   const podHost = networkMode === 'netns' ? await acquirePodNetwork() : undefined;
   const nodeAddress = podHost?.nodeAddress ?? '127.0.0.1';
   const networkSync =

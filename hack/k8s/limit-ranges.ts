@@ -13,7 +13,7 @@
  * defaultRequest is set; pod overhead.
  */
 import { KubeStatusError } from './errors.js';
-import { parseQuantity } from './quantity.js';
+import { parseQuantity } from '../../kube/quantity.js';
 import type { KubeObject, ObjectStore } from './store.js';
 
 type Resources = Record<string, string>;

@@ -105,6 +105,9 @@ export function podSubnet(pid = process.pid): { prefix: string; nodeAddress: str
   return { prefix, nodeAddress: `${prefix}.1` };
 }
 
+/** The pod addresses of the /24 (.2 to .254): what the kubelets of this process share. */
+export const POD_ADDRESSES = 253;
+
 let shared: { host: Promise<PodNetworkHost>; users: number } | undefined;
 
 /** The process's pod network, made on first use and removed when its last kubelet releases it. */
@@ -144,7 +147,8 @@ NFT
   const used = new Set<number>();
   const attach = async (): Promise<PodAttachment> => {
     let host = 0;
-    for (let tries = 0; tries < 253 && (host === 0 || used.has(host)); tries++) host = 2 + ((counter++ % 253) as number);
+    for (let tries = 0; tries < POD_ADDRESSES && (host === 0 || used.has(host)); tries++)
+      host = 2 + ((counter++ % POD_ADDRESSES) as number);
     if (used.has(host)) throw new Error(`no free pod address left in ${prefix}.0/24`);
     used.add(host);
     const name = `acis-${pid}-${host}`;

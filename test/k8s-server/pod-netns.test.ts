@@ -184,6 +184,12 @@ describe.runIf(mode === 'netns')('pods in network namespaces of their own (netns
     expect(execFileSync('ip', ['-o', 'link', 'show', 'type', 'bridge']).toString()).not.toContain(`acisbr${deadPid}`);
   });
 
+  it('refuses a node whose pod capacity exceeds its /24, as --max-pods must fit the podCIDR', async () => {
+    await expect(
+      startKubelet({ server, images: {}, nodeName: 'node-oversized', network: 'netns', allocatable: { pods: 300 } }),
+    ).rejects.toThrow('allocatable pods 300 exceed the 253 addresses');
+  });
+
   it('says which mode ran, and gives each pod an IP of its own on the node network', () => {
     expect(kubelet.networkMode).toBe('netns');
     const prefix = kubelet.nodeAddress.replace(/\.1$/, '.');

@@ -6,7 +6,11 @@ import { decideRepositorySync, syncJobEnv, syncJobName } from '../../controller/
 import { loadConfig } from '../../api-server/config.js';
 import { syncAttemptSettings } from '../../api-server/repositories/kubernetes-sync-dispatch.js';
 
-const config = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_SYNC_IMAGE: 'acis:1', ACIS_DATABASE_SECRET: 'db' });
+const config = loadControllerConfig({
+  ACIS_K8S_NAMESPACE: 'acis',
+  ACIS_SYNC_IMAGE: 'acis:1',
+  ACIS_SYNC_REPORT_URL: 'http://acis-sync-report.acis.svc:8082',
+});
 const now = new Date('2026-11-25T08:00:00Z');
 const COMMIT = 'a'.repeat(40);
 
@@ -23,6 +27,7 @@ function sync(
       repositoryId: 'rep_01ABC',
       url: 'https://example.com/a.git',
       branch: 'main',
+      provider: 'github',
       credentialSecretName: 'rep-01abc-credential-2',
       claim: 'c1a1m0000000',
       requestGeneration: 2,
@@ -72,11 +77,22 @@ describe('decideRepositorySync', () => {
     expect(container.args).toEqual(['sync-repository', 'rep_01ABC']);
     expect(container.env).toEqual(
       expect.arrayContaining([
-        { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'db', key: 'DATABASE_URL' } } },
         { name: 'ACIS_SYNC_CLAIM', value: 'c1a1m0000000' },
+        { name: 'ACIS_SYNC_REPOSITORY_URL', value: 'https://example.com/a.git' },
+        { name: 'ACIS_SYNC_BRANCH', value: 'main' },
+        { name: 'ACIS_SYNC_PROVIDER', value: 'github' },
+        { name: 'ACIS_SYNC_REPORT_URL', value: 'http://acis-sync-report.acis.svc:8082' },
+        { name: 'ACIS_SYNC_TOKEN_FILE', value: '/var/run/acis/credential/token' },
         { name: 'ACIS_SYNC_CREDENTIAL_FILE', value: '/var/run/acis/credential/credential' },
       ]),
     );
+    // The pod that runs git holds no database credential, and reads no Secret but its attempt's.
+    const text = JSON.stringify(created);
+    expect(text).not.toContain('DATABASE_URL');
+    expect(text).not.toContain('acis-database');
+    expect(container.env!.filter((e) => e.valueFrom !== undefined)).toEqual([]);
+    expect(container.envFrom).toBeUndefined();
+    expect(podSpec.volumes!.filter((v) => v.secret).map((v) => v.secret!.secretName)).toEqual(['rep-01abc-credential-2']);
     expect(podSpec.volumes).toContainEqual({ name: 'credential', secret: { secretName: 'rep-01abc-credential-2', defaultMode: 0o440 } });
     expect(podSpec.automountServiceAccountToken).toBe(false);
     expect(container.securityContext).toMatchObject({
@@ -230,8 +246,9 @@ describe('syncJobEnv', () => {
     const job = loadConfig(values);
     expect(job.allowFileRepos).toBe(true);
     expect(job.syncTimeoutSeconds).toBe(77);
-    expect(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({ name: 'db', key: 'DATABASE_URL' });
-    expect(values).toMatchObject({ ACIS_SYNC_CLAIM: 'c1a1m0000000', ACIS_SYNC_CREDENTIAL_FILE: '/var/run/acis/credential/credential' });
+    expect(job.databaseUrl).toBeUndefined();
+    expect(env.map((e) => e.name)).not.toContain('DATABASE_URL');
+    expect(values).toMatchObject({ ACIS_SYNC_CLAIM: 'c1a1m0000000', ACIS_SYNC_TOKEN_FILE: '/var/run/acis/credential/token' });
   });
 
   it('a request without settings (written by an older API server) leaves the Job its defaults', () => {

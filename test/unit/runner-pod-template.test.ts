@@ -120,6 +120,37 @@ describe('runnerPod: private registries', () => {
   });
 });
 
+describe('runnerPod: what a runner may write', () => {
+  it('bounds ephemeral storage by default (1Gi requested, 4Gi limit) and caps the workspace volume at the limit', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' }));
+    expect(container(pod).resources).toMatchObject({
+      requests: { 'ephemeral-storage': '1Gi' },
+      limits: { 'ephemeral-storage': '4Gi' },
+    });
+    expect(pod.spec!.volumes).toContainEqual({ name: 'workspace', emptyDir: { sizeLimit: '4Gi' } });
+  });
+
+  it("takes the deployment's setting, and a Sandbox's own limit over it", () => {
+    const config = loadControllerConfig({
+      ACIS_K8S_NAMESPACE: 'acis',
+      ACIS_RUNNER_EPHEMERAL_STORAGE_REQUEST: '500Mi',
+      ACIS_RUNNER_EPHEMERAL_STORAGE_LIMIT: '2Gi',
+    });
+    const pod = runnerPod(sandbox, 'con-01jab-x1', config);
+    expect(container(pod).resources?.limits).toMatchObject({ 'ephemeral-storage': '2Gi' });
+    expect(pod.spec!.volumes).toContainEqual({ name: 'workspace', emptyDir: { sizeLimit: '2Gi' } });
+    const own = runnerPod(
+      { ...sandbox, spec: { ...sandbox.spec, resources: { limits: { 'ephemeral-storage': '8Gi' } } } },
+      'con-01jab-x2',
+      config,
+    );
+    expect(own.spec!.volumes).toContainEqual({ name: 'workspace', emptyDir: { sizeLimit: '8Gi' } });
+    expect(() =>
+      loadControllerConfig({ ACIS_RUNNER_EPHEMERAL_STORAGE_REQUEST: '8Gi', ACIS_RUNNER_EPHEMERAL_STORAGE_LIMIT: '2Gi' }),
+    ).toThrow(/ephemeral-storage request 8Gi exceeds its limit 2Gi/);
+  });
+});
+
 describe('resourcesProblem: requests above limits, as the API server refuses them', () => {
   const defaults = { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } };
 

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
+  busyCapReached,
+  effectiveBusyCaps,
   type CapacityLimits,
   decideAcquire,
   decideHold,
@@ -106,6 +108,39 @@ describe('retryHintSeconds(position, typicalTurnSeconds)', () => {
   it('grows with the queue position and is at least one second', () => {
     expect(retryHintSeconds(1, 0.2)).toBe(1);
     expect(retryHintSeconds(3, 2)).toBe(6);
+  });
+});
+
+describe('effectiveBusyCaps(settings, defaults)', () => {
+  it.each([
+    [{}, { tenant: 4, user: 2 }, { tenant: 4, user: 2 }],
+    [
+      { max_busy_sandboxes: null, max_busy_sandboxes_per_user: null },
+      { tenant: 4, user: undefined },
+      { tenant: 4, user: undefined },
+    ],
+    [
+      { max_busy_sandboxes: 9, max_busy_sandboxes_per_user: 1 },
+      { tenant: 4, user: 2 },
+      { tenant: 9, user: 1 },
+    ],
+    [{ max_busy_sandboxes: 9 }, { tenant: undefined, user: undefined }, { tenant: 9, user: undefined }],
+  ])('settings %j over defaults %j give %j', (settings, defaults, caps) => {
+    expect(effectiveBusyCaps(settings, defaults)).toEqual(caps);
+  });
+});
+
+describe('busyCapReached(busy, caps)', () => {
+  it.each([
+    [{ tenant: 0, user: 0 }, { tenant: undefined, user: undefined }, undefined],
+    [{ tenant: 100, user: 100 }, { tenant: undefined, user: undefined }, undefined],
+    [{ tenant: 1, user: 0 }, { tenant: 2, user: 1 }, undefined],
+    [{ tenant: 2, user: 0 }, { tenant: 2, user: 1 }, 'tenant'],
+    [{ tenant: 1, user: 1 }, { tenant: 2, user: 1 }, 'user'],
+    [{ tenant: 3, user: 3 }, { tenant: 3, user: 3 }, 'tenant'],
+    [{ tenant: 5, user: 2 }, { tenant: undefined, user: 2 }, 'user'],
+  ] as const)('%j busy under %j: %s', (busy, caps, reached) => {
+    expect(busyCapReached(busy, caps)).toBe(reached);
   });
 });
 

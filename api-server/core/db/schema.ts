@@ -29,6 +29,9 @@ export interface TenantSettings {
   default_agent_type: string;
   max_idle_ttl_seconds: number;
   max_concurrent_warm: number;
+  /** null (and absent, in rows written before migration 0014): the deployment default. */
+  max_busy_sandboxes: number | null;
+  max_busy_sandboxes_per_user: number | null;
 }
 
 export interface TenantsTable {
@@ -112,7 +115,7 @@ export interface RepositoriesTable {
   sync_started_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   /** A push arrived while a sync was in flight: one more sync runs when it ends (migration 0008). */
   sync_requested: ColumnType<boolean, boolean | undefined, boolean>;
-  /** The remote's SSH host keys (known_hosts lines), pinned at the first SSH sync (migration 0014). */
+  /** The remote's SSH host keys (known_hosts lines), pinned at the first SSH sync (migration 0015). */
   ssh_known_hosts: ColumnType<string | null, string | null | undefined, string | null>;
   metadata: Json<Metadata>;
   created_at: Timestamp;
@@ -289,6 +292,8 @@ export interface MessagesTable {
   metadata: Json<Metadata>;
   /** The API server process hosting the run while it is in progress. */
   node_id: string | null;
+  /** An assistant message in progress that holds one of its tenant's busy-sandbox places (false while held for capacity). */
+  sandbox_admitted: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

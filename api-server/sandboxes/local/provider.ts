@@ -6,6 +6,8 @@ import type { Logger } from 'pino';
 import { type Bridge, serveUnixToTcp } from '../../../runner/bridge.js';
 import { localRunnerProcess } from './runner-process.js';
 import type { Config } from '../../config.js';
+import { directorySize, watchDirectorySize } from './workspace-size.js';
+import { type LimitEnforcement, probeLimitEnforcement } from './resource-limits.js';
 import { randomToken } from '../../core/crypto.js';
 import { LocalRunner } from './runner.js';
 import { serveModelGateway } from './model-gateway.js';
@@ -62,6 +64,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private egress: EgressEndpoint | undefined;
   /** Unsandboxed runners (ACIS_SANDBOX_ISOLATION=none) need no runtime. */
   private runtime: SandboxRuntime = { ok: true, bwrapPath: '' };
+  private limitEnforcement: LimitEnforcement = { enforced: false, reason: 'not probed yet' };
   private stopped = false;
   private readonly limits: CapacityLimits;
   private readonly root: string;
@@ -95,6 +98,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         );
       }
     }
+    await this.probeRunnerLimits();
     this.modelBridge = await serveModelGateway(path.join(runDir, 'model.sock'), {
       baseUrl: this.config.anthropicBaseUrl,
       apiKey: this.config.anthropicApiKey,
@@ -113,6 +117,19 @@ export class LocalSandboxProvider implements SandboxProvider {
       await writeFile(path.join(runDir, 'ca-bundle.pem'), `${systemRoots.trimEnd()}\n${egress.caCertificatePem}`);
     }
     this.topUpPool();
+  }
+
+  /** Finds out whether runners' CPU and memory can be bounded here, and says so either way. */
+  private async probeRunnerLimits(): Promise<void> {
+    const limits = this.config.runnerLimits;
+    this.limitEnforcement = await probeLimitEnforcement(limits);
+    const fields = { cpus: limits.cpus, memory_bytes: limits.memoryBytes };
+    if (this.limitEnforcement.enforced) this.logger.info(fields, 'runner CPU and memory limited through a systemd scope each');
+    else
+      this.logger.warn(
+        { ...fields, reason: this.limitEnforcement.reason },
+        'runner CPU and memory are NOT limited on this machine (ACIS_RUNNER_CPUS, ACIS_RUNNER_MEMORY_MB need cgroups v2 through systemd)',
+      );
   }
 
   /** Its runners are this process's alone: so are their credentials and their runs. */
@@ -226,7 +243,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       case 'use-held': {
         const entry = this.registry.get(decision.runnerId)!;
         this.registry.resume(entry);
-        return Promise.resolve({ runner: entry.runner, continuing: true });
+        return Promise.resolve(this.lease(entry, true));
       }
       case 'claim-pooled': {
         const entry = this.registry.get(decision.runnerId)!;
@@ -268,12 +285,24 @@ export class LocalSandboxProvider implements SandboxProvider {
       });
       if (entries.length > 0) await cp(saved, entry.dirs.workspace, { recursive: true, force: true });
       await entry.runner.ready;
-      return { runner: entry.runner, continuing: false };
+      return this.lease(entry, false);
     } catch (error) {
       await this.recycle(entry.runner.id);
       this.pump();
       throw error;
     }
+  }
+
+  private lease(entry: RunnerEntry, continuing: boolean): Lease {
+    const limit = this.config.workspaceMaxBytes;
+    return {
+      runner: entry.runner,
+      continuing,
+      watchLimits: (onExceeded) =>
+        watchDirectorySize(entry.dirs.root, limit, (bytes) =>
+          onExceeded(`The sandbox's workspace and HOME hold ${bytes} bytes, past this deployment's limit of ${limit} bytes.`),
+        ),
+    };
   }
 
   private conversationWorkspace(conversationId: string): string {
@@ -304,7 +333,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       // A pool runner serves a conversation not known yet; the agent runtime can start before it is.
       prewarm: options.pooled && this.config.poolPrewarm,
     });
-    const runner = new LocalRunner(id, command, this.logger, this.config.runnerBounds);
+    const bounded = this.limitEnforcement.enforced ? { ...command, ...this.limitEnforcement.wrap(command) } : command;
+    const runner = new LocalRunner(id, bounded, this.logger, this.config.runnerBounds);
     const entry = this.registry.add({ runner, dirs, egressToken }, agentType);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.
@@ -334,9 +364,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const { conversationId } = entry.view;
     await entry.runner.kill();
     try {
-      if (conversationId && options.save) {
-        await cp(entry.dirs.workspace, this.conversationWorkspace(conversationId), { recursive: true, force: true });
-      }
+      if (conversationId && options.save) await this.saveWorkspace(entry, conversationId);
     } catch (error) {
       this.logger.warn({ err: error, runner_id: runnerId }, 'saving a runner workspace failed');
     }
@@ -345,6 +373,16 @@ export class LocalSandboxProvider implements SandboxProvider {
     // switched to pooled, or that crashed, is recycled while busy.
     await this.registry.showCold(entry);
     this.topUpPool();
+  }
+
+  /** A workspace past the size limit is not kept: the conversation keeps the one it had. */
+  private async saveWorkspace(entry: RunnerEntry, conversationId: string): Promise<void> {
+    const limit = this.config.workspaceMaxBytes;
+    if ((await directorySize(entry.dirs.workspace, limit)) > limit) {
+      this.logger.warn({ runner_id: entry.runner.id, limit_bytes: limit }, 'a runner workspace over ACIS_WORKSPACE_MAX_MB was not saved');
+      return;
+    }
+    await cp(entry.dirs.workspace, this.conversationWorkspace(conversationId), { recursive: true, force: true });
   }
 
   private topUpPool(): void {

@@ -1085,6 +1085,16 @@ export interface components {
             default_agent_type: string;
             /** @default true */
             filler_enabled: boolean;
+            /**
+             * @description Cap on the sandboxes the tenant keeps busy at once (runs in progress); null: the deployment default (ACIS_TENANT_MAX_BUSY_SANDBOXES)
+             * @default null
+             */
+            max_busy_sandboxes: number | null;
+            /**
+             * @description Cap on the sandboxes one user of the tenant keeps busy at once; null: the deployment default (ACIS_USER_MAX_BUSY_SANDBOXES)
+             * @default null
+             */
+            max_busy_sandboxes_per_user: number | null;
             /** @default 5 */
             max_concurrent_warm: number;
             /** @default 3600 */
@@ -1095,6 +1105,16 @@ export interface components {
             default_agent_type?: string;
             /** @default true */
             filler_enabled?: boolean;
+            /**
+             * @description Cap on the sandboxes the tenant keeps busy at once (runs in progress); null: the deployment default (ACIS_TENANT_MAX_BUSY_SANDBOXES)
+             * @default null
+             */
+            max_busy_sandboxes?: number | null;
+            /**
+             * @description Cap on the sandboxes one user of the tenant keeps busy at once; null: the deployment default (ACIS_USER_MAX_BUSY_SANDBOXES)
+             * @default null
+             */
+            max_busy_sandboxes_per_user?: number | null;
             /** @default 5 */
             max_concurrent_warm?: number;
             /** @default 3600 */

@@ -17,11 +17,19 @@ const SUFFIXES: Record<string, number> = {
   Ei: 2 ** 60,
 };
 
+/** A quantity in base units, or undefined when it is not one. */
+export function quantityValue(text: string): number | undefined {
+  const match = /^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(text.trim());
+  if (!match || !Object.hasOwn(SUFFIXES, match[2]!)) return undefined;
+  return Number(match[1]) * SUFFIXES[match[2]!]!;
+}
+
+/** A quantity in base units (absent is 0), refused as the API server words it when it is not one. */
 export function parseQuantity(text: string | number | undefined): number {
   if (text === undefined) return 0;
   if (typeof text === 'number') return text;
-  const match = /^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$/.exec(text.trim());
-  if (!match || !(match[2]! in SUFFIXES))
+  const value = quantityValue(text);
+  if (value === undefined)
     throw new Error(`quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': ${text}`);
-  return Number(match[1]) * SUFFIXES[match[2]!]!;
+  return value;
 }
