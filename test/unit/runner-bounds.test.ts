@@ -4,12 +4,14 @@
  * turn's worth of lines past the buffered bound, a workspace the runner never reads, and calls it
  * never lets finish: each drops the runner (the turn ends `crashed` saying why), and the process's
  * memory (heap plus buffers, sampled at every write of the flood) stays within a few times the bound.
+ * And a local runner process (over stdio) writing one endless line is killed the same way.
  */
 import { randomBytes } from 'node:crypto';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { LocalRunner } from '../../api-server/sandboxes/local/runner.js';
 import { connectRemoteRunner } from '../../api-server/sandboxes/remote-runner.js';
 import type { AgentEvent, Runner, RunnerBounds } from '../../api-server/sandboxes/runner.js';
 import { type HostileConnection, type HostileRunner, startHostileRunner } from '../helpers/hostile-runner.js';
@@ -148,5 +150,32 @@ describe('connectRemoteRunner against a runner that floods', () => {
     });
     const outcome = await runner.runTurn({ content: 'hello' }, () => {});
     expect(outcome).toEqual({ kind: 'crashed', error: 'the runner was dropped: it has more than 64 calls in flight' });
+  });
+});
+
+describe('LocalRunner (over stdio) against a runner process that floods', () => {
+  it('kills a runner whose line grows past maxLineBytes, and its turn ends crashed saying why', async () => {
+    // Says it is up, then writes one line without end once the turn arrives.
+    const script = `
+      process.stdout.write('{"type":"runner_ready"}\\n');
+      process.stdin.once('data', () => {
+        const piece = 'x'.repeat(65536);
+        process.stdout.write('{"type":"assistant","text":"');
+        const more = () => { while (process.stdout.write(piece)); process.stdout.once('drain', more); };
+        more();
+      });
+    `;
+    const local = new LocalRunner(
+      'run_hostile',
+      { file: process.execPath, args: ['-e', script], env: { PATH: process.env.PATH ?? '' }, cwd: process.cwd() },
+      pino({ level: 'silent' }),
+      BOUNDS,
+    );
+    runner = local;
+    await local.ready;
+    const outcome = await local.runTurn({ content: 'hello' }, () => {});
+    expect(outcome).toEqual({ kind: 'crashed', error: expect.stringMatching(/^the runner was dropped: a line exceeded the length limit/) });
+    await local.exit;
+    expect(local.alive).toBe(false);
   });
 });
