@@ -34,6 +34,6 @@ export interface RunHost {
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> };
   liveStream(messageId: string): RunStream | undefined;
-  /** The secrets of a run hosted here, none once it has ended (the egress proxy's view). */
-  runSecrets(messageId: string): ReadonlyMap<string, RunSecret> | undefined;
+  /** A run hosted here as the egress proxy sees it (its secrets, its request id); none once it has ended. */
+  liveRun(messageId: string): { secrets: ReadonlyMap<string, RunSecret>; requestId: string } | undefined;
 }

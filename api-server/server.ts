@@ -17,7 +17,7 @@ import { Metrics } from './core/metrics.js';
 import { ProblemError } from './core/problems.js';
 import { RateLimiter } from './core/rate-limit.js';
 import type { AppDeps } from './deps.js';
-import { egressCredentials, egressSecrets, secretRefusedAtEgress, startEgressProxy } from './egress/egress-wiring.js';
+import { egressCredentials, egressRun, secretRefusedAtEgress, startEgressProxy } from './egress/egress-wiring.js';
 import { type EgressResolveServer, startEgressResolveServer } from './egress/resolve-server.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
@@ -309,7 +309,7 @@ async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: 
   const resolve = await startEgressResolveServer({
     ...config.egressResolve.listen,
     token: await readResolveToken(config.egressResolve.token),
-    resolve: (runnerId, token) => egressSecrets(deps, credentials, runnerId, token),
+    resolve: (runnerId, token) => egressRun(deps, credentials, runnerId, token),
     standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
     abortMissing: (runnerId, alias, destination) => credentials.abortMissing(runnerId, alias, destination),
     runnerRateLimit: config.egressRunnerRateLimit,

@@ -9,7 +9,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { GROUP, MANAGED_BY, REPOSITORY_SYNC, SANDBOX, SANDBOX_WARM_POOL, type Sandbox, VERSION } from './api/v1alpha1.js';
+import { GROUP, MANAGED_BY, REPOSITORY_SYNC, requestIdOf, SANDBOX, SANDBOX_WARM_POOL, type Sandbox, VERSION } from './api/v1alpha1.js';
 import { ClusterView } from './cluster-view.js';
 import type { ControllerConfig } from './config.js';
 import { KubeClient } from '../kube/kube-client.js';
@@ -129,7 +129,7 @@ function reconcileQueues(ctx: ReconcileContext, caches: ClusterCaches): Record<Q
     new WorkQueue(timed(ctx, kind, reconcile), {
       workers,
       onError: (key, error, retryInMs) =>
-        ctx.logger.warn(
+        failedKeyLogger(ctx.logger, caches, kind, key).warn(
           { error: statusMessage(error), code: httpStatus(error), kind, key, retry_in_ms: retryInMs },
           'reconcile failed; retrying',
         ),
@@ -139,6 +139,15 @@ function reconcileQueues(ctx: ReconcileContext, caches: ClusterCaches): Record<Q
     [SANDBOX_WARM_POOL.kind]: queue(SANDBOX_WARM_POOL.kind, 1, (n, name) => reconcilePool(ctx, n, name)),
     [REPOSITORY_SYNC.kind]: queue(REPOSITORY_SYNC.kind, 2, (n, name) => reconcileRepositorySync(ctx, caches, n, name)),
   };
+}
+
+/** Where a failed reconcile of `key` is logged: a Sandbox's failure names its request too. */
+function failedKeyLogger(logger: Logger, caches: ClusterCaches, kind: QueuedKind, key: string): Logger {
+  if (kind !== SANDBOX.kind) return logger;
+  const [namespace, name] = key.split('/') as [string, string];
+  const sandbox = caches.sandboxes.get(name, namespace);
+  const requestId = sandbox && requestIdOf(sandbox);
+  return requestId === undefined ? logger : logger.child({ request_id: requestId });
 }
 
 /** A reconciler of `namespace/name` keys whose every call is timed and counted by outcome. */

@@ -4,11 +4,15 @@
  * requeue at the next deadline. An adoption is a merge patch of the pool pod carrying the
  * resourceVersion it was picked at: a 409 or 404 means another claim (or the pool) got there first,
  * and the next pass picks again or starts cold, never a second pod for this Sandbox.
+ *
+ * Every line it logs about a Sandbox names it and the REST request that created it (`request_id`, from
+ * the `acis.dev/request-id` annotation): each action on its pod and each Event it records is also a log
+ * line, so `kubectl logs` on the controller and one request id tell that Sandbox's part of a turn.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
-import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, LABELS, requestIdOf, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
 import { creationTime } from './api/admission-order.js';
 import type { ControllerConfig } from './config.js';
@@ -45,6 +49,8 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     return {};
   }
   const key = view.sandboxKey(sandbox);
+  // This Sandbox's lines name it and its request.
+  const own: ReconcileContext = { ...ctx, logger: sandboxLogger(ctx.logger, sandbox) };
   const at = now();
   const owned = view.ownedPods(sandbox.metadata.uid);
   const pod = owned.find((p) => !p.metadata?.deletionTimestamp) ?? owned[0];
@@ -65,7 +71,7 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
   // Writes that follow an action but that the status need not wait for (they go beside its write).
   const trailing: Promise<void>[] = [];
   try {
-    for (const action of decision.actions) await act(ctx, sandbox, key, action, trailing);
+    for (const action of decision.actions) await act(own, sandbox, key, action, trailing);
     refused.delete(key);
   } catch (error) {
     if (error instanceof LostAdoption) return { requeueAt: at, conflict: true };
@@ -73,12 +79,20 @@ export async function reconcileSandbox(ctx: ReconcileContext, namespace: string,
     // The API server refused the pod: say so with its message, and retry with backoff until the start deadline.
     refused.set(key, createRefusal(httpStatus(error.cause), statusMessage(error.cause)));
     decision = decideSandbox(sandbox, { ...observation, createRefused: refused.get(key) });
-    await writeStatus(ctx, sandbox, { ...decision, actions: [] });
+    await writeStatus(own, sandbox, { ...decision, actions: [] });
     throw error.cause;
   }
-  const [written] = await Promise.all([writeStatus(ctx, sandbox, decision), ...trailing]);
+  const [written] = await Promise.all([writeStatus(own, sandbox, decision), ...trailing]);
   if (!written) return { conflict: true };
   return { requeueAt: decision.requeueAt };
+}
+
+/** The logger of a Sandbox's lines: its name, and the request that created it when the annotation names one. */
+function sandboxLogger(logger: Logger, sandbox: Sandbox): Logger {
+  const requestId = requestIdOf(sandbox);
+  return logger.child(
+    requestId === undefined ? { sandbox: sandbox.metadata.name } : { sandbox: sandbox.metadata.name, request_id: requestId },
+  );
 }
 
 class LostAdoption extends Error {}
@@ -92,6 +106,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
   switch (action.kind) {
     case 'create-pod': {
       const podName = sandbox.metadata.name;
+      ctx.logger.info({ pod: podName }, 'creating the runner pod');
       view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
       try {
         await client.createIfAbsent(
@@ -112,6 +127,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
     case 'adopt-pod': {
       const podName = action.pod.metadata!.name!;
       const pool = action.pod.metadata?.labels?.[LABELS.pool] ?? '';
+      ctx.logger.info({ pod: podName, pool }, 'adopting a warm pool pod');
       const at = ctx.now();
       view.picked.set(podName, { pool, at });
       view.expectations = expectCreate(view.expectations, key, podName, at);
@@ -155,6 +171,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
       return;
     }
     case 'delete-pod':
+      ctx.logger.info({ pod: action.podName }, 'deleting the runner pod');
       view.expectations = expectDelete(view.expectations, key, action.podName, ctx.now());
       await client.deleteIfPresent('v1', 'Pod', namespace, action.podName);
       return;
@@ -169,13 +186,12 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
  */
 async function writeStatus(ctx: ReconcileContext, sandbox: Sandbox, decision: SandboxDecision): Promise<boolean> {
   const events = Promise.all(
-    decision.events.map((event) =>
-      ctx.client
+    decision.events.map((event) => {
+      ctx.logger[event.type === 'Warning' ? 'warn' : 'info']({ reason: event.reason, phase: decision.status.phase }, event.message);
+      return ctx.client
         .recordEvent(sandbox, event)
-        .catch((error: unknown) =>
-          ctx.logger.warn({ error: statusMessage(error), sandbox: sandbox.metadata.name }, 'recording an event failed'),
-        ),
-    ),
+        .catch((error: unknown) => ctx.logger.warn({ error: statusMessage(error) }, 'recording an event failed'));
+    }),
   );
   try {
     return await replaceStatusIfChanged(ctx, sandbox, decision);

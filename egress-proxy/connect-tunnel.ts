@@ -17,7 +17,7 @@ import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import type { DeploymentCa } from './deployment-ca.js';
 import { canonicalHost, parseAuthority, type Destination } from './destination-policy.js';
-import type { EgressLogger, RunCredential } from './egress-types.js';
+import { callerFields, type EgressLogger, type RunCaller } from './egress-types.js';
 import type { Forward } from './forwarding.js';
 import { authority, parseAbsoluteForm } from './http-messages.js';
 import { PROXY_AUTH_REALM, type Refusals } from './refusals.js';
@@ -48,7 +48,8 @@ export interface Tunnels {
 }
 
 interface Tunnel {
-  credential: RunCredential;
+  /** The CONNECT's credential, with the request id of the run it stood for then. */
+  caller: RunCaller;
   route: Route;
 }
 
@@ -61,13 +62,14 @@ export function createTunnels(deps: TunnelDeps): Tunnels {
     const tunnel = tunnels.get(req.socket);
     if (!tunnel) return void res.destroy();
     void (async () => {
-      const secrets = await auth.lookUp(tunnel.credential);
-      if (secrets === LOOKUP_FAILED) return refusals.refuse(res, 503, 'lookup-failed', LOOKUP_FAILED_MESSAGE);
-      if (secrets === RATE_LIMITED) return refusals.refuse(res, 429, 'rate-limited', RATE_LIMITED_MESSAGE);
-      if (!secrets) return refusals.refuseAuth(res);
+      // Looked up again: a kept-alive tunnel may outlive the turn it was opened in (its next request is the next turn's).
+      const run = await auth.lookUp(tunnel.caller);
+      if (run === LOOKUP_FAILED) return refusals.refuse(res, 503, 'lookup-failed', LOOKUP_FAILED_MESSAGE);
+      if (run === RATE_LIMITED) return refusals.refuse(res, 429, 'rate-limited', RATE_LIMITED_MESSAGE);
+      if (!run) return refusals.refuseAuth(res);
       // The tunnel target is authoritative: an absolute-form target inside it keeps only its path.
       const target = parseAbsoluteForm(req.url ?? '')?.target ?? req.url ?? '/';
-      deps.forward(req, res, tunnel.credential, secrets, tunnel.route, target);
+      deps.forward(req, res, run.caller, run.secrets, tunnel.route, target);
     })().catch((err: unknown) => refusals.failInternally(res, err));
   });
 
@@ -110,11 +112,11 @@ async function admit(deps: TunnelDeps, req: IncomingMessage, socket: Duplex): Pr
   const destination = { host: target.host, port: target.port };
   const routed = await deps.route('https', destination);
   if (typeof routed === 'string') {
-    refusals.logRefusal(authenticated.credential, destination, routed);
+    refusals.logRefusal(authenticated.caller, destination, routed);
     const header = 'X-Acis-Egress-Error: destination-refused\r\n';
     return void refusals.refuseRaw(socket, 'destination-refused', 403, 'Forbidden', header, `egress refused: ${routed}`);
   }
-  return { credential: authenticated.credential, route: routed };
+  return { caller: authenticated.caller, route: routed };
 }
 
 /** Answers the CONNECT and terminates TLS on its socket with a leaf for the destination; `accept` takes the TLS socket. */
@@ -147,10 +149,7 @@ async function terminateTls(
   tls.once('secure', () => clearTimeout(deadline));
   tls.once('close', () => clearTimeout(deadline));
   tls.on('error', (err) => {
-    deps.logger.debug(
-      { runner_id: tunnel.credential.runnerId, destination: authority(destination), err: err.message },
-      'tunnel closed on error',
-    );
+    deps.logger.debug({ ...callerFields(tunnel.caller), destination: authority(destination), err: err.message }, 'tunnel closed on error');
     tls.destroy();
   });
   accept(tls);

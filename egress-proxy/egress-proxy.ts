@@ -52,7 +52,7 @@ import { createRefusals } from './refusals.js';
 import { LOOKUP_FAILED, LOOKUP_FAILED_MESSAGE, RATE_LIMITED, RATE_LIMITED_MESSAGE, createRunAuthentication } from './run-authentication.js';
 import { createUpstreams, type Route } from './upstream.js';
 
-export type { EgressLogger, EgressProxy, EgressProxyOptions, RunCredential, RunSecrets } from './egress-types.js';
+export type { EgressLogger, EgressProxy, EgressProxyOptions, ResolvedRun, RunCredential, RunSecrets } from './egress-types.js';
 
 const silentLogger: EgressLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
@@ -94,8 +94,8 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
       const parsed = parseAbsoluteForm(req.url ?? '');
       if (!parsed) return refusals.refuse(res, 400, 'bad-request', 'the proxy takes absolute-form requests (http://host/path)');
       const routed = await route(parsed.scheme, parsed.destination);
-      if (typeof routed === 'string') return refusals.refuseDestination(res, authenticated.credential, parsed.destination, routed);
-      forward(req, res, authenticated.credential, authenticated.secrets, routed, parsed.target);
+      if (typeof routed === 'string') return refusals.refuseDestination(res, authenticated.caller, parsed.destination, routed);
+      forward(req, res, authenticated.caller, authenticated.secrets, routed, parsed.target);
     })().catch((err: unknown) => refusals.failInternally(res, err));
   });
   // HTTPS: CONNECT, then TLS terminated with a leaf for the target.

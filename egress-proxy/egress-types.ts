@@ -1,7 +1,8 @@
 /**
  * The egress proxy's contract with whoever embeds it (the API server, or its own process): the
  * options it is made with, the credential a runner presents, the values a run may use, and the
- * proxy once listening. Types only, so the proxy's parts share them without importing its factory.
+ * proxy once listening. Types (and the log fields of a caller), so the proxy's parts share them without
+ * importing its factory.
  */
 import type { RunnerRateLimit } from './runner-rate-limit.js';
 import type { EgressMetrics } from './egress-metrics.js';
@@ -19,6 +20,27 @@ export interface RunCredential {
  */
 export type RunSecrets = ReadonlyMap<string, RunSecret>;
 
+/** The run a credential stands for now, as `resolveRun` answers it. */
+export interface ResolvedRun {
+  secrets: RunSecrets;
+  /**
+   * The API request that started the run (its `X-Request-Id`): the proxy's log lines about the run's requests
+   * carry it, so one id finds a turn in the API's, the controller's and the proxy's logs. Looked up, never
+   * read from the runner's request: the agent cannot choose what the proxy's lines say it belongs to.
+   */
+  requestId?: string | undefined;
+}
+
+/** A credential once resolved: who the proxy's log lines say a request came from. */
+export interface RunCaller extends RunCredential {
+  requestId?: string | undefined;
+}
+
+/** The log fields naming a request's runner and the API request of its run. */
+export function callerFields(caller: RunCaller): { runner_id: string; request_id?: string } {
+  return caller.requestId === undefined ? { runner_id: caller.runnerId } : { runner_id: caller.runnerId, request_id: caller.requestId };
+}
+
 /** The subset of a pino logger the proxy uses. It never logs values, tokens, headers or bodies. */
 export interface EgressLogger {
   debug(obj: object, msg: string): void;
@@ -29,10 +51,10 @@ export interface EgressLogger {
 
 export interface EgressProxyOptions {
   /**
-   * The run a credential belongs to, as its secrets; undefined when the credential is not valid (now).
+   * The run a credential belongs to, as its secrets and request id; undefined when the credential is not valid (now).
    * A throw means the answer is unknown (its source is down): the request gets 503, nothing is forwarded.
    */
-  resolveRun(credential: RunCredential): RunSecrets | undefined | Promise<RunSecrets | undefined>;
+  resolveRun(credential: RunCredential): ResolvedRun | undefined | Promise<ResolvedRun | undefined>;
   /**
    * A placeholder named an alias the run lacks (missing-secret), or, with `destination`, a bound secret toward
    * a destination outside its hosts (secret-destination-denied, `destination` its authority); the run is to be

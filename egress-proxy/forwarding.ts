@@ -23,7 +23,7 @@
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { EgressLogger, RunCredential, RunSecrets } from './egress-types.js';
+import { callerFields, type EgressLogger, type RunCaller, type RunSecrets } from './egress-types.js';
 import type { EgressMetrics } from './egress-metrics.js';
 import { HOP_BY_HOP, appendHeader, authority, collect, connectionTokens, decodableCodings, isEncoded, isTextual } from './http-messages.js';
 import { MODEL_KEY_ALIAS, isModelEndpoint, type ModelEndpoint } from './model-endpoint.js';
@@ -58,7 +58,7 @@ export interface ForwardingDeps {
 export type Forward = (
   req: IncomingMessage,
   res: ServerResponse,
-  credential: RunCredential,
+  caller: RunCaller,
   runSecrets: RunSecrets,
   to: Route,
   rawTarget: string,
@@ -68,7 +68,7 @@ export type Forward = (
 interface Outbound {
   req: IncomingMessage;
   res: ServerResponse;
-  credential: RunCredential;
+  caller: RunCaller;
   to: Route;
   target: string;
   headers: OutgoingHttpHeaders;
@@ -85,7 +85,7 @@ export function createForwarding(deps: ForwardingDeps): Forward {
     : maskerFor;
 
   /** A model call: the platform's key in place of the runner's key headers; target, other headers and body untouched. */
-  const forwardToModel: Forward = (req, res, credential, runSecrets, to, rawTarget) => {
+  const forwardToModel: Forward = (req, res, caller, runSecrets, to, rawTarget) => {
     const started = performance.now();
     const masker = modelMaskerFor(runSecrets);
     const headers = requestHeaders(req, undefined, to, masker !== undefined);
@@ -96,11 +96,11 @@ export function createForwarding(deps: ForwardingDeps): Forward {
     if (declared !== undefined) headers['content-length'] = declared;
     else if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
     const target = rawTarget.startsWith('/') ? rawTarget : `/${rawTarget}`;
-    send(deps.upstreams, { req, res, credential, to, target, headers, masker, started }, req);
+    send(deps.upstreams, { req, res, caller, to, target, headers, masker, started }, req);
   };
 
-  return (req, res, credential, runSecrets, to, rawTarget) => {
-    if (isModelEndpoint(model, to.scheme, to.destination)) return forwardToModel(req, res, credential, runSecrets, to, rawTarget);
+  return (req, res, caller, runSecrets, to, rawTarget) => {
+    if (isModelEndpoint(model, to.scheme, to.destination)) return forwardToModel(req, res, caller, runSecrets, to, rawTarget);
     const started = performance.now();
     const masker = maskerFor(runSecrets);
     const secrets = valuesToward(runSecrets, to, metrics.substituted);
@@ -110,16 +110,16 @@ export function createForwarding(deps: ForwardingDeps): Forward {
       target = substituteTarget(rawTarget.startsWith('/') ? rawTarget : `/${rawTarget}`, secrets);
       headers = requestHeaders(req, secrets, to, masker !== undefined);
     } catch (err) {
-      return refusals.refuseSecret(res, credential, to.destination, err);
+      return refusals.refuseSecret(res, caller, to.destination, err);
     }
-    sendBody(deps, { req, res, credential, to, target, headers, masker, started }, secrets);
+    sendBody(deps, { req, res, caller, to, target, headers, masker, started }, secrets);
   };
 }
 
 /** Opens the upstream request, writes `body` into it, and destroys it when the client goes away first. */
 function send(upstreams: Upstreams, out: Outbound, body: Buffer | Readable | undefined): void {
-  const { req, res, credential, to, target, headers, masker, started } = out;
-  const upstream = upstreams.open(req, res, { runnerId: credential.runnerId, to, target, headers, masker, started });
+  const { req, res, caller, to, target, headers, masker, started } = out;
+  const upstream = upstreams.open(req, res, { caller, to, target, headers, masker, started });
   if (body === undefined) upstream.end();
   else if (Buffer.isBuffer(body)) upstream.end(body);
   else {
@@ -145,7 +145,7 @@ function sendBody(deps: ForwardingDeps, out: Outbound, secrets: SecretValues): v
   }
   if (!substitutable) {
     logger.debug(
-      { runner_id: out.credential.runnerId, destination: authority(out.to.destination) },
+      { ...callerFields(out.caller), destination: authority(out.to.destination) },
       'request body passed unscanned (encoded or not text)',
     );
     if (declared !== undefined) headers['content-length'] = declared;
@@ -161,7 +161,7 @@ function sendBody(deps: ForwardingDeps, out: Outbound, secrets: SecretValues): v
         try {
           body = scanSubstitute(raw, secrets, true).out;
         } catch (err) {
-          return refusals.refuseSecret(res, out.credential, out.to.destination, err);
+          return refusals.refuseSecret(res, out.caller, out.to.destination, err);
         }
         headers['content-length'] = String(body.length);
         send(upstreams, out, body);
@@ -173,7 +173,7 @@ function sendBody(deps: ForwardingDeps, out: Outbound, secrets: SecretValues): v
   const substitution = createSubstitutionTransform(secrets);
   substitution.once('error', (err) => {
     req.unpipe(substitution);
-    refusals.refuseSecret(res, out.credential, out.to.destination, err); // destroys the upstream request through res 'close'
+    refusals.refuseSecret(res, out.caller, out.to.destination, err); // destroys the upstream request through res 'close'
   });
   req.pipe(substitution);
   send(upstreams, out, substitution);

@@ -11,7 +11,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Destination } from './destination-policy.js';
-import type { EgressLogger, EgressProxyOptions, RunCredential } from './egress-types.js';
+import { callerFields, type EgressLogger, type EgressProxyOptions, type RunCaller } from './egress-types.js';
 import type { EgressMetrics, EgressOutcome } from './egress-metrics.js';
 import { authority } from './http-messages.js';
 import { placeholderFor } from './placeholder.js';
@@ -30,9 +30,9 @@ export interface Refusals {
    * A substitution failed: a missing secret or a bound one toward another destination (the run is to be
    * ended), or a value that cannot stand there.
    */
-  refuseSecret(res: ServerResponse, credential: RunCredential, destination: Destination, err: unknown): void;
-  refuseDestination(res: ServerResponse, credential: RunCredential, destination: Destination, reason: string): void;
-  logRefusal(credential: RunCredential, destination: Destination, reason: string): void;
+  refuseSecret(res: ServerResponse, caller: RunCaller, destination: Destination, err: unknown): void;
+  refuseDestination(res: ServerResponse, caller: RunCaller, destination: Destination, reason: string): void;
+  logRefusal(caller: RunCaller, destination: Destination, reason: string): void;
   failInternally(res: ServerResponse, err: unknown): void;
 }
 
@@ -50,13 +50,13 @@ export function createRefusals(
     logger.error({ err }, 'egress request failed');
     refuse(res, 500, 'internal', 'egress proxy error');
   };
-  const logRefusal: Refusals['logRefusal'] = (credential, destination, reason) => {
-    logger.warn({ runner_id: credential.runnerId, destination: authority(destination), reason }, 'egress destination refused');
+  const logRefusal: Refusals['logRefusal'] = (caller, destination, reason) => {
+    logger.warn({ ...callerFields(caller), destination: authority(destination), reason }, 'egress destination refused');
   };
 
-  const refuseMissing = (res: ServerResponse, credential: RunCredential, destination: Destination, alias: string) => {
+  const refuseMissing = (res: ServerResponse, credential: RunCaller, destination: Destination, alias: string) => {
     logger.warn(
-      { runner_id: credential.runnerId, alias, destination: authority(destination) },
+      { ...callerFields(credential), alias, destination: authority(destination) },
       'placeholder without a secret: run to be aborted',
     );
     try {
@@ -67,9 +67,9 @@ export function createRefusals(
     refuse(res, missingStatus, 'missing-secret', `missing secret: ${placeholderFor(alias)} is not vaulted for this run`);
   };
 
-  const refuseDestinationOfSecret = (res: ServerResponse, credential: RunCredential, err: SecretDestinationError) => {
+  const refuseDestinationOfSecret = (res: ServerResponse, credential: RunCaller, err: SecretDestinationError) => {
     logger.warn(
-      { runner_id: credential.runnerId, alias: err.alias, destination: err.destination },
+      { ...callerFields(credential), alias: err.alias, destination: err.destination },
       'bound secret toward a destination outside its hosts: request refused, run to be aborted',
     );
     try {

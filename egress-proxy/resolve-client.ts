@@ -10,14 +10,14 @@
  * Fail-safe direction: an answer that is not a well-formed 200 (the API down, a timeout, a refused
  * token) throws, and the proxy then refuses the request with 503; it never forwards it unsubstituted.
  */
-import type { RunCredential, RunSecrets } from './egress-proxy.js';
+import type { ResolvedRun, RunCredential } from './egress-proxy.js';
 import { MISSING_PATH, MissingAnswerSchema, RESOLVE_PATH, ResolveAnswerSchema, fromWireSecrets } from './resolve-protocol.js';
 
 /** How long one call may take before the request it serves is refused. */
 const CALL_TIMEOUT_MS = 5_000;
 
 export interface ApiRunResolver {
-  resolveRun(credential: RunCredential): Promise<RunSecrets | undefined>;
+  resolveRun(credential: RunCredential): Promise<ResolvedRun | undefined>;
   /**
    * Tells the API server to end the run in progress on the runner (missing secret, or with `destination` a
    * bound secret sent toward it); resolves whether there was one.
@@ -55,7 +55,8 @@ export function createApiRunResolver(baseUrl: string, token: string): ApiRunReso
     async resolveRun({ runnerId, token: runnerToken }) {
       const parsed = ResolveAnswerSchema.safeParse(await call(RESOLVE_PATH, { runner_id: runnerId, token: runnerToken }));
       if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
-      return parsed.data.in_progress ? fromWireSecrets(parsed.data.secrets) : undefined;
+      if (!parsed.data.in_progress) return undefined;
+      return { secrets: fromWireSecrets(parsed.data.secrets), requestId: parsed.data.request_id };
     },
     async reportMissing({ runnerId, token: runnerToken }, alias, destination) {
       const parsed = MissingAnswerSchema.safeParse(

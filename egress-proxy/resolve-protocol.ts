@@ -4,8 +4,9 @@
  * share these paths, bodies and the reading of the bearer token that guards them.
  *
  * - `POST /v1/egress/resolve` `{runner_id, token}` (a runner's proxy credential) → `{in_progress: true,
- *   secrets}` for the run in progress on that runner now, else `{in_progress: false}`. A secret is its value,
- *   or `{value, allowed_hosts}` when bound (as the API takes it).
+ *   secrets, request_id?}` for the run in progress on that runner now, else `{in_progress: false}`. A secret is
+ *   its value, or `{value, allowed_hosts}` when bound (as the API takes it); `request_id` is the id of the API
+ *   request that started the run, for the proxy's log lines.
  * - `POST /v1/egress/missing` `{runner_id, token, alias, destination?}` → the run in progress on that runner
  *   is ended for a missing secret, or, with `destination`, for a bound secret sent toward it
  *   (secret-destination-denied), wherever it is hosted: `{in_progress: true}`, else `{in_progress: false}`.
@@ -52,8 +53,14 @@ export const fromWireSecrets = (secrets: WireSecrets): Map<string, RunSecret> =>
     ]),
   );
 
+/**
+ * A request id as the proxy logs it: bounded and printable, whatever the answer says (the API only hands
+ * out ids it minted or accepted under a stricter grammar; this keeps a wrong answer from flooding a log line).
+ */
+const RequestIdSchema = z.string().regex(/^[\x21-\x7e]{1,128}$/);
+
 export const ResolveAnswerSchema = z.discriminatedUnion('in_progress', [
-  z.object({ in_progress: z.literal(true), secrets: WireSecretsSchema }),
+  z.object({ in_progress: z.literal(true), secrets: WireSecretsSchema, request_id: RequestIdSchema.optional() }),
   z.object({ in_progress: z.literal(false) }),
 ]);
 export const MissingAnswerSchema = z.object({ in_progress: z.boolean() });

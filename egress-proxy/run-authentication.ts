@@ -7,7 +7,7 @@
  * never taken for a run. Credentials are resolved per request, never cached here, so a run that ended stops
  * substituting at once.
  */
-import type { EgressLogger, EgressProxyOptions, RunCredential, RunSecrets } from './egress-types.js';
+import type { EgressLogger, EgressProxyOptions, RunCaller, RunCredential, RunSecrets } from './egress-types.js';
 import { createRunnerRateLimiter, DEFAULT_RUNNER_RATE_LIMIT } from './runner-rate-limit.js';
 
 /** `resolveRun` threw: whether the credential stands for a run is unknown, so nothing is forwarded. */
@@ -20,15 +20,16 @@ export type RateLimited = typeof RATE_LIMITED;
 export const RATE_LIMITED_MESSAGE = 'too many requests from this runner; slow down';
 
 export interface AuthenticatedRun {
-  credential: RunCredential;
+  /** The credential, with the request id of the run it stands for now. */
+  caller: RunCaller;
   secrets: RunSecrets;
 }
 
 export interface RunAuthentication {
   /** The run a Proxy-Authorization header stands for now. */
   authenticate(header: string | undefined): Promise<AuthenticatedRun | undefined | LookupFailed | RateLimited>;
-  /** The run's values for a credential already parsed (a tunnel's, looked up again for each request in it). */
-  lookUp(credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed | RateLimited>;
+  /** The run for a credential already parsed (a tunnel's, looked up again for each request in it). */
+  lookUp(credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed | RateLimited>;
 }
 
 export function createRunAuthentication(
@@ -37,10 +38,11 @@ export function createRunAuthentication(
 ): RunAuthentication {
   const limiter = createRunnerRateLimiter(options.runnerRateLimit ?? DEFAULT_RUNNER_RATE_LIMIT);
   /** `resolveRun`, with a failure to answer told apart from "no run": neither forwards anything. */
-  const lookUp = async (credential: RunCredential): Promise<RunSecrets | undefined | LookupFailed | RateLimited> => {
+  const lookUp = async (credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed | RateLimited> => {
     if (!limiter.take(credential.runnerId)) return RATE_LIMITED;
     try {
-      return await options.resolveRun(credential);
+      const run = await options.resolveRun(credential);
+      return run && { caller: { runnerId: credential.runnerId, token: credential.token, requestId: run.requestId }, secrets: run.secrets };
     } catch (err) {
       logger.warn(
         { runner_id: credential.runnerId, err: err instanceof Error ? err.message : String(err) },
@@ -53,9 +55,7 @@ export function createRunAuthentication(
     lookUp,
     async authenticate(header) {
       const credential = parseProxyAuthorization(header);
-      if (!credential) return undefined;
-      const secrets = await lookUp(credential);
-      return secrets === LOOKUP_FAILED || secrets === RATE_LIMITED ? secrets : secrets ? { credential, secrets } : undefined;
+      return credential ? lookUp(credential) : undefined;
     },
   };
 }

@@ -11,14 +11,15 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
-import type { RunCredential, RunSecrets } from './egress-proxy.js';
+import type { ResolvedRun, RunCredential } from './egress-proxy.js';
 import { WireSecretsSchema, fromWireSecrets } from './resolve-protocol.js';
 
 const RunsFileSchema = z.record(z.string().min(1), z.object({ token: z.string().min(1), secrets: WireSecretsSchema }));
 
 interface Run {
   tokenDigest: Buffer;
-  secrets: RunSecrets;
+  /** The same object at every request (the proxy keys its masking tables by its map); no request id. */
+  resolved: ResolvedRun;
 }
 
 const digest = (text: string) => createHash('sha256').update(text).digest();
@@ -26,7 +27,7 @@ const digest = (text: string) => createHash('sha256').update(text).digest();
 /** How long a read of the file is trusted before its modification time is looked at again. */
 const RECHECK_MS = 1000;
 
-export function createRunsFileResolver(file: string): (credential: RunCredential) => Promise<RunSecrets | undefined> {
+export function createRunsFileResolver(file: string): (credential: RunCredential) => Promise<ResolvedRun | undefined> {
   let loaded: { mtimeMs: number; checkedAt: number; runs: Map<string, Run> } | undefined;
   const load = async (): Promise<Map<string, Run>> => {
     // One stat a second at most, not one per request: this sits on every request's path.
@@ -37,7 +38,7 @@ export function createRunsFileResolver(file: string): (credential: RunCredential
       const parsed = RunsFileSchema.parse(JSON.parse(await readFile(file, 'utf8')));
       const runs = new Map<string, Run>();
       for (const [runnerId, run] of Object.entries(parsed)) {
-        runs.set(runnerId, { tokenDigest: digest(run.token), secrets: fromWireSecrets(run.secrets) });
+        runs.set(runnerId, { tokenDigest: digest(run.token), resolved: { secrets: fromWireSecrets(run.secrets) } });
       }
       loaded = { mtimeMs, checkedAt: performance.now(), runs };
     }
@@ -46,6 +47,6 @@ export function createRunsFileResolver(file: string): (credential: RunCredential
   return async ({ runnerId, token }) => {
     const run = (await load()).get(runnerId);
     // Digests have one length, so the comparison takes the same time whatever the token.
-    return run && timingSafeEqual(run.tokenDigest, digest(token)) ? run.secrets : undefined;
+    return run && timingSafeEqual(run.tokenDigest, digest(token)) ? run.resolved : undefined;
   };
 }

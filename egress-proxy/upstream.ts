@@ -20,7 +20,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { vettedLookup, type Destination, type ResolvedAddress } from './destination-policy.js';
-import type { EgressLogger } from './egress-types.js';
+import { callerFields, type EgressLogger, type RunCaller } from './egress-types.js';
 import type { EgressMetrics } from './egress-metrics.js';
 import { HOP_BY_HOP, appendHeader, authority, connectionTokens, decodersFor, relay, type Scheme } from './http-messages.js';
 import { respond, type Refusals } from './refusals.js';
@@ -35,7 +35,7 @@ export interface Route {
 
 /** One request to send upstream: its target and headers already final, the masker of what comes back. */
 export interface UpstreamRequest {
-  runnerId: string;
+  caller: RunCaller;
   to: Route;
   target: string;
   headers: OutgoingHttpHeaders;
@@ -110,10 +110,11 @@ function answer(deps: AnswerDeps, req: IncomingMessage, res: ServerResponse, up:
     return;
   }
   metrics.request('forwarded');
+  // The proxy's access log: one line per request forwarded, naming the runner and its run's API request.
   const log = () =>
-    logger.debug(
+    logger.info(
       {
-        runner_id: request.runnerId,
+        ...callerFields(request.caller),
         method: req.method,
         destination: authority(request.to.destination),
         status,
@@ -139,7 +140,10 @@ function failed(deps: AnswerDeps, res: ServerResponse, err: NodeJS.ErrnoExceptio
   if (res.headersSent || res.destroyed) return void res.destroy();
   metrics.request('upstream-error');
   const untrusted = typeof err.code === 'string' && /CERT|SIGNATURE|ISSUER|ALTNAME|SELF_SIGNED/.test(err.code);
-  logger.warn({ runner_id: request.runnerId, destination: authority(request.to.destination), code: err.code }, 'upstream request failed');
+  logger.warn(
+    { ...callerFields(request.caller), destination: authority(request.to.destination), code: err.code },
+    'upstream request failed',
+  );
   respond(
     res,
     502,

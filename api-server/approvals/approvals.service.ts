@@ -114,6 +114,8 @@ export async function resolveApproval(
   });
   if (!resolved) throw notPending((await findApproval(deps.db, approval.id)) ?? approval);
   deps.metrics.approvalResolved(decision === 'approve' ? 'approved' : 'denied');
+  // Under this request's id: it ties the approve or deny to the run (whose lines carry the id of the request that started it).
+  deps.logger.info({ approval_id: resolved.id, message_id: resolved.message_id, status: resolved.status }, 'approval resolved');
   await deps.runtime.approvals.announce(resolved.id);
   return presentApproval(resolved);
 }

@@ -26,6 +26,7 @@ import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 export interface ParkingDeps {
   db: Db;
   vault: Vault;
+  /** The run's logger (it names the run and its request). */
   logger: Logger;
   now: () => Date;
   newId: IdGenerator;
@@ -72,7 +73,7 @@ export async function parkOnApproval(deps: ParkingDeps, run: ParkedRun, input: u
   });
   deps.metrics.approvalRequested();
   run.emit(platformLine('approval', { approval: presentApproval(raised) }));
-  deps.logger.info({ message_id: run.messageId, approval_id: raised.id }, 'run parked on an approval');
+  deps.logger.info({ approval_id: raised.id }, 'run parked on an approval');
   const outcome = await deps.approvals.wait(raised.id, turnOver);
   if (outcome.kind === 'ended') return { isError: true, text: 'The run ended before the approval was decided.' };
   if (outcome.kind === 'gone') {
@@ -94,7 +95,7 @@ export async function parkOnApproval(deps: ParkingDeps, run: ParkedRun, input: u
     run.masker.add(fresh);
   }
   run.emit(platformLine('resumed', { approval: presentApproval(decided) }));
-  deps.logger.info({ message_id: run.messageId, approval_id: raised.id, status: decided.status }, 'run resumed');
+  deps.logger.info({ approval_id: raised.id, status: decided.status }, 'run resumed');
   return decisionAnswer(decided);
 }
 

@@ -6,14 +6,14 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { createEgressMetrics } from '../../egress-proxy/egress-metrics.js';
-import { createEgressProxy, type EgressProxy, type RunSecrets } from '../../egress-proxy/egress-proxy.js';
+import { createEgressProxy, type EgressProxy, type ResolvedRun } from '../../egress-proxy/egress-proxy.js';
 import { placeholderFor } from '../../egress-proxy/placeholder.js';
 import { ProblemError } from '../core/problems.js';
 import type { AppDeps } from '../deps.js';
 import type { RunManager } from '../runs/run-manager.js';
 import type { RunAbortSignals } from '../runs/run-aborts.js';
 import type { EgressCredentials, SandboxProvider } from '../sandboxes/provider.js';
-import { secretsForRun } from '../secrets/secrets.service.js';
+import { runForEgress } from '../secrets/secrets.service.js';
 
 /**
  * Whose runs the egress proxy serves, as the provider says; a run missing a secret is ended here, or
@@ -50,15 +50,15 @@ export function secretRefusedAtEgress(alias: string, destination: string | undef
   });
 }
 
-/** The values of the run a runner's credential stands for now; undefined when it stands for none. */
-export async function egressSecrets(
+/** The values and request id of the run a runner's credential stands for now; undefined when it stands for none. */
+export async function egressRun(
   deps: AppDeps,
   credentials: EgressCredentials,
   runnerId: string,
   token: string,
-): Promise<RunSecrets | undefined> {
+): Promise<ResolvedRun | undefined> {
   const runId = await credentials.egressRun(runnerId, token);
-  return runId ? secretsForRun(deps, runId) : undefined;
+  return runId ? runForEgress(deps, runId) : undefined;
 }
 
 export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, logger: Logger): Promise<EgressProxy> {
@@ -78,7 +78,7 @@ export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, 
       deps.config.sandboxProvider === 'kubernetes'
         ? { baseUrl: deps.config.anthropicBaseUrl, apiKey: deps.config.anthropicApiKey }
         : undefined,
-    resolveRun: ({ runnerId, token }) => egressSecrets(deps, credentials, runnerId, token),
+    resolveRun: ({ runnerId, token }) => egressRun(deps, credentials, runnerId, token),
     onMissing: (runnerId, alias, _token, destination) => {
       credentials
         .abortMissing(runnerId, alias, destination)

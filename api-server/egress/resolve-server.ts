@@ -20,7 +20,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import type { RunSecrets } from '../../egress-proxy/egress-proxy.js';
+import type { ResolvedRun } from '../../egress-proxy/egress-proxy.js';
 import {
   MISSING_PATH,
   MissingRequestSchema,
@@ -40,8 +40,8 @@ export interface EgressResolveServerOptions {
   port: number;
   /** The bearer token every call must carry. */
   token: string;
-  /** The values of the run the credential stands for now; undefined when none. */
-  resolve(runnerId: string, token: string): Promise<RunSecrets | undefined>;
+  /** The values (and request id) of the run the credential stands for now; undefined when none. */
+  resolve(runnerId: string, token: string): Promise<ResolvedRun | undefined>;
   /** Whether the credential stands for a run now (checked before a run is ended on its word). */
   standsForRun(runnerId: string, token: string): Promise<boolean>;
   /** Ends the run in progress on the runner for a missing secret (or one denied `destination`), wherever it is hosted. */
@@ -92,8 +92,10 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
       const body = parse(ResolveRequestSchema, raw);
       if (!body) return answer(res, 400, { error: 'bad-request' });
       if (limited(res, body.runner_id)) return;
-      const secrets = await options.resolve(body.runner_id, body.token);
-      const result: ResolveAnswer = secrets ? { in_progress: true, secrets: toWireSecrets(secrets) } : { in_progress: false };
+      const run = await options.resolve(body.runner_id, body.token);
+      const result: ResolveAnswer = run
+        ? { in_progress: true, secrets: toWireSecrets(run.secrets), ...(run.requestId !== undefined && { request_id: run.requestId }) }
+        : { in_progress: false };
       return answer(res, 200, result);
     }
     const body = parse(MissingRequestSchema, raw);

@@ -93,7 +93,7 @@ export async function startMessageRun(
   let admission: Admission | undefined;
   if (context.onCapacity === 'reject' && !refusal) {
     try {
-      admission = await deps.runtime.provider.admit(sandboxFor(conversation, ids.assistantMessageId), { wait: false });
+      admission = await deps.runtime.provider.admit(sandboxFor(conversation, ids.assistantMessageId, context.requestId), { wait: false });
     } catch (error) {
       if (!(error instanceof CapacityExhausted)) throw error;
       deps.metrics.capacityRejected('reject');
@@ -106,7 +106,11 @@ export async function startMessageRun(
 
   let inserted: Inserted;
   try {
-    inserted = await insertTurnMessages(deps, conversation, ids, body, { vaultSecrets: !refusal, caps, onCapacity: context.onCapacity });
+    inserted = await insertTurnMessages(deps, conversation, { ...ids, requestId: context.requestId }, body, {
+      vaultSecrets: !refusal,
+      caps,
+      onCapacity: context.onCapacity,
+    });
   } catch (error) {
     await releaseAdmission(deps, admission);
     if (isUniqueViolation(error)) throw conversationBusy();
@@ -175,7 +179,7 @@ type Inserted = { admitted: boolean; refused?: 'tenant' | 'user' | undefined };
 async function insertTurnMessages(
   deps: AppDeps,
   conversation: ScopedConversationRow,
-  { userMessageId, assistantMessageId }: { userMessageId: string; assistantMessageId: string },
+  { userMessageId, assistantMessageId, requestId }: { userMessageId: string; assistantMessageId: string; requestId: string },
   body: SendBody,
   options: { vaultSecrets: boolean; caps: BusyCaps | undefined; onCapacity: 'reject' | 'hold' },
 ): Promise<Inserted> {
@@ -185,6 +189,7 @@ async function insertTurnMessages(
     skill_ids: body.skill_ids ? json(body.skill_ids) : null,
     env: body.env ? json(body.env) : null,
     metadata: json(body.metadata ?? {}),
+    request_id: requestId,
     created_at: now,
     updated_at: now,
   };

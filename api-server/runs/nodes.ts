@@ -52,7 +52,7 @@ export async function failOrphanedRuns(
   const orphans = await db
     .selectFrom('messages')
     .leftJoin('nodes', 'nodes.id', 'messages.node_id')
-    .select(['messages.id', 'messages.conversation_id'])
+    .select(['messages.id', 'messages.conversation_id', 'messages.request_id'])
     .where('messages.role', '=', 'assistant')
     .where('messages.status', '=', 'in_progress')
     .where((eb) =>
@@ -84,7 +84,8 @@ export async function failOrphanedRuns(
           problem: problemBody(problem, {
             baseUrl: options.baseUrl,
             instance: `/conversations/${orphan.conversation_id}/messages/${orphan.id}`,
-            requestId: orphan.id,
+            // The request that started the run, as its stream's other lines would have said.
+            requestId: orphan.request_id ?? orphan.id,
           }),
         }),
       ];

@@ -53,6 +53,8 @@ export class RunManager {
     string,
     {
       stream: RunStream;
+      /** The request that started the run. */
+      requestId: string;
       /** Alias to value; grows when an approval supplies secrets (the egress proxy reads this very map). */
       secrets: Map<string, RunSecret>;
       masker: GrowingMasker;
@@ -96,10 +98,10 @@ export class RunManager {
     return this.live.get(messageId)?.stream;
   }
 
-  /** The secrets of a run hosted here (the same map for its whole life, none once it has ended), for the egress proxy. */
-  runSecrets(messageId: string): ReadonlyMap<string, RunSecret> | undefined {
+  /** A run hosted here, for the egress proxy: its secrets (the same map for its whole life) and request id; none once it has ended. */
+  liveRun(messageId: string): { secrets: ReadonlyMap<string, RunSecret>; requestId: string } | undefined {
     const run = this.live.get(messageId);
-    return run && !run.stream.isEnded ? run.secrets : undefined;
+    return run && !run.stream.isEnded ? { secrets: run.secrets, requestId: run.requestId } : undefined;
   }
 
   /**
@@ -127,23 +129,27 @@ export class RunManager {
   /** Starts the run; returns its stream at once and the outcome when it ends. */
   start(request: RunRequest): { stream: RunStream; done: Promise<RunOutcome> } {
     const startedMs = performance.now();
-    const stream = new RunStream(request.assistantMessageId, this.deps.db, this.deps.logger, this.deps.now);
+    const log = this.logOf(request);
+    log.info({ conversation_id: request.conversation.id, on_capacity: request.onCapacity }, 'run started');
+    const stream = new RunStream(request.assistantMessageId, this.deps.db, log, this.deps.now);
     const secrets = new Map(request.secrets);
     const masker = new GrowingMasker(secrets);
-    this.live.set(request.assistantMessageId, { stream, secrets, masker });
+    this.live.set(request.assistantMessageId, { stream, requestId: request.requestId, secrets, masker });
     for (const line of request.leadingLines) stream.append(line);
     const done = this.execute(request, stream, masker, startedMs)
       .catch(async (error: unknown) => {
         // Nothing awaits a streamed run, so a failure here must still end the stream rather than
         // escape as an unhandled rejection (e.g. the conversation was deleted mid-run).
-        this.deps.logger.error({ err: error, message_id: request.assistantMessageId }, 'agent run failed unexpectedly');
+        log.error({ err: error }, 'agent run failed unexpectedly');
         await deleteRunSecrets(this.deps.db, request.assistantMessageId).catch(() => undefined);
         const problem = internalProblem();
         stream.append(this.errorLine(request, problem));
         return { status: 'failed' as const, problem };
       })
       .then((outcome) => {
-        this.deps.metrics.runEnded(outcome.status, outcome.problem?.kind, secondsSince(startedMs));
+        const seconds = secondsSince(startedMs);
+        this.deps.metrics.runEnded(outcome.status, outcome.problem?.kind, seconds);
+        log.info({ status: outcome.status, problem: outcome.problem?.kind, duration_s: seconds }, 'run ended');
         return outcome;
       })
       .finally(async () => {
@@ -157,8 +163,7 @@ export class RunManager {
           (expired) => {
             if (expired > 0) this.deps.metrics.approvalResolved('expired', expired);
           },
-          (err: unknown) =>
-            this.deps.logger.warn({ err, message_id: request.assistantMessageId }, 'expiring the approvals of an ended run failed'),
+          (err: unknown) => log.warn({ err }, 'expiring the approvals of an ended run failed'),
         );
       });
     this.running.add(done);
@@ -176,7 +181,7 @@ export class RunManager {
       lease = await claimRunner(this.claimDeps, request, stream);
     } catch (error) {
       const problem = claimProblem(error, request.onCapacity) ?? this.ending;
-      if (!problem) this.deps.logger.error({ err: error }, 'acquiring a sandbox failed');
+      if (!problem) this.logOf(request).error({ err: error }, 'acquiring a sandbox failed');
       return this.abort(request, stream, problem ?? internalProblem());
     }
     const { lease: ready, skillsDelivered } = await withSkills(this.claimDeps, request, lease, skills);
@@ -231,11 +236,11 @@ export class RunManager {
     const turned = await this.agentTurn(request, lease, lines, runStartedMs);
     disarmBounds();
     const aborted = disarmAbort();
-    const outcome = await this.afterSkillsDelivered(request.assistantMessageId, turned, skillsDelivered);
+    const outcome = await this.afterSkillsDelivered(request, turned, skillsDelivered);
     const turnSeconds = secondsSince(turnStartedMs);
     await lines.fillerDone;
     if (aborted) {
-      this.deps.logger.warn({ message_id: request.assistantMessageId, problem: aborted.kind }, 'agent run aborted');
+      this.logOf(request).warn({ problem: aborted.kind }, 'agent run aborted');
       this.deps.metrics.turnEnded('aborted', turnSeconds);
       await release({ broken: true });
       return this.abort(request, stream, aborted, lines.reply);
@@ -315,16 +320,16 @@ export class RunManager {
       emit,
       abort: (problem: ProblemError) => this.abortRun(request.assistantMessageId, problem),
     };
-    return parkOnApproval(this.deps, parked, input, turnOver);
+    return parkOnApproval({ ...this.deps, logger: this.logOf(request) }, parked, input, turnOver);
   }
 
   /** A turn counts only if the skills it was sent behind arrived (the runner refuses it otherwise). */
-  private async afterSkillsDelivered(messageId: string, turned: TurnOutcome, skillsDelivered: Promise<void>): Promise<TurnOutcome> {
+  private async afterSkillsDelivered(request: RunRequest, turned: TurnOutcome, skillsDelivered: Promise<void>): Promise<TurnOutcome> {
     const undelivered = await skillsDelivered.then(
       () => undefined,
       (error: unknown) => (error instanceof Error ? error.message : String(error)),
     );
-    if (undelivered) this.deps.logger.error({ message_id: messageId, error: undelivered }, 'delivering the skills of a run failed');
+    if (undelivered) this.logOf(request).error({ error: undelivered }, 'delivering the skills of a run failed');
     return undelivered && turned.kind !== 'crashed' ? { kind: 'crashed', error: `skills not delivered: ${undelivered}` } : turned;
   }
 
@@ -355,10 +360,7 @@ export class RunManager {
       turnSeconds,
     );
     if (!storing || !built || !terminal) {
-      this.deps.logger.error(
-        { message_id: request.assistantMessageId, error: outcome.kind === 'crashed' ? outcome.error : 'no result' },
-        'agent run failed',
-      );
+      this.logOf(request).error({ error: outcome.kind === 'crashed' ? outcome.error : 'no result' }, 'agent run failed');
       await released;
       return this.abort(request, stream, this.ending ?? internalProblem(), lines.reply);
     }
@@ -403,6 +405,14 @@ export class RunManager {
     const problem = problems.notFound('conversation');
     stream.append(this.errorLine(request, problem));
     return { status: 'failed', problem };
+  }
+
+  /**
+   * The run's logger: its lines carry the id of the request that started it (the caller's
+   * `X-Request-Id` or ours) and its message id, long after that request has been answered.
+   */
+  private logOf(request: RunRequest): Logger {
+    return this.deps.logger.child({ request_id: request.requestId, message_id: request.assistantMessageId });
   }
 
   private errorLine(request: RunRequest, problem: ProblemError): StreamLine {

@@ -42,6 +42,7 @@ export class RunStream {
   constructor(
     readonly messageId: string,
     private readonly db: Db,
+    /** The run's logger (it names the run and its request). */
     private readonly logger: Logger,
     private readonly now: () => Date,
   ) {}
@@ -120,7 +121,7 @@ export class RunStream {
       (err: unknown) => {
         // The message was deleted with its conversation mid-run: there is no replay left to match.
         if (isForeignKeyViolation(err)) return this.released(to);
-        this.logger.error({ err, message_id: this.messageId, attempt: failures + 1 }, 'storing stream lines failed; retrying');
+        this.logger.error({ err, attempt: failures + 1 }, 'storing stream lines failed; retrying');
         setTimeout(
           () => {
             this.writing = false;

@@ -38,7 +38,7 @@ export async function claimRunner(deps: ClaimDeps, request: RunRequest, stream: 
   try {
     if (request.busyPlace) await waitForBusyPlace(deps.db, request.busyPlace, { signal: hold, ended: deps.runEnded, onQueued });
     if (request.lease) return await request.lease;
-    const lease = await deps.provider.acquire(sandboxFor(request.conversation, request.assistantMessageId), {
+    const lease = await deps.provider.acquire(sandboxFor(request.conversation, request.assistantMessageId, request.requestId), {
       wait: request.onCapacity === 'hold',
       signal: hold,
       onQueued,
@@ -89,7 +89,7 @@ export async function withSkills(
     const offered = current.runner.sessionSkills;
     if (current.continuing && (offered?.length !== names.length || offered.some((name, i) => name !== names[i]))) {
       await deps.provider.release(current, { broken: true });
-      current = await deps.provider.acquire(sandboxFor(request.conversation, request.assistantMessageId), {
+      current = await deps.provider.acquire(sandboxFor(request.conversation, request.assistantMessageId, request.requestId), {
         wait: true,
         signal: AbortSignal.timeout(deps.maxHoldSeconds * 1000),
       });
@@ -105,7 +105,7 @@ export async function withSkills(
   }
 }
 
-/** What the sandbox provider needs of a conversation to place its run. */
-export function sandboxFor(conversation: ScopedConversationRow, runId: string): AcquireRequest {
-  return { agentType: conversation.agent_type, conversationId: conversation.id, tenantId: conversation.tenant_id, runId };
+/** What the sandbox provider needs of a conversation to place its run (and the request that started it). */
+export function sandboxFor(conversation: ScopedConversationRow, runId: string, requestId: string): AcquireRequest {
+  return { agentType: conversation.agent_type, conversationId: conversation.id, tenantId: conversation.tenant_id, runId, requestId };
 }

@@ -16,6 +16,8 @@ export interface AcquireRequest extends PlacementRequest {
    * known, beside the connection, rather than on the turn's way out.
    */
   runId?: string | undefined;
+  /** The request that started the run, named on what the provider creates for it (a Sandbox's annotation). */
+  requestId?: string | undefined;
 }
 
 export interface WaitOptions {

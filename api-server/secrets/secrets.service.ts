@@ -242,20 +242,23 @@ export function missingSecretProblem(
 }
 
 /**
- * A run's alias-to-value map, for the egress proxy: the very map the run resolved when it is hosted
- * on this node (the same object for the life of the run), else resolved afresh while the run is in
- * progress on another node; undefined once the run has ended or for an unknown id.
+ * A run as the egress proxy sees it: its alias-to-value map, the very map the run resolved when it is
+ * hosted on this node (the same object for the life of the run), else resolved afresh while the run
+ * is in progress on another node; and the id of the request that started it. Undefined once the run
+ * has ended or for an unknown id.
  */
-export async function secretsForRun(deps: AppDeps, runId: string): Promise<SecretValues | undefined> {
-  const live = deps.runtime.runs.runSecrets(runId);
+export async function runForEgress(deps: AppDeps, runId: string): Promise<{ secrets: SecretValues; requestId?: string } | undefined> {
+  const live = deps.runtime.runs.liveRun(runId);
   if (live) return live;
   const run = await deps.db
     .selectFrom('messages')
     .innerJoin('conversations', 'conversations.id', 'messages.conversation_id')
-    .select(['conversations.id', 'conversations.user_id', 'conversations.tenant_id'])
+    .select(['conversations.id', 'conversations.user_id', 'conversations.tenant_id', 'messages.request_id'])
     .where('messages.id', '=', runId)
     .where('messages.role', '=', 'assistant')
     .where('messages.status', '=', 'in_progress')
     .executeTakeFirst();
-  return run ? resolveRunSecrets(deps, { runId, conversation: run }) : undefined;
+  if (!run) return undefined;
+  const secrets = await resolveRunSecrets(deps, { runId, conversation: run });
+  return run.request_id === null ? { secrets } : { secrets, requestId: run.request_id };
 }

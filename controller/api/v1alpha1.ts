@@ -25,11 +25,29 @@ export const LABELS = {
   managedBy: 'app.kubernetes.io/managed-by',
   component: 'app.kubernetes.io/component',
 } as const;
-/** On a runner pod adopted from a warm pool: the pool it came from and when (RFC 3339). */
 export const ANNOTATIONS = {
+  /** On a runner pod adopted from a warm pool: the pool it came from and when (RFC 3339). */
   adoptedFrom: 'acis.dev/adopted-from',
   adoptedAt: 'acis.dev/adopted-at',
+  /**
+   * On a Sandbox the API server creates: the id of the REST request whose turn created it (the caller's
+   * `X-Request-Id`, or the API's `req_...`). The controller's log lines about the Sandbox and its pod
+   * carry it as `request_id`. A warm Sandbox keeps the id of the turn that created it.
+   */
+  requestId: 'acis.dev/request-id',
 } as const;
+
+/** The longest annotation value read as a request id (the API's own limit is 128). */
+const MAX_REQUEST_ID_LENGTH = 128;
+
+/**
+ * The request id a Sandbox's annotation names, for log lines; undefined when absent or not a plausible
+ * id (too long, or beyond printable ASCII), since anyone who may create Sandboxes may write it.
+ */
+export function requestIdOf(sandbox: { metadata: ObjectMeta }): string | undefined {
+  const value = sandbox.metadata.annotations?.[ANNOTATIONS.requestId];
+  return value !== undefined && value.length <= MAX_REQUEST_ID_LENGTH && /^[\x21-\x7e]+$/.test(value) ? value : undefined;
+}
 export const MANAGED_BY = 'acis-controller';
 /** The container port of a runner's control connection. */
 export const RUNNER_PORT_NAME = 'control';

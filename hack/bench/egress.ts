@@ -183,7 +183,7 @@ async function main(): Promise<void> {
     host: '127.0.0.1',
     port: 0,
     token: RESOLVE_TOKEN,
-    resolve: async (runnerId, token) => (runnerId === RUN.id && token === RUN.token ? runSecrets : undefined),
+    resolve: async (runnerId, token) => (runnerId === RUN.id && token === RUN.token ? { secrets: runSecrets } : undefined),
     standsForRun: async (runnerId, token) => runnerId === RUN.id && token === RUN.token,
     abortMissing: async () => {},
     logger: pino({ level: 'silent' }),

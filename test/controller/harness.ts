@@ -4,6 +4,7 @@
  * port, and controllers started in process from the same kubeconfig a real one would use.
  */
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../../kube/cluster-access.js';
@@ -132,9 +133,22 @@ export function clusterForFile(options: { cluster?: Parameters<typeof startClust
   };
 }
 
-export async function startTestController(cluster: Cluster, overrides: Partial<ControllerConfig> = {}): Promise<RunningController> {
+/** `logs`: where the controller's log lines go (info and up), for tests that read them; otherwise it is silent. */
+export async function startTestController(
+  cluster: Cluster,
+  overrides: Partial<ControllerConfig> = {},
+  logs?: string[],
+): Promise<RunningController> {
   const config = testConfig(overrides);
-  const logger = pino({ level: process.env.CONTROLLER_LOG_LEVEL ?? 'silent' });
+  const sink = logs
+    ? new Writable({
+        write(chunk, _encoding, done) {
+          logs.push(String(chunk));
+          done();
+        },
+      })
+    : undefined;
+  const logger = sink ? pino({ level: 'info' }, sink) : pino({ level: process.env.CONTROLLER_LOG_LEVEL ?? 'silent' });
   const controller = await startController({ config, kubeConfig: cluster.kubeConfig, logger });
   return controller;
 }

@@ -210,6 +210,25 @@ describe('approve with HMAC', () => {
     expect(reply.content).toContain(`Tool ${TOOL} returned: Approved by approver_key:${hmacKey.id}.`);
     expect(reply.content).toContain('ship it');
     expect(await getApproval(run.approval.id)).toMatchObject({ status: 'approved', note: 'ship it' });
+
+    // The logs: the run's lines carry the id of the send that started it, the approve's line its own
+    // id and the run's message, so one id leads to the other.
+    const logged = t.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const started = logged.find((l) => l.msg === 'run started' && l.message_id === run.messageId);
+    expect(started?.request_id).toEqual(expect.any(String));
+    for (const msg of ['run parked on an approval', 'run resumed']) {
+      expect(logged).toContainEqual(
+        expect.objectContaining({ msg, approval_id: run.approval.id, message_id: run.messageId, request_id: started!.request_id }),
+      );
+    }
+    expect(logged).toContainEqual(
+      expect.objectContaining({
+        msg: 'approval resolved',
+        approval_id: run.approval.id,
+        message_id: run.messageId,
+        request_id: res.headers.get('x-request-id'),
+      }),
+    );
   });
 });
 

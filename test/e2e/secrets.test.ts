@@ -5,7 +5,7 @@
  * Agent SDK in bubblewrap runners against the model stub.
  *
  * The agent never receives a value (it sees placeholders only; the egress proxy substitutes, see
- * egress.test.ts), so resolution is observed where the proxy reads it: `secretsForRun` and
+ * egress.test.ts), so resolution is observed where the proxy reads it: `runForEgress` and
  * `resolveRunSecrets` through the running server's deps. For masking, the agent is made to come by a value honestly:
  * its Bash tool assembles it from two pieces (neither of them the value), as an upstream that
  * echoed a substituted value would hand it over.
@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { json } from '../../api-server/core/db/database.js';
 import { sweepEndedRunSecrets } from '../../api-server/secrets/secrets.repository.js';
-import { resolveRunSecrets, secretsForRun, vaultRunSecrets } from '../../api-server/secrets/secrets.service.js';
+import { resolveRunSecrets, runForEgress, vaultRunSecrets } from '../../api-server/secrets/secrets.service.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { deltaText, isTerminal, type Line, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser, unique } from '../helpers/provision.js';
@@ -216,10 +216,11 @@ describe('resolution for a run', () => {
     });
     expect(response.status).toBe(200);
     const messageId = response.headers.get('x-service-message-id')!;
-    const live = await secretsForRun(t.server.deps, messageId);
+    const live = (await runForEgress(t.server.deps, messageId))?.secrets;
     expect(live?.get('PRECEDENCE')).toBe(v.message);
     expect(live?.get('ONLY_TENANT')).toBe(v.onlyTenant);
-    expect(await secretsForRun(t.server.deps, messageId)).toBe(live); // the same map for the life of the run
+    expect((await runForEgress(t.server.deps, messageId))?.secrets).toBe(live); // the same map for the life of the run
+    expect((await runForEgress(t.server.deps, messageId))?.requestId).toBe(response.headers.get('x-request-id'));
     expect((await resolveRunSecrets(t.server.deps, { runId: messageId, conversation })).get('PRECEDENCE')).toBe(v.message);
     expect((await runRows(messageId)).map((r) => r.alias)).toEqual(['PRECEDENCE']);
     const lines = await readLines(response);
@@ -227,7 +228,7 @@ describe('resolution for a run', () => {
 
     // Once the run has ended its own values are gone, and nothing is handed out for it any more.
     expect(await runRows(messageId)).toEqual([]);
-    expect(await secretsForRun(t.server.deps, messageId)).toBeUndefined();
+    expect(await runForEgress(t.server.deps, messageId)).toBeUndefined();
 
     // Then each scope in turn, as the nearer ones are removed.
     const resolved = async () => (await resolveRunSecrets(t.server.deps, { runId: undefined, conversation })).get('PRECEDENCE');
@@ -275,6 +276,7 @@ describe('resolution for a run', () => {
           usage: null,
           metadata: json({}),
           node_id: status === 'in_progress' ? 'node_elsewhere' : null,
+          request_id: 'req_elsewhere',
           created_at: now,
           updated_at: now,
         })
@@ -288,9 +290,12 @@ describe('resolution for a run', () => {
     await vaultRunSecrets(t.server.deps, elsewhere, { RUN_ONLY: value }, new Date());
     await vaultRunSecrets(t.server.deps, ended, { RUN_ONLY: canary('ended') }, new Date());
 
-    expect((await secretsForRun(t.server.deps, elsewhere))?.get('RUN_ONLY')).toBe(value);
-    expect(await secretsForRun(t.server.deps, ended)).toBeUndefined();
-    expect(await secretsForRun(t.server.deps, 'msg_unknown')).toBeUndefined();
+    // With the request that started it, as the run's own node would answer.
+    const remote = await runForEgress(t.server.deps, elsewhere);
+    expect(remote?.secrets.get('RUN_ONLY')).toBe(value);
+    expect(remote?.requestId).toBe('req_elsewhere');
+    expect(await runForEgress(t.server.deps, ended)).toBeUndefined();
+    expect(await runForEgress(t.server.deps, 'msg_unknown')).toBeUndefined();
 
     expect(await sweepEndedRunSecrets(db)).toBeGreaterThanOrEqual(1);
     expect(await runRows(ended)).toEqual([]);

@@ -93,6 +93,9 @@ async function untilStoredOnly(messageId: string): Promise<void> {
 }
 
 /** An assistant message written straight to the database (a run of another process), with one line already stored. */
+/** The request id a run made by `insertRun` was started by. */
+const requestIdOf = (messageId: string) => `host-trace:${messageId}`;
+
 async function insertRun(conversationId: string, fields: { status: 'in_progress' | 'completed'; nodeId: string | null }): Promise<string> {
   const { db, newId } = t.server.deps;
   const id = newId('message');
@@ -111,6 +114,7 @@ async function insertRun(conversationId: string, fields: { status: 'in_progress'
       usage: null,
       metadata: json({}),
       node_id: fields.nodeId,
+      request_id: requestIdOf(id),
       created_at: now,
       updated_at: now,
     })
@@ -741,7 +745,12 @@ describe('runs left in progress by a process that died', () => {
     const lines = withoutPings(raw);
     expect(lines.map((l) => l.type)).toEqual(['system', 'message_end', 'error']);
     expect(expectCompleteEnding(raw, messageId)).toMatchObject({ status: 'failed' });
-    expect(lines[2]).toMatchObject({ object: 'platform.event', type: 'error', problem: { status: 500 } });
+    // The problem names the request that started the run, as its other lines would have.
+    expect(lines[2]).toMatchObject({
+      object: 'platform.event',
+      type: 'error',
+      problem: { status: 500, request_id: requestIdOf(messageId) },
+    });
     expect(lines[2]!.problem.type).toMatch(/\/problems\/internal-error$/);
     const rest = await server.request('GET', reattachPath(conversationId, messageId, 1), { token: key });
     expect(withoutPings(parseNdjson(rest.text)).map((l) => l.type)).toEqual(['message_end', 'error']);

@@ -52,6 +52,8 @@ async function listen(server: Server): Promise<number> {
 const RUN_A = {
   id: 'run_a',
   token: 'tok-a-3f9c',
+  /** The API request that started run A: the proxy's lines about its requests carry it. */
+  requestId: 'req_run_a_4e1f',
   secrets: new Map([
     ['API_KEY', 'sk-a 9f/8e+7d'],
     ['ONLY_A', 'only-a-value-41'],
@@ -72,16 +74,25 @@ let strict: EgressProxy;
 let proxyCaFile: string;
 let strictCaFile: string;
 const missing: Array<[string, string]> = [];
+/** What `proxy` logged, as the fields of each line and its message. */
+const logged: Array<Record<string, unknown>> = [];
+/** Checks waiting for a line; each answers whether it is done. */
+const logWaiters = new Set<() => boolean>();
+const line = (obj: object, msg: string) => {
+  logged.push({ ...obj, msg });
+  for (const check of logWaiters) if (check()) logWaiters.delete(check);
+};
 
-const runs: Record<string, { token: string; secrets: RunSecrets }> = {
-  [RUN_A.id]: { token: RUN_A.token, secrets: RUN_A.secrets },
+const runs: Record<string, { token: string; secrets: RunSecrets; requestId?: string }> = {
+  [RUN_A.id]: { token: RUN_A.token, secrets: RUN_A.secrets, requestId: RUN_A.requestId },
   [RUN_B.id]: { token: RUN_B.token, secrets: RUN_B.secrets },
 };
 /** How many more lookups answer before they fail (the API server a standalone proxy asks going down); unset: all do. */
 let lookupsLeft: number | undefined;
 const resolveRun = ({ runnerId, token }: { runnerId: string; token: string }) => {
   if (lookupsLeft !== undefined && lookupsLeft-- <= 0) throw new Error('the run source is down');
-  return runs[runnerId]?.token === token ? runs[runnerId].secrets : undefined;
+  const run = runs[runnerId];
+  return run?.token === token ? { secrets: run.secrets, requestId: run.requestId } : undefined;
 };
 
 beforeAll(async () => {
@@ -101,6 +112,7 @@ beforeAll(async () => {
     extraCaPath: extraCa,
     resolveRun,
     onMissing: (runnerId, alias) => missing.push([runnerId, alias]),
+    logger: { debug: line, info: line, warn: line, error: line },
   });
   // No allow entry for the HTTP echo, no extra CA for the HTTPS one, another missing-secret status.
   strict = await createEgressProxy({
@@ -126,6 +138,7 @@ afterAll(async () => {
 beforeEach(() => {
   received.length = 0;
   missing.length = 0;
+  logged.length = 0;
   lookupsLeft = undefined;
 });
 
@@ -424,6 +437,54 @@ describe('createEgressProxy: destination policy', () => {
     expect(res.status).toBe(502);
     expect(res.headers['x-acis-egress-error']).toBe('upstream-certificate');
     expect(received).toHaveLength(0);
+  });
+});
+
+describe('createEgressProxy: log lines', () => {
+  /** Resolves with the first line logged (now or later) that `predicate` accepts. */
+  const untilLogged = (predicate: (entry: Record<string, unknown>) => boolean) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      const check = () => {
+        const found = logged.find(predicate);
+        if (!found) return false;
+        resolve(found);
+        return true;
+      };
+      if (!check()) logWaiters.add(check);
+    });
+
+  it("name the runner and the API request of its run on every request, HTTP and HTTPS, forwarded or refused; a runner's own X-Request-Id changes nothing", async () => {
+    const forged = { 'x-request-id': 'req_forged_by_the_agent' };
+    const plain = await nodeRequest(proxy, RUN_A, `http://127.0.0.1:${httpPort}/plain`, { method: 'GET', headers: forged });
+    expect(plain.status).toBe(200);
+    const tls = await curl(withCredentials(proxy, RUN_A), `https://localhost:${httpsPort}/tls`, [
+      '-H',
+      'X-Request-Id: req_forged_by_the_agent',
+    ]);
+    expect(tls.status).toBe(200);
+    const refused = await curl(withCredentials(proxy, RUN_A), 'http://169.254.169.254/latest/meta-data/');
+    expect(refused.status).toBe(403);
+
+    const ofRunA = { runner_id: RUN_A.id, request_id: RUN_A.requestId };
+    expect(await untilLogged((e) => e.msg === 'egress request' && e.destination === `127.0.0.1:${httpPort}`)).toMatchObject({
+      ...ofRunA,
+      method: 'GET',
+      status: 200,
+    });
+    expect(await untilLogged((e) => e.msg === 'egress request' && e.destination === `localhost:${httpsPort}`)).toMatchObject(ofRunA);
+    expect(await untilLogged((e) => e.msg === 'egress destination refused')).toMatchObject({
+      ...ofRunA,
+      destination: '169.254.169.254:80',
+    });
+    expect(JSON.stringify(logged)).not.toContain('forged');
+    // What the run asked for is forwarded untouched: the header is the runner's business, not the proxy's.
+    expect(received.map((r) => r.headers['x-request-id'])).toEqual(['req_forged_by_the_agent', 'req_forged_by_the_agent']);
+  });
+
+  it('leave the request id out when the run source names none (a runs file)', async () => {
+    expect((await nodeRequest(proxy, RUN_B, `http://127.0.0.1:${httpPort}/b`, { method: 'GET' })).status).toBe(200);
+    const entry = await untilLogged((e) => e.msg === 'egress request' && e.runner_id === RUN_B.id);
+    expect(entry).not.toHaveProperty('request_id');
   });
 });
 

@@ -31,7 +31,7 @@ beforeAll(async () => {
     allow: `127.0.0.1:${upstreamPort}`,
     resolveRun: ({ runnerId, token }) => {
       lookups.push(runnerId);
-      return RUNS[runnerId] === token ? new Map() : undefined;
+      return RUNS[runnerId] === token ? { secrets: new Map() } : undefined;
     },
     onMissing: () => {},
     // A burst of 3 and next to no refill: the fourth request within the test is over the rate.

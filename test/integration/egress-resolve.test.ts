@@ -17,8 +17,12 @@ import { MISSING_PATH, readResolveToken, RESOLVE_PATH } from '../../egress-proxy
 
 const TOKEN = 'resolve-token-0123456789-0123456789-abc';
 const CANARY = 'canary-value-5f1c2a9e';
-/** runner id → [its egress token, its run's values]: a runner with a run in progress. */
-const RUNNERS = new Map([['acis-runner-busy', ['egress-token-busy', new Map([['CANARY', CANARY]])] as const]]);
+/** The API request that started the busy runner's run. */
+const REQUEST_ID = 'req_busy_run_01';
+/** runner id → [its egress token, its run]: a runner with a run in progress. */
+const RUNNERS = new Map([
+  ['acis-runner-busy', ['egress-token-busy', { secrets: new Map([['CANARY', CANARY]]), requestId: REQUEST_ID }] as const],
+]);
 
 let server: EgressResolveServer;
 let url: string;
@@ -82,11 +86,11 @@ describe('startEgressResolveServer', () => {
     expect(logs.join('\n')).not.toContain(TOKEN.slice(0, -1));
   });
 
-  it('answers a credential that stands for a run with its values, any other with in_progress false, never cached', async () => {
+  it('answers a credential that stands for a run with its values and request id, any other with in_progress false, never cached', async () => {
     expect(await post(RESOLVE_PATH, busy)).toEqual({
       status: 200,
       cacheControl: 'no-store',
-      body: JSON.stringify({ in_progress: true, secrets: { CANARY } }),
+      body: JSON.stringify({ in_progress: true, secrets: { CANARY }, request_id: REQUEST_ID }),
     });
     for (const credential of [
       { runner_id: 'acis-runner-busy', token: 'egress-token-other' },
@@ -138,7 +142,10 @@ describe('startEgressResolveServer', () => {
 describe('createApiRunResolver', () => {
   it('resolves through the listener, and throws (never answers "no run") when it cannot be asked', async () => {
     const resolver = createApiRunResolver(url, TOKEN);
-    expect(await resolver.resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).toEqual(new Map([['CANARY', CANARY]]));
+    expect(await resolver.resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' })).toEqual({
+      secrets: new Map([['CANARY', CANARY]]),
+      requestId: REQUEST_ID,
+    });
     expect(await resolver.resolveRun({ runnerId: 'acis-runner-busy', token: 'nope' })).toBeUndefined();
     await expect(
       createApiRunResolver(url, `${TOKEN}x`).resolveRun({ runnerId: 'acis-runner-busy', token: 'egress-token-busy' }),

@@ -95,7 +95,7 @@ beforeAll(async () => {
     caDir: path.join(dir, 'egress-ca'),
     allow: `127.0.0.1:${ports.http},localhost:${ports.https},127.0.0.1:${ports.attacker},localhost:${ports.attackerTls}`,
     extraCaPath: extraCa,
-    resolveRun: ({ runnerId, token }) => (runnerId === RUN.id && token === RUN.token ? secrets : undefined),
+    resolveRun: ({ runnerId, token }) => (runnerId === RUN.id && token === RUN.token ? { secrets } : undefined),
     onMissing: (runnerId, alias, _token, destination) => told.push({ runnerId, alias, destination }),
     metrics: createEgressMetrics(registry),
     logger: { debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') },

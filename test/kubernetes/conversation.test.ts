@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ControllerConfig } from '../../controller/config.js';
 import type { RunningController } from '../../controller/controller.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
@@ -46,6 +46,8 @@ let stub: ModelStub;
 let cluster: Cluster;
 let controller: RunningController;
 let controllerConfig: Partial<ControllerConfig>;
+/** The in-process controller's log lines. */
+const controllerLogs: string[] = [];
 let t: TestServer;
 let databaseUrl: string;
 let serverEnv: Record<string, string>;
@@ -94,7 +96,7 @@ beforeAll(async () => {
     runnerResources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '2', memory: '2Gi' } },
     startTimeoutMs: 60_000,
   };
-  controller = await startTestController(cluster, controllerConfig);
+  controller = await startTestController(cluster, controllerConfig, controllerLogs);
   ({ serviceKey: key } = await t.createIntegration('kubernetes provider e2e'));
   user = await provisionUser(t, key, { settings: { filler_enabled: false } });
 }, 120_000);
@@ -173,6 +175,53 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
 
     const deleted = await t.request('DELETE', `/conversations/${conversationId}`, { token: key });
     expect(deleted.status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(conversationId));
+  });
+
+  it('one X-Request-Id tells the turn: the response, the API’s request and run lines, the Sandbox’s annotation, the controller’s lines about it, the egress proxy’s of its model call', async () => {
+    const requestId = 'host-k8s:turn-1';
+    const created = await t.request('POST', '/conversations', {
+      token: key,
+      body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+    });
+    const conversationId: string = created.body.id;
+    const res = await t.request('POST', `/conversations/${conversationId}/messages`, {
+      token: key,
+      headers: { 'X-Request-Id': requestId },
+      body: { content: 'Trace me [[reply: traced]]' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-request-id')).toBe(requestId);
+    expect(withoutPings(parseNdjson(res.text)).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    const messageId = res.headers.get('x-service-message-id');
+
+    const sandbox = sandboxOf(conversationId)!;
+    expect(sandbox.metadata.annotations).toMatchObject({ 'acis.dev/request-id': requestId });
+
+    const parsed = (lines: string[]) => lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    await vi.waitFor(() => expect(parsed(t.logs).some((l) => l.msg === 'run ended' && l.message_id === messageId)).toBe(true));
+    expect(parsed(t.logs).filter((l) => l.request_id === requestId)).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ msg: 'request', path: `/conversations/${conversationId}/messages` }),
+        expect.objectContaining({ msg: 'run started', message_id: messageId }),
+        expect.objectContaining({ msg: 'run ended', message_id: messageId, status: 'completed' }),
+        expect.objectContaining({ msg: 'sandbox created', sandbox: sandbox.metadata.name, conversation_id: conversationId }),
+        // The model call, through the egress proxy with the pod's credential.
+        expect.objectContaining({
+          msg: 'egress request',
+          component: 'egress',
+          runner_id: sandbox.status?.podName,
+          destination: new URL(stub.url).host,
+        }),
+      ]),
+    );
+
+    const about = () => parsed(controllerLogs).filter((l) => l.sandbox === sandbox.metadata.name);
+    await vi.waitFor(() => expect(about().some((l) => l.reason === 'Ready')).toBe(true));
+    expect(about().some((l) => l.msg === 'creating the runner pod' || l.msg === 'adopting a warm pool pod')).toBe(true);
+    for (const line of about()) expect(line.request_id, JSON.stringify(line)).toBe(requestId);
+
+    expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
     await eventually(cluster, () => !sandboxOf(conversationId));
   });
 

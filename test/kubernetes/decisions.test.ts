@@ -39,6 +39,17 @@ describe('newSandbox(request, namespace, now)', () => {
   });
 });
 
+describe('newSandbox(request with requestId, namespace, now)', () => {
+  it('annotates the Sandbox with the request that created it', () => {
+    const made = newSandbox(
+      { conversationId: 'con_ABC', tenantId: 'tnt_T', agentType: 'vendor-agent-sdk', requestId: 'host-trace:1' },
+      'acis',
+      Date.parse(AT),
+    );
+    expect(made.metadata.annotations).toEqual({ 'acis.dev/request-id': 'host-trace:1' });
+  });
+});
+
 describe('holdSpec(now, idleTtlSeconds, maxConcurrentWarm)', () => {
   it('slides shutdownTime to now + TTL and records the activity and the tenant’s cap', () => {
     expect(holdSpec(Date.parse(AT), 300, 4)).toEqual({

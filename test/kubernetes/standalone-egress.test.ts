@@ -223,7 +223,9 @@ describe('the egress proxy as its own process, resolving runs through the API se
     const duringAnswer = await during!;
     expect(duringAnswer.status).toBe(200);
     expect(duringAnswer.cacheControl).toBe('no-store');
-    expect(JSON.parse(duringAnswer.text)).toEqual({ in_progress: true, secrets: { CANARY: canary } });
+    // With the request that started the run: the standalone proxy's lines of the run's requests carry it.
+    const requestId = response.headers.get('x-request-id');
+    expect(JSON.parse(duringAnswer.text)).toEqual({ in_progress: true, secrets: { CANARY: canary }, request_id: requestId });
     // The pool's pod served it, and once its turn is over (the runner is released just after the last
     // line is out) its credential stands for nothing again, though the pod is still held warm.
     expect(sandboxOf(conversationId)!.status).toMatchObject({ launch: 'pool', podName });
@@ -241,6 +243,16 @@ describe('the egress proxy as its own process, resolving runs through the API se
     // and the API server's in-process proxy forwarded nothing.
     expect(stub.agentRequests().length).toBeGreaterThan(0);
     expect(await proxyMetric('forwarded')).toBeGreaterThanOrEqual(3);
+    const proxyLines = proxy!
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const forwardedOfRun = proxyLines.filter((l) => l.msg === 'egress request' && l.runner_id === podName);
+    expect(forwardedOfRun.map((l) => l.destination)).toEqual(
+      expect.arrayContaining([`127.0.0.1:${httpEchoPort}`, `localhost:${httpsEchoPort}`, new URL(stub.url).host]),
+    );
+    for (const line of forwardedOfRun) expect(line.request_id, JSON.stringify(line)).toBe(requestId);
     const apiMetrics = await t.request('GET', '/metrics', { token: null });
     expect(apiMetrics.text).not.toMatch(/^acis_egress_requests_total\{outcome="forwarded"\} [1-9]/m);
     expect(JSON.stringify(stub.agentRequests())).toContain('{{secret:CANARY}}');

@@ -87,7 +87,8 @@ beforeAll(async () => {
     // The other upstream is listed; the model endpoint is allowed as the model endpoint.
     allow: `127.0.0.1:${otherPort}`,
     modelEndpoint: { baseUrl: `http://127.0.0.1:${modelPort}/`, apiKey: PLATFORM_KEY },
-    resolveRun: ({ runnerId, token }) => (runnerId === 'runner-1' && token === 'token-1' ? new Map([['CANARY', CANARY]]) : undefined),
+    resolveRun: ({ runnerId, token }) =>
+      runnerId === 'runner-1' && token === 'token-1' ? { secrets: new Map([['CANARY', CANARY]]) } : undefined,
     onMissing: (_runnerId, alias) => missing.push(alias),
   });
 });

@@ -115,7 +115,7 @@ export interface RepositoriesTable {
   sync_started_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   /** A push arrived while a sync was in flight: one more sync runs when it ends (migration 0008). */
   sync_requested: ColumnType<boolean, boolean | undefined, boolean>;
-  /** The remote's SSH host keys (known_hosts lines), pinned at the first SSH sync (migration 0015). */
+  /** The remote's SSH host keys (known_hosts lines), pinned at the first SSH sync (migration 0016). */
   ssh_known_hosts: ColumnType<string | null, string | null | undefined, string | null>;
   metadata: Json<Metadata>;
   created_at: Timestamp;
@@ -294,6 +294,8 @@ export interface MessagesTable {
   node_id: string | null;
   /** An assistant message in progress that holds one of its tenant's busy-sandbox places (false while held for capacity). */
   sandbox_admitted: ColumnType<boolean, boolean | undefined, boolean>;
+  /** The request that created the message (its X-Request-Id); null for messages stored before it was kept. */
+  request_id: ColumnType<string | null, string | null | undefined, never>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

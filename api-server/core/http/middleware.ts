@@ -1,21 +1,30 @@
 import type { Context, Next } from 'koa';
+import type { Logger } from 'pino';
 import type { CoreDeps } from '../deps.js';
 import { type FieldError, ProblemError, problems } from '../problems.js';
 import { problemResult, respond } from './route.js';
 import { toPointer } from './validation.js';
 
+/**
+ * A caller's `X-Request-Id` we keep: short, and only characters that cannot break a log line, a
+ * header or an annotation (no whitespace, no control or non-ASCII characters). Anything else is
+ * replaced, never trimmed or escaped: an id that is not the caller's own would mislead a search.
+ */
 const INCOMING_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * Correlation, access log and the one error boundary. A caller-supplied `X-Request-Id` is kept when
- * it is sane (so a host can trace its own ids through us); otherwise we mint `req_...`.
+ * it is sane (so a host can trace its own ids through us); otherwise we mint `req_...`. The request's
+ * logger (`ctx.state.logger`) carries it on every line the request's handling writes.
  */
 export function requestContext(deps: CoreDeps) {
   return async (ctx: Context, next: Next): Promise<void> => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('X-Request-Id');
     const requestId = INCOMING_REQUEST_ID.test(incoming) ? incoming : deps.newId('request');
+    const log = deps.logger.child({ request_id: requestId });
     ctx.state.requestId = requestId;
+    ctx.state.logger = log;
     ctx.set('X-Request-Id', requestId);
     try {
       await next();
@@ -30,10 +39,7 @@ export function requestContext(deps: CoreDeps) {
       const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
       deps.metrics.httpRequest(ctx.method, typeof route === 'string' ? route : 'unmatched', ctx.status, durationMs / 1000);
       // Only the path: query strings and bodies may carry user data and are never logged.
-      deps.logger.info(
-        { request_id: requestId, method: ctx.method, path: ctx.path, status: ctx.status, duration_ms: durationMs },
-        'request',
-      );
+      log.info({ method: ctx.method, path: ctx.path, status: ctx.status, duration_ms: durationMs }, 'request');
     }
   };
 }
@@ -45,7 +51,7 @@ function handleError(ctx: Context, error: unknown, deps: CoreDeps): void {
   } else if (isHttpError(error) && error.status === 405) {
     problem = new ProblemError('method-not-allowed', 405, { detail: `${ctx.method} is not allowed here.` });
   } else {
-    deps.logger.error({ request_id: ctx.state.requestId, err: error }, 'unhandled error');
+    (ctx.state.logger as Logger).error({ err: error }, 'unhandled error');
     problem = new ProblemError('internal-error', 500, {
       detail: 'An unexpected error occurred; quote the request_id when reporting it.',
     });

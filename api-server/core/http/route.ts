@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
+import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { CoreDeps } from '../deps.js';
 import { withIdempotency } from '../idempotency.js';
@@ -120,9 +121,11 @@ export function mountRoutes<D extends CoreDeps>(router: Router, routes: AnyRoute
       const params = parseInput(route.params ?? NoInput, ctx.params, 400);
       const query = parseInput(route.query ?? NoInput, ctx.query, 400);
       const requestId = ctx.state.requestId as string;
+      // What the handler and the services it calls log carries the request's id.
+      const requestDeps: D = { ...deps, logger: ctx.state.logger as Logger };
       const run = async (): Promise<RouteResult> => {
         const body = parseInput(route.body ?? NoInput, ctx.request.body ?? {}, 422);
-        return route.handler({ params, query, body, principal, deps, requestId, ctx });
+        return route.handler({ params, query, body, principal, deps: requestDeps, requestId, ctx });
       };
       const result = route.idempotent
         ? await withIdempotency(deps, ctx, principal, run, (error) => problemResult(error, ctx, deps))

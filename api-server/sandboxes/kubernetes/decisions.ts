@@ -6,7 +6,7 @@
  * controller/api/sandbox-status.ts. No client, no I/O.
  */
 import { createHash } from 'node:crypto';
-import { API_VERSION, LABELS, SANDBOX, type Sandbox, type SandboxSpec } from '../../../controller/api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox, type SandboxSpec } from '../../../controller/api/v1alpha1.js';
 
 /** Generated conversation ids: `con_` and upper-case Crockford base32 (see core/ids.ts). */
 const GENERATED_SUFFIX = /^[0-9A-Z]{1,50}$/;
@@ -26,6 +26,8 @@ export interface SandboxRequest {
   conversationId: string;
   tenantId: string;
   agentType: string;
+  /** The REST request whose turn needs the Sandbox (`acis.dev/request-id`, for the controller's log lines). */
+  requestId?: string | undefined;
 }
 
 /** A new Sandbox for a conversation's turn; pool adoption and caps are the controller's business. */
@@ -41,6 +43,7 @@ export function newSandbox(request: SandboxRequest, namespace: string, now: numb
         [LABELS.conversation]: request.conversationId,
         [LABELS.agentType]: request.agentType,
       },
+      ...(request.requestId !== undefined && { annotations: { [ANNOTATIONS.requestId]: request.requestId } }),
     },
     spec: {
       conversationId: request.conversationId,

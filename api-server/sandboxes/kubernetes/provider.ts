@@ -211,7 +211,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         await this.options.client.delete(ready);
         if (attempt >= CONNECT_ATTEMPTS) throw error;
         this.options.logger.warn(
-          { err: error, sandbox: ready.metadata.name },
+          { err: error, sandbox: ready.metadata.name, request_id: request.requestId },
           'connecting to a runner failed; starting a new sandbox for the conversation',
         );
         await this.options.client.whenGone(ready);
@@ -317,10 +317,23 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         await client.whenGone(found);
         found = undefined;
       }
-      found ??= (await client.createOrGet(newSandbox(request, client.namespace, this.now()))).sandbox;
+      found ??= await this.createSandbox(request);
       if (standingOf(found).kind !== 'ended') return found;
     }
     throw new Error(`Sandbox ${sandboxName(request.conversationId)} keeps ending before it is used`);
+  }
+
+  /** A new Sandbox for the conversation (or another replica's of that name); the turn's lines name the one this process made. */
+  private async createSandbox(request: AcquireRequest): Promise<Sandbox> {
+    const { client, logger } = this.options;
+    const { sandbox, created } = await client.createOrGet(newSandbox(request, client.namespace, this.now()));
+    if (created) {
+      logger.info(
+        { sandbox: sandbox.metadata.name, conversation_id: request.conversationId, request_id: request.requestId },
+        'sandbox created',
+      );
+    }
+    return sandbox;
   }
 
   /** A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. */
