@@ -1,7 +1,10 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { parseAllowList } from '../egress-proxy/destination-policy.js';
 import { resolveTokenSetting, type ResolveTokenSetting } from '../egress-proxy/resolve-protocol.js';
+import { DEFAULT_RUNNER_RATE_LIMIT, type RunnerRateLimit } from '../egress-proxy/runner-rate-limit.js';
 import type { RateLimitConfig } from './core/rate-limit.js';
+import { DEFAULT_RUNNER_BOUNDS, type RunnerBounds } from './sandboxes/runner.js';
 
 /**
  * Runtime configuration, read once from the environment. Every variable is documented in the
@@ -36,6 +39,8 @@ const EnvSchema = z.object({
     .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/)
     .default('acis-platform'),
   ACIS_ALLOW_FILE_REPOS: z.enum(['0', '1']).default('0'),
+  ACIS_ALLOW_PLAIN_REPOS: z.enum(['0', '1']).default('0'),
+  ACIS_REPOSITORY_ALLOW: z.string().optional(),
   ACIS_SYNC_TIMEOUT_SECONDS: z.coerce.number().int().min(5).max(3600).default(120),
   ACIS_GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   ACIS_REPOSITORY_SYNC_RUNNER: z.enum(['local', 'kubernetes']).default('local'),
@@ -72,7 +77,20 @@ const EnvSchema = z.object({
     .min(1)
     .max(7 * 86400)
     .default(900),
+  ACIS_RUNNER_MAX_LINE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(64 * 1024)
+    .max(64 * 1024 * 1024)
+    .default(DEFAULT_RUNNER_BOUNDS.maxLineBytes),
+  ACIS_RUNNER_MAX_BUFFERED_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024 * 1024)
+    .max(16 * 1024 * 1024 * 1024)
+    .default(DEFAULT_RUNNER_BOUNDS.maxBufferedBytes),
   ACIS_SANDBOX_ISOLATION: z.enum(['bwrap', 'none']).default('bwrap'),
+  ACIS_SANDBOX_DNS: z.enum(['0', '1']).default('0'),
   ACIS_BWRAP_PATH: z.string().min(1).default('bwrap'),
   ACIS_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(25),
   ACIS_NODE_HEARTBEAT_SECONDS: z.coerce.number().min(0.1).max(60).default(3),
@@ -83,6 +101,8 @@ const EnvSchema = z.object({
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .default('127.0.0.1:0'),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
+  ACIS_EGRESS_RUNNER_RATE: z.coerce.number().positive().max(100_000).default(DEFAULT_RUNNER_RATE_LIMIT.perSecond),
+  ACIS_EGRESS_RUNNER_BURST: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_RUNNER_RATE_LIMIT.burst),
   ACIS_SECRETS_REQUIRE_HOSTS: z.enum(['0', '1']).default('0'),
   ACIS_EGRESS_RESOLVE_LISTEN: z
     .string()
@@ -117,6 +137,10 @@ export interface Config {
   publicUrl: string | undefined;
   storageBucket: string;
   allowFileRepos: boolean;
+  /** Unencrypted `http://` and `git://` repositories may be registered and synced. */
+  allowPlainRepos: boolean;
+  /** `host` or `host:port` entries a repository may name although loopback or private (as egressAllow). */
+  repositoryAllow: string | undefined;
   /** The longest one repository sync's git work may take before it is killed and the sync fails. */
   syncTimeoutSeconds: number;
   /** REST base of GitHub (or GitHub Enterprise Server: https://HOST/api/v3), for App installation tokens. */
@@ -163,6 +187,10 @@ export interface Config {
   runnerLimits: { cpus: number; memoryBytes: number };
   /** Default and cap of an approval's life: a parked run holds its runner that long at most. */
   approvalTtlSeconds: number;
+  /** What one runner can make this server hold (longest line, bytes held on its behalf) before it is dropped. */
+  runnerBounds: RunnerBounds;
+  /** Under the kubernetes provider, runner pods may query the cluster DNS (the controller's setting of the same name; here to be named as a weakening). */
+  sandboxDns: boolean;
   /** `bwrap` (the default) isolates runners with bubblewrap; `none` runs them as plain processes (debugging only). */
   sandboxIsolation: 'bwrap' | 'none';
   /** The bubblewrap binary: a path, or a name looked up on PATH. */
@@ -177,6 +205,8 @@ export interface Config {
   egressAllow: string | undefined;
   /** Where the in-process egress proxy listens: loopback for local runners; an address pods reach under the kubernetes provider. */
   egressListen: { host: string; port: number };
+  /** Requests each runner may make through the in-process egress proxy (per second, and at once); over it, 429. */
+  egressRunnerRateLimit: RunnerRateLimit;
   /** A PEM bundle the egress proxy trusts for upstream TLS beside Node's roots. */
   egressExtraCaPath: string | undefined;
   /** Every written secret must name its `allowed_hosts`: a plain string value is refused (secret-hosts-required). */
@@ -218,6 +248,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'invalid environment:\n  ACIS_SYNC_REPORT_LISTEN: must be set (host:port) with ACIS_REPOSITORY_SYNC_RUNNER=kubernetes: sync Jobs hand their results there',
     );
   }
+  try {
+    parseAllowList(e.ACIS_REPOSITORY_ALLOW);
+  } catch (error) {
+    throw new ConfigError(`invalid environment:\n  ${(error as Error).message.replace('ACIS_EGRESS_ALLOW', 'ACIS_REPOSITORY_ALLOW')}`);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -233,6 +268,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: e.ACIS_PUBLIC_URL?.replace(/\/+$/, ''),
     storageBucket: e.ACIS_STORAGE_BUCKET,
     allowFileRepos: e.ACIS_ALLOW_FILE_REPOS === '1',
+    allowPlainRepos: e.ACIS_ALLOW_PLAIN_REPOS === '1',
+    repositoryAllow: e.ACIS_REPOSITORY_ALLOW?.trim() || undefined,
     syncTimeoutSeconds: e.ACIS_SYNC_TIMEOUT_SECONDS,
     githubApiUrl: e.ACIS_GITHUB_API_URL.replace(/\/+$/, ''),
     repositorySyncRunner: e.ACIS_REPOSITORY_SYNC_RUNNER,
@@ -256,13 +293,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workspaceMaxBytes: e.ACIS_WORKSPACE_MAX_MB * 1024 * 1024,
     runnerLimits: { cpus: e.ACIS_RUNNER_CPUS, memoryBytes: e.ACIS_RUNNER_MEMORY_MB * 1024 * 1024 },
     approvalTtlSeconds: e.ACIS_APPROVAL_TTL_SECONDS,
+    runnerBounds: { maxLineBytes: e.ACIS_RUNNER_MAX_LINE_BYTES, maxBufferedBytes: e.ACIS_RUNNER_MAX_BUFFERED_BYTES },
     sandboxIsolation: e.ACIS_SANDBOX_ISOLATION,
+    sandboxDns: e.ACIS_SANDBOX_DNS === '1',
     bwrapPath: e.ACIS_BWRAP_PATH,
     shutdownGraceSeconds: e.ACIS_SHUTDOWN_GRACE_SECONDS,
     nodeHeartbeatSeconds: e.ACIS_NODE_HEARTBEAT_SECONDS,
     nodeStaleSeconds: e.ACIS_NODE_STALE_SECONDS,
     egressAllow: e.ACIS_EGRESS_ALLOW,
     egressListen: hostPort(e.ACIS_EGRESS_LISTEN),
+    egressRunnerRateLimit: { perSecond: e.ACIS_EGRESS_RUNNER_RATE, burst: e.ACIS_EGRESS_RUNNER_BURST },
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     secretsRequireHosts: e.ACIS_SECRETS_REQUIRE_HOSTS === '1',
     egressResolve,
@@ -311,7 +351,13 @@ export function sandboxWeakenings(config: Config): string[] {
   if (config.sandboxProvider === 'local' && config.sandboxIsolation === 'none') {
     weakenings.push('ACIS_SANDBOX_ISOLATION=none: agent code runs as plain processes of this server, with its user, files and network');
   }
+  if (config.sandboxProvider === 'kubernetes' && config.sandboxDns) {
+    weakenings.push("ACIS_SANDBOX_DNS=1: runner pods may query the cluster DNS, a covert channel out and a map of the cluster's Services");
+  }
   if (config.allowFileRepos) weakenings.push("ACIS_ALLOW_FILE_REPOS=1: repositories may be read from this machine's file system");
+  if (config.allowPlainRepos) weakenings.push('ACIS_ALLOW_PLAIN_REPOS=1: repositories may be fetched over unencrypted http:// and git://');
+  if (config.repositoryAllow)
+    weakenings.push(`ACIS_REPOSITORY_ALLOW: repositories may be fetched from these private destinations: ${config.repositoryAllow}`);
   if (config.egressAllow) weakenings.push(`ACIS_EGRESS_ALLOW: sandboxes may reach these private destinations: ${config.egressAllow}`);
   return weakenings;
 }

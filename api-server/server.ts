@@ -23,6 +23,7 @@ import { ensureBootstrapIntegration } from './integrations/integrations.service.
 import { RepositoryCheckouts } from './repositories/checkouts.js';
 import { type GitCredentialSource, vaultGitCredentials } from './repositories/git-credentials.js';
 import { kubernetesSyncDispatch, syncAttemptSettings } from './repositories/kubernetes-sync-dispatch.js';
+import { remotePolicy } from './repositories/remote-policy.js';
 import { RepositorySyncWorker } from './repositories/sync.js';
 import { SYNC_REPORT_KEY_PURPOSE } from './repositories/sync-report.js';
 import { type SyncReportServer, startSyncReportServer } from './repositories/sync-report-server.js';
@@ -247,7 +248,7 @@ function createRepositorySync(parts: DepsParts, newId: AppDeps['newId'], gitCred
     newId,
     nodeId: parts.nodeId,
     checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
-    allowFileRepos: config.allowFileRepos,
+    remotes: remotePolicy(config),
     timeoutMs: config.syncTimeoutSeconds * 1000,
     metrics: parts.metrics,
     ...(config.repositorySyncRunner === 'kubernetes' && {
@@ -323,6 +324,7 @@ async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: 
     resolve: (runnerId, token) => egressRun(deps, credentials, runnerId, token),
     standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
     abortMissing: (runnerId, alias, destination) => credentials.abortMissing(runnerId, alias, destination),
+    runnerRateLimit: config.egressRunnerRateLimit,
     logger: logger.child({ component: 'egress-resolve' }),
   });
   undo.push(() => resolve.close());

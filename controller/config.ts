@@ -76,6 +76,7 @@ const EnvSchema = z.object({
   ACIS_RUNNER_EPHEMERAL_STORAGE_LIMIT: quantity.default('4Gi'),
   ACIS_EGRESS_PROXY_HOST: z.string().min(1).default('acis-egress-proxy'),
   ACIS_EGRESS_PROXY_PORT: port.default(3128),
+  ACIS_SANDBOX_DNS: z.enum(['0', '1']).default('0'),
   ACIS_EGRESS_CA_CONFIGMAP: z
     .string()
     .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
@@ -133,8 +134,15 @@ export interface ControllerConfig {
   runnerResources: Resources;
   /** Scheduling and metadata of every runner pod (Sandbox and warm pool) beyond what the controller sets itself. */
   runnerPodTemplate: RunnerPodTemplate;
+  /** The egress proxy runner pods are given: with sandbox DNS off, an address (startController resolves a name once). */
   egressProxyHost: string;
   egressProxyPort: number;
+  /**
+   * Runner pods may query the cluster DNS (and find the proxy by name). Off by default: the proxy
+   * resolves every name a runner's requests need, so DNS in the pod would only be a covert channel
+   * out and a map of the cluster's Services.
+   */
+  sandboxDns: boolean;
   /** The ConfigMap (key `ca.crt`) holding the egress proxy's CA certificate runner pods trust; absent: none mounted. */
   egressCaConfigMap: string | undefined;
   /** The platform's model endpoint runner pods are given as ANTHROPIC_BASE_URL (the egress proxy adds the key there). */
@@ -217,6 +225,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     },
     egressProxyHost: e.ACIS_EGRESS_PROXY_HOST,
     egressProxyPort: e.ACIS_EGRESS_PROXY_PORT,
+    sandboxDns: e.ACIS_SANDBOX_DNS === '1',
     egressCaConfigMap: e.ACIS_EGRESS_CA_CONFIGMAP,
     modelBaseUrl: e.ACIS_MODEL_BASE_URL.replace(/\/+$/, ''),
     maxSandboxes: e.ACIS_CLUSTER_MAX_SANDBOXES,

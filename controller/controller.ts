@@ -5,6 +5,8 @@
  * only the leader's queues run. Losing the Lease stops the queues and forgets what this replica did
  * but had not seen (the next leader starts from the cluster as it is).
  */
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { GROUP, MANAGED_BY, REPOSITORY_SYNC, requestIdOf, SANDBOX, SANDBOX_WARM_POOL, type Sandbox, VERSION } from './api/v1alpha1.js';
@@ -39,7 +41,8 @@ interface ControllerOptions {
 }
 
 export async function startController(options: ControllerOptions): Promise<RunningController> {
-  const { config, kubeConfig, logger } = options;
+  const { kubeConfig, logger } = options;
+  const config = await withProxyAddress(options.config, logger);
   const now = options.now ?? Date.now;
   const ns = config.namespace;
   const client = new KubeClient(kubeConfig, { component: MANAGED_BY, instance: config.identity }, { group: GROUP, version: VERSION });
@@ -169,4 +172,27 @@ function sandboxPhaseCounts(sandboxes: readonly Sandbox[]): Record<string, numbe
   const counts: Record<string, number> = { Pending: 0, Starting: 0, Ready: 0, Expired: 0, Failed: 0 };
   for (const s of sandboxes) counts[s.status?.phase ?? 'Pending'] = (counts[s.status?.phase ?? 'Pending'] ?? 0) + 1;
   return counts;
+}
+
+/**
+ * Without sandbox DNS a runner pod cannot look the proxy's Service name up: it is given the address,
+ * resolved here once (a Service keeps its ClusterIP for its life; a new one comes with a controller
+ * restart in the same release). Failing to resolve fails the start, saying why.
+ */
+export async function withProxyAddress(config: ControllerConfig, logger: Logger): Promise<ControllerConfig> {
+  if (config.sandboxDns) {
+    logger.warn("ACIS_SANDBOX_DNS=1: runner pods may query the cluster DNS (a covert channel out, and a map of the cluster's Services)");
+    return config;
+  }
+  if (isIP(config.egressProxyHost) !== 0) return config;
+  const resolved = await lookup(config.egressProxyHost).catch((error: Error) => {
+    throw new Error(
+      `ACIS_EGRESS_PROXY_HOST=${config.egressProxyHost} does not resolve (${error.message}); runner pods, which have no DNS, need its address`,
+    );
+  });
+  logger.info(
+    { host: config.egressProxyHost, address: resolved.address },
+    'runner pods reach the egress proxy by address (sandbox DNS is off)',
+  );
+  return { ...config, egressProxyHost: resolved.address };
 }

@@ -5,7 +5,7 @@
  * service-account token, no service links) and reaches the outside only through the egress proxy.
  */
 import { createHash } from 'node:crypto';
-import type { V1OwnerReference, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1Pod, V1PodSpec, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
 import {
   API_VERSION,
   LABELS,
@@ -145,6 +145,7 @@ function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerCo
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
+      ...runnerDns(config),
       terminationGracePeriodSeconds: 10,
       ...(config.imagePullSecrets.length > 0 && { imagePullSecrets: config.imagePullSecrets.map((name) => ({ name })) }),
       securityContext: {
@@ -232,4 +233,14 @@ function caTrustEnv(config: ControllerConfig): Array<{ name: string; value: stri
     bundle('GIT_SSL_CAINFO'),
     bundle('REQUESTS_CA_BUNDLE'),
   ];
+}
+
+/**
+ * Sandbox DNS off (the default): the pod's resolver points at its own loopback, where nothing
+ * answers, so a lookup fails at once rather than leave the pod (the NetworkPolicy drops it too). The
+ * proxy is addressed by IP (startController resolved it), and the proxy resolves every name a
+ * runner's requests carry.
+ */
+function runnerDns(config: ControllerConfig): Partial<V1PodSpec> {
+  return config.sandboxDns ? {} : { dnsPolicy: 'None', dnsConfig: { nameservers: ['127.0.0.1'], searches: [] } };
 }

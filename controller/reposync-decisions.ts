@@ -66,7 +66,16 @@ export function decideRepositorySync(sync: RepositorySync, observed: SyncObserve
   base.credentialRemovedGeneration = credentials.removedThrough;
   let status: RepositorySyncStatus;
   let createJob: V1Job | undefined;
-  if (!observed.job) {
+  const foreignCredential = foreignCredentialSecret(sync);
+  if (!observed.job && foreignCredential) {
+    const message = `spec.credentialSecretName is ${foreignCredential}: a sync Job mounts only the Secret ACIS made for its generation (${syncCredentialSecretName(sync.metadata.name, sync.spec.requestGeneration)})`;
+    status = withoutUndefined({
+      ...base,
+      state: 'error',
+      error: message,
+      conditions: [synced(previous, 'False', 'CredentialRefused', message, now)],
+    });
+  } else if (!observed.job) {
     createJob = syncJob(sync, jobName, config);
     status = syncing(base, previous, now, 'JobCreated', `started job ${jobName}`);
   } else if (!finished) {
@@ -146,13 +155,23 @@ function credentialsToDelete(
   return { names, removedThrough };
 }
 
+/**
+ * The Secret a RepositorySync names for its Job when it is not the one ACIS made for this generation
+ * (by its fixed name): a spec that could name any Secret would mount the master key's or the
+ * database's into a pod running git against a tenant's host. Undefined when it names none or its own.
+ */
+function foreignCredentialSecret(sync: RepositorySync): string | undefined {
+  const named = sync.spec.credentialSecretName;
+  return named && named !== syncCredentialSecretName(sync.metadata.name, sync.spec.requestGeneration) ? named : undefined;
+}
+
 /** One Event per outcome a generation reaches (the Job started, synced, failed). */
 function outcomeEvents(previous: RepositorySyncStatus, status: RepositorySyncStatus, generation: number): EventRecord[] {
   const before = previous.conditions?.find((c) => c.type === 'Synced');
   const after = status.conditions?.find((c) => c.type === 'Synced');
   if (!after || (previous.observedRequestGeneration === generation && before?.reason === after.reason)) return [];
   if (after.reason === 'JobRunning') return [];
-  const type = after.reason === 'SyncFailed' ? 'Warning' : 'Normal';
+  const type = after.status === 'False' ? 'Warning' : 'Normal';
   return [{ type, reason: after.reason, message: `generation ${generation}: ${after.message ?? after.reason}` }];
 }
 
@@ -220,6 +239,7 @@ export function syncJobEnv(sync: RepositorySync, config: ControllerConfig): V1En
     { name: 'ACIS_SYNC_REPOSITORY_URL', value: sync.spec.url },
     { name: 'ACIS_SYNC_BRANCH', value: sync.spec.branch },
     ...(sync.spec.provider ? [{ name: 'ACIS_SYNC_PROVIDER', value: sync.spec.provider }] : []),
+    ...(sync.spec.sshKnownHosts ? [{ name: 'ACIS_SYNC_SSH_KNOWN_HOSTS', value: sync.spec.sshKnownHosts }] : []),
     { name: 'ACIS_SYNC_REPORT_URL', value: config.syncReportUrl },
     { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
     ...(sync.spec.credentialSecretName
@@ -229,6 +249,8 @@ export function syncJobEnv(sync: RepositorySync, config: ControllerConfig): V1En
         ]
       : []),
     ...(settings.allowFileRepos !== undefined ? [{ name: 'ACIS_ALLOW_FILE_REPOS', value: settings.allowFileRepos ? '1' : '0' }] : []),
+    ...(settings.allowPlainRepos !== undefined ? [{ name: 'ACIS_ALLOW_PLAIN_REPOS', value: settings.allowPlainRepos ? '1' : '0' }] : []),
+    ...(settings.repositoryAllow !== undefined ? [{ name: 'ACIS_REPOSITORY_ALLOW', value: settings.repositoryAllow }] : []),
     ...(settings.timeoutSeconds !== undefined ? [{ name: 'ACIS_SYNC_TIMEOUT_SECONDS', value: String(settings.timeoutSeconds) }] : []),
   ];
 }

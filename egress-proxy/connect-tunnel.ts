@@ -21,7 +21,7 @@ import { callerFields, type EgressLogger, type RunCaller } from './egress-types.
 import type { Forward } from './forwarding.js';
 import { authority, parseAbsoluteForm } from './http-messages.js';
 import { PROXY_AUTH_REALM, type Refusals } from './refusals.js';
-import { LOOKUP_FAILED, LOOKUP_FAILED_MESSAGE, type RunAuthentication } from './run-authentication.js';
+import { LOOKUP_FAILED, LOOKUP_FAILED_MESSAGE, RATE_LIMITED, RATE_LIMITED_MESSAGE, type RunAuthentication } from './run-authentication.js';
 import type { Route } from './upstream.js';
 
 const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -65,6 +65,7 @@ export function createTunnels(deps: TunnelDeps): Tunnels {
       // Looked up again: a kept-alive tunnel may outlive the turn it was opened in (its next request is the next turn's).
       const run = await auth.lookUp(tunnel.caller);
       if (run === LOOKUP_FAILED) return refusals.refuse(res, 503, 'lookup-failed', LOOKUP_FAILED_MESSAGE);
+      if (run === RATE_LIMITED) return refusals.refuse(res, 429, 'rate-limited', RATE_LIMITED_MESSAGE);
       if (!run) return refusals.refuseAuth(res);
       // The tunnel target is authoritative: an absolute-form target inside it keeps only its path.
       const target = parseAbsoluteForm(req.url ?? '')?.target ?? req.url ?? '/';
@@ -99,6 +100,8 @@ async function admit(deps: TunnelDeps, req: IncomingMessage, socket: Duplex): Pr
   const authenticated = await auth.authenticate(req.headers['proxy-authorization']);
   if (authenticated === LOOKUP_FAILED)
     return void refusals.refuseRaw(socket, 'lookup-failed', 503, 'Service Unavailable', '', LOOKUP_FAILED_MESSAGE);
+  if (authenticated === RATE_LIMITED)
+    return void refusals.refuseRaw(socket, 'rate-limited', 429, 'Too Many Requests', '', RATE_LIMITED_MESSAGE);
   if (!authenticated) {
     const challenge = `Proxy-Authenticate: ${PROXY_AUTH_REALM}\r\n`;
     return void refusals.refuseRaw(socket, 'auth-required', 407, 'Proxy Authentication Required', challenge, 'run credentials required');

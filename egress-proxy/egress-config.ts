@@ -1,3 +1,4 @@
+import { DEFAULT_RUNNER_RATE_LIMIT, type RunnerRateLimit } from './runner-rate-limit.js';
 import path from 'node:path';
 import { z } from 'zod';
 import { resolveTokenSetting, type ResolveTokenSetting } from './resolve-protocol.js';
@@ -15,6 +16,8 @@ const EnvSchema = z.object({
   ACIS_DATA_DIR: z.string().min(1).default('./.data'),
   ACIS_EGRESS_ALLOW: z.string().optional(),
   ACIS_EGRESS_EXTRA_CA: z.string().min(1).optional(),
+  ACIS_EGRESS_RUNNER_RATE: z.coerce.number().positive().max(100_000).default(DEFAULT_RUNNER_RATE_LIMIT.perSecond),
+  ACIS_EGRESS_RUNNER_BURST: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_RUNNER_RATE_LIMIT.burst),
   ACIS_EGRESS_RUNS_FILE: z.string().min(1, 'must name the JSON file of runs').optional(),
   ACIS_EGRESS_RESOLVE_URL: z
     .string()
@@ -39,6 +42,8 @@ export interface EgressConfig {
   caDir: string;
   allow: string | undefined;
   extraCaPath: string | undefined;
+  /** Requests each runner may make (per second, and at once after a quiet spell); over it, 429. */
+  runnerRateLimit: RunnerRateLimit;
   /** Where runs come from: the API server's resolve listener (the token read at start), or a file of runs. */
   runs: { source: 'api'; url: string; token: ResolveTokenSetting } | { source: 'file'; file: string };
   /** The platform's model endpoint and key, for runner pods' model calls; absent: no endpoint is special. */
@@ -70,6 +75,7 @@ export function loadEgressConfig(env: NodeJS.ProcessEnv = process.env): EgressCo
     caDir: path.resolve(e.ACIS_DATA_DIR, 'egress-ca'),
     allow: e.ACIS_EGRESS_ALLOW,
     extraCaPath: e.ACIS_EGRESS_EXTRA_CA ? path.resolve(e.ACIS_EGRESS_EXTRA_CA) : undefined,
+    runnerRateLimit: { perSecond: e.ACIS_EGRESS_RUNNER_RATE, burst: e.ACIS_EGRESS_RUNNER_BURST },
     runs:
       e.ACIS_EGRESS_RESOLVE_URL && token && typeof token !== 'string'
         ? { source: 'api', url: e.ACIS_EGRESS_RESOLVE_URL, token }

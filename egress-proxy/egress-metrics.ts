@@ -18,6 +18,7 @@ export type EgressOutcome =
   | 'upstream-error'
   | 'undecodable-response'
   | 'lookup-failed'
+  | 'rate-limited'
   | 'internal';
 
 /** The outcomes that are the proxy saying no to a run (rather than a malformed request or a failure). */
@@ -28,6 +29,7 @@ const DENIALS = new Set<EgressOutcome>([
   'secret-destination-denied',
   'secret-placement',
   'upgrade-refused',
+  'rate-limited',
 ]);
 
 export interface EgressMetrics {

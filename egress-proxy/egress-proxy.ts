@@ -49,7 +49,7 @@ import { createForwarding } from './forwarding.js';
 import { parseAbsoluteForm } from './http-messages.js';
 import { parseModelEndpoint } from './model-endpoint.js';
 import { createRefusals } from './refusals.js';
-import { LOOKUP_FAILED, LOOKUP_FAILED_MESSAGE, createRunAuthentication } from './run-authentication.js';
+import { LOOKUP_FAILED, LOOKUP_FAILED_MESSAGE, RATE_LIMITED, RATE_LIMITED_MESSAGE, createRunAuthentication } from './run-authentication.js';
 import { createUpstreams, type Route } from './upstream.js';
 
 export type { EgressLogger, EgressProxy, EgressProxyOptions, ResolvedRun, RunCredential, RunSecrets } from './egress-types.js';
@@ -89,6 +89,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     void (async () => {
       const authenticated = await auth.authenticate(req.headers['proxy-authorization']);
       if (authenticated === LOOKUP_FAILED) return refusals.refuse(res, 503, 'lookup-failed', LOOKUP_FAILED_MESSAGE);
+      if (authenticated === RATE_LIMITED) return refusals.refuse(res, 429, 'rate-limited', RATE_LIMITED_MESSAGE);
       if (!authenticated) return refusals.refuseAuth(res);
       const parsed = parseAbsoluteForm(req.url ?? '');
       if (!parsed) return refusals.refuse(res, 400, 'bad-request', 'the proxy takes absolute-form requests (http://host/path)');

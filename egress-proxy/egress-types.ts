@@ -4,6 +4,7 @@
  * proxy once listening. Types (and the log fields of a caller), so the proxy's parts share them without
  * importing its factory.
  */
+import type { RunnerRateLimit } from './runner-rate-limit.js';
 import type { EgressMetrics } from './egress-metrics.js';
 import type { RunSecret } from './secret-binding.js';
 
@@ -81,6 +82,8 @@ export interface EgressProxyOptions {
    * special and the key is never used.
    */
   modelEndpoint?: { baseUrl: string; apiKey: string | undefined } | undefined;
+  /** Requests per runner (ACIS_EGRESS_RUNNER_RATE, _BURST); default DEFAULT_RUNNER_RATE_LIMIT. Over it, 429. */
+  runnerRateLimit?: RunnerRateLimit | undefined;
 }
 
 export interface EgressProxy {

@@ -32,6 +32,7 @@ async function main(): Promise<void> {
     port: config.port,
     caDir: config.caDir,
     allow: config.allow,
+    runnerRateLimit: config.runnerRateLimit,
     extraCaPath: config.extraCaPath,
     logger,
     resolveRun: runs.resolveRun,

@@ -8,11 +8,16 @@
  * substituting at once.
  */
 import type { EgressLogger, EgressProxyOptions, RunCaller, RunCredential, RunSecrets } from './egress-types.js';
+import { createRunnerRateLimiter, DEFAULT_RUNNER_RATE_LIMIT } from './runner-rate-limit.js';
 
 /** `resolveRun` threw: whether the credential stands for a run is unknown, so nothing is forwarded. */
 export const LOOKUP_FAILED = Symbol('lookup failed');
 export type LookupFailed = typeof LOOKUP_FAILED;
 export const LOOKUP_FAILED_MESSAGE = 'the egress proxy cannot look the run up now; retry';
+/** The runner made more requests than its rate allows: refused (429) before any lookup. */
+export const RATE_LIMITED = Symbol('rate limited');
+export type RateLimited = typeof RATE_LIMITED;
+export const RATE_LIMITED_MESSAGE = 'too many requests from this runner; slow down';
 
 export interface AuthenticatedRun {
   /** The credential, with the request id of the run it stands for now. */
@@ -22,14 +27,19 @@ export interface AuthenticatedRun {
 
 export interface RunAuthentication {
   /** The run a Proxy-Authorization header stands for now. */
-  authenticate(header: string | undefined): Promise<AuthenticatedRun | undefined | LookupFailed>;
+  authenticate(header: string | undefined): Promise<AuthenticatedRun | undefined | LookupFailed | RateLimited>;
   /** The run for a credential already parsed (a tunnel's, looked up again for each request in it). */
-  lookUp(credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed>;
+  lookUp(credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed | RateLimited>;
 }
 
-export function createRunAuthentication(options: Pick<EgressProxyOptions, 'resolveRun'>, logger: EgressLogger): RunAuthentication {
+export function createRunAuthentication(
+  options: Pick<EgressProxyOptions, 'resolveRun' | 'runnerRateLimit'>,
+  logger: EgressLogger,
+): RunAuthentication {
+  const limiter = createRunnerRateLimiter(options.runnerRateLimit ?? DEFAULT_RUNNER_RATE_LIMIT);
   /** `resolveRun`, with a failure to answer told apart from "no run": neither forwards anything. */
-  const lookUp = async (credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed> => {
+  const lookUp = async (credential: RunCredential): Promise<AuthenticatedRun | undefined | LookupFailed | RateLimited> => {
+    if (!limiter.take(credential.runnerId)) return RATE_LIMITED;
     try {
       const run = await options.resolveRun(credential);
       return run && { caller: { runnerId: credential.runnerId, token: credential.token, requestId: run.requestId }, secrets: run.secrets };

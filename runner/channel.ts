@@ -16,6 +16,7 @@ export interface Channel {
 }
 
 /**
+/**
  * A channel whose sender keeps each line until this side says it is durable (the resumable link on
  * the API side): a replica that takes the link over after a crash is replayed what was not.
  */
@@ -28,4 +29,15 @@ export interface SettlingChannel extends Channel {
   settle(seq: number): void;
   /** Every line received is settled as it arrives again. */
   releaseAcks(): void;
+}
+
+/**
+ * The reasons a channel closes with when its peer broke a bound (each followed by the figure): the
+ * peer is broken or hostile, and whoever hosts it stops it rather than keep serving it.
+ */
+export const LINE_TOO_LONG = 'a line exceeded the length limit';
+export const LEFT_UNREAD = 'the peer left too many bytes unread';
+
+export function breachedBound(reason: string): boolean {
+  return reason.startsWith(LINE_TOO_LONG) || reason.startsWith(LEFT_UNREAD);
 }

@@ -1,44 +1,54 @@
 /**
- * Splits a byte stream into newline-terminated lines. A line longer than `maxLineLength` (counted in
- * string characters) is an overflow: the peer is broken or hostile, and the caller closes the
- * connection rather than buffer without bound.
+ * Splits a byte stream into newline-terminated lines. A line longer than `maxLineBytes` (UTF-8 bytes,
+ * without its newline) is an overflow: the peer is broken or hostile, and the caller closes the
+ * connection rather than buffer without bound. Lines are cut on the bytes and decoded whole, so a
+ * multi-byte character split across chunks survives (a newline byte never occurs inside one).
  */
-import { StringDecoder } from 'node:string_decoder';
-
 export class LineSplitter {
-  private readonly decoder = new StringDecoder('utf8');
   /** The unterminated tail so far, in pieces (joined once its newline arrives). */
-  private partial: string[] = [];
-  private partialLength = 0;
+  private partial: Buffer[] = [];
+  private partialBytes = 0;
+  private overflowed = false;
 
   constructor(
-    public maxLineLength: number,
+    public maxLineBytes: number,
     private readonly onLine: (line: string) => void,
     private readonly onOverflow: () => void,
   ) {}
 
   push(chunk: Buffer): void {
-    const text = this.decoder.write(chunk);
+    if (this.overflowed) return;
     let start = 0;
-    for (let newline = text.indexOf('\n'); newline !== -1; newline = text.indexOf('\n', start)) {
-      let line = text.slice(start, newline);
+    for (let newline = chunk.indexOf(10); newline !== -1; newline = chunk.indexOf(10, start)) {
+      let bytes = chunk.subarray(start, newline);
       start = newline + 1;
       if (this.partial.length > 0) {
-        line = this.partial.join('') + line;
+        bytes = Buffer.concat([...this.partial, bytes]);
         this.partial = [];
-        this.partialLength = 0;
+        this.partialBytes = 0;
       }
-      if (line.endsWith('\r')) line = line.slice(0, -1);
-      if (line.length > this.maxLineLength) {
-        this.onOverflow();
+      if (bytes.length > 0 && bytes[bytes.length - 1] === 13) bytes = bytes.subarray(0, -1);
+      if (bytes.length > this.maxLineBytes) {
+        this.overflow();
         return;
       }
-      if (line.length > 0) this.onLine(line);
+      if (bytes.length > 0) this.onLine(bytes.toString('utf8'));
     }
-    if (start < text.length) {
-      this.partial.push(text.slice(start));
-      this.partialLength += text.length - start;
-      if (this.partialLength > this.maxLineLength) this.onOverflow();
+    if (start < chunk.length) {
+      this.partialBytes += chunk.length - start;
+      if (this.partialBytes > this.maxLineBytes) {
+        this.overflow();
+        return;
+      }
+      // A copy: the tail must not pin the whole chunk (up to 64 KiB) for a few bytes.
+      this.partial.push(Buffer.from(chunk.subarray(start)));
     }
+  }
+
+  private overflow(): void {
+    this.overflowed = true;
+    this.partial = [];
+    this.partialBytes = 0;
+    this.onOverflow();
   }
 }

@@ -8,7 +8,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
-import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, LinkEndpoint } from './link.js';
+import { breachedBound } from './channel.js';
+import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_BYTES, LINK_MAX_LINE_BYTES, LinkEndpoint } from './link.js';
 import { socketChannel } from './socket-channel.js';
 
 export interface LinkClientOptions {
@@ -25,6 +26,16 @@ export interface LinkClientOptions {
   takeoverAfter?: number | undefined;
   /** Told about drops and restorations (for the operator's log). */
   onEvent?: (event: { kind: 'lost' | 'restored'; reason?: string }) => void;
+  /**
+   * Bounds on what the runner can make this side hold: the longest line it may send (UTF-8 bytes), and
+   * what it may leave unread or unacknowledged. Past either the link ends: the runner is dropped.
+   */
+  bounds?: LinkBounds;
+}
+
+export interface LinkBounds {
+  maxLineBytes: number;
+  maxUnreadBytes: number;
 }
 
 /** The runner answered the hello with a refusal (wrong token, another connection live, ...). */
@@ -40,7 +51,7 @@ const MAX_RETRY_MS = 2000;
 
 /** Connects and authenticates; the channel stays usable across dropped connections (see above). */
 export async function openLinkClient(options: LinkClientOptions): Promise<LinkEndpoint> {
-  const endpoint = new LinkEndpoint();
+  const endpoint = new LinkEndpoint(undefined, options.bounds?.maxUnreadBytes);
   const link = randomUUID();
   if (options.takeoverAfter !== undefined) {
     endpoint.resumeAt(options.takeoverAfter, 0);
@@ -48,6 +59,11 @@ export async function openLinkClient(options: LinkClientOptions): Promise<LinkEn
   }
   await handshake(endpoint, link, options, options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS, options.takeoverAfter !== undefined);
   endpoint.onDetached((reason) => {
+    // A runner that broke a bound is not given another connection to break it on.
+    if (breachedBound(reason)) {
+      endpoint.end(reason);
+      return;
+    }
     options.onEvent?.({ kind: 'lost', reason });
     void restore(endpoint, link, options);
   });
@@ -94,7 +110,7 @@ async function restore(endpoint: LinkEndpoint, link: string, options: LinkClient
 function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOptions, timeoutMs: number, takeover = false): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const socket = net.connect({ host: options.host, port: options.port });
-    const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_LENGTH);
+    const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_BYTES, options.bounds?.maxUnreadBytes);
     let settled = false;
     const settle = (error?: Error) => {
       if (settled) return;
@@ -131,7 +147,7 @@ function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOpti
       if (endpoint.isEnded) return settle(new Error('the link was closed'));
       settled = true;
       clearTimeout(timer);
-      wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
+      wire.setMaxLineBytes(options.bounds?.maxLineBytes ?? LINK_MAX_LINE_BYTES);
       endpoint.attach(wire, frame.control.after);
       resolve();
     });

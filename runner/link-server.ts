@@ -21,7 +21,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_LENGTH, LINK_MAX_LINE_LENGTH, type LinkControl, LinkEndpoint } from './link.js';
+import { LINE_TOO_LONG } from './channel.js';
+import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_BYTES, LINK_MAX_LINE_BYTES, type LinkControl, LinkEndpoint } from './link.js';
 import { type SocketChannel, socketChannel } from './socket-channel.js';
 
 export interface LinkServerOptions {
@@ -113,13 +114,12 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
 function greet(socket: net.Socket, state: LinkState): void {
   const { options } = state;
   const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
-  const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_LENGTH);
+  const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_BYTES);
   let greeted = false;
   const helloTimer = setTimeout(() => wire.close('no hello'), options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS);
   wire.onClosed((reason) => {
     clearTimeout(helloTimer);
-    if (!greeted && reason === 'a line exceeded the length limit')
-      options.log(`refused a connection from ${peer}: its first line was too long`);
+    if (!greeted && reason.startsWith(LINE_TOO_LONG)) options.log(`refused a connection from ${peer}: its first line was too long`);
   });
   wire.onLine((line) => {
     if (greeted) return;
@@ -147,7 +147,7 @@ function attach(wire: SocketChannel, hello: Hello, state: LinkState, peer: strin
     options.onNewClient();
   }
   wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived }));
-  wire.setMaxLineLength(LINK_MAX_LINE_LENGTH);
+  wire.setMaxLineBytes(LINK_MAX_LINE_BYTES);
   clearTimeout(state.windowTimer);
   endpoint.attach(wire, hello.after, hello.settled);
   if (takeover) options.onTakeover();

@@ -21,7 +21,7 @@
  * replica that takes the link over after a crash gets them replayed (a hello's `settled` says how far
  * the sender may drop, its `after` what to replay from).
  */
-import type { Channel } from './channel.js';
+import { type Channel, LEFT_UNREAD } from './channel.js';
 
 export type LinkControl =
   | { type: 'hello'; token: string; link: string; after: number; settled?: number | undefined; takeover?: boolean | undefined }
@@ -33,9 +33,11 @@ export type LinkControl =
 export type Frame = { kind: 'data'; seq: number; payload: string } | { kind: 'control'; control: LinkControl } | { kind: 'invalid' };
 
 /** Lines before authentication are a hello or an answer to one: small. */
-export const HANDSHAKE_MAX_LINE_LENGTH = 4096;
+export const HANDSHAKE_MAX_LINE_BYTES = 4096;
 /** After authentication: a run's skills or a workspace archive chunk fit in one line. */
-export const LINK_MAX_LINE_LENGTH = 64 * 1024 * 1024;
+export const LINK_MAX_LINE_BYTES = 64 * 1024 * 1024;
+/** What one side keeps for a peer that does not acknowledge it, unless told otherwise. */
+export const LINK_MAX_UNACKNOWLEDGED_BYTES = 256 * 1024 * 1024;
 /** The receiver acknowledges after this many lines, or this long after the first unacknowledged one. */
 const ACK_EVERY_LINES = 64;
 const ACK_AFTER_MS = 100;
@@ -115,6 +117,8 @@ export class Outbox {
   private lines: string[] = [];
   /** The number of lines[0]. */
   private firstSeq = 1;
+  /** The characters the lines kept hold (what the memory they take grows with). */
+  private length = 0;
 
   /** The number the next line gets. */
   get nextSeq(): number {
@@ -125,8 +129,13 @@ export class Outbox {
     return this.lines.length;
   }
 
+  get unacknowledgedLength(): number {
+    return this.length;
+  }
+
   push(payload: string): number {
     this.lines.push(payload);
+    this.length += payload.length;
     return this.nextSeq - 1;
   }
 
@@ -134,6 +143,7 @@ export class Outbox {
   acknowledge(seq: number): void {
     const drop = Math.min(seq - this.firstSeq + 1, this.lines.length);
     if (drop <= 0) return;
+    for (let i = 0; i < drop; i++) this.length -= this.lines[i]!.length;
     this.lines.splice(0, drop);
     this.firstSeq += drop;
   }
@@ -155,6 +165,7 @@ export class Outbox {
   startAfter(seq: number): void {
     this.lines = [];
     this.firstSeq = seq + 1;
+    this.length = 0;
   }
 }
 
@@ -181,7 +192,11 @@ export class LinkEndpoint implements Channel {
   private readonly detachedListeners: Array<(reason: string) => void> = [];
   private drainWaiters: Array<() => void> = [];
 
-  constructor(private readonly timing: { heartbeatMs: number; silenceMs: number } = { heartbeatMs: HEARTBEAT_MS, silenceMs: SILENCE_MS }) {}
+  constructor(
+    private readonly timing: { heartbeatMs: number; silenceMs: number } = { heartbeatMs: HEARTBEAT_MS, silenceMs: SILENCE_MS },
+    /** A peer that leaves more than this unacknowledged (characters kept for replay) ends the link: it is broken or hostile. */
+    private readonly maxUnacknowledged = LINK_MAX_UNACKNOWLEDGED_BYTES,
+  ) {}
 
   /** The last line number received (what a handshake tells the other side). */
   get lastReceived(): number {
@@ -293,6 +308,10 @@ export class LinkEndpoint implements Channel {
   send(line: string): void {
     if (this.ended) return;
     const seq = this.outbox.push(line);
+    if (this.outbox.unacknowledgedLength > this.maxUnacknowledged) {
+      this.end(`${LEFT_UNREAD} (over ${this.maxUnacknowledged} unacknowledged)`);
+      return;
+    }
     this.wire?.send(encodeData(seq, line));
   }
 

@@ -1,12 +1,24 @@
 /** A channel over a pair of pipes: the runner's own stdin/stdout, or a child runner's from its parent. */
 import type { Readable, Writable } from 'node:stream';
-import type { Channel } from './channel.js';
+import { type Channel, LEFT_UNREAD, LINE_TOO_LONG } from './channel.js';
 import { LineSplitter } from './lines.js';
 
 /** Pipes carry a whole workspace archive chunk or a run's skills in one line: generous, yet bounded. */
-const MAX_LINE_LENGTH = 64 * 1024 * 1024;
+const MAX_LINE_BYTES = 64 * 1024 * 1024;
+const MAX_UNREAD_BYTES = 256 * 1024 * 1024;
 
-export function stdioChannel(input: Readable, output: Writable): Channel {
+export interface StdioChannelLimits {
+  /** The longest line accepted from `input` (UTF-8 bytes). */
+  maxLineBytes: number;
+  /** What `output`'s reader may leave unread before the channel closes. */
+  maxUnreadBytes: number;
+}
+
+export function stdioChannel(
+  input: Readable,
+  output: Writable,
+  limits: StdioChannelLimits = { maxLineBytes: MAX_LINE_BYTES, maxUnreadBytes: MAX_UNREAD_BYTES },
+): Channel {
   const lineListeners: Array<(line: string) => void> = [];
   const closedListeners: Array<(reason: string) => void> = [];
   let closed = false;
@@ -18,12 +30,12 @@ export function stdioChannel(input: Readable, output: Writable): Channel {
     for (const listener of closedListeners) listener(reason);
   };
   const splitter = new LineSplitter(
-    MAX_LINE_LENGTH,
+    limits.maxLineBytes,
     (line) => {
       // Listeners added while a line is delivered see only the lines after it.
       for (let i = 0, n = lineListeners.length; i < n; i++) lineListeners[i]!(line);
     },
-    () => close('a line exceeded the length limit'),
+    () => close(`${LINE_TOO_LONG} (${limits.maxLineBytes} bytes)`),
   );
   input.on('data', (chunk: Buffer) => {
     if (!closed) splitter.push(chunk);
@@ -35,7 +47,9 @@ export function stdioChannel(input: Readable, output: Writable): Channel {
   output.on('error', (error) => close(`output failed: ${error.message}`));
   return {
     send(line) {
-      if (!closed) output.write(`${line}\n`);
+      if (closed) return;
+      output.write(`${line}\n`);
+      if (output.writableLength > limits.maxUnreadBytes) close(`${LEFT_UNREAD} (over ${limits.maxUnreadBytes})`);
     },
     onLine(listener) {
       lineListeners.push(listener);

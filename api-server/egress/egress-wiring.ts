@@ -67,6 +67,7 @@ export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, 
     port: deps.config.egressListen.port,
     caDir: path.join(deps.config.dataDir, 'egress-ca'),
     allow: deps.config.egressAllow,
+    runnerRateLimit: deps.config.egressRunnerRateLimit,
     extraCaPath: deps.config.egressExtraCaPath,
     logger: logger.child({ component: 'egress' }),
     // In-process, the proxy's metrics are served on the API server's /metrics.

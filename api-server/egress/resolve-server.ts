@@ -11,6 +11,9 @@
  *   (the same lookup as the in-process proxy's), so the answer is never more than the proxy would get
  *   in process; at any other time the answer is `{in_progress: false}`.
  * - Values are never logged; every answer is `Cache-Control: no-store`.
+ * - Calls per runner id are rate-limited (429 past the rate): a runner flooding its proxy, or guessing
+ *   another runner's token through it, costs this server no more than the rate, whichever proxy
+ *   replica relays it (a proxy takes a 429 for a failed lookup, and its runner gets 503 "retry").
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -26,6 +29,7 @@ import {
   type ResolveAnswer,
   toWireSecrets,
 } from '../../egress-proxy/resolve-protocol.js';
+import { createRunnerRateLimiter, DEFAULT_RUNNER_RATE_LIMIT, type RunnerRateLimit } from '../../egress-proxy/runner-rate-limit.js';
 import { constantTimeEqual } from '../core/crypto.js';
 
 /** Bodies are a credential and an alias: anything larger is not one of ours. */
@@ -42,6 +46,8 @@ export interface EgressResolveServerOptions {
   standsForRun(runnerId: string, token: string): Promise<boolean>;
   /** Ends the run in progress on the runner for a missing secret (or one denied `destination`), wherever it is hosted. */
   abortMissing(runnerId: string, alias: string, destination: string | undefined): Promise<void>;
+  /** Calls per runner id; default the proxy's own DEFAULT_RUNNER_RATE_LIMIT. */
+  runnerRateLimit?: RunnerRateLimit | undefined;
   logger: Logger;
 }
 
@@ -57,6 +63,12 @@ const digest = (text: string) => createHash('sha256').update(text).digest();
 
 export async function startEgressResolveServer(options: EgressResolveServerOptions): Promise<EgressResolveServer> {
   const { logger } = options;
+  const limiter = createRunnerRateLimiter(options.runnerRateLimit ?? DEFAULT_RUNNER_RATE_LIMIT);
+  const limited = (res: ServerResponse, runnerId: string) => {
+    if (limiter.take(runnerId)) return false;
+    answer(res, 429, { error: 'rate-limited' });
+    return true;
+  };
   // Digests have one length whatever was sent, so the comparison reveals nothing of the token's length.
   const expected = digest(options.token);
   const authorized = (header: string | undefined) => {
@@ -79,6 +91,7 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
     if (req.url === RESOLVE_PATH) {
       const body = parse(ResolveRequestSchema, raw);
       if (!body) return answer(res, 400, { error: 'bad-request' });
+      if (limited(res, body.runner_id)) return;
       const run = await options.resolve(body.runner_id, body.token);
       const result: ResolveAnswer = run
         ? { in_progress: true, secrets: toWireSecrets(run.secrets), ...(run.requestId !== undefined && { request_id: run.requestId }) }
@@ -87,6 +100,7 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
     }
     const body = parse(MissingRequestSchema, raw);
     if (!body) return answer(res, 400, { error: 'bad-request' });
+    if (limited(res, body.runner_id)) return;
     if (!(await options.standsForRun(body.runner_id, body.token))) return answer(res, 200, { in_progress: false });
     logger.warn(
       { runner_id: body.runner_id, alias: body.alias, destination: body.destination },

@@ -16,6 +16,13 @@ export interface FetchOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** A fetched commit's checkout, and over SSH the host keys the server presented. */
+export interface Fetched {
+  commit: string;
+  dir: string;
+  knownHosts: string | undefined;
+}
+
 export class RepositoryCheckouts {
   /** Git work on one repository's directory is serialised within this process. */
   private readonly locks = new Map<string, Promise<unknown>>();
@@ -27,7 +34,7 @@ export class RepositoryCheckouts {
   }
 
   /** Fetches the head of `branch` (depth 1) and checks it out; answers the commit and the checkout. */
-  fetchBranch(repositoryId: string, remote: GitRemote, branch: string, options: FetchOptions): Promise<{ commit: string; dir: string }> {
+  fetchBranch(repositoryId: string, remote: GitRemote, branch: string, options: FetchOptions): Promise<Fetched> {
     return this.locked(repositoryId, () => this.fetchAndCheckout(repositoryId, remote, `refs/heads/${branch}`, options));
   }
 
@@ -41,12 +48,7 @@ export class RepositoryCheckouts {
     return this.locked(repositoryId, () => rm(path.join(this.root, repositoryId), { recursive: true, force: true }));
   }
 
-  private async fetchAndCheckout(
-    repositoryId: string,
-    remote: GitRemote,
-    ref: string,
-    options: FetchOptions,
-  ): Promise<{ commit: string; dir: string }> {
+  private async fetchAndCheckout(repositoryId: string, remote: GitRemote, ref: string, options: FetchOptions): Promise<Fetched> {
     const base = path.join(this.root, repositoryId);
     const gitDir = path.join(base, 'git');
     const session = await openGitSession(remote);
@@ -83,7 +85,7 @@ export class RepositoryCheckouts {
         await mkdir(path.dirname(dir), { recursive: true });
         await rename(staging, dir);
       }
-      return { commit, dir };
+      return { commit, dir, knownHosts: await session.knownHosts() };
     } finally {
       await session.close();
     }

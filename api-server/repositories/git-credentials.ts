@@ -16,7 +16,7 @@ import type { RepositoryRow } from './repositories.repository.js';
 
 /** The credential git uses for one attempt of the repository's sync; undefined when it has none. */
 export type GitCredentialSource = (
-  repository: Pick<RepositoryRow, 'credential_id' | 'provider'>,
+  repository: Pick<RepositoryRow, 'credential_id' | 'provider' | 'repo_url'>,
   signal?: AbortSignal,
 ) => Promise<GitCredential | undefined>;
 
@@ -30,7 +30,10 @@ export function vaultGitCredentials(deps: { db: Db; vault: Vault; githubApiUrl: 
     const secret = deps.vault.decrypt(row.secret_ciphertext, credentialSecretContext(credentialId));
     if (row.type !== GITHUB_APP_CREDENTIAL) return { type: row.type, secret };
     if (repository.provider !== 'github') throw new GitError('a github_app credential needs a repository with provider github');
-    return { type: 'oauth_token', secret: await mintInstallationToken(secret, { apiUrl: deps.githubApiUrl, signal }) };
+    return {
+      type: 'oauth_token',
+      secret: await mintInstallationToken(secret, { apiUrl: deps.githubApiUrl, repoUrl: repository.repo_url, signal }),
+    };
   };
 }
 

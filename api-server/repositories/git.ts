@@ -9,7 +9,7 @@
  * No system or user git configuration is read, and git never prompts.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { classifyRepoUrl } from './repositories.schemas.js';
@@ -31,6 +31,8 @@ export interface GitRemote {
   url: string;
   provider: string;
   credential: GitCredential | undefined;
+  /** Over SSH: the host keys (known_hosts lines) the server must present; absent: the first seen is accepted and recorded. */
+  knownHosts?: string | undefined;
 }
 
 /** The environment of one git session and what to remove once it is over. */
@@ -38,6 +40,8 @@ export interface GitSession {
   env: Record<string, string>;
   /** Values to scrub from anything git says. */
   secrets: string[];
+  /** Over SSH: the host keys the server presented (known_hosts lines), once a connection was made. */
+  knownHosts(): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
@@ -97,18 +101,23 @@ export async function openGitSession(remote: GitRemote): Promise<GitSession> {
     const credential = remote.credential;
     const transport = transportOf(remote.url);
     const secrets: string[] = [];
+    const knownHostsFile = path.join(dir, 'known_hosts');
+    const knownHosts = async () =>
+      transport === 'ssh' ? (await readFile(knownHostsFile, 'utf8').catch(() => '')).trim() || undefined : undefined;
     if (transport === 'ssh') {
       if (credential && credential.type !== 'git_ssh_key') {
         throw new GitError(`a ${credential.type} credential cannot authenticate an ssh remote; use a git_ssh_key credential`);
       }
-      const knownHosts = path.join(dir, 'known_hosts');
+      if (remote.knownHosts) await writeFile(knownHostsFile, `${remote.knownHosts.trim()}\n`, { mode: 0o600 });
       const options = [
         '-F /dev/null',
         '-o BatchMode=yes',
         '-o ConnectTimeout=15',
-        // No host key is configured per repository, so the first key seen is accepted (for this sync only).
-        '-o StrictHostKeyChecking=accept-new',
-        `-o UserKnownHostsFile=${knownHosts}`,
+        // Pinned per repository: the keys recorded at its first sync are required; before that, the
+        // first key seen is accepted and the sync records it (trust on first use).
+        `-o StrictHostKeyChecking=${remote.knownHosts ? 'yes' : 'accept-new'}`,
+        '-o HashKnownHosts=no',
+        `-o UserKnownHostsFile=${knownHostsFile}`,
       ];
       if (credential) {
         const keyFile = path.join(dir, 'id_key');
@@ -134,7 +143,7 @@ export async function openGitSession(remote: GitRemote): Promise<GitSession> {
       Object.assign(env, { GIT_ASKPASS: askpass, ACIS_GIT_USERNAME: username, ACIS_GIT_PASSWORD: password });
       secrets.push(credential.secret, password, Buffer.from(`${username}:${password}`).toString('base64'));
     }
-    return { env, secrets: secrets.filter((s) => s.length > 0), close };
+    return { env, secrets: secrets.filter((s) => s.length > 0), knownHosts, close };
   } catch (error) {
     await close();
     throw error;
@@ -202,6 +211,9 @@ export function explainFailure(stderr: string): string {
   const text = stderr.replace(/\r/g, '\n');
   const detail = firstFatalLine(text);
   const has = (pattern: RegExp) => pattern.test(text);
+  if (has(/REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed|No (ED25519|RSA|ECDSA)? ?host key is known/i)) {
+    return `host key changed: the SSH server did not present the host key pinned at the repository's first sync (a changed server, or someone in between); if the change is expected, register the repository again (${detail})`;
+  }
   if (has(/could not read (Username|Password)|terminal prompts disabled/i)) {
     return `authentication required: the remote asked for credentials (${detail})`;
   }

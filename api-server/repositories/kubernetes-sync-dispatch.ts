@@ -55,8 +55,15 @@ export interface KubernetesSyncDispatchDeps {
 }
 
 /** The settings a sync attempt runs with, from the API server's configuration: the one place a sync Job's settings come from. */
-export function syncAttemptSettings(config: Pick<Config, 'allowFileRepos' | 'syncTimeoutSeconds'>): RepositorySyncSettings {
-  return { allowFileRepos: config.allowFileRepos, timeoutSeconds: config.syncTimeoutSeconds };
+export function syncAttemptSettings(
+  config: Pick<Config, 'allowFileRepos' | 'allowPlainRepos' | 'repositoryAllow' | 'syncTimeoutSeconds'>,
+): RepositorySyncSettings {
+  return {
+    allowFileRepos: config.allowFileRepos,
+    allowPlainRepos: config.allowPlainRepos,
+    ...(config.repositoryAllow !== undefined && { repositoryAllow: config.repositoryAllow }),
+    timeoutSeconds: config.syncTimeoutSeconds,
+  };
 }
 
 export function kubernetesSyncDispatch(deps: KubernetesSyncDispatchDeps): SyncDispatch {
@@ -187,6 +194,7 @@ function specOf(repository: RepositoryRow, claim: string, generation: number, se
     url: repository.repo_url,
     branch: repository.branch,
     provider: repository.provider,
+    ...(repository.ssh_known_hosts && { sshKnownHosts: repository.ssh_known_hosts }),
     credentialSecretName: syncCredentialSecretName(repositorySyncName(repository.id), generation),
     claim,
     requestGeneration: generation,

@@ -6,6 +6,7 @@ import { type PageRequest, paginate } from '../core/pagination.js';
 import type { ServicePrincipal } from '../core/principal.js';
 import { type FieldError, ProblemError, problems } from '../core/problems.js';
 import { findCredential } from '../credentials/credentials.repository.js';
+import { remotePolicy, remoteRefusal } from './remote-policy.js';
 import {
   deleteRepository,
   findRepositoryByName,
@@ -17,13 +18,7 @@ import {
   selectRepositoryViews,
   updateRepository,
 } from './repositories.repository.js';
-import {
-  type CreateRepositoryBody,
-  classifyRepoUrl,
-  type PatchRepositoryBody,
-  type Repository,
-  type RepositorySyncDetails,
-} from './repositories.schemas.js';
+import type { CreateRepositoryBody, PatchRepositoryBody, Repository, RepositorySyncDetails } from './repositories.schemas.js';
 
 export function presentRepository(row: RepositoryView): z.output<typeof Repository> {
   return {
@@ -62,11 +57,8 @@ async function referenceErrors(
 ): Promise<FieldError[]> {
   const errors: FieldError[] = [];
   if (fields.repoUrl !== undefined) {
-    const url = classifyRepoUrl(fields.repoUrl);
-    // Local paths would let any integration read the server's file system; opt-in for tests and demos.
-    if ('kind' in url && url.kind === 'file' && !deps.config.allowFileRepos) {
-      errors.push({ pointer: '/repo_url', message: 'file:// repositories are not enabled on this deployment' });
-    }
+    const refusal = await remoteRefusal(fields.repoUrl, remotePolicy(deps.config));
+    if (refusal) errors.push({ pointer: '/repo_url', message: refusal });
   }
   if (fields.credentialId && !(await findCredential(deps.db, principal.integrationId, fields.credentialId))) {
     errors.push(NO_SUCH_CREDENTIAL);

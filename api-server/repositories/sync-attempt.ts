@@ -10,19 +10,29 @@ import type { RepositoryCheckouts } from './checkouts.js';
 import { GitError } from './git.js';
 import type { GitCredentialSource } from './git-credentials.js';
 import type { RepositoryRow } from './repositories.repository.js';
-import { classifyRepoUrl } from './repositories.schemas.js';
+import { type RemotePolicy, remoteRefusal } from './remote-policy.js';
 import { readSkillDirectories, type SkillFile, SkillContentTooLarge } from './skill-content.js';
 
 /** What one attempt found, or why it failed (a reason fit for the repository's `sync.error`). */
-export type AttemptResult = { state: 'fetched'; commit: string; catalog: Catalog; files: SkillFile[] } | { state: 'error'; error: string };
+export type AttemptResult =
+  | {
+      state: 'fetched';
+      commit: string;
+      catalog: Catalog;
+      files: SkillFile[];
+      /** Over SSH: the host keys the server presented (known_hosts lines), for the repository to pin at its first sync. */
+      knownHosts?: string | undefined;
+    }
+  | { state: 'error'; error: string };
 
 /** What an attempt reads of its repository. */
-export type AttemptRepository = Pick<RepositoryRow, 'id' | 'repo_url' | 'branch' | 'provider' | 'credential_id'>;
+export type AttemptRepository = Pick<RepositoryRow, 'id' | 'repo_url' | 'branch' | 'provider' | 'credential_id' | 'ssh_known_hosts'>;
 
 export interface AttemptDeps {
   gitCredential: GitCredentialSource;
   checkouts: RepositoryCheckouts;
-  allowFileRepos: boolean;
+  /** Which remotes the deployment lets a sync fetch (checked again before every fetch: a name may resolve elsewhere now). */
+  remotes: RemotePolicy;
   /** The longest one git command may take. */
   timeoutMs: number;
   /** Aborted: the attempt stops and `fetchAttempt` rejects. */
@@ -33,23 +43,22 @@ export interface AttemptDeps {
 
 export async function fetchAttempt(deps: AttemptDeps, repository: AttemptRepository): Promise<AttemptResult> {
   try {
-    const url = classifyRepoUrl(repository.repo_url);
-    if ('kind' in url && url.kind === 'file' && !deps.allowFileRepos) {
-      throw new GitError('file:// repositories are not enabled on this deployment');
-    }
+    const refusal = await remoteRefusal(repository.repo_url, deps.remotes);
+    if (refusal) throw new GitError(refusal);
     const fetched = await deps.checkouts.fetchBranch(
       repository.id,
       {
         url: repository.repo_url,
         provider: repository.provider,
         credential: await deps.gitCredential(repository, deps.signal),
+        knownHosts: repository.ssh_known_hosts ?? undefined,
       },
       repository.branch,
       { timeoutMs: deps.timeoutMs, signal: deps.signal },
     );
     const catalog = await scanCatalog(fetched.dir);
     const files = await readSkillDirectories(fetched.dir, catalog.manifests);
-    return { state: 'fetched', commit: fetched.commit, catalog, files };
+    return { state: 'fetched', commit: fetched.commit, catalog, files, knownHosts: fetched.knownHosts };
   } catch (error) {
     if (deps.signal.aborted) throw error;
     if (error instanceof GitError) return { state: 'error', error: error.reason };

@@ -24,6 +24,7 @@ import { mountedGitCredential } from './git-credentials.js';
 import type { SyncOutcome } from './sync.js';
 import { type AttemptResult, fetchAttempt } from './sync-attempt.js';
 import { encodeReport, reportPath } from './sync-report.js';
+import { remotePolicy } from './remote-policy.js';
 
 /** Connection failures (an API node restarting) are retried this many times before the attempt fails. */
 const REPORT_ATTEMPTS = 4;
@@ -36,6 +37,7 @@ const JobEnv = z.object({
   ACIS_SYNC_REPOSITORY_URL: z.string().min(1, 'must be the repository URL'),
   ACIS_SYNC_BRANCH: z.string().min(1, 'must be the branch'),
   ACIS_SYNC_PROVIDER: z.string().min(1).default('generic'),
+  ACIS_SYNC_SSH_KNOWN_HOSTS: z.string().min(1).optional(),
 });
 
 export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -52,7 +54,7 @@ export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.P
     {
       gitCredential: mountedGitCredential(job.ACIS_SYNC_CREDENTIAL_FILE),
       checkouts: new RepositoryCheckouts(path.join(config.dataDir, 'repositories')),
-      allowFileRepos: config.allowFileRepos,
+      remotes: remotePolicy(config),
       timeoutMs: config.syncTimeoutSeconds * 1000,
       signal: new AbortController().signal,
       onUnexpected: (error) => logger.error({ err: error }, 'repository sync failed'),
@@ -63,6 +65,7 @@ export async function runSyncJob(repositoryId: string | undefined, env: NodeJS.P
       branch: job.ACIS_SYNC_BRANCH,
       provider: job.ACIS_SYNC_PROVIDER,
       credential_id: null,
+      ssh_known_hosts: job.ACIS_SYNC_SSH_KNOWN_HOSTS ?? null,
     },
   );
   const url = new URL(reportPath(repositoryId, job.ACIS_SYNC_CLAIM), job.ACIS_SYNC_REPORT_URL);

@@ -87,6 +87,12 @@ export const SyncReportSchema = z.discriminatedUnion('state', [
       manifests: z.array(ManifestPath).max(MAX_MANIFESTS),
       warnings: z.array(Warning).max(MAX_WARNINGS),
       files: z.array(File).max(MAX_SKILL_FILES),
+      // The SSH server's host keys the Job saw, for a repository with none pinned yet.
+      known_hosts: z
+        .string()
+        .min(1)
+        .max(64 * 1024)
+        .optional(),
     })
     .strict()
     .superRefine((report, ctx) => {
@@ -130,6 +136,7 @@ export function encodeReport(result: AttemptResult): SyncReport {
       data: file.data.toString('base64'),
       executable: file.executable,
     })),
+    ...(result.knownHosts && { known_hosts: result.knownHosts }),
   };
 }
 
@@ -147,5 +154,6 @@ export function decodeReport(report: SyncReport): AttemptResult {
     commit: report.commit,
     catalog: { skills: report.skills, manifests: report.manifests, warnings: report.warnings },
     files,
+    knownHosts: report.known_hosts,
   };
 }

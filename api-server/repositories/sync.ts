@@ -46,6 +46,7 @@ import {
 import type { SyncDispatch } from './sync-dispatch.js';
 import { collectSkillContent, collectUnreferencedBlobs, type SkillFile, storeSkillContent } from './skill-content.js';
 import { type AttemptResult, fetchAttempt } from './sync-attempt.js';
+import type { RemotePolicy } from './remote-policy.js';
 
 export interface SyncWorkerDeps {
   db: Db;
@@ -56,7 +57,8 @@ export interface SyncWorkerDeps {
   newId: IdGenerator;
   nodeId: string;
   checkouts: RepositoryCheckouts;
-  allowFileRepos: boolean;
+  /** Which remotes the deployment lets a sync fetch (checked again before every fetch: a name may resolve elsewhere now). */
+  remotes: RemotePolicy;
   /** The longest one git command of a sync may take. */
   timeoutMs: number;
   metrics: Metrics;
@@ -229,7 +231,7 @@ export class RepositorySyncWorker {
         {
           gitCredential: this.deps.gitCredential,
           checkouts: this.deps.checkouts,
-          allowFileRepos: this.deps.allowFileRepos,
+          remotes: this.deps.remotes,
           timeoutMs: this.deps.timeoutMs,
           signal: this.stopping.signal,
           onUnexpected: (error) => log.error({ err: error }, 'repository sync failed'),
@@ -262,6 +264,7 @@ export class RepositorySyncWorker {
       return { state: 'error', error: result.error };
     }
     const { commit, catalog, files } = result;
+    if (repository && !repository.ssh_known_hosts && result.knownHosts) await pinSshHostKeys(db, repositoryId, result.knownHosts);
     const applied = repository && (await this.applyCatalog(repositoryId, claim, commit, catalog, files, repository.sync_commit));
     if (!applied) {
       this.deps.metrics.syncEnded('superseded', seconds);
@@ -358,4 +361,18 @@ function manualConflict(name: string, manifestPath: string, manualId: string | u
 
 function newClaim(): string {
   return randomBytes(12).toString('hex');
+}
+
+/**
+ * Records the host keys the SSH server presented at the repository's first sync: every later sync
+ * requires them (trust on first use). Only a repository with none recorded takes them, so two first
+ * syncs racing cannot replace one another's.
+ */
+async function pinSshHostKeys(db: Db, repositoryId: string, knownHosts: string): Promise<void> {
+  await db
+    .updateTable('repositories')
+    .set({ ssh_known_hosts: knownHosts })
+    .where('id', '=', repositoryId)
+    .where('ssh_known_hosts', 'is', null)
+    .execute();
 }

@@ -60,10 +60,7 @@ export class ReplyBuilder {
         }
       }
     } else if (event.type === 'result') {
-      const usage = event.usage as { input_tokens?: unknown; output_tokens?: unknown } | undefined;
-      if (typeof usage?.input_tokens === 'number' && typeof usage.output_tokens === 'number') {
-        this.usage = { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens };
-      }
+      this.usage = reportedUsage(event.usage);
       this.agentFailed = event.is_error === true || (typeof event.subtype === 'string' && event.subtype !== 'success');
     }
   }
@@ -71,6 +68,23 @@ export class ReplyBuilder {
   build(): Reply {
     return { content: this.texts.join('\n\n'), parts: this.parts, usage: this.usage, agentFailed: this.agentFailed };
   }
+}
+
+/** Beyond any real turn's count: a figure past it is not one. */
+const MAX_REPORTED_TOKENS = 1_000_000_000;
+
+/**
+ * The token counts the runner's `result` reports, shown on the message. They come from the sandbox,
+ * which runs agent code: informational only, never what ACIS bills or limits by (it does neither;
+ * a deployment that bills counts at the model endpoint, whose traffic the egress proxy carries).
+ * Anything but two whole numbers within reason is dropped rather than stored.
+ */
+function reportedUsage(value: unknown): Usage | null {
+  const usage = value as { input_tokens?: unknown; output_tokens?: unknown } | null | undefined;
+  const count = (n: unknown): n is number => Number.isSafeInteger(n) && (n as number) >= 0 && (n as number) <= MAX_REPORTED_TOKENS;
+  return count(usage?.input_tokens) && count(usage?.output_tokens)
+    ? { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }
+    : null;
 }
 
 function contentBlocks(event: AgentEvent): Block[] {

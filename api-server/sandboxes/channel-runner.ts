@@ -1,11 +1,13 @@
 import type { Logger } from 'pino';
-import type { Channel, SettlingChannel } from '../../runner/channel.js';
+import { breachedBound, type Channel, type SettlingChannel } from '../../runner/channel.js';
 import { isRunnerLine, type RunnerLine, type ServerCommand } from '../../runner/protocol.js';
 import { type RunSkill, wireSkills } from '../skills/materialise.js';
 import {
   type AgentEvent,
+  DEFAULT_RUNNER_BOUNDS,
   DEFAULT_WORKSPACE_MAX_BYTES,
   type Runner,
+  type RunnerBounds,
   type TurnOutcome,
   type TurnRequest,
   type WorkspaceExportOptions,
@@ -14,6 +16,8 @@ import type { ConversationSessionStore } from './session-store.js';
 
 /** A workspace archive crosses the channel in pieces of this many bytes (before base64). */
 const ARCHIVE_PIECE_BYTES = 1024 * 1024;
+/** The runtime awaits its transcript and approval calls one by one: a runner with this many open is flooding. */
+const MAX_CALLS_IN_FLIGHT = 64;
 
 interface PendingOp {
   resolve: (pieces: Buffer[]) => void;
@@ -35,6 +39,7 @@ export class ChannelRunner implements Runner {
   private onTurnEnd: ((outcome: TurnOutcome) => void) | undefined;
   private onApprovalRequest: TurnRequest['onApprovalRequest'];
   private readonly settling: SettlingChannel | undefined;
+  private readonly bounds: RunnerBounds;
   private store: ConversationSessionStore | undefined;
   private ended = false;
   private endReason = '';
@@ -48,6 +53,10 @@ export class ChannelRunner implements Runner {
   /** Lines of a turn taken over, received before `continueTurn` said where they go. */
   private backlog: string[] | undefined;
   private nextOpId = 1;
+  /** Bytes of the current turn's lines (its run holds them until it ends), and of the runner's calls not answered yet. */
+  private turnBytes = 0;
+  private callBytes = 0;
+  private callsInFlight = 0;
   private markReady: () => void = () => {};
   private failReadyWith: (error: Error) => void = () => {};
   private markExited: () => void = () => {};
@@ -70,9 +79,12 @@ export class ChannelRunner implements Runner {
       settling?: SettlingChannel | undefined;
       /** The channel was taken over mid-turn: its lines wait for `continueTurn`. */
       resuming?: boolean | undefined;
+      /** What the runner can make this side hold before it is dropped. */
+      bounds?: RunnerBounds | undefined;
     } = {},
   ) {
     this.settling = link.settling;
+    this.bounds = link.bounds ?? DEFAULT_RUNNER_BOUNDS;
     if (link.resuming) this.backlog = [];
     this.ready = new Promise<void>((resolve, reject) => {
       this.markReady = resolve;
@@ -82,6 +94,9 @@ export class ChannelRunner implements Runner {
     this.exit = new Promise<void>((resolve) => (this.markExited = resolve));
     this.spoke = new Promise<void>((resolve) => (this.markSpoke = resolve));
     channel.onLine((text) => this.receive(text));
+    channel.onClosed((reason) => {
+      if (breachedBound(reason)) this.drop(reason);
+    });
   }
 
   get alive(): boolean {
@@ -145,7 +160,7 @@ export class ChannelRunner implements Runner {
     return this.follow(turn, onEvent, () => {
       const backlog = this.backlog ?? [];
       this.backlog = undefined;
-      for (const text of backlog) this.receive(text);
+      for (const text of backlog) this.accept(text);
       // Ended while its lines waited (they are read first): the turn ends as a live one would have.
       if (this.ended) this.finishTurn({ kind: 'crashed', error: this.endReason });
     });
@@ -162,6 +177,7 @@ export class ChannelRunner implements Runner {
       this.onTurnEnd = resolve;
       this.turnRunId = turn.runId;
       this.onApprovalRequest = turn.onApprovalRequest;
+      this.turnBytes = 0;
       this.settling?.holdAcks();
       begin();
     });
@@ -214,6 +230,14 @@ export class ChannelRunner implements Runner {
     this.markSpoke();
   }
 
+  /** The runner broke a bound: it is stopped, and a turn in progress ends `crashed` saying which. */
+  private drop(reason: string): void {
+    if (this.ended) return;
+    this.logger.warn({ runner_id: this.id, reason }, 'runner dropped');
+    this.end(`the runner was dropped: ${reason}`);
+    this.stopRunner();
+  }
+
   /** The runner did not come up (its host could not start it), though it may not have ended. */
   protected failReady(error: Error): void {
     this.failReadyWith(error);
@@ -234,6 +258,17 @@ export class ChannelRunner implements Runner {
       this.backlog.push(text);
       return;
     }
+    if (!this.ended) this.accept(text);
+  }
+
+  /** A runner line, read: the lines of a turn taken over are, even when the runner ended while they waited. */
+  private accept(text: string): void {
+    const bytes = Buffer.byteLength(text);
+    if (this.onTurnEnd) this.turnBytes += bytes;
+    if (this.turnBytes + this.callBytes > this.bounds.maxBufferedBytes) {
+      this.drop(`it made this side hold more than ${this.bounds.maxBufferedBytes} bytes`);
+      return;
+    }
     let line: AgentEvent;
     try {
       line = JSON.parse(text) as AgentEvent;
@@ -241,8 +276,19 @@ export class ChannelRunner implements Runner {
       this.logger.warn({ runner_id: this.id }, 'runner wrote a line that is not JSON');
       return;
     }
-    if (isRunnerLine(line)) this.handleRunnerLine(line);
+    if (isRunnerLine(line)) this.handleRunnerLine(line, bytes);
     else this.handleAgentEvent(line);
+  }
+
+  /** Counts a runner's call until `answered` settles; a runner with too many open is dropped. */
+  private track(bytes: number, answered: Promise<unknown>): void {
+    this.callsInFlight += 1;
+    this.callBytes += bytes;
+    void answered.finally(() => {
+      this.callsInFlight -= 1;
+      this.callBytes -= bytes;
+    });
+    if (this.callsInFlight > MAX_CALLS_IN_FLIGHT) this.drop(`it has more than ${MAX_CALLS_IN_FLIGHT} calls in flight`);
   }
 
   private handleAgentEvent(event: AgentEvent): void {
@@ -260,7 +306,7 @@ export class ChannelRunner implements Runner {
     done?.(outcome);
   }
 
-  private handleRunnerLine(line: RunnerLine): void {
+  private handleRunnerLine(line: RunnerLine, bytes: number): void {
     switch (line.type) {
       case 'runner_ready':
         this.markReady();
@@ -271,28 +317,30 @@ export class ChannelRunner implements Runner {
         return;
       case 'runner_session_load': {
         const store = this.store;
-        void (store ? store.load(line.key) : Promise.resolve(null)).then(
+        const answered = (store ? store.load(line.key) : Promise.resolve(null)).then(
           (entries) => this.send({ type: 'session_entries', request_id: line.request_id, entries }),
           (error: unknown) => {
             this.logger.error({ err: error, runner_id: this.id }, 'loading a session transcript failed');
             this.send({ type: 'session_entries', request_id: line.request_id, entries: null });
           },
         );
+        this.track(bytes, answered);
         return;
       }
       case 'runner_session_append': {
         const store = this.store;
-        void (store ? store.append(line.key, line.entries) : Promise.resolve()).then(
+        const answered = (store ? store.append(line.key, line.entries) : Promise.resolve()).then(
           () => this.send({ type: 'session_ack', request_id: line.request_id }),
           (error: unknown) => {
             this.logger.error({ err: error, runner_id: this.id }, 'mirroring a session transcript failed');
             this.send({ type: 'session_ack', request_id: line.request_id, error: 'store failed' });
           },
         );
+        this.track(bytes, answered);
         return;
       }
       case 'runner_approval_request':
-        this.answerApprovalRequest(line);
+        this.track(bytes, this.answerApprovalRequest(line));
         return;
       case 'runner_workspace_chunk': {
         const op = this.ops.get(line.op_id);
@@ -318,8 +366,8 @@ export class ChannelRunner implements Runner {
     }
   }
 
-  private answerApprovalRequest(line: Extract<RunnerLine, { type: 'runner_approval_request' }>): void {
-    if (this.approvalsAsked.has(line.request_id)) return;
+  private answerApprovalRequest(line: Extract<RunnerLine, { type: 'runner_approval_request' }>): Promise<void> {
+    if (this.approvalsAsked.has(line.request_id)) return Promise.resolve();
     this.approvalsAsked.add(line.request_id);
     const handler = this.onApprovalRequest;
     const answer = handler
@@ -328,7 +376,7 @@ export class ChannelRunner implements Runner {
           return { text: 'The platform could not raise the approval.', isError: true };
         })
       : Promise.resolve({ text: 'Approvals are not available outside a run.', isError: true });
-    void answer.then(({ text, isError }) => this.send({ type: 'approval_result', request_id: line.request_id, text, is_error: isError }));
+    return answer.then(({ text, isError }) => this.send({ type: 'approval_result', request_id: line.request_id, text, is_error: isError }));
   }
 
   private send(command: ServerCommand): void {

@@ -57,7 +57,7 @@ function kubernetesProvider(deps: ProviderDeps, onSandboxState: SandboxStateList
   const provider = new KubernetesSandboxProvider({
     records: databaseRunnerRecords(deps.db, deps.nodeId, deps.now),
     client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), clusterNamespace(config.k8sNamespace), logger),
-    connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger }),
+    connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger, bounds: config.runnerBounds }),
     logger,
     onSandboxState,
     readyTimeoutMs: config.sandboxReadyTimeoutSeconds * 1000,

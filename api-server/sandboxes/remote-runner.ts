@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { DEFAULT_RECONNECT_SECONDS } from '../../runner/runner-config.js';
 import { LinkRefused, openLinkClient } from '../../runner/link-client.js';
 import { ChannelRunner } from './channel-runner.js';
-import type { Runner } from './runner.js';
+import { DEFAULT_RUNNER_BOUNDS, type Runner, type RunnerBounds } from './runner.js';
 
 export { LinkRefused as RunnerRefused };
 
@@ -26,6 +26,8 @@ export interface RemoteRunnerOptions {
   reconnectSeconds?: number;
   /** Take over the runner's link mid-turn (its replica died), resuming after this runner line (see `continueTurn`). */
   takeoverAfter?: number | undefined;
+  /** What the runner can make this side hold before it is dropped. */
+  bounds?: RunnerBounds;
 }
 
 /**
@@ -34,12 +36,14 @@ export interface RemoteRunnerOptions {
  */
 export async function connectRemoteRunner(options: RemoteRunnerOptions): Promise<Runner> {
   const { id, logger } = options;
+  const bounds = options.bounds ?? DEFAULT_RUNNER_BOUNDS;
   const channel = await openLinkClient({
     host: options.host,
     port: options.port,
     token: options.token,
     reconnectSeconds: options.reconnectSeconds ?? DEFAULT_RECONNECT_SECONDS,
     takeoverAfter: options.takeoverAfter,
+    bounds: { maxLineBytes: bounds.maxLineBytes, maxUnreadBytes: bounds.maxBufferedBytes },
     onEvent: (event) => {
       if (event.kind === 'lost') logger.warn({ runner_id: id, reason: event.reason }, 'connection to the runner lost; reconnecting');
       else logger.info({ runner_id: id }, 'connection to the runner restored');
@@ -49,6 +53,7 @@ export async function connectRemoteRunner(options: RemoteRunnerOptions): Promise
   const runner = new ChannelRunner(id, channel, logger, () => channel.close('the runner was stopped'), {
     settling: channel,
     resuming: options.takeoverAfter !== undefined,
+    bounds,
   });
   channel.onClosed((reason) => runner.end(reason));
   await runner.ready;

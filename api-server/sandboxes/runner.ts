@@ -38,6 +38,19 @@ export interface WorkspaceExportOptions {
 /** What a workspace archive may weigh unless told otherwise. */
 export const DEFAULT_WORKSPACE_MAX_BYTES = 100 * 1024 * 1024;
 
+/**
+ * What a runner can make the API server hold, past which it is dropped (its turn ends `crashed`): the
+ * longest line it may send, and the bytes held on its behalf at once: its turn's lines (a run keeps
+ * them in memory until it ends, for the clients following it), the calls it has in flight, and what
+ * was sent to it that it has not read.
+ */
+export interface RunnerBounds {
+  maxLineBytes: number;
+  maxBufferedBytes: number;
+}
+
+export const DEFAULT_RUNNER_BOUNDS: RunnerBounds = { maxLineBytes: 16 * 1024 * 1024, maxBufferedBytes: 256 * 1024 * 1024 };
+
 export interface Runner {
   /** This runner's id (also the user of its egress credential). */
   readonly id: string;

@@ -216,6 +216,8 @@ export interface RepositorySyncSpec {
   branch: string;
   /** The repository's provider (`generic`, `github`, ...): the user name git sends with a token. */
   provider?: string;
+  /** The SSH host keys pinned for the repository (known_hosts lines); absent before its first SSH sync. */
+  sshKnownHosts?: string;
   /**
    * The attempt's Secret, owned by the RepositorySync (see syncCredentialSecretName): key `token`, what
    * the Job hands its result to the API server with, and, when the repository has a credential, key
@@ -234,6 +236,10 @@ export interface RepositorySyncSpec {
 export interface RepositorySyncSettings {
   /** ACIS_ALLOW_FILE_REPOS: file:// repositories may be synced. */
   allowFileRepos?: boolean;
+  /** ACIS_ALLOW_PLAIN_REPOS: http:// and git:// repositories may be synced. */
+  allowPlainRepos?: boolean;
+  /** ACIS_REPOSITORY_ALLOW: private hosts a repository may name. */
+  repositoryAllow?: string;
   /** ACIS_SYNC_TIMEOUT_SECONDS: the longest git command. */
   timeoutSeconds?: number;
 }

@@ -130,6 +130,8 @@ export async function startControllerProcess(
       ACIS_CONTROLLER_LEASE_SECONDS: '5',
       // Reconciles wait on API round trips, not CPU: more of them in flight for a burst.
       ACIS_CONTROLLER_WORKERS: '16',
+      // Runner pods have no DNS: the controller needs an address for the proxy (none runs here).
+      ACIS_EGRESS_PROXY_HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
       ...env,
     },

@@ -12,8 +12,10 @@ import { connectionAllowed, type NetworkPolicy, type PodEndpoint, selects } from
 
 const NODELOCAL_VALUES = path.join(CHART, 'ci', 'nodelocal-dns-values.yaml');
 const OPENSHIFT_VALUES = path.join(CHART, 'ci', 'openshift-dns-values.yaml');
-/** The policies whose pods resolve names: the sandbox's (by default), the proxy's, the API's, the syncs'. */
-const WITH_DNS = ['acis-api', 'acis-egress-proxy', 'acis-repository-sync', 'acis-sandbox'];
+/** The policies whose pods resolve names: the proxy's, the API's, the syncs' (the sandbox's only with networkPolicy.sandboxDns). */
+const WITH_DNS = ['acis-api', 'acis-egress-proxy', 'acis-repository-sync'];
+const WITH_SANDBOX_DNS = [...WITH_DNS, 'acis-sandbox'];
+const SANDBOX_DNS = ['networkPolicy.sandboxDns=true'];
 
 const kubeDns: PodEndpoint = { namespace: 'kube-system', ip: '10.244.0.2', labels: { 'k8s-app': 'kube-dns' } };
 const openshiftDns: PodEndpoint = {
@@ -25,8 +27,8 @@ const nodeLocalCache = { ip: '169.254.20.10' };
 
 const policiesOf = (objects: RenderedObject[]) => ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
 /** A pod each DNS-using policy selects: its podSelector's labels, in the release namespace. */
-const subjects = (policies: NetworkPolicy[]) =>
-  WITH_DNS.map((name): [string, PodEndpoint] => {
+const subjects = (policies: NetworkPolicy[], names = WITH_SANDBOX_DNS) =>
+  names.map((name): [string, PodEndpoint] => {
     const policy = policies.find((candidate) => candidate.metadata.name === name);
     if (!policy) throw new Error(`no NetworkPolicy ${name}`);
     return [name, { namespace: 'acis', ip: '10.244.1.50', labels: policy.spec.podSelector.matchLabels ?? {} }];
@@ -45,13 +47,18 @@ describe('charts/acis: the cluster DNS in the NetworkPolicies', () => {
     expect(policies.flatMap((policy) => schemaProblems(policy))).toEqual([]);
   });
 
-  it('by default, lets every policy with a DNS rule reach kube-dns on 53 (UDP and TCP), and only that there', async () => {
+  it('by default, lets every policy with a DNS rule reach kube-dns on 53 (UDP and TCP), and only that there; runners none', async () => {
     const policies = policiesOf(await renderChart());
     const withUdp = policies.filter((policy) =>
       (policy.spec.egress ?? []).some((rule) => rule.ports?.some((port) => port.protocol === 'UDP')),
     );
     expect(withUdp.map((policy) => policy.metadata.name).sort()).toEqual(WITH_DNS);
-    for (const [name, pod] of subjects(policies)) {
+    const [[, runner]] = subjects(policies, ['acis-sandbox']) as [[string, PodEndpoint]];
+    expect(connectionAllowed(policies, runner, kubeDns, 53, 'UDP')).toBe(false);
+    expect(connectionAllowed(policies, runner, kubeDns, 53, 'TCP')).toBe(false);
+    const withSandboxDns = policiesOf(await renderChart({ set: SANDBOX_DNS }));
+    expect(resolves(withSandboxDns, runner, kubeDns, 53)).toBe(true);
+    for (const [name, pod] of subjects(policies, WITH_DNS)) {
       expect(resolves(policies, pod, kubeDns, 53), name).toBe(true);
       expect(connectionAllowed(policies, pod, kubeDns, 5353, 'UDP'), name).toBe(false);
       expect(connectionAllowed(policies, pod, { ...kubeDns, labels: { 'k8s-app': 'other' } }, 53, 'UDP'), name).toBe(false);
@@ -60,7 +67,7 @@ describe('charts/acis: the cluster DNS in the NetworkPolicies', () => {
   });
 
   it("with NodeLocal DNSCache's address, lets them reach the cache on 53 and kube-dns still, not the rest of link-local", async () => {
-    const policies = policiesOf(await renderChart({ valuesFiles: [NODELOCAL_VALUES] }));
+    const policies = policiesOf(await renderChart({ valuesFiles: [NODELOCAL_VALUES], set: SANDBOX_DNS }));
     for (const [name, pod] of subjects(policies)) {
       expect(resolves(policies, pod, nodeLocalCache, 53), name).toBe(true);
       expect(resolves(policies, pod, kubeDns, 53), name).toBe(true);
@@ -70,7 +77,7 @@ describe('charts/acis: the cluster DNS in the NetworkPolicies', () => {
   });
 
   it("with OpenShift's DNS, lets them reach its pods on 5353 and kube-dns no longer", async () => {
-    const policies = policiesOf(await renderChart({ valuesFiles: [OPENSHIFT_VALUES] }));
+    const policies = policiesOf(await renderChart({ valuesFiles: [OPENSHIFT_VALUES], set: SANDBOX_DNS }));
     for (const [name, pod] of subjects(policies)) {
       expect(resolves(policies, pod, openshiftDns, 5353), name).toBe(true);
       expect(connectionAllowed(policies, pod, openshiftDns, 53, 'UDP'), name).toBe(false);
@@ -78,8 +85,10 @@ describe('charts/acis: the cluster DNS in the NetworkPolicies', () => {
     }
   });
 
-  it('without DNS for runners (egressProxy.clusterIP), the sandbox reaches no DNS while the others still do', async () => {
-    const policies = policiesOf(await renderChart({ valuesFiles: [NODELOCAL_VALUES], set: ['egressProxy.clusterIP=10.96.100.10'] }));
+  it('without DNS for runners (egressProxy.clusterIP, even with sandboxDns), the sandbox reaches no DNS while the others still do', async () => {
+    const policies = policiesOf(
+      await renderChart({ valuesFiles: [NODELOCAL_VALUES], set: [...SANDBOX_DNS, 'egressProxy.clusterIP=10.96.100.10'] }),
+    );
     for (const [name, pod] of subjects(policies)) {
       const expected = name !== 'acis-sandbox';
       expect(connectionAllowed(policies, pod, kubeDns, 53, 'UDP'), name).toBe(expected);

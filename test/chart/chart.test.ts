@@ -297,9 +297,10 @@ describe('charts/acis: NetworkPolicies', () => {
     for (const policy of policies) expect(policy.spec.policyTypes, policy.metadata.name).toEqual(['Ingress', 'Egress']);
   });
 
-  it('let a sandbox reach the egress proxy pods on the proxy port and DNS, and nothing else', () => {
+  it('let a sandbox reach the egress proxy pods on the proxy port, and nothing else: not even DNS', () => {
     expect(connectionAllowed(policies, runner, proxy, 3128)).toBe(true);
-    expect(connectionAllowed(policies, runner, dns, 53, 'UDP')).toBe(true);
+    expect(connectionAllowed(policies, runner, dns, 53, 'UDP')).toBe(false);
+    expect(connectionAllowed(policies, runner, dns, 53, 'TCP')).toBe(false);
     expect(connectionAllowed(policies, runner, proxy, 9091)).toBe(false);
     expect(connectionAllowed(policies, runner, api, 8080)).toBe(false);
     expect(connectionAllowed(policies, runner, otherRunner, 7070)).toBe(false);

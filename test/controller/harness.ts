@@ -98,6 +98,8 @@ export function testConfig(overrides: Partial<ControllerConfig> = {}): Controlle
       // Pod IPs are unique within one kubelet only, and test files run side by side: a port of
       // this file's own keeps two files' runners from colliding on 127.0.0.x.
       ACIS_RUNNER_PORT: String(RUNNER_PORT),
+      // The simulated kubelet's pods share the host's loopback, where the tests' proxies listen.
+      ACIS_EGRESS_PROXY_HOST: '127.0.0.1',
       LOG_LEVEL: 'silent',
     }),
     ...overrides,

@@ -68,6 +68,8 @@ beforeAll(async () => {
     KUBECONFIG: cluster.server.kubeconfigPath,
     ACIS_GITHUB_API_URL: github.url,
     ACIS_ALLOW_FILE_REPOS: '1',
+    ACIS_ALLOW_PLAIN_REPOS: '1',
+    ACIS_REPOSITORY_ALLOW: '127.0.0.1',
     ACIS_SYNC_TIMEOUT_SECONDS: '77',
     ACIS_SYNC_REPORT_LISTEN: '127.0.0.1:0',
   };
@@ -314,11 +316,18 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     const ended = await syncEnded(t, key, res.body.id);
     expect(ended.sync, JSON.stringify(ended.sync)).toMatchObject({ state: 'ready', error: null });
     expect(ended.skill_count).toBe(1);
-    expect(reposync(res.body.id).spec.settings).toEqual({ allowFileRepos: true, timeoutSeconds: 77 });
+    expect(reposync(res.body.id).spec.settings).toEqual({
+      allowFileRepos: true,
+      allowPlainRepos: true,
+      repositoryAllow: '127.0.0.1',
+      timeoutSeconds: 77,
+    });
     const env = find('jobs', `${syncNameOf(res.body.id)}-1`).spec.template.spec.containers[0].env;
     expect(env).toEqual(
       expect.arrayContaining([
         { name: 'ACIS_ALLOW_FILE_REPOS', value: '1' },
+        { name: 'ACIS_ALLOW_PLAIN_REPOS', value: '1' },
+        { name: 'ACIS_REPOSITORY_ALLOW', value: '127.0.0.1' },
         { name: 'ACIS_SYNC_TIMEOUT_SECONDS', value: '77' },
       ]),
     );

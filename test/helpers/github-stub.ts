@@ -3,7 +3,8 @@
  * as GitHub documents it. The caller authenticates with an App JWT (RS256, `iss` = the App id,
  * `exp` at most 10 minutes ahead) signed with the App's private key; the answer is 201
  * `{token, expires_at, permissions, repository_selection}`, 401 for a JWT that does not verify, 404
- * for an installation the App does not have. Requests are recorded (without the JWT).
+ * for an installation the App does not have. Requests are recorded with their JSON body (without the
+ * JWT), so a test can check what a token was asked for: which repositories, which permissions.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,7 +21,7 @@ export interface GitHubStubOptions {
 
 export interface GitHubStub {
   url: string;
-  requests: Array<{ method: string; path: string; status: number }>;
+  requests: Array<{ method: string; path: string; status: number; body?: unknown }>;
   stop(): Promise<void>;
 }
 
@@ -29,14 +30,14 @@ export async function startGitHubStub(options: GitHubStubOptions): Promise<GitHu
   const server: Server = createServer((req, res) => {
     void (async () => {
       const path = new URL(req.url ?? '/', 'http://stub').pathname;
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const text = Buffer.concat(chunks).toString('utf8');
       const answer = (status: number, body: unknown) => {
-        requests.push({ method: req.method ?? 'GET', path, status });
+        requests.push({ method: req.method ?? 'GET', path, status, ...(text && { body: JSON.parse(text) as unknown }) });
         res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
         res.end(JSON.stringify(body));
       };
-      for await (const _ of req) {
-        // The body of the token request is optional and unused here.
-      }
       const match = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path);
       if (req.method !== 'POST' || !match) return answer(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
       const jwt = /^bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];

@@ -44,6 +44,8 @@ beforeAll(async () => {
     resolve: async (runnerId, token) => (credentialOk(runnerId, token) ? RUNNERS.get(runnerId)![1] : undefined),
     standsForRun: async (runnerId, token) => credentialOk(runnerId, token),
     abortMissing: async (runnerId, alias) => void aborted.push([runnerId, alias]),
+    // Generous for the other tests; the flood below uses a runner id of its own.
+    runnerRateLimit: { perSecond: 0.001, burst: 50 },
     logger: pino({ level: 'debug' }, sink),
   });
   url = `http://127.0.0.1:${server.port}`;
@@ -110,6 +112,16 @@ describe('startEgressResolveServer', () => {
     const right = await post(MISSING_PATH, JSON.stringify({ runner_id: 'acis-runner-busy', token: 'egress-token-busy', alias: 'NOPE' }));
     expect(right.body).toBe(JSON.stringify({ in_progress: true }));
     expect(aborted).toEqual([['acis-runner-busy', 'NOPE']]);
+  });
+
+  it('answers 429 to calls for one runner id past its rate, leaving other runner ids their own', async () => {
+    const flood = JSON.stringify({ runner_id: 'acis-runner-flood', token: 'guess' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 52; i++) statuses.push((await post(RESOLVE_PATH, flood)).status);
+    expect(statuses.slice(0, 50).every((status) => status === 200)).toBe(true);
+    expect(statuses.slice(50)).toEqual([429, 429]);
+    expect((await post(MISSING_PATH, JSON.stringify({ runner_id: 'acis-runner-flood', token: 'guess', alias: 'X' }))).status).toBe(429);
+    expect((await post(RESOLVE_PATH, busy)).status).toBe(200);
   });
 
   it('refuses what is not one of its two calls', async () => {

@@ -45,7 +45,7 @@ beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'acis-test-github-'));
   github = await startGitHubStub({ appId: APP_ID, publicKey, installations: { [INSTALLATION_ID]: TOKEN } });
   git = await serveGitOverHttp(root, { username: 'x-access-token', password: TOKEN });
-  t = await startTestServer({ ACIS_GITHUB_API_URL: github.url });
+  t = await startTestServer({ ACIS_GITHUB_API_URL: github.url, ACIS_ALLOW_PLAIN_REPOS: '1', ACIS_REPOSITORY_ALLOW: '127.0.0.1' });
   ({ serviceKey: key } = await t.createIntegration('github'));
   db = new pg.Client({ connectionString: t.databaseUrl });
   await db.connect();
@@ -145,13 +145,18 @@ describe('github_app credentials', () => {
     expect(res.text).not.toContain('not a key');
   });
 
-  it('syncs a GitHub repository with an installation token minted for the sync', async () => {
+  it('syncs a GitHub repository with an installation token minted for the sync, for that repository alone and read-only', async () => {
     const before = github.requests.length;
-    const { id } = await registered();
+    const { id, repo } = await registered();
     const skills = await request('GET', `/repositories/${id}/skills`);
     expect(skills.body.data.map((s: { name: string }) => s.name)).toEqual(['pdf']);
     expect(github.requests.slice(before)).toEqual([
-      { method: 'POST', path: `/app/installations/${INSTALLATION_ID}/access_tokens`, status: 201 },
+      {
+        method: 'POST',
+        path: `/app/installations/${INSTALLATION_ID}/access_tokens`,
+        status: 201,
+        body: { repositories: [path.basename(repo.dir)], permissions: { contents: 'read' } },
+      },
     ]);
     // git authenticated with the token as x-access-token, the way GitHub expects it.
     expect(git.requests.filter((r) => r.authorization).every((r) => r.user === 'x-access-token')).toBe(true);

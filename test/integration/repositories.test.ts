@@ -22,7 +22,7 @@ afterAll(async () => {
 
 // Nothing listens on port 9 of the loopback: the sync every registration starts fails at once
 // (`host unreachable`), wherever the suite runs. test/integration/repository-sync.test.ts syncs real repositories.
-const URL = 'http://127.0.0.1:9/acme/skills.git';
+const URL = 'https://git.example.com/acme/skills.git';
 let counter = 0;
 const unique = (prefix: string) => `${prefix}-${++counter}`;
 const pointers = (res: ApiResponse) => res.body.errors.map((e: { pointer: string }) => e.pointer).sort();
@@ -114,12 +114,10 @@ describe('POST /repositories', () => {
     expect((await createRepository({ credential_id: null })).body.credential_id).toBeNull();
   });
 
-  it('accepts https, http, ssh and git URLs and scp-like remotes', async () => {
+  it('accepts https and ssh URLs and scp-like remotes', async () => {
     for (const repoUrl of [
       'https://github.com/acme/skills.git',
-      'http://gitea.internal:3000/acme/skills',
       'ssh://git@github.com:22/acme/skills.git',
-      'git://git.example.org/skills.git',
       'git@github.com:acme/skills.git',
       'git@gitlab.example.com:/srv/git/skills.git',
     ]) {
@@ -178,6 +176,63 @@ describe('POST /repositories', () => {
       expect(pointers(remoteHost)).toEqual(['/repo_url']);
     } finally {
       await enabled.stop();
+    }
+  });
+
+  it('refuses remotes on loopback, link-local, private and metadata addresses, and plain http:// and git://, with 422 /repo_url', async () => {
+    const before = await repositoryCount();
+    for (const repoUrl of [
+      'https://127.0.0.1/acme/skills.git',
+      'https://localhost:8443/acme/skills.git',
+      'https://[::1]/acme/skills.git',
+      'https://[::ffff:10.0.0.5]/acme/skills.git',
+      'https://0x7f.1/acme/skills.git',
+      'ssh://git@10.1.2.3/acme/skills.git',
+      'git@192.168.1.10:acme/skills.git',
+      'git@[fd00::1]:acme/skills.git',
+      'https://169.254.169.254/latest/meta-data',
+      'https://metadata.google.internal/computeMetadata',
+      'https://100.64.0.1/acme/skills.git',
+      'http://gitea.example.com:3000/acme/skills',
+      'git://git.example.org/skills.git',
+    ]) {
+      const res = await createRepository({ repo_url: repoUrl });
+      expect(res.status, repoUrl).toBe(422);
+      expect(problemSlug(res)).toBe('validation-error');
+      expect(pointers(res), repoUrl).toEqual(['/repo_url']);
+      expect(res.body.errors[0].message, repoUrl).toMatch(/refused|not enabled/);
+    }
+    expect(await repositoryCount()).toBe(before);
+  });
+
+  it('accepts private hosts ACIS_REPOSITORY_ALLOW lists and plain remotes with ACIS_ALLOW_PLAIN_REPOS, never metadata', async () => {
+    const allowing = await startTestServer({
+      ACIS_REPOSITORY_ALLOW: 'git.internal.test,10.1.2.3:22,localhost',
+      ACIS_ALLOW_PLAIN_REPOS: '1',
+    });
+    try {
+      const { serviceKey } = await allowing.createIntegration();
+      const create = (repoUrl: string) =>
+        allowing.request('POST', '/repositories', { token: serviceKey, body: { name: unique('allowed'), repo_url: repoUrl } });
+      for (const repoUrl of [
+        'ssh://git@10.1.2.3/acme/skills.git',
+        'https://localhost:8443/acme/skills.git',
+        'http://gitea.example.com:3000/acme/skills',
+        'git://git.example.org/skills.git',
+      ]) {
+        expect((await create(repoUrl)).status, repoUrl).toBe(201);
+      }
+      for (const repoUrl of ['https://10.1.2.3/acme/skills.git', 'https://169.254.169.254/x.git', 'https://127.0.0.1/x.git']) {
+        const res = await create(repoUrl);
+        expect(res.status, repoUrl).toBe(422);
+        expect(pointers(res)).toEqual(['/repo_url']);
+      }
+      expect((await allowing.request('GET', '/readyz')).body.sandbox_weakened_by).toEqual([
+        expect.stringMatching(/^ACIS_ALLOW_PLAIN_REPOS=1: /),
+        expect.stringMatching(/^ACIS_REPOSITORY_ALLOW: /),
+      ]);
+    } finally {
+      await allowing.stop();
     }
   });
 

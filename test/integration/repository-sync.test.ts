@@ -20,6 +20,8 @@ import { startSshServer } from '../helpers/ssh-server.js';
 import { type ApiResponse, problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
 
 const TOKEN = `ghp_${'s3cr3tT0ken'.repeat(3)}`;
+/** The test's git servers are on this machine, over plain HTTP and SSH, and some repositories are local paths. */
+const LOCAL_REMOTES = { ACIS_ALLOW_FILE_REPOS: '1', ACIS_ALLOW_PLAIN_REPOS: '1', ACIS_REPOSITORY_ALLOW: '127.0.0.1' };
 
 let root: string;
 let git: GitHttpServer;
@@ -31,7 +33,7 @@ let credentialId: string;
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'acis-test-repos-'));
   git = await serveGitOverHttp(root, { password: TOKEN });
-  t = await startTestServer({ ACIS_ALLOW_FILE_REPOS: '1' });
+  t = await startTestServer({ ...LOCAL_REMOTES });
   ({ serviceKey: key } = await t.createIntegration('repository sync'));
   db = new pg.Client({ connectionString: t.databaseUrl });
   await db.connect();
@@ -265,7 +267,7 @@ describe('POST /repositories/{id}/sync', () => {
     // Nodes of one deployment share the master key: whichever wins the race below must decrypt the credential.
     const other = await startTestServer({
       DATABASE_URL: t.databaseUrl,
-      ACIS_ALLOW_FILE_REPOS: '1',
+      ...LOCAL_REMOTES,
       ACIS_MASTER_KEY: t.server.deps.config.masterKey!,
     });
     let release = git.hold();
@@ -379,6 +381,30 @@ describe('failed syncs', () => {
     expect(failed.sync).toMatchObject({ state: 'error', error: expect.stringMatching(/^authentication required/) });
   });
 
+  it('checks the remote again before every fetch: a host the deployment no longer allows fails the sync and fetches nothing', async () => {
+    const repo = await createGitRepository(root, unique('disallowed'), SKILLS);
+    const res = await register({ repo_url: git.url(path.basename(repo.dir)), credential_id: credentialId });
+    expect((await settled(res.body.id)).sync.state).toBe('ready');
+    const fetchesBefore = git.requests.length;
+    const strict = await startTestServer({
+      DATABASE_URL: t.databaseUrl,
+      ACIS_MASTER_KEY: t.server.deps.config.masterKey!,
+      ACIS_ALLOW_PLAIN_REPOS: '1',
+    });
+    try {
+      expect((await strict.request('POST', `/repositories/${res.body.id}/sync`, { token: key })).status).toBe(202);
+      const ended = await syncEnded(strict, key, res.body.id);
+      expect(ended.sync).toMatchObject({
+        state: 'error',
+        error: expect.stringMatching(/^the repository's host is refused: 127\.0\.0\.1 is a loopback address/),
+      });
+      expect(ended.skill_count).toBe(2);
+      expect(git.requests.length).toBe(fetchesBefore);
+    } finally {
+      await strict.stop();
+    }
+  });
+
   it('a missing branch, an unreachable host, a missing repository each give their reason', async () => {
     const repo = await createGitRepository(root, unique('branches'), SKILLS);
     const branch = await settled((await register({ repo_url: repo.fileUrl, branch: 'nope' })).body.id);
@@ -467,6 +493,41 @@ describe('PATCH /repositories/{id} and sync', () => {
 });
 
 describe('over SSH (a real sshd on loopback)', () => {
+  it("pins the server's host key at the first sync and fails a later sync, saying so, when the server presents another", async () => {
+    const sshd = await startSshServer();
+    try {
+      const repo = await createGitRepository(root, unique('pinned'), SKILLS);
+      const credential = await t.request('POST', '/credentials', {
+        token: key,
+        body: { name: unique('deploy-key'), type: 'git_ssh_key', secret: sshd.clientKey },
+      });
+      const first = await settled((await register({ repo_url: sshd.url(repo.dir), credential_id: credential.body.id })).body.id);
+      expect(first.sync, JSON.stringify(first.sync)).toMatchObject({ state: 'ready' });
+      const pinned = (await db.query('select ssh_known_hosts from repositories where id = $1', [first.id])).rows[0]
+        .ssh_known_hosts as string;
+      expect(pinned).toMatch(new RegExp(`^\\[127\\.0\\.0\\.1\\]:${sshd.port} ssh-ed25519 AAAA`));
+      expect(JSON.stringify((await t.request('GET', `/repositories/${first.id}`, { token: key })).body)).not.toContain('ssh-ed25519');
+
+      // The pinned key is required, and it is the server's: the next sync succeeds.
+      expect((await t.request('POST', `/repositories/${first.id}/sync`, { token: key })).status).toBe(202);
+      expect((await settled(first.id)).sync.state).toBe('ready');
+
+      // Another key pinned for the same host and port stands for a server whose key changed.
+      const otherFile = path.join(root, unique('other-host-key'));
+      await promisify(execFile)('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', otherFile]);
+      const otherKey = (await readFile(`${otherFile}.pub`, 'utf8')).split(' ').slice(0, 2).join(' ');
+      const forged = `[127.0.0.1]:${sshd.port} ${otherKey}`;
+      await db.query('update repositories set ssh_known_hosts = $1 where id = $2', [forged, first.id]);
+      expect((await t.request('POST', `/repositories/${first.id}/sync`, { token: key })).status).toBe(202);
+      const changed = await settled(first.id);
+      expect(changed.sync).toMatchObject({ state: 'error', error: expect.stringMatching(/^host key changed: /) });
+      expect(changed.skill_count).toBe(2);
+      expect((await db.query('select ssh_known_hosts from repositories where id = $1', [first.id])).rows[0].ssh_known_hosts).toBe(forged);
+    } finally {
+      await sshd.stop();
+    }
+  });
+
   it('syncs with a git_ssh_key, refuses a key the server does not know, and leaves the key nowhere', async () => {
     const sshd = await startSshServer();
     try {
@@ -545,7 +606,7 @@ describe('recovery', () => {
       res.body.id,
     ]);
     expect((await t.request('POST', `/repositories/${res.body.id}/sync`, { token: key })).status).toBe(409);
-    const next = await startTestServer({ DATABASE_URL: t.databaseUrl, ACIS_ALLOW_FILE_REPOS: '1' });
+    const next = await startTestServer({ DATABASE_URL: t.databaseUrl, ...LOCAL_REMOTES });
     try {
       const recovered = await settled(res.body.id);
       expect(recovered.sync.state).toBe('ready');

@@ -153,5 +153,10 @@ describe('a node whose settings weaken the sandbox', () => {
     }
     expect(sandboxWeakenings(loadConfig({}))).toEqual([]);
     expect(sandboxWeakenings(loadConfig({ ACIS_SANDBOX_PROVIDER: 'kubernetes', ACIS_SANDBOX_ISOLATION: 'none' }))).toEqual([]);
+    // Runner pods' DNS is off unless the deployment turns it on, which is said.
+    expect(sandboxWeakenings(loadConfig({ ACIS_SANDBOX_PROVIDER: 'kubernetes' }))).toEqual([]);
+    expect(sandboxWeakenings(loadConfig({ ACIS_SANDBOX_PROVIDER: 'kubernetes', ACIS_SANDBOX_DNS: '1' }))).toEqual([
+      expect.stringMatching(/^ACIS_SANDBOX_DNS=1: runner pods may query the cluster DNS/),
+    ]);
   });
 });

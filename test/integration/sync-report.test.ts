@@ -37,7 +37,7 @@ let b: { id: string; claim: string };
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'acis-sync-report-'));
   git = await serveGitOverHttp(root, { password: GIT_PASSWORD });
-  t = await startTestServer({ ACIS_SYNC_REPORT_LISTEN: '127.0.0.1:0' });
+  t = await startTestServer({ ACIS_SYNC_REPORT_LISTEN: '127.0.0.1:0', ACIS_ALLOW_PLAIN_REPOS: '1', ACIS_REPOSITORY_ALLOW: '127.0.0.1' });
   ({ serviceKey: key } = await t.createIntegration('sync report'));
   db = new pg.Client({ connectionString: t.databaseUrl });
   await db.connect();
@@ -259,8 +259,11 @@ describe('POST /internal/repository-syncs/{id}/claims/{claim}/result (the sync r
   });
 
   it("a valid report is stored as a sync in process stores it; the attempt's token then expires with its claim", async () => {
-    const stored = await post(a);
+    // The host keys the Job's git saw are pinned for a repository that has none yet.
+    const knownHosts = '[git.example.com]:22 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl';
+    const stored = await post(a, { body: validReport({ known_hosts: knownHosts }) });
     expect(stored.status, stored.text).toBe(200);
+    expect((await db.query('select ssh_known_hosts from repositories where id = $1', [a.id])).rows[0].ssh_known_hosts).toBe(knownHosts);
     expect(stored.body).toEqual({ state: 'ready', commit: COMMIT });
     expect(await stateOf(a.id)).toMatchObject({ sync_state: 'ready', sync_claim: null, sync_commit: COMMIT, skills: 1, files: 1 });
     const skills = await t.request('GET', `/repositories/${a.id}/skills`, { token: key });

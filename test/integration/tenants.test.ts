@@ -354,7 +354,7 @@ describe('GET /tenants', () => {
 
       const repository = await fresh.request('POST', '/repositories', {
         token: serviceKey,
-        body: { name: 'skills', repo_url: 'http://127.0.0.1:9/acme/skills.git' },
+        body: { name: 'skills', repo_url: 'https://git.example.com/acme/skills.git' },
       });
       expect(repository.status, JSON.stringify(repository.body)).toBe(201);
       const repositoryPath = `/tenants/${created.body.id}/repository`;

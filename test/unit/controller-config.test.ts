@@ -1,5 +1,24 @@
 import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { ControllerConfigError, loadControllerConfig } from '../../controller/config.js';
+import { withProxyAddress } from '../../controller/controller.js';
+
+describe('withProxyAddress(config)', () => {
+  const logger = pino({ level: 'silent' });
+
+  it('resolves the proxy name once when runner pods have no DNS, and says why it cannot', async () => {
+    const resolved = await withProxyAddress(loadControllerConfig({ ACIS_EGRESS_PROXY_HOST: 'localhost' }), logger);
+    expect(resolved.egressProxyHost).toMatch(/^(127\.0\.0\.1|::1)$/);
+    await expect(withProxyAddress(loadControllerConfig({ ACIS_EGRESS_PROXY_HOST: 'no-such-proxy.invalid' }), logger)).rejects.toThrow(
+      /^ACIS_EGRESS_PROXY_HOST=no-such-proxy\.invalid does not resolve/,
+    );
+  });
+
+  it('keeps the name when runner pods may query the DNS', async () => {
+    const config = loadControllerConfig({ ACIS_EGRESS_PROXY_HOST: 'no-such-proxy.invalid', ACIS_SANDBOX_DNS: '1' });
+    expect((await withProxyAddress(config, logger)).egressProxyHost).toBe('no-such-proxy.invalid');
+  });
+});
 
 describe('loadControllerConfig(env)', () => {
   it('defaults fit a cluster installed by the chart', () => {
@@ -15,6 +34,7 @@ describe('loadControllerConfig(env)', () => {
       runnerCommand: [],
       runnerResources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } },
       poolRefillDelayMs: 300,
+      sandboxDns: false,
     });
   });
 

@@ -10,6 +10,14 @@ describe('explainFailure(stderr)', () => {
     ["fatal: unable to access 'https://h/x.git/': Could not resolve host: h", /^host unreachable/],
     ["fatal: unable to access 'http://127.0.0.1:9/x.git/': Failed to connect to 127.0.0.1 port 9: Connection refused", /^host unreachable/],
     ['ssh: connect to host 127.0.0.1 port 1: Connection refused', /^host unreachable/],
+    [
+      '@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\nHost key verification failed.\nfatal: Could not read from remote repository.',
+      /^host key changed: /,
+    ],
+    [
+      'No ED25519 host key is known for [h]:22 and you have requested strict checking.\nHost key verification failed.',
+      /^host key changed: /,
+    ],
     ["remote: Repository not found.\nfatal: repository 'https://h/x.git/' not found", /^repository not found/],
     ["fatal: '/srv/x' does not appear to be a git repository", /^repository not found/],
     ['fatal: something new', /^git failed: fatal: something new$/],

@@ -118,6 +118,20 @@ describe('decideRepositorySync', () => {
     expect(decideRepositorySync(sync(), {}, now, config).createJob!.spec!.template.spec!.imagePullSecrets).toBeUndefined();
   });
 
+  it.each(['acis-master-key', 'acis-database', 'rep-01abc-credential-1', 'rep-other-credential-2'])(
+    'refuses a spec naming a Secret ACIS did not make for this generation (%s): no Job, the sync in error, a Warning',
+    (secretName) => {
+      const decision = decideRepositorySync(sync({ credentialSecretName: secretName }), {}, now, config);
+      expect(decision.createJob).toBeUndefined();
+      expect(decision.status).toMatchObject({
+        state: 'error',
+        error: expect.stringMatching(new RegExp(`^spec\\.credentialSecretName is ${secretName}: .*\\(rep-01abc-credential-2\\)$`)),
+        conditions: [expect.objectContaining({ type: 'Synced', status: 'False', reason: 'CredentialRefused' })],
+      });
+      expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'CredentialRefused' })]);
+    },
+  );
+
   it('without a credential, no Secret is mounted', () => {
     const created = decideRepositorySync(sync({ credentialSecretName: undefined }), {}, now, config).createJob!;
     expect(created.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['tmp']);

@@ -16,6 +16,25 @@ const container = (pod: V1Pod): V1Container => pod.spec!.containers[0]!;
 const envOf = (pod: V1Pod) =>
   Object.fromEntries((container(pod).env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
 
+describe('runnerPod: sandbox DNS', () => {
+  it('is off by default: the resolver points at the pod itself and the proxy is given as configured (an address)', () => {
+    const pod = runnerPod(
+      sandbox,
+      'con-01jab-x1',
+      loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_EGRESS_PROXY_HOST: '10.96.0.40' }),
+    );
+    expect(pod.spec).toMatchObject({ dnsPolicy: 'None', dnsConfig: { nameservers: ['127.0.0.1'], searches: [] } });
+    expect(envOf(pod).HTTPS_PROXY).toBe('http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@10.96.0.40:3128');
+  });
+
+  it('ACIS_SANDBOX_DNS=1 leaves the cluster DNS to the pod', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_SANDBOX_DNS: '1' }));
+    expect(pod.spec!.dnsPolicy).toBeUndefined();
+    expect(pod.spec!.dnsConfig).toBeUndefined();
+    expect(envOf(pod).HTTPS_PROXY).toBe('http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@acis-egress-proxy:3128');
+  });
+});
+
 describe('runnerPod: the model path and trust of the egress proxy', () => {
   it('gives the pod the model endpoint and only the placeholder of the platform key', () => {
     const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' }));

@@ -17,6 +17,7 @@ import * as webhookBodyDigest from './migrations/0012-webhook-body-digest.js';
 import * as secretAllowedHosts from './migrations/0013-secret-allowed-hosts.js';
 import * as busySandboxCaps from './migrations/0014-busy-sandbox-caps.js';
 import * as messageRequestId from './migrations/0015-message-request-id.js';
+import * as repositorySshHostKeys from './migrations/0016-repository-ssh-host-keys.js';
 import * as runLineOrigin from './migrations/0017-run-line-origin.js';
 import { kyselyOnPool } from './prepared-statements.js';
 import type { Database } from './schema.js';
@@ -43,6 +44,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0013-secret-allowed-hosts': secretAllowedHosts,
   '0014-busy-sandbox-caps': busySandboxCaps,
   '0015-message-request-id': messageRequestId,
+  '0016-repository-ssh-host-keys': repositorySshHostKeys,
   '0017-run-line-origin': runLineOrigin,
 };
 

@@ -115,6 +115,8 @@ export interface RepositoriesTable {
   sync_started_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   /** A push arrived while a sync was in flight: one more sync runs when it ends (migration 0008). */
   sync_requested: ColumnType<boolean, boolean | undefined, boolean>;
+  /** The remote's SSH host keys (known_hosts lines), pinned at the first SSH sync (migration 0016). */
+  ssh_known_hosts: ColumnType<string | null, string | null | undefined, string | null>;
   metadata: Json<Metadata>;
   created_at: Timestamp;
   updated_at: Timestamp;

@@ -334,7 +334,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       prewarm: options.pooled && this.config.poolPrewarm,
     });
     const bounded = this.limitEnforcement.enforced ? { ...command, ...this.limitEnforcement.wrap(command) } : command;
-    const runner = new LocalRunner(id, bounded, this.logger);
+    const runner = new LocalRunner(id, bounded, this.logger, this.config.runnerBounds);
     const entry = this.registry.add({ runner, dirs, egressToken }, agentType);
     void runner.exit.then(() => {
       // A runner that died on its own (crash, OOM) frees its capacity; a turn on it has already ended.

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import type { Logger } from 'pino';
 import { stdioChannel } from '../../../runner/stdio-channel.js';
 import { ChannelRunner } from '../channel-runner.js';
+import { DEFAULT_RUNNER_BOUNDS, type RunnerBounds } from '../runner.js';
 
 /** How many recent stderr chunks a crash report quotes. */
 const STDERR_TAIL_CHUNKS = 20;
@@ -11,7 +12,12 @@ const STDERR_TAIL_CHUNKS = 20;
  * is the runner's life: its exit ends the runner, with the tail of its stderr as the reason.
  */
 export class LocalRunner extends ChannelRunner {
-  constructor(id: string, command: { file: string; args: string[]; env: Record<string, string>; cwd: string }, logger: Logger) {
+  constructor(
+    id: string,
+    command: { file: string; args: string[]; env: Record<string, string>; cwd: string },
+    logger: Logger,
+    bounds: RunnerBounds = DEFAULT_RUNNER_BOUNDS,
+  ) {
     // Its own process group: a Ctrl-C meant for the server (which shuts down gracefully) must not kill
     // the runners of the turns it lets finish. They still die with the server (bwrap --die-with-parent).
     const child = spawn(command.file, command.args, {
@@ -20,7 +26,8 @@ export class LocalRunner extends ChannelRunner {
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
     });
-    super(id, stdioChannel(child.stdout, child.stdin), logger, () => child.kill('SIGKILL'));
+    const channel = stdioChannel(child.stdout, child.stdin, { maxLineBytes: bounds.maxLineBytes, maxUnreadBytes: bounds.maxBufferedBytes });
+    super(id, channel, logger, () => child.kill('SIGKILL'), { bounds });
     const stderrTail: string[] = [];
     child.stderr.on('data', (chunk: Buffer) => {
       stderrTail.push(chunk.toString('utf8'));

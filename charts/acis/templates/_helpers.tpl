@@ -72,6 +72,11 @@ app.kubernetes.io/component: repository-sync
 {{- end -}}
 {{- end -}}
 
+{{- /* Runner pods query the cluster DNS: only when asked, and never when they reach the proxy by a fixed ClusterIP. */ -}}
+{{- define "acis.sandboxDns" -}}
+{{- ternary "1" "0" (and .Values.networkPolicy.sandboxDns (not .Values.egressProxy.clusterIP)) -}}
+{{- end -}}
+
 {{- define "acis.egressProxyHost" -}}
 {{- default (printf "%s-egress-proxy" (include "acis.fullname" .)) .Values.egressProxy.clusterIP -}}
 {{- end -}}
