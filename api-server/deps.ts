@@ -1,9 +1,8 @@
 import type { ApprovalGate } from './approvals/approval-gate.js';
 import type { CoreDeps } from './core/deps.js';
 import type { RepositorySyncWorker } from './repositories/sync.js';
-import type { RunOutcome, RunRequest } from './runs/run-request.js';
+import type { RunOutcome, RunRequest, TakenOverRun } from './runs/run-request.js';
 import type { RunStream } from './runs/run-stream.js';
-import type { TakenOverRun } from './runs/takeover.js';
 import type { SandboxProvider } from './sandboxes/provider.js';
 import type { RunSecret } from '../egress-proxy/secret-binding.js';
 

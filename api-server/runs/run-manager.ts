@@ -19,11 +19,10 @@ import { loadRunSkills } from '../skills/materialise.js';
 import { type FillerOptions, streamFiller } from './filler.js';
 import type { ReplyBuilder } from './reply.js';
 import { internalProblem, turnTimeoutProblem, workspaceTooLargeProblem } from './run-problems.js';
-import type { RunOutcome, RunRequest } from './run-request.js';
+import type { RunOutcome, RunRequest, TakenOverRun } from './run-request.js';
 import { platformLine, RunStream, type StreamLine } from './run-stream.js';
 import { orphanedRunProblem } from './nodes.js';
 import { type ClaimDeps, claimProblem, claimRunner, sandboxFor, withSkills } from './runner-claim.js';
-import type { TakenOverRun } from './takeover.js';
 import { type FillerStream, TurnLines } from './turn-lines.js';
 import type { RunSecret } from '../../egress-proxy/secret-binding.js';
 

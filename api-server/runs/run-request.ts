@@ -33,3 +33,16 @@ export interface RunRequest {
 }
 
 export type RunOutcome = { status: 'completed' | 'failed'; problem?: ProblemError };
+
+/** A run whose node died, claimed by this one (see takeover.ts), and how far it had got. */
+export interface TakenOverRun {
+  /**
+   * The run as its send asked for it (without the filler's acknowledgement): its turn goes on on the
+   * runner, or, when it had not reached the runner (`after` 0), is started again from its message.
+   */
+  request: RunRequest;
+  /** The lines stored by the node that died, numbered from 1. */
+  stored: StreamLine[];
+  /** The highest runner line those lines came from: the runner replays what came after; 0 when none did. */
+  after: number;
+}

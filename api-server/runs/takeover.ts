@@ -10,20 +10,8 @@ import type { Db } from '../core/db/database.js';
 import { resolveRunSecrets } from '../secrets/secrets.service.js';
 import { effectiveSkillIds } from '../skills/materialise.js';
 import type { OrphanedRun } from './nodes.js';
-import type { RunRequest } from './run-request.js';
+import type { TakenOverRun } from './run-request.js';
 import type { StreamLine } from './run-stream.js';
-
-export interface TakenOverRun {
-  /**
-   * The run as its send asked for it (without the filler's acknowledgement): its turn goes on on the
-   * runner, or, when it had not reached the runner (`after` 0), is started again from its message.
-   */
-  request: RunRequest;
-  /** The lines stored by the node that died, numbered from 1. */
-  stored: StreamLine[];
-  /** The highest runner line those lines came from: the runner replays what came after; 0 when none did. */
-  after: number;
-}
 
 /** The claimed run's state; undefined when its conversation is gone meanwhile. */
 export async function loadTakenOverRun(
