@@ -226,6 +226,15 @@ function followPod(draft: Draft, pod: V1Pod, startDeadline: number): SandboxDeci
   const within = `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s`;
   draft.status.podName = pod.metadata!.name;
   if (health.state === 'ready') return ready(draft, health.podIP);
+  // Exit 0 after serving: the API server ended its use (the turn is over, the hold released) and
+  // deletes the Sandbox next. A release, not a crash; exit 0 before it ever served stays a CrashLoop.
+  if (pod.status?.phase === 'Succeeded' && draft.before.readyTime)
+    return end(
+      draft,
+      'Expired',
+      REASONS.runnerStopped,
+      `the runner in pod ${pod.metadata?.name} stopped normally (exit code 0) after serving`,
+    );
   if (health.state === 'failing' && (health.terminal || draft.before.readyTime)) return end(draft, 'Failed', health.reason, health.message);
   if (health.state === 'failing' && observed.now >= startDeadline)
     return end(draft, 'Failed', health.reason, `${within}: ${health.message}`);

@@ -109,6 +109,7 @@ export const REASONS = {
   podCreateForbidden: 'PodCreateForbidden',
   invalidResources: 'InvalidResources',
   crashLoop: 'CrashLoop',
+  runnerStopped: 'RunnerStopped',
   podDeleted: 'PodDeleted',
   startTimeout: 'StartTimeout',
   shutdownTimeReached: 'ShutdownTimeReached',

@@ -3,12 +3,14 @@ import { describe, expect, it } from 'vitest';
 import {
   condition,
   CRASHING_IMAGE,
+  createPool,
   createSandbox,
   eventually,
   NAMESPACE,
   phaseIs,
   RUNNER_IMAGE,
   runnerPods,
+  untilPoolReady,
   clusterForFile,
   waitForSandbox,
 } from './harness.js';
@@ -98,6 +100,26 @@ describe('Sandbox → Pod', () => {
     // The finished pod stays for `kubectl logs`; a terminal Sandbox never starts another.
     expect(file.cluster.server.store.find('pods', NAMESPACE, 'sbx-crash')).toBeDefined();
     expect(runnerPods(file.cluster, 'acis.dev/sandbox=sbx-crash')).toHaveLength(1);
+  });
+
+  it('a pooled runner that exits normally after serving is released (Expired, RunnerStopped), not reported as a crash', async () => {
+    createPool(file.cluster, 'stopping', 1, 'stopping-agent');
+    await untilPoolReady(file.cluster, 'stopping', 1);
+    createSandbox(file.cluster, 'sbx-stops', { agentType: 'stopping-agent' });
+    const ready = await waitForSandbox(file.cluster, 'sbx-stops', phaseIs('Ready'));
+    expect(ready!.status!.launch).toBe('pool');
+    const [host, port] = ready!.status!.endpoint!.split(':');
+    const socket = connect(Number(port), host!);
+    socket.on('error', () => {});
+    socket.write('stop\n');
+    const released = await waitForSandbox(file.cluster, 'sbx-stops', phaseIs('Expired'));
+    expect(condition(released, 'Expired')).toMatchObject({ status: 'True', reason: 'RunnerStopped' });
+    const events = file.cluster.server.store
+      .list('events', NAMESPACE)
+      .items.filter((e: any) => e.involvedObject.kind === 'Sandbox' && e.involvedObject.name === 'sbx-stops');
+    expect(events.map((e: any) => `${e.type} ${e.reason}`)).toContain('Normal RunnerStopped');
+    expect(events.filter((e: any) => e.type === 'Warning')).toEqual([]);
+    file.cluster.server.store.delete('sandboxwarmpools', NAMESPACE, 'stopping');
   });
 
   it('an image that cannot be pulled says ImagePullFailed while the kubelet retries, and starts once the registry has it', async () => {

@@ -33,6 +33,14 @@ function pod(name: string, status: V1Pod['status'] = {}, extra: Partial<V1Pod['m
 }
 
 const running = (ip = '10.0.0.7'): V1Pod['status'] => ({ phase: 'Running', podIP: ip, conditions: [{ type: 'Ready', status: 'True' }] });
+const exited = (exitCode: number) => ({
+  name: 'runner',
+  image: 'i',
+  imageID: '',
+  ready: false,
+  restartCount: 0,
+  state: { terminated: { exitCode } },
+});
 const admittedStatus = (extra: SandboxStatus = {}): SandboxStatus => ({
   phase: 'Starting',
   admittedTime: iso(-1_000),
@@ -115,6 +123,18 @@ describe('decideSandbox(sandbox, observed)', () => {
           ],
         }),
       },
+      { phase: 'Failed', reason: 'CrashLoop', actions: [] },
+    ],
+    [
+      'its runner exited 0 after serving (the API server stopped it): Expired RunnerStopped, the pod goes',
+      sandbox({}, admittedStatus({ phase: 'Ready', readyTime: iso(-1000) })),
+      { pod: pod('sbx', { phase: 'Succeeded', containerStatuses: [exited(0)] }) },
+      { phase: 'Expired', reason: 'RunnerStopped', actions: ['delete-pod'] },
+    ],
+    [
+      'its runner exited 0 before it ever served: a crash',
+      sandbox({}, admittedStatus()),
+      { pod: pod('sbx', { phase: 'Succeeded', containerStatuses: [exited(0)] }) },
       { phase: 'Failed', reason: 'CrashLoop', actions: [] },
     ],
     [
