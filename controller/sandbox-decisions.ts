@@ -7,6 +7,7 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import {
+  coldPodName,
   type Condition,
   conditionOf,
   isTerminal,
@@ -198,7 +199,7 @@ function startRunner(draft: Draft, startDeadline: number): SandboxDecision {
     };
   }
   const candidate = observed.poolCandidate;
-  const podName = candidate ? candidate.metadata!.name! : sandbox.metadata.name;
+  const podName = candidate ? candidate.metadata!.name! : coldPodName(sandbox);
   draft.actions.push(candidate ? { kind: 'adopt-pod', pod: candidate } : { kind: 'create-pod' });
   draft.events.push(
     candidate

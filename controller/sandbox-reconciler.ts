@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
-import { ANNOTATIONS, API_VERSION, LABELS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, coldPodName, LABELS, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
 import { creationTime } from './api/admission-order.js';
 import type { ControllerConfig } from './config.js';
@@ -91,7 +91,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
   const namespace = sandbox.metadata.namespace!;
   switch (action.kind) {
     case 'create-pod': {
-      const podName = sandbox.metadata.name;
+      const podName = coldPodName(sandbox);
       view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
       try {
         await client.createIfAbsent(
