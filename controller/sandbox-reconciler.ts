@@ -156,7 +156,8 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
     }
     case 'delete-pod':
       view.expectations = expectDelete(view.expectations, key, action.podName, ctx.now());
-      await client.deleteIfPresent('v1', 'Pod', namespace, action.podName);
+      // Its own grace period: its preStop hook lets an API server finish keeping the workspace.
+      await client.deleteIfPresent('v1', 'Pod', namespace, action.podName, { ownGracePeriod: true });
       return;
   }
 }

@@ -111,7 +111,8 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       if (event !== 'delete') entry.sandbox = sandbox;
       const standing: SandboxStanding =
         event === 'delete' ? { kind: 'ended', reason: 'Deleted', message: 'the Sandbox was deleted' } : standingOf(sandbox);
-      if (standing.kind === 'ended') void this.lost(entry, standing);
+      const expired = event !== 'delete' && sandbox.status?.phase === 'Expired' && !sandbox.metadata.deletionTimestamp;
+      if (standing.kind === 'ended') void this.lost(entry, standing, expired);
     });
     await this.options.client.start();
   }
@@ -323,8 +324,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     throw new Error(`Sandbox ${sandboxName(request.conversationId)} keeps ending before it is used`);
   }
 
-  /** A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. */
-  private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>): Promise<void> {
+  /**
+   * A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. A
+   * hold the controller expired (idle TTL, warm cap) keeps its workspace first: the pod's preStop
+   * hook waits for this process to say goodbye. A failed or deleted Sandbox keeps nothing (its
+   * conversation may be gone).
+   */
+  private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>, expired = false): Promise<void> {
     if (!this.registry.has(entry)) return;
     this.options.logger.warn(
       {
@@ -341,7 +347,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       await entry.runner.kill();
       return;
     }
-    await this.end(entry, { save: false });
+    await this.end(entry, { save: expired });
   }
 
   /**
