@@ -303,6 +303,7 @@ async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: 
     resolve: (runnerId, token) => egressSecrets(deps, credentials, runnerId, token),
     standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
     abortMissing: (runnerId, alias, destination) => credentials.abortMissing(runnerId, alias, destination),
+    refused: (runnerId, refusal) => credentials.refused?.(runnerId, refusal),
     logger: logger.child({ component: 'egress-resolve' }),
   });
   undo.push(() => resolve.close());

@@ -52,7 +52,7 @@ import { createRefusals } from './refusals.js';
 import { LOOKUP_FAILED, LOOKUP_FAILED_MESSAGE, createRunAuthentication } from './run-authentication.js';
 import { createUpstreams, type Route } from './upstream.js';
 
-export type { EgressLogger, EgressProxy, EgressProxyOptions, RunCredential, RunSecrets } from './egress-types.js';
+export type { EgressLogger, EgressProxy, EgressProxyOptions, EgressRefusal, RunCredential, RunSecrets } from './egress-types.js';
 
 const silentLogger: EgressLogger = { debug() {}, info() {}, warn() {}, error() {} };
 

@@ -11,7 +11,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Destination } from './destination-policy.js';
-import type { EgressLogger, EgressProxyOptions, RunCredential } from './egress-types.js';
+import type { EgressLogger, EgressProxyOptions, EgressRefusal, RunCredential } from './egress-types.js';
 import type { EgressMetrics, EgressOutcome } from './egress-metrics.js';
 import { authority } from './http-messages.js';
 import { placeholderFor } from './placeholder.js';
@@ -37,7 +37,7 @@ export interface Refusals {
 }
 
 export function createRefusals(
-  options: Pick<EgressProxyOptions, 'onMissing' | 'missingSecretStatus'>,
+  options: Pick<EgressProxyOptions, 'onMissing' | 'onRefused' | 'missingSecretStatus'>,
   metrics: EgressMetrics,
   logger: EgressLogger,
 ): Refusals {
@@ -50,8 +50,16 @@ export function createRefusals(
     logger.error({ err }, 'egress request failed');
     refuse(res, 500, 'internal', 'egress proxy error');
   };
+  const tell = (credential: RunCredential, refusal: EgressRefusal) => {
+    try {
+      options.onRefused?.(credential.runnerId, credential.token, refusal);
+    } catch (hookErr) {
+      logger.error({ err: hookErr, runner_id: credential.runnerId }, 'onRefused hook failed');
+    }
+  };
   const logRefusal: Refusals['logRefusal'] = (credential, destination, reason) => {
     logger.warn({ runner_id: credential.runnerId, destination: authority(destination), reason }, 'egress destination refused');
+    tell(credential, { outcome: 'destination-refused', destination: authority(destination), detail: reason });
   };
 
   const refuseMissing = (res: ServerResponse, credential: RunCredential, destination: Destination, alias: string) => {
@@ -59,6 +67,7 @@ export function createRefusals(
       { runner_id: credential.runnerId, alias, destination: authority(destination) },
       'placeholder without a secret: run to be aborted',
     );
+    tell(credential, { outcome: 'missing-secret', destination: authority(destination), detail: alias });
     try {
       options.onMissing(credential.runnerId, alias, credential.token);
     } catch (hookErr) {
@@ -72,6 +81,7 @@ export function createRefusals(
       { runner_id: credential.runnerId, alias: err.alias, destination: err.destination },
       'bound secret toward a destination outside its hosts: request refused, run to be aborted',
     );
+    tell(credential, { outcome: 'secret-destination-denied', destination: err.destination, detail: err.alias });
     try {
       options.onMissing(credential.runnerId, err.alias, credential.token, err.destination);
     } catch (hookErr) {

@@ -121,6 +121,10 @@ export const REASONS = {
   podCreateForbidden: 'PodCreateForbidden',
   invalidResources: 'InvalidResources',
   crashLoop: 'CrashLoop',
+  // Recorded by the API server on a Sandbox whose runner's request the egress proxy refused.
+  egressDestinationRefused: 'EgressDestinationRefused',
+  egressSecretMissing: 'EgressSecretMissing',
+  egressSecretDestinationDenied: 'EgressSecretDestinationDenied',
   runnerStopped: 'RunnerStopped',
   podDeleted: 'PodDeleted',
   startTimeout: 'StartTimeout',
