@@ -40,7 +40,14 @@ export interface SandboxObservation {
   runnerPort: number;
 }
 
-export type SandboxAction = { kind: 'create-pod' } | { kind: 'adopt-pod'; pod: V1Pod } | { kind: 'delete-pod'; podName: string };
+export type SandboxAction =
+  | { kind: 'create-pod' }
+  | { kind: 'adopt-pod'; pod: V1Pod }
+  /**
+   * `graceful`: with the pod's grace period, whose preStop hook waits for the API server to keep the
+   * workspace (an expired hold); else at once (a failed start has nothing to keep).
+   */
+  | { kind: 'delete-pod'; podName: string; graceful: boolean };
 
 export interface SandboxEvent {
   type: 'Normal' | 'Warning';
@@ -91,7 +98,8 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
   // finished one of a failed Sandbox, kept for `kubectl logs`.
   if (isTerminal(before.phase)) {
     const { pod } = draft;
-    if (pod && !(before.phase === 'Failed' && hasFinished(pod))) draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
+    if (pod && !(before.phase === 'Failed' && hasFinished(pod)))
+      draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name!, graceful: before.phase === 'Expired' });
     return { actions: draft.actions, events: draft.events, status: draft.status };
   }
   const expired = expiry(draft);
@@ -272,7 +280,8 @@ function ready(draft: Draft, podIP: string): SandboxDecision {
 /** Expired or Failed for good: its pod goes (a finished pod of a failed Sandbox stays, for `kubectl logs`). */
 function end(draft: Draft, phase: 'Expired' | 'Failed', reason: string, message: string): SandboxDecision {
   const { pod, before, status } = draft;
-  if (pod && !(phase === 'Failed' && hasFinished(pod))) draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
+  if (pod && !(phase === 'Failed' && hasFinished(pod)))
+    draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name!, graceful: phase === 'Expired' });
   if (before.phase !== phase) draft.events.push({ type: phase === 'Failed' ? 'Warning' : 'Normal', reason, message });
   let conditions = withCondition(draft, { type: 'Ready', status: 'False', reason, message });
   if (phase === 'Expired') {

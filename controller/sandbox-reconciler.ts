@@ -156,8 +156,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
     }
     case 'delete-pod':
       view.expectations = expectDelete(view.expectations, key, action.podName, ctx.now());
-      // Its own grace period: its preStop hook lets an API server finish keeping the workspace.
-      await client.deleteIfPresent('v1', 'Pod', namespace, action.podName, { ownGracePeriod: true });
+      await client.deleteIfPresent('v1', 'Pod', namespace, action.podName, { ownGracePeriod: action.graceful });
       return;
   }
 }

@@ -227,6 +227,16 @@ describe('decideSandbox(sandbox, observed)', () => {
     if (expected.launch) expect(decision.status.launch).toBe(expected.launch);
   });
 
+  it('deletes an expired one’s pod with its grace period (its preStop hook waits for the workspace to be kept), a failed one’s at once', () => {
+    const deletion = (object: Sandbox, observation: Partial<SandboxObservation>) =>
+      decideSandbox(object, observe(observation)).actions.find((a) => a.kind === 'delete-pod');
+    const held = sandbox({ shutdownTime: iso(0) }, admittedStatus({ phase: 'Ready', readyTime: iso(-1000) }));
+    expect(deletion(held, { pod: pod('sbx', running()) })).toEqual({ kind: 'delete-pod', podName: 'sbx', graceful: true });
+    expect(deletion(sandbox({}, { phase: 'Expired' }), { pod: pod('sbx', running()) })).toMatchObject({ graceful: true });
+    const late = sandbox({}, admittedStatus({ admittedTime: iso(-120_000) }));
+    expect(deletion(late, { pod: pod('sbx', { phase: 'Pending' }) })).toMatchObject({ graceful: false });
+  });
+
   it('requeues at the shutdown time while ready, and at the earlier of it and the start deadline while starting', () => {
     const live = sandbox({ shutdownTime: iso(30_000) }, admittedStatus());
     expect(decideSandbox(live, observe({ pod: pod('sbx', running()) })).requeueAt).toBe(NOW + 30_000);
