@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
 import { tokenSecretName } from '../../controller/api/v1alpha1.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
-import { MISSING_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
+import { MISSING_PATH, REFUSED_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import {
   createPool,
@@ -339,7 +339,7 @@ describe('the egress proxy as its own process, resolving runs through the API se
   it('the resolve listener answers nothing without its token, and a credential that stands for no run gets no values', async () => {
     const someone = { runner_id: 'acis-runner-nobody', token: 'not-a-token' };
     for (const token of [null, 'wrong-token-0123456789-0123456789-0123', `${RESOLVE_TOKEN}x`]) {
-      for (const pathname of [RESOLVE_PATH, MISSING_PATH]) {
+      for (const pathname of [RESOLVE_PATH, MISSING_PATH, REFUSED_PATH]) {
         const refused = await resolveCall(pathname, { ...someone, alias: 'X' }, token);
         expect(refused.status, `${token} ${pathname} ${refused.text}`).toBe(401);
         expect(refused.cacheControl).toBe('no-store');
@@ -353,6 +353,10 @@ describe('the egress proxy as its own process, resolving runs through the API se
       status: 200,
       text: JSON.stringify({ in_progress: false }),
     });
+    // A refusal told for a credential that stands for no run records nothing.
+    const told = { ...someone, outcome: 'destination-refused', destination: '10.0.0.1:80', detail: 'private address' };
+    expect(await resolveCall(REFUSED_PATH, told)).toMatchObject({ status: 200, text: JSON.stringify({ in_progress: false }) });
+    expect((await resolveCall(REFUSED_PATH, { ...told, outcome: 'anything' })).status).toBe(400);
     expect((await resolveCall(RESOLVE_PATH, { runner_id: 'x' })).status).toBe(400);
   });
 
