@@ -325,6 +325,7 @@ async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: 
     standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
     abortMissing: (runnerId, alias, destination) => credentials.abortMissing(runnerId, alias, destination),
     runnerRateLimit: config.egressRunnerRateLimit,
+    refused: (runnerId, refusal) => credentials.refused?.(runnerId, refusal),
     logger: logger.child({ component: 'egress-resolve' }),
   });
   undo.push(() => resolve.close());

@@ -60,6 +60,7 @@ const EnvSchema = z.object({
   ACIS_RUNNER_IMAGE: z.string().min(1).default('acis-runner:latest'),
   ACIS_RUNNER_COMMAND: z.string().optional(),
   ACIS_RUNNER_PORT: port.default(7070),
+  ACIS_RUNNER_DRAIN_PORT: port.optional(),
   ACIS_POOL_PREWARM: z.enum(['0', '1']).default('1'),
   ACIS_RUNNER_RUNTIME_CLASS: z.string().regex(dnsSubdomain, 'must be a RuntimeClass name').optional(),
   ACIS_RUNNER_NODE_SELECTOR: json(z.record(metadataKey, labelValue)).default({}),
@@ -129,6 +130,8 @@ export interface ControllerConfig {
   /** The runner container's command; empty: the image's entrypoint. */
   runnerCommand: string[];
   runnerPort: number;
+  /** Where a runner pod's preStop hook waits for the API server to be done with it (runner/drain-server.ts). */
+  runnerDrainPort: number;
   /** Warm-pool pods start the agent runtime's process ahead too, for a new conversation's first turn to claim. */
   poolPrewarm: boolean;
   runnerResources: Resources;
@@ -208,11 +211,15 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
   // Every runner pod would be refused (422): said at startup, not on each Sandbox.
   const problem = resourcesProblem(runnerResources, runnerResources);
   if (problem) throw new ControllerConfigError(`invalid environment:\n  ACIS_RUNNER_*_REQUEST/LIMIT: ${problem}`);
+  const drainPort = e.ACIS_RUNNER_DRAIN_PORT ?? e.ACIS_RUNNER_PORT + 1;
+  if (drainPort === e.ACIS_RUNNER_PORT || drainPort > 65535)
+    throw new ControllerConfigError('invalid environment:\n  ACIS_RUNNER_DRAIN_PORT: must be a port other than ACIS_RUNNER_PORT');
   return {
     namespace: clusterNamespace(e.ACIS_K8S_NAMESPACE),
     runnerImage: e.ACIS_RUNNER_IMAGE,
     runnerCommand: e.ACIS_RUNNER_COMMAND ? e.ACIS_RUNNER_COMMAND.split(' ').filter(Boolean) : [],
     runnerPort: e.ACIS_RUNNER_PORT,
+    runnerDrainPort: drainPort,
     poolPrewarm: e.ACIS_POOL_PREWARM === '1',
     runnerResources,
     runnerPodTemplate: {

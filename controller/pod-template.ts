@@ -23,6 +23,10 @@ import { mergeResources } from './runner-resources.js';
 
 export type RunnerOwner = Sandbox | SandboxWarmPool;
 
+/** The name of the runner's drain port, where its preStop hook waits (runner/drain-server.ts). */
+const DRAIN_PORT_NAME = 'drain';
+/** How long a deleted runner pod may take to end: its preStop hook's wait, then SIGTERM. */
+const RUNNER_TERMINATION_GRACE_SECONDS = 30;
 /** The runner's uid and gid inside its image (not root). */
 const RUNNER_UID = 10001;
 /** Where the egress proxy's CA certificate is mounted (the runner image's ACIS_EGRESS_CA_FILE is its `ca.crt`). */
@@ -146,7 +150,9 @@ function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerCo
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       ...runnerDns(config),
-      terminationGracePeriodSeconds: 10,
+      // The preStop hook's bound: an API server keeping the workspace of an expiring hold finishes
+      // within it (an archive is at most 64 MiB), and a pod no API server holds ends at once.
+      terminationGracePeriodSeconds: RUNNER_TERMINATION_GRACE_SECONDS,
       ...(config.imagePullSecrets.length > 0 && { imagePullSecrets: config.imagePullSecrets.map((name) => ({ name })) }),
       securityContext: {
         runAsNonRoot: true,
@@ -161,10 +167,14 @@ function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerCo
           image: owner.spec.image ?? config.runnerImage,
           imagePullPolicy: 'IfNotPresent',
           ...(config.runnerCommand.length > 0 && { command: config.runnerCommand }),
-          ports: [{ name: RUNNER_PORT_NAME, containerPort: config.runnerPort, protocol: 'TCP' }],
+          ports: [
+            { name: RUNNER_PORT_NAME, containerPort: config.runnerPort, protocol: 'TCP' },
+            { name: DRAIN_PORT_NAME, containerPort: config.runnerDrainPort, protocol: 'TCP' },
+          ],
           env: [
             { name: 'ACIS_RUNNER_LISTEN', value: `0.0.0.0:${config.runnerPort}` },
             { name: 'ACIS_RUNNER_PORT', value: String(config.runnerPort) },
+            { name: 'ACIS_RUNNER_DRAIN_PORT', value: String(config.runnerDrainPort) },
             // A pool pod serves a conversation not known yet: its agent runtime can start before it is.
             ...(owner.kind === 'SandboxWarmPool' && config.poolPrewarm ? [{ name: 'ACIS_PREWARM', value: '1' }] : []),
             { name: 'ACIS_RUNNER_TOKEN', valueFrom: { secretKeyRef: { name: tokenSecretName(podName), key: 'token' } } },
@@ -185,6 +195,9 @@ function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerCo
           ],
           resources: resources as V1ResourceRequirements,
           readinessProbe: { tcpSocket: { port: config.runnerPort }, periodSeconds: 1, failureThreshold: 3 },
+          // Deleted (idle TTL, warm cap, its Sandbox gone), the runner stops only once the API server
+          // connected to it is done: keeping the conversation's workspace, then saying goodbye.
+          lifecycle: { preStop: { httpGet: { path: '/drain', port: DRAIN_PORT_NAME } } },
           securityContext: {
             runAsNonRoot: true,
             allowPrivilegeEscalation: false,

@@ -7,6 +7,7 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import {
+  coldPodName,
   type Condition,
   conditionOf,
   isTerminal,
@@ -39,7 +40,14 @@ export interface SandboxObservation {
   runnerPort: number;
 }
 
-export type SandboxAction = { kind: 'create-pod' } | { kind: 'adopt-pod'; pod: V1Pod } | { kind: 'delete-pod'; podName: string };
+export type SandboxAction =
+  | { kind: 'create-pod' }
+  | { kind: 'adopt-pod'; pod: V1Pod }
+  /**
+   * `graceful`: with the pod's grace period, whose preStop hook waits for the API server to keep the
+   * workspace (an expired hold); else at once (a failed start has nothing to keep).
+   */
+  | { kind: 'delete-pod'; podName: string; graceful: boolean };
 
 export interface SandboxEvent {
   type: 'Normal' | 'Warning';
@@ -90,7 +98,8 @@ export function decideSandbox(sandbox: Sandbox, observed: SandboxObservation): S
   // finished one of a failed Sandbox, kept for `kubectl logs`.
   if (isTerminal(before.phase)) {
     const { pod } = draft;
-    if (pod && !(before.phase === 'Failed' && hasFinished(pod))) draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
+    if (pod && !(before.phase === 'Failed' && hasFinished(pod)))
+      draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name!, graceful: before.phase === 'Expired' });
     return { actions: draft.actions, events: draft.events, status: draft.status };
   }
   const expired = expiry(draft);
@@ -198,7 +207,7 @@ function startRunner(draft: Draft, startDeadline: number): SandboxDecision {
     };
   }
   const candidate = observed.poolCandidate;
-  const podName = candidate ? candidate.metadata!.name! : sandbox.metadata.name;
+  const podName = candidate ? candidate.metadata!.name! : coldPodName(sandbox);
   draft.actions.push(candidate ? { kind: 'adopt-pod', pod: candidate } : { kind: 'create-pod' });
   draft.events.push(
     candidate
@@ -226,6 +235,15 @@ function followPod(draft: Draft, pod: V1Pod, startDeadline: number): SandboxDeci
   const within = `not ready within ${Math.round(observed.startTimeoutMs / 1000)} s`;
   draft.status.podName = pod.metadata!.name;
   if (health.state === 'ready') return ready(draft, health.podIP);
+  // Exit 0 after serving: the API server ended its use (the turn is over, the hold released) and
+  // deletes the Sandbox next. A release, not a crash; exit 0 before it ever served stays a CrashLoop.
+  if (pod.status?.phase === 'Succeeded' && draft.before.readyTime)
+    return end(
+      draft,
+      'Expired',
+      REASONS.runnerStopped,
+      `the runner in pod ${pod.metadata?.name} stopped normally (exit code 0) after serving`,
+    );
   if (health.state === 'failing' && (health.terminal || draft.before.readyTime)) return end(draft, 'Failed', health.reason, health.message);
   if (health.state === 'failing' && observed.now >= startDeadline)
     return end(draft, 'Failed', health.reason, `${within}: ${health.message}`);
@@ -262,7 +280,8 @@ function ready(draft: Draft, podIP: string): SandboxDecision {
 /** Expired or Failed for good: its pod goes (a finished pod of a failed Sandbox stays, for `kubectl logs`). */
 function end(draft: Draft, phase: 'Expired' | 'Failed', reason: string, message: string): SandboxDecision {
   const { pod, before, status } = draft;
-  if (pod && !(phase === 'Failed' && hasFinished(pod))) draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name! });
+  if (pod && !(phase === 'Failed' && hasFinished(pod)))
+    draft.actions.push({ kind: 'delete-pod', podName: pod.metadata!.name!, graceful: phase === 'Expired' });
   if (before.phase !== phase) draft.events.push({ type: phase === 'Failed' ? 'Warning' : 'Normal', reason, message });
   let conditions = withCondition(draft, { type: 'Ready', status: 'False', reason, message });
   if (phase === 'Expired') {

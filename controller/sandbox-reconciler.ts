@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { expectCreate, expectDelete, lowerCreate } from '../sandbox-policy/expectations.js';
-import { ANNOTATIONS, API_VERSION, LABELS, requestIdOf, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
+import { ANNOTATIONS, API_VERSION, coldPodName, LABELS, requestIdOf, SANDBOX, type Sandbox, tokenSecretName } from './api/v1alpha1.js';
 import type { ClusterView } from './cluster-view.js';
 import { creationTime } from './api/admission-order.js';
 import type { ControllerConfig } from './config.js';
@@ -105,7 +105,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
   const namespace = sandbox.metadata.namespace!;
   switch (action.kind) {
     case 'create-pod': {
-      const podName = sandbox.metadata.name;
+      const podName = coldPodName(sandbox);
       ctx.logger.info({ pod: podName }, 'creating the runner pod');
       view.expectations = expectCreate(view.expectations, key, podName, ctx.now());
       try {
@@ -173,7 +173,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
     case 'delete-pod':
       ctx.logger.info({ pod: action.podName }, 'deleting the runner pod');
       view.expectations = expectDelete(view.expectations, key, action.podName, ctx.now());
-      await client.deleteIfPresent('v1', 'Pod', namespace, action.podName);
+      await client.deleteIfPresent('v1', 'Pod', namespace, action.podName, { ownGracePeriod: action.graceful });
       return;
   }
 }

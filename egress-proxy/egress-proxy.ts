@@ -52,7 +52,15 @@ import { createRefusals } from './refusals.js';
 import { LOOKUP_FAILED, LOOKUP_FAILED_MESSAGE, RATE_LIMITED, RATE_LIMITED_MESSAGE, createRunAuthentication } from './run-authentication.js';
 import { createUpstreams, type Route } from './upstream.js';
 
-export type { EgressLogger, EgressProxy, EgressProxyOptions, ResolvedRun, RunCredential, RunSecrets } from './egress-types.js';
+export type {
+  EgressLogger,
+  EgressProxy,
+  EgressProxyOptions,
+  EgressRefusal,
+  ResolvedRun,
+  RunCredential,
+  RunSecrets,
+} from './egress-types.js';
 
 const silentLogger: EgressLogger = { debug() {}, info() {}, warn() {}, error() {} };
 

@@ -61,6 +61,12 @@ export interface EgressProxyOptions {
    * aborted. `token` is the credential's.
    */
   onMissing(runnerId: string, alias: string, token: string, destination?: string): void;
+  /**
+   * A request of an authenticated runner was refused (a denied destination, a missing secret, a bound
+   * secret toward another host): for the embedder to record where operators look (an Event on the
+   * runner's Sandbox). Called once per refusal; the embedder aggregates. `token` is the credential's.
+   */
+  onRefused?(runnerId: string, token: string, refusal: EgressRefusal): void;
   /** Where the deployment CA lives (created on first start), e.g. `$ACIS_DATA_DIR/egress-ca`. */
   caDir: string;
   /** ACIS_EGRESS_ALLOW: comma-separated `host` or `host:port` that may be reached although private. */
@@ -84,6 +90,15 @@ export interface EgressProxyOptions {
   modelEndpoint?: { baseUrl: string; apiKey: string | undefined } | undefined;
   /** Requests per runner (ACIS_EGRESS_RUNNER_RATE, _BURST); default DEFAULT_RUNNER_RATE_LIMIT. Over it, 429. */
   runnerRateLimit?: RunnerRateLimit | undefined;
+}
+
+/** A refusal as told to the embedder: never a value, only the alias, the destination and why. */
+export interface EgressRefusal {
+  outcome: 'destination-refused' | 'missing-secret' | 'secret-destination-denied';
+  /** The destination's authority (`host:port`). */
+  destination: string;
+  /** Why it was refused (destination-refused), or the alias whose placeholder was sent (the others). */
+  detail: string;
 }
 
 export interface EgressProxy {

@@ -37,6 +37,7 @@ async function main(): Promise<void> {
     logger,
     resolveRun: runs.resolveRun,
     onMissing: runs.onMissing,
+    onRefused: runs.onRefused,
     metrics: createEgressMetrics(registry),
     modelEndpoint: config.modelEndpoint,
   });
@@ -50,7 +51,10 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => shutdown('SIGTERM'));
 }
 
-async function runSource(config: EgressConfig, logger: Logger): Promise<Pick<EgressProxyOptions, 'resolveRun' | 'onMissing'>> {
+async function runSource(
+  config: EgressConfig,
+  logger: Logger,
+): Promise<Pick<EgressProxyOptions, 'resolveRun' | 'onMissing' | 'onRefused'>> {
   if (config.runs.source === 'file') {
     return {
       resolveRun: createRunsFileResolver(config.runs.file),
@@ -69,6 +73,13 @@ async function runSource(config: EgressConfig, logger: Logger): Promise<Pick<Egr
             { runner_id: runnerId, err: err instanceof Error ? err.message : String(err) },
             'ending a run for a missing secret failed',
           ),
+        );
+    },
+    onRefused: (runnerId, token, refusal) => {
+      api
+        .reportRefused({ runnerId, token }, refusal)
+        .catch((err: unknown) =>
+          logger.warn({ runner_id: runnerId, err: err instanceof Error ? err.message : String(err) }, 'reporting a refusal failed'),
         );
     },
   };

@@ -11,7 +11,14 @@
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Destination } from './destination-policy.js';
-import { callerFields, type EgressLogger, type EgressProxyOptions, type RunCaller } from './egress-types.js';
+import {
+  callerFields,
+  type EgressLogger,
+  type EgressProxyOptions,
+  type EgressRefusal,
+  type RunCaller,
+  type RunCredential,
+} from './egress-types.js';
 import type { EgressMetrics, EgressOutcome } from './egress-metrics.js';
 import { authority } from './http-messages.js';
 import { placeholderFor } from './placeholder.js';
@@ -37,7 +44,7 @@ export interface Refusals {
 }
 
 export function createRefusals(
-  options: Pick<EgressProxyOptions, 'onMissing' | 'missingSecretStatus'>,
+  options: Pick<EgressProxyOptions, 'onMissing' | 'onRefused' | 'missingSecretStatus'>,
   metrics: EgressMetrics,
   logger: EgressLogger,
 ): Refusals {
@@ -50,8 +57,16 @@ export function createRefusals(
     logger.error({ err }, 'egress request failed');
     refuse(res, 500, 'internal', 'egress proxy error');
   };
+  const tell = (credential: RunCredential, refusal: EgressRefusal) => {
+    try {
+      options.onRefused?.(credential.runnerId, credential.token, refusal);
+    } catch (hookErr) {
+      logger.error({ err: hookErr, runner_id: credential.runnerId }, 'onRefused hook failed');
+    }
+  };
   const logRefusal: Refusals['logRefusal'] = (caller, destination, reason) => {
     logger.warn({ ...callerFields(caller), destination: authority(destination), reason }, 'egress destination refused');
+    tell(caller, { outcome: 'destination-refused', destination: authority(destination), detail: reason });
   };
 
   const refuseMissing = (res: ServerResponse, credential: RunCaller, destination: Destination, alias: string) => {
@@ -59,6 +74,7 @@ export function createRefusals(
       { ...callerFields(credential), alias, destination: authority(destination) },
       'placeholder without a secret: run to be aborted',
     );
+    tell(credential, { outcome: 'missing-secret', destination: authority(destination), detail: alias });
     try {
       options.onMissing(credential.runnerId, alias, credential.token);
     } catch (hookErr) {
@@ -72,6 +88,7 @@ export function createRefusals(
       { ...callerFields(credential), alias: err.alias, destination: err.destination },
       'bound secret toward a destination outside its hosts: request refused, run to be aborted',
     );
+    tell(credential, { outcome: 'secret-destination-denied', destination: err.destination, detail: err.alias });
     try {
       options.onMissing(credential.runnerId, err.alias, credential.token, err.destination);
     } catch (hookErr) {

@@ -10,8 +10,8 @@
  * Fail-safe direction: an answer that is not a well-formed 200 (the API down, a timeout, a refused
  * token) throws, and the proxy then refuses the request with 503; it never forwards it unsubstituted.
  */
-import type { ResolvedRun, RunCredential } from './egress-proxy.js';
-import { MISSING_PATH, MissingAnswerSchema, RESOLVE_PATH, ResolveAnswerSchema, fromWireSecrets } from './resolve-protocol.js';
+import type { EgressRefusal, ResolvedRun, RunCredential } from './egress-proxy.js';
+import { MISSING_PATH, MissingAnswerSchema, REFUSED_PATH, RESOLVE_PATH, ResolveAnswerSchema, fromWireSecrets } from './resolve-protocol.js';
 
 /** How long one call may take before the request it serves is refused. */
 const CALL_TIMEOUT_MS = 5_000;
@@ -23,6 +23,8 @@ export interface ApiRunResolver {
    * bound secret sent toward it); resolves whether there was one.
    */
   reportMissing(credential: RunCredential, alias: string, destination?: string): Promise<boolean>;
+  /** Tells the API server of a refused request, for it to record on the runner's Sandbox. */
+  reportRefused(credential: RunCredential, refusal: EgressRefusal): Promise<void>;
 }
 
 export class RunLookupError extends Error {}
@@ -64,6 +66,9 @@ export function createApiRunResolver(baseUrl: string, token: string): ApiRunReso
       );
       if (!parsed.success) throw new RunLookupError("the API server's resolve listener answered an unexpected body");
       return parsed.data.in_progress;
+    },
+    async reportRefused({ runnerId, token: runnerToken }, refusal) {
+      await call(REFUSED_PATH, { runner_id: runnerId, token: runnerToken, ...refusal, detail: refusal.detail.slice(0, 500) });
     },
   };
 }

@@ -10,6 +10,10 @@
  * - `POST /v1/egress/missing` `{runner_id, token, alias, destination?}` → the run in progress on that runner
  *   is ended for a missing secret, or, with `destination`, for a bound secret sent toward it
  *   (secret-destination-denied), wherever it is hosted: `{in_progress: true}`, else `{in_progress: false}`.
+ * - `POST /v1/egress/refused` `{runner_id, token, outcome, destination, detail}` → a refusal of the runner's
+ *   request (a denied destination, a missing secret, a bound secret toward another host) is recorded where
+ *   operators look (an Event on its Sandbox, aggregated): `{in_progress: true}`, else `{in_progress: false}`
+ *   (the credential stands for no run: nothing recorded).
  *
  * Every call carries `Authorization: Bearer <resolve token>`; every answer is `Cache-Control: no-store`.
  */
@@ -20,6 +24,7 @@ import { MAX_ALLOWED_HOSTS, type RunSecret } from './secret-binding.js';
 
 export const RESOLVE_PATH = '/v1/egress/resolve';
 export const MISSING_PATH = '/v1/egress/missing';
+export const REFUSED_PATH = '/v1/egress/refused';
 
 /** The shortest resolve token accepted: it guards every run's values. */
 export const MIN_RESOLVE_TOKEN_LENGTH = 32;
@@ -28,6 +33,12 @@ export const ResolveRequestSchema = z.object({ runner_id: z.string().min(1).max(
 export const MissingRequestSchema = ResolveRequestSchema.extend({
   alias: z.string().regex(ALIAS_PATTERN),
   destination: z.string().min(1).max(300).optional(),
+}).strict();
+
+export const RefusedRequestSchema = ResolveRequestSchema.extend({
+  outcome: z.enum(['destination-refused', 'missing-secret', 'secret-destination-denied']),
+  destination: z.string().min(1).max(300),
+  detail: z.string().min(1).max(500),
 }).strict();
 
 /** A run's secrets on the wire (the resolve answer, the runs file): alias → value or `{value, allowed_hosts}`. */

@@ -77,10 +77,20 @@ export class KubeClient {
     await this.objects.patch(object, undefined, undefined, this.reporter.component, undefined, PatchStrategy.MergePatch);
   }
 
-  /** Deletes an object; one already gone is not an error. */
-  async deleteIfPresent(apiVersion: string, kind: string, namespace: string, name: string): Promise<void> {
+  /**
+   * Deletes an object at once; one already gone is not an error. With `ownGracePeriod`, a pod gets
+   * its own `terminationGracePeriodSeconds` (and its preStop hook) instead.
+   */
+  async deleteIfPresent(
+    apiVersion: string,
+    kind: string,
+    namespace: string,
+    name: string,
+    options: { ownGracePeriod?: boolean } = {},
+  ): Promise<void> {
+    const grace = options.ownGracePeriod ? undefined : 0;
     try {
-      await this.objects.delete({ apiVersion, kind, metadata: { name, namespace } }, undefined, undefined, 0, undefined, 'Background');
+      await this.objects.delete({ apiVersion, kind, metadata: { name, namespace } }, undefined, undefined, grace, undefined, 'Background');
     } catch (error) {
       if (httpStatus(error) !== 404) throw error;
     }

@@ -8,6 +8,8 @@ export interface ListenConfig {
   port: number;
   token: string;
   reconnectSeconds: number;
+  /** ACIS_RUNNER_DRAIN_PORT: where a pod's preStop hook waits for the API server to be done (drain-server.ts). */
+  drainPort: number | undefined;
 }
 
 export interface RunnerConfig {
@@ -51,7 +53,10 @@ export function readRunnerConfig(
       env.ACIS_RUNNER_RECONNECT_SECONDS === undefined ? DEFAULT_RECONNECT_SECONDS : Number(env.ACIS_RUNNER_RECONNECT_SECONDS);
     if (!(reconnect > 0) || !Number.isFinite(reconnect))
       problems.push('ACIS_RUNNER_RECONNECT_SECONDS must be a positive number of seconds');
-    if (address) listen = { ...address, token, reconnectSeconds: reconnect };
+    const drainPort = env.ACIS_RUNNER_DRAIN_PORT === undefined ? undefined : Number(env.ACIS_RUNNER_DRAIN_PORT);
+    if (drainPort !== undefined && (!isPort(drainPort) || drainPort === 0 || drainPort === address?.port))
+      problems.push('ACIS_RUNNER_DRAIN_PORT must be a port (1-65535) other than the one of ACIS_RUNNER_LISTEN');
+    if (address) listen = { ...address, token, reconnectSeconds: reconnect, drainPort };
   } else if (env.ACIS_RUNNER_TOKEN || env.ACIS_RUNNER_TOKEN_FILE) {
     problems.push('ACIS_RUNNER_TOKEN is set but ACIS_RUNNER_LISTEN is not: the runner would speak on stdio without authentication');
   }

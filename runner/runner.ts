@@ -11,7 +11,8 @@
  *
  * Environment (runner-config.ts): ANTHROPIC_* (model endpoint), CLAUDE_CONFIG_DIR, ACIS_FORWARD
  * (`port=/socket,...`: loopback listeners bridged to bound sockets, for tools that only speak TCP),
- * ACIS_RUNNER_LISTEN, ACIS_RUNNER_TOKEN or ACIS_RUNNER_TOKEN_FILE, ACIS_RUNNER_RECONNECT_SECONDS.
+ * ACIS_RUNNER_LISTEN, ACIS_RUNNER_TOKEN or ACIS_RUNNER_TOKEN_FILE, ACIS_RUNNER_RECONNECT_SECONDS,
+ * ACIS_RUNNER_DRAIN_PORT (drain-server.ts).
  */
 import { readFileSync } from 'node:fs';
 import { createSdkMcpServer, type SDKUserMessage, type SessionStore, tool } from '@anthropic-ai/claude-agent-sdk';
@@ -19,6 +20,7 @@ import { z } from 'zod';
 import { AgentSessions } from './agent-session.js';
 import { serveTcpToUnix } from './bridge.js';
 import type { Channel } from './channel.js';
+import { serveDrain } from './drain-server.js';
 import { type LinkEndpoint, PEER_CLOSED } from './link.js';
 import { serveLink } from './link-server.js';
 import type { RunnerLine, ServerCommand, SessionKeyLike } from './protocol.js';
@@ -302,10 +304,13 @@ async function openChannel(listen: ListenConfig | undefined): Promise<Channel> {
     log,
   });
   link = server.channel;
+  const drain = listen.drainPort ? await serveDrain({ host: listen.host, port: listen.drainPort, link }) : undefined;
   server.channel.onClosed((reason) => {
     log(`link closed: ${reason}`);
-    // The API side said goodbye (the sandbox is done), or never came back within the window.
-    process.exit(reason === PEER_CLOSED ? 0 : 1);
+    // The API side said goodbye (the sandbox is done), or never came back within the window; a
+    // preStop hook waiting for that is answered first.
+    const code = reason === PEER_CLOSED ? 0 : 1;
+    void (drain?.settle() ?? Promise.resolve()).finally(() => process.exit(code));
   });
   log(`listening on ${server.address.address}:${server.address.port}`);
   return server.channel;

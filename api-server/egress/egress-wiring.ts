@@ -84,5 +84,6 @@ export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, 
         .abortMissing(runnerId, alias, destination)
         .catch((err: unknown) => logger.warn({ err, runner_id: runnerId }, 'ending a run for a missing secret failed'));
     },
+    onRefused: (runnerId, _token, refusal) => credentials.refused?.(runnerId, refusal),
   });
 }

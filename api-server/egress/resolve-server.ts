@@ -24,6 +24,8 @@ import type { ResolvedRun } from '../../egress-proxy/egress-proxy.js';
 import {
   MISSING_PATH,
   MissingRequestSchema,
+  REFUSED_PATH,
+  RefusedRequestSchema,
   RESOLVE_PATH,
   ResolveRequestSchema,
   type ResolveAnswer,
@@ -31,6 +33,7 @@ import {
 } from '../../egress-proxy/resolve-protocol.js';
 import { createRunnerRateLimiter, DEFAULT_RUNNER_RATE_LIMIT, type RunnerRateLimit } from '../../egress-proxy/runner-rate-limit.js';
 import { constantTimeEqual } from '../core/crypto.js';
+import type { EgressRefusalReport } from '../sandboxes/provider.js';
 
 /** Bodies are a credential and an alias: anything larger is not one of ours. */
 const MAX_BODY_BYTES = 8 * 1024;
@@ -48,6 +51,8 @@ export interface EgressResolveServerOptions {
   abortMissing(runnerId: string, alias: string, destination: string | undefined): Promise<void>;
   /** Calls per runner id; default the proxy's own DEFAULT_RUNNER_RATE_LIMIT. */
   runnerRateLimit?: RunnerRateLimit | undefined;
+  /** Records a refusal of the runner's request where operators look (its Sandbox's Events). */
+  refused?(runnerId: string, refusal: EgressRefusalReport): void;
   logger: Logger;
 }
 
@@ -84,7 +89,8 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
       );
       return answer(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer', ...UNREAD_BODY });
     }
-    if (req.url !== RESOLVE_PATH && req.url !== MISSING_PATH) return answer(res, 404, { error: 'not-found' }, UNREAD_BODY);
+    if (req.url !== RESOLVE_PATH && req.url !== MISSING_PATH && req.url !== REFUSED_PATH)
+      return answer(res, 404, { error: 'not-found' }, UNREAD_BODY);
     if (req.method !== 'POST') return answer(res, 405, { error: 'method-not-allowed' }, { allow: 'POST', ...UNREAD_BODY });
     const raw = await readBody(req);
     if (raw === undefined) return answer(res, 413, { error: 'body-too-large' }, UNREAD_BODY);
@@ -97,6 +103,15 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
         ? { in_progress: true, secrets: toWireSecrets(run.secrets), ...(run.requestId !== undefined && { request_id: run.requestId }) }
         : { in_progress: false };
       return answer(res, 200, result);
+    }
+    if (req.url === REFUSED_PATH) {
+      const body = parse(RefusedRequestSchema, raw);
+      if (!body) return answer(res, 400, { error: 'bad-request' });
+      if (limited(res, body.runner_id)) return;
+      // Only a runner with a run in progress is recorded: a stale or forged credential records nothing.
+      if (!(await options.standsForRun(body.runner_id, body.token))) return answer(res, 200, { in_progress: false });
+      options.refused?.(body.runner_id, { outcome: body.outcome, destination: body.destination, detail: body.detail });
+      return answer(res, 200, { in_progress: true });
     }
     const body = parse(MissingRequestSchema, raw);
     if (!body) return answer(res, 400, { error: 'bad-request' });

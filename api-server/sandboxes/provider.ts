@@ -102,6 +102,18 @@ export interface EgressCredentials {
    * `destination`, for a bound secret it sent toward a destination outside its hosts, wherever that run is hosted.
    */
   abortMissing(runnerId: string, alias: string, destination?: string): Promise<void>;
+  /**
+   * The egress proxy refused a request of the runner (already authenticated): recorded where operators
+   * look for its sandbox (kubernetes: an Event on its Sandbox, aggregated), if the provider has such a place.
+   */
+  refused?(runnerId: string, refusal: EgressRefusalReport): void;
+}
+
+/** A refused egress request as the proxy tells it: never a value, only the alias, the destination and why. */
+export interface EgressRefusalReport {
+  outcome: 'destination-refused' | 'missing-secret' | 'secret-destination-denied';
+  destination: string;
+  detail: string;
 }
 
 /** The egress proxy runners go through: its port on this host and the CA it terminates TLS with. */

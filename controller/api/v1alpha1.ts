@@ -52,6 +52,18 @@ export const MANAGED_BY = 'acis-controller';
 /** The container port of a runner's control connection. */
 export const RUNNER_PORT_NAME = 'control';
 
+/**
+ * The pod a Sandbox starts for itself (a cold start): its name and a piece of its uid. The same for
+ * every attempt of one Sandbox, so a retry after a lost answer finds the pod it made; different for a
+ * Sandbox re-created under the same name, so it never meets the pod and token Secret of the earlier
+ * one while the garbage collector is still removing them.
+ */
+export function coldPodName(sandbox: { metadata: { name: string; uid?: string | undefined } }): string {
+  const uid = sandbox.metadata.uid?.replace(/-/g, '').slice(0, 8);
+  if (!uid) throw new Error(`Sandbox ${sandbox.metadata.name} has no uid yet`);
+  return `${sandbox.metadata.name}-${uid}`;
+}
+
 /** The Secret holding a runner pod's control and egress tokens (keys `token`, `egress-token`). */
 export function tokenSecretName(podName: string): string {
   return `${podName}-token`;
@@ -127,6 +139,11 @@ export const REASONS = {
   podCreateForbidden: 'PodCreateForbidden',
   invalidResources: 'InvalidResources',
   crashLoop: 'CrashLoop',
+  // Recorded by the API server on a Sandbox whose runner's request the egress proxy refused.
+  egressDestinationRefused: 'EgressDestinationRefused',
+  egressSecretMissing: 'EgressSecretMissing',
+  egressSecretDestinationDenied: 'EgressSecretDestinationDenied',
+  runnerStopped: 'RunnerStopped',
   podDeleted: 'PodDeleted',
   startTimeout: 'StartTimeout',
   shutdownTimeReached: 'ShutdownTimeReached',

@@ -380,7 +380,10 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({
-        content: `[[tool:Bash ${JSON.stringify({ command: `curl -sS https://localhost:${httpsEchoPort}/through-the-chart-${mode}` })}]]`,
+        // And one request the proxy refuses (a private address): an Event on the Sandbox, written as the API server's ServiceAccount.
+        content: `[[tool:Bash ${JSON.stringify({
+          command: `curl -sS https://localhost:${httpsEchoPort}/through-the-chart-${mode}; curl -s -o /dev/null http://10.255.255.1:81/denied`,
+        })}]]`,
       }),
     });
     expect(httpsTurn.status).toBe(200);
@@ -391,6 +394,15 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       httpsText,
     ).toContain(`/through-the-chart-${mode}`);
     expect(httpsText).toContain(`echo /through-the-chart-${mode}`);
+    const refusal = await server.store.waitUntil(
+      () =>
+        (server.store.list('events', NAMESPACE).items as Array<KubeObject & { involvedObject: { name: string }; reason: string }>).find(
+          (e) => e.involvedObject.name === sandboxName(conversation.id) && e.reason === 'EgressDestinationRefused',
+        ),
+      30_000,
+      'the refusal told on the Sandbox',
+    );
+    expect((refusal as unknown as { message: string }).message).toContain('10.255.255.1:81');
 
     expect(
       (await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status,

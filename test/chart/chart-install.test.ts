@@ -237,13 +237,15 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       30_000,
     );
     expect(refused, controller!.output()).toBeDefined();
-    expect(server.store.find('pods', NAMESPACE, 'forbidden-pod')).toBeUndefined();
+    // Its cold pod is named after it (and its uid): none by its label.
+    const itsPods = () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/sandbox=forbidden-pod' }).items;
+    expect(itsPods()).toEqual([]);
 
     server.store.update('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller', {
       ...(server.store.get('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller') as Role),
       rules: role.rules,
     });
-    await server.store.waitFor('pods', NAMESPACE, 'forbidden-pod', (pod) => pod !== undefined, 60_000);
+    await server.store.waitUntil(() => itsPods().length === 1, 60_000, 'its pod created');
     server.store.delete('sandboxes', NAMESPACE, 'forbidden-pod');
     await server.store.waitUntil(() => !server.store.find('sandboxes', NAMESPACE, 'forbidden-pod'), 30_000, 'the Sandbox gone');
   }, 120_000);

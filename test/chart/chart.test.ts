@@ -445,12 +445,13 @@ describe('charts/acis: RBAC', () => {
     expect(find(objects, 'Role', 'acis-controller').rules).toEqual(expected);
   });
 
-  it('gives the API server Sandboxes, a read-only watch of pods, the runner token Secrets by name, RepositorySyncs and the sync credential Secrets, never writes to pods, status or lists of Secrets', () => {
+  it('gives the API server Sandboxes, a read-only watch of pods, the runner token Secrets by name, Events (its runners’ egress refusals), RepositorySyncs and the sync credential Secrets, never writes to pods, status or lists of Secrets', () => {
     const rules = find(objects, 'Role', 'acis-api').rules as RbacRule[];
     expect(rules).toEqual([
       { apiGroups: ['acis.dev'], resources: ['sandboxes'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
       { apiGroups: ['acis.dev'], resources: ['repositorysyncs'], verbs: ['get', 'create', 'update', 'delete'] },
       { apiGroups: ['acis.dev'], resources: ['repositorysyncs/finalizers'], verbs: ['update'] },
       { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'update'] },
@@ -476,6 +477,7 @@ describe('charts/acis: RBAC', () => {
       ['sandboxes'],
       ['pods'],
       ['secrets'],
+      ['events'],
     ]);
     expect(ofKind(inProcess, 'NetworkPolicy').map((policy) => policy.metadata.name)).not.toContain('acis-repository-sync');
     // No sync report listener, Service or ingress to it either.

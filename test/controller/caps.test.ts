@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
+import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, sandboxPods, waitForSandbox } from './harness.js';
 
 const file = clusterForFile({ controller: { maxSandboxes: 2 } });
 
@@ -18,7 +18,7 @@ describe('caps', () => {
     expect(condition(waiting, 'Admitted')).toMatchObject({ status: 'False', reason: 'CapacityExhausted' });
     expect(condition(waiting, 'Admitted')!.message).toContain('number 2 in line');
     expect(condition(await waitForSandbox(file.cluster, 'cap-3', phaseIs('Pending')), 'Admitted')!.message).toContain('number 1 in line');
-    expect(file.cluster.server.store.find('pods', NAMESPACE, 'cap-3')).toBeUndefined();
+    expect(sandboxPods(file.cluster, 'cap-3')).toEqual([]);
 
     file.cluster.server.store.delete('sandboxes', NAMESPACE, 'cap-1');
     await waitForSandbox(file.cluster, 'cap-3', phaseIs('Ready'));
@@ -46,7 +46,7 @@ describe('caps', () => {
     createSandbox(file.cluster, 'warm-new', { tenantId: 'tnt_LRU', maxConcurrentWarm: 1, lastActivityTime: minutesAgo(0) });
     const released = await waitForSandbox(file.cluster, 'warm-old', phaseIs('Expired'));
     expect(condition(released, 'Expired')).toMatchObject({ status: 'True', reason: 'TenantWarmCapReached' });
-    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'warm-old'));
+    await eventually(file.cluster, () => sandboxPods(file.cluster, 'warm-old').length === 0);
     // Its place went to the newer one; the other tenant keeps its own.
     await waitForSandbox(file.cluster, 'warm-new', phaseIs('Ready'));
     expect(phase('other-tenant')).toBe('Ready');

@@ -42,12 +42,15 @@ export async function startCluster(
     historyLimit?: number;
     images?: Record<string, KubeletImage>;
     network?: KubeletOptions['network'];
+    /** How long the garbage collector takes to remove an owner's dependents (0: at once). */
+    garbageCollectorDelayMs?: number;
   } = {},
 ): Promise<Cluster> {
   const server = await startKubeTestServer({
     crdDirectories: [path.join(ROOT, 'crds')],
     bookmarkIntervalMs: 200,
     historyLimit: options.historyLimit,
+    garbageCollectorDelayMs: options.garbageCollectorDelayMs,
   });
   const runner = { command: process.execPath, args: [RUNNER_FIXTURE], binds: [path.dirname(RUNNER_FIXTURE)] };
   const images: Record<string, KubeletImage> = {
@@ -221,6 +224,11 @@ export function condition(sandbox: SandboxObject | undefined, type: string) {
 /** Runner pods in the namespace, optionally by label selector. */
 export function runnerPods(cluster: Cluster, labelSelector = 'app.kubernetes.io/managed-by=acis-controller'): KubeObject[] {
   return cluster.server.store.list('pods', NAMESPACE, { labelSelector }).items;
+}
+
+/** The pods serving Sandbox `name` (started for it, or adopted from a pool), by their `acis.dev/sandbox` label. */
+export function sandboxPods(cluster: Cluster, name: string): KubeObject[] {
+  return runnerPods(cluster, `acis.dev/sandbox=${name}`);
 }
 
 /** A pool's runner pods the kubelet reports ready. */

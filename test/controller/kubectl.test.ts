@@ -59,7 +59,7 @@ describe('kubectl against the controller’s resources', () => {
       'ENDPOINT',
     ]);
     expect(wide).toMatch(
-      /shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+RunnerReady\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1\s+\d+\.\d+\.\d+\.\d+:\d+/,
+      /shown-1\s+con_SHOWN1\s+tnt_ACME\s+warm\s+Ready\s+RunnerReady\s+\S+\s+\S+\s+vendor-agent-sdk\s+cold\s+shown-1-[0-9a-f]{8}\s+\d+\.\d+\.\d+\.\d+:\d+/,
     );
   });
 

@@ -111,8 +111,8 @@ describe('the runner pod template and a warm pool’s roll', () => {
     }
     // A cold Sandbox pod gets it too.
     createSandbox(cluster, 'cold', { mode: 'warm', agentType: 'no-pool-agent' });
-    await waitForSandbox(cluster, 'cold', phaseIs('Ready'));
-    expect((cluster.server.store.get('pods', NAMESPACE, 'cold') as any).spec.runtimeClassName).toBe('gvisor');
+    const cold = await waitForSandbox(cluster, 'cold', phaseIs('Ready'));
+    expect((cluster.server.store.get('pods', NAMESPACE, cold!.status!.podName!) as any).spec.runtimeClassName).toBe('gvisor');
 
     const wide = await kubectl(['get', 'sbxpool', 'roll', '-o', 'wide'], { kubeconfig: cluster.server.kubeconfigPath, timeoutMs: 30_000 });
     expect(wide.stderr).toBe('');

@@ -2,7 +2,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { createRefusal } from '../../controller/create-refusal.js';
 import { httpStatus, statusMessage } from '../../kube/kube-errors.js';
-import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, waitForSandbox } from './harness.js';
+import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, sandboxPods, waitForSandbox } from './harness.js';
 
 const START_TIMEOUT_MS = 4_000;
 
@@ -31,7 +31,7 @@ describe('reasons a user can act on', () => {
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'ImagePullFailed' });
     expect(condition(failed, 'Ready')!.message).toMatch(/not ready within 4 s: image registry.invalid\/nothing:1 cannot be pulled/);
     expect(Date.now() - created).toBeGreaterThanOrEqual(START_TIMEOUT_MS - 1000);
-    await eventually(file.cluster, () => !file.cluster.server.store.find('pods', NAMESPACE, 'no-image'));
+    await eventually(file.cluster, () => sandboxPods(file.cluster, 'no-image').length === 0);
   });
 
   it('requests above their limits are refused up front: Failed InvalidResources at once, no pod, no place held', async () => {
@@ -39,7 +39,7 @@ describe('reasons a user can act on', () => {
     const failed = await waitForSandbox(file.cluster, 'over-limit', phaseIs('Failed'));
     expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'InvalidResources' });
     expect(condition(failed, 'Ready')!.message).toMatch(/the cpu request 16 exceeds its limit \S+ \(the default\)/);
-    expect(file.cluster.server.store.find('pods', NAMESPACE, 'over-limit')).toBeUndefined();
+    expect(sandboxPods(file.cluster, 'over-limit')).toEqual([]);
   });
 
   it('a pod an admission webhook refuses says PodCreateRefused with its message, as an Event, and starts once it allows', async () => {
@@ -85,7 +85,7 @@ describe('reasons a user can act on', () => {
     const refused = await waitForSandbox(file.cluster, 'quota-1', (s) => condition(s, 'Ready')?.reason === 'QuotaExceeded');
     expect(refused!.status!.phase).toBe('Starting');
     expect(condition(refused, 'Ready')!.message).toContain('exceeded quota');
-    expect(file.cluster.server.store.find('pods', NAMESPACE, 'quota-1')).toBeUndefined();
+    expect(sandboxPods(file.cluster, 'quota-1')).toEqual([]);
     file.cluster.server.store.delete('resourcequotas', NAMESPACE, 'runners');
     await waitForSandbox(file.cluster, 'quota-1', phaseIs('Ready'));
   });
@@ -153,6 +153,6 @@ describe('the controller’s own endpoints', () => {
     expect(text).toMatch(/acis_controller_leader 1/);
     expect(text).not.toContain('tnt_');
     expect(text).not.toContain('con_');
-    expect(file.cluster.server.store.find('pods', NAMESPACE, 'metered')).toBeDefined();
+    expect(sandboxPods(file.cluster, 'metered')).toHaveLength(1);
   });
 });

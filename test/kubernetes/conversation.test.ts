@@ -499,6 +499,50 @@ describe('a conversation under ACIS_SANDBOX_PROVIDER=kubernetes', () => {
     expect(JSON.stringify(results)).toContain('kept-between-pods');
   });
 
+  it('a held Sandbox the controller expires at its shutdownTime keeps the workspace: its pod waits for the save (the next turn sees the files)', async () => {
+    const created = await t.request('POST', '/conversations', {
+      token: key,
+      body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+    });
+    const conversationId: string = created.body.id;
+    // Large enough that keeping it takes a while: the pod's deletion would cut it.
+    const command = 'head -c 8000000 /dev/urandom > big.bin && echo kept-at-ttl > notes.txt';
+    const write = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` },
+    });
+    expect(write.body.status).toBe('completed');
+    const held = sandboxOf(conversationId)!;
+    expect(held.status!.phase).toBe('Ready');
+    const podName = held.status!.podName!;
+
+    // The controller's clock reaches the idle TTL before this API server's does (as with clocks a
+    // little apart): its shutdownTime is now. The API server's clock is its own.
+    cluster.server.store.update('sandboxes', NAMESPACE, held.metadata.name!, {
+      ...held,
+      spec: { ...held.spec, shutdownTime: new Date().toISOString() },
+    });
+    await eventually(cluster, () => !sandboxOf(conversationId) && !cluster.server.store.find('pods', NAMESPACE, podName));
+    const read = await t.request('POST', `/conversations/${conversationId}/messages`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command: 'cat notes.txt && wc -c < big.bin' })}]]` },
+    });
+    const results = JSON.stringify(withoutPings(parseNdjson(read.text)).filter((line) => line.type === 'user'));
+    expect(results).toContain('kept-at-ttl');
+    expect(results).toContain('8000000');
+
+    // Expired by the controller, its pod stopped gracefully: the preStop hook waited and succeeded.
+    const events = cluster.server.store.list('events', NAMESPACE).items as any[];
+    expect(events.filter((e) => e.involvedObject.uid === held.metadata.uid).map((e) => `${e.type} ${e.reason}`)).toContain(
+      'Normal ShutdownTimeReached',
+    );
+    const podEvents = events.filter((e) => e.involvedObject.kind === 'Pod' && e.involvedObject.name === podName).map((e) => e.reason);
+    expect(podEvents).toContain('Killing');
+    expect(podEvents).not.toContain('FailedPreStopHook');
+    expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(conversationId));
+  });
+
   it('another replica serves the next message (its runner pod is replaced, the session resumes), also once the first replica stopped', async () => {
     const other = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${await freePort()}` });
     try {

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
 import { tokenSecretName } from '../../controller/api/v1alpha1.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
-import { MISSING_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
+import { MISSING_PATH, REFUSED_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import {
   createPool,
@@ -303,10 +303,55 @@ describe('the egress proxy as its own process, resolving runs through the API se
     expect(await proxyMetric('missing-secret')).toBeGreaterThanOrEqual(1);
   });
 
+  it('the standalone proxy’s refusals become Warning Events on the runner’s Sandbox, one per reason with its count', async () => {
+    const created = await t.request('POST', '/conversations', {
+      token: key,
+      body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+    });
+    const conversationId: string = created.body.id;
+    // A private address the proxy refuses, asked again and again (a runner repeating a refusal at will).
+    const command = 'for i in $(seq 1 12); do curl -s -o /dev/null http://10.255.255.1:81/probe; done; echo done';
+    const done = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command })}]]` },
+    });
+    expect(done.body.status).toBe('completed');
+    const sandbox = sandboxOf(conversationId)!;
+    const refusals = () =>
+      (cluster.server.store.list('events', NAMESPACE).items as any[]).filter(
+        (e) =>
+          e.involvedObject.kind === 'Sandbox' && e.involvedObject.uid === sandbox.metadata.uid && e.reason === 'EgressDestinationRefused',
+      );
+    // Twelve refusals, one Event: created at the first, its count brought up to date within the window.
+    const [event] = await eventually(cluster, () => refusals().length === 1 && refusals()[0].count === 12 && refusals(), 30_000);
+    expect(refusals()).toHaveLength(1);
+    expect(event).toMatchObject({ type: 'Warning', involvedObject: { name: sandbox.metadata.name, apiVersion: 'acis.dev/v1alpha1' } });
+    expect(event.message).toContain('10.255.255.1:81');
+    expect(await proxyMetric('destination-refused')).toBeGreaterThanOrEqual(12);
+
+    // A missing secret is told there too (and ends the run).
+    const missing = `curl -s -H "X-Token: {{secret:GO""NE}}" http://127.0.0.1:${httpEchoPort}/gone; sleep 20`;
+    const failed = await t.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: key,
+      body: { content: `[[tool:Bash ${JSON.stringify({ command: missing })}]]` },
+    });
+    expect(failed.status).toBe(422);
+    expect(failed.body.type).toMatch(/\/problems\/missing-secret$/);
+    const told = await eventually(cluster, () =>
+      (cluster.server.store.list('events', NAMESPACE).items as any[]).find(
+        (e) => e.involvedObject.uid === sandbox.metadata.uid && e.reason === 'EgressSecretMissing',
+      ),
+    );
+    expect(told).toMatchObject({ type: 'Warning', count: 1 });
+    expect(told.message).toContain('{{secret:GONE}}');
+    expect((await t.request('DELETE', `/conversations/${conversationId}`, { token: key })).status).toBe(204);
+    await eventually(cluster, () => !sandboxOf(conversationId), 30_000);
+  });
+
   it('the resolve listener answers nothing without its token, and a credential that stands for no run gets no values', async () => {
     const someone = { runner_id: 'acis-runner-nobody', token: 'not-a-token' };
     for (const token of [null, 'wrong-token-0123456789-0123456789-0123', `${RESOLVE_TOKEN}x`]) {
-      for (const pathname of [RESOLVE_PATH, MISSING_PATH]) {
+      for (const pathname of [RESOLVE_PATH, MISSING_PATH, REFUSED_PATH]) {
         const refused = await resolveCall(pathname, { ...someone, alias: 'X' }, token);
         expect(refused.status, `${token} ${pathname} ${refused.text}`).toBe(401);
         expect(refused.cacheControl).toBe('no-store');
@@ -320,6 +365,10 @@ describe('the egress proxy as its own process, resolving runs through the API se
       status: 200,
       text: JSON.stringify({ in_progress: false }),
     });
+    // A refusal told for a credential that stands for no run records nothing.
+    const told = { ...someone, outcome: 'destination-refused', destination: '10.0.0.1:80', detail: 'private address' };
+    expect(await resolveCall(REFUSED_PATH, told)).toMatchObject({ status: 200, text: JSON.stringify({ in_progress: false }) });
+    expect((await resolveCall(REFUSED_PATH, { ...told, outcome: 'anything' })).status).toBe(400);
     expect((await resolveCall(RESOLVE_PATH, { runner_id: 'x' })).status).toBe(400);
   });
 

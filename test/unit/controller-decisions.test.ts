@@ -33,6 +33,14 @@ function pod(name: string, status: V1Pod['status'] = {}, extra: Partial<V1Pod['m
 }
 
 const running = (ip = '10.0.0.7'): V1Pod['status'] => ({ phase: 'Running', podIP: ip, conditions: [{ type: 'Ready', status: 'True' }] });
+const exited = (exitCode: number) => ({
+  name: 'runner',
+  image: 'i',
+  imageID: '',
+  ready: false,
+  restartCount: 0,
+  state: { terminated: { exitCode } },
+});
 const admittedStatus = (extra: SandboxStatus = {}): SandboxStatus => ({
   phase: 'Starting',
   admittedTime: iso(-1_000),
@@ -115,6 +123,18 @@ describe('decideSandbox(sandbox, observed)', () => {
           ],
         }),
       },
+      { phase: 'Failed', reason: 'CrashLoop', actions: [] },
+    ],
+    [
+      'its runner exited 0 after serving (the API server stopped it): Expired RunnerStopped, the pod goes',
+      sandbox({}, admittedStatus({ phase: 'Ready', readyTime: iso(-1000) })),
+      { pod: pod('sbx', { phase: 'Succeeded', containerStatuses: [exited(0)] }) },
+      { phase: 'Expired', reason: 'RunnerStopped', actions: ['delete-pod'] },
+    ],
+    [
+      'its runner exited 0 before it ever served: a crash',
+      sandbox({}, admittedStatus()),
+      { pod: pod('sbx', { phase: 'Succeeded', containerStatuses: [exited(0)] }) },
       { phase: 'Failed', reason: 'CrashLoop', actions: [] },
     ],
     [
@@ -205,6 +225,16 @@ describe('decideSandbox(sandbox, observed)', () => {
     expect(decision.actions.map((a) => a.kind)).toEqual(expected.actions);
     if (expected.reason) expect(ready(decision.status)?.reason).toBe(expected.reason);
     if (expected.launch) expect(decision.status.launch).toBe(expected.launch);
+  });
+
+  it('deletes an expired one’s pod with its grace period (its preStop hook waits for the workspace to be kept), a failed one’s at once', () => {
+    const deletion = (object: Sandbox, observation: Partial<SandboxObservation>) =>
+      decideSandbox(object, observe(observation)).actions.find((a) => a.kind === 'delete-pod');
+    const held = sandbox({ shutdownTime: iso(0) }, admittedStatus({ phase: 'Ready', readyTime: iso(-1000) }));
+    expect(deletion(held, { pod: pod('sbx', running()) })).toEqual({ kind: 'delete-pod', podName: 'sbx', graceful: true });
+    expect(deletion(sandbox({}, { phase: 'Expired' }), { pod: pod('sbx', running()) })).toMatchObject({ graceful: true });
+    const late = sandbox({}, admittedStatus({ admittedTime: iso(-120_000) }));
+    expect(deletion(late, { pod: pod('sbx', { phase: 'Pending' }) })).toMatchObject({ graceful: false });
   });
 
   it('requeues at the shutdown time while ready, and at the earlier of it and the start deadline while starting', () => {

@@ -42,6 +42,17 @@ describe('readRunnerConfig(env, readFile)', () => {
     expect(config?.listen).toMatchObject({ token: TOKEN, reconnectSeconds: 2.5 });
   });
 
+  it('takes the drain port (the preStop hook’s), another than the control port', () => {
+    const listen = (extra: Record<string, string>) =>
+      readRunnerConfig({ ACIS_RUNNER_LISTEN: '0.0.0.0:7777', ACIS_RUNNER_TOKEN: TOKEN, ...extra }, noFile);
+    expect(listen({ ACIS_RUNNER_DRAIN_PORT: '7778' }).config?.listen?.drainPort).toBe(7778);
+    expect(listen({}).config?.listen?.drainPort).toBeUndefined();
+    for (const port of ['7777', '0', 'x'])
+      expect(listen({ ACIS_RUNNER_DRAIN_PORT: port }).problems).toEqual([
+        'ACIS_RUNNER_DRAIN_PORT must be a port (1-65535) other than the one of ACIS_RUNNER_LISTEN',
+      ]);
+  });
+
   it('reports every problem together, never quoting the token', () => {
     const { problems } = readRunnerConfig(
       { ACIS_RUNNER_LISTEN: 'nowhere', ACIS_RUNNER_TOKEN: 'short-secret', ACIS_RUNNER_RECONNECT_SECONDS: '0', ACIS_FORWARD: 'x' },

@@ -167,3 +167,16 @@ describe('resourcesProblem: requests above limits, as the API server refuses the
     expect(resourcesProblem(defaults, { requests: { cpu: '1500m', memory: '2Gi' } })).toBeUndefined();
   });
 });
+
+describe('runnerPod: a graceful stop', () => {
+  it('waits in a preStop hook on the runner’s drain port (the control port + 1 unless ACIS_RUNNER_DRAIN_PORT), within a grace period', () => {
+    const pod = runnerPod(sandbox, 'con-01jab-x1', loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_RUNNER_PORT: '7070' }));
+    expect(container(pod).lifecycle).toEqual({ preStop: { httpGet: { path: '/drain', port: 'drain' } } });
+    expect(container(pod).ports).toContainEqual({ name: 'drain', containerPort: 7071, protocol: 'TCP' });
+    expect(envOf(pod).ACIS_RUNNER_DRAIN_PORT).toBe('7071');
+    expect(pod.spec!.terminationGracePeriodSeconds).toBe(30);
+    const chosen = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_RUNNER_DRAIN_PORT: '9000' });
+    expect(envOf(runnerPod(sandbox, 'con-01jab-x1', chosen)).ACIS_RUNNER_DRAIN_PORT).toBe('9000');
+    expect(() => loadControllerConfig({ ACIS_RUNNER_PORT: '7070', ACIS_RUNNER_DRAIN_PORT: '7070' })).toThrow(/ACIS_RUNNER_DRAIN_PORT/);
+  });
+});

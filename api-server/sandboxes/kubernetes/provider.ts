@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import type { Sandbox } from '../../../controller/api/v1alpha1.js';
+import { API_VERSION, REASONS, SANDBOX, type Sandbox } from '../../../controller/api/v1alpha1.js';
+import { placeholderFor } from '../../../egress-proxy/placeholder.js';
 import { retryHintSeconds, type RunnerView } from '../../../sandbox-policy/policy.js';
 import { holdSpec, newSandbox, sandboxName } from './decisions.js';
 import { type RunnerAddress, type SandboxStanding, standingOf } from '../../../controller/api/sandbox-status.js';
@@ -12,6 +13,7 @@ import {
   admission,
   CapacityExhausted,
   type EgressCredentials,
+  type EgressRefusalReport,
   type Lease,
   type MissingSecretAbort,
   type ReleaseOptions,
@@ -115,7 +117,8 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       if (event !== 'delete') entry.sandbox = sandbox;
       const standing: SandboxStanding =
         event === 'delete' ? { kind: 'ended', reason: 'Deleted', message: 'the Sandbox was deleted' } : standingOf(sandbox);
-      if (standing.kind === 'ended') void this.lost(entry, standing);
+      const expired = event !== 'delete' && sandbox.status?.phase === 'Expired' && !sandbox.metadata.deletionTimestamp;
+      if (standing.kind === 'ended') void this.lost(entry, standing, expired);
     });
     await this.options.client.start();
   }
@@ -145,7 +148,24 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         const runId = await records?.runOf(runnerId);
         if (runId) await abort.elsewhere?.(runId, alias, destination);
       },
+      refused: (runnerId, refusal) => this.recordRefusal(runnerId, refusal),
     };
+  }
+
+  /**
+   * A Warning Event on the runner's Sandbox for a request the egress proxy refused, so `kubectl
+   * describe sbx` says why a tool call failed. Aggregated per Sandbox and kind of refusal (a runner
+   * can repeat them at will); a runner whose pod controls no Sandbox (a pool pod) has none to record.
+   */
+  private recordRefusal(runnerId: string, refusal: EgressRefusalReport): void {
+    const { client } = this.options;
+    const sandbox = this.registry.get(runnerId)?.sandbox.metadata ?? client.pods.sandboxOf(runnerId);
+    if (!sandbox) return;
+    const { reason, message } = refusalEvent(refusal);
+    client.events.record(
+      { apiVersion: API_VERSION, kind: SANDBOX.kind, metadata: { name: sandbox.name!, namespace: client.namespace, uid: sandbox.uid } },
+      { type: 'Warning', reason, message },
+    );
   }
 
   views(): RunnerView[] {
@@ -371,8 +391,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     return sandbox;
   }
 
-  /** A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. */
-  private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>): Promise<void> {
+  /**
+   * A leased or held runner's Sandbox ended under it: the turn on it ends `crashed`; a hold ends. A
+   * hold the controller expired (idle TTL, warm cap) keeps its workspace first: the pod's preStop
+   * hook waits for this process to say goodbye. A failed or deleted Sandbox keeps nothing (its
+   * conversation may be gone).
+   */
+  private async lost(entry: Entry, standing: Extract<SandboxStanding, { kind: 'ended' }>, expired = false): Promise<void> {
     if (!this.registry.has(entry)) return;
     this.options.logger.warn(
       {
@@ -389,7 +414,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       await entry.runner.kill();
       return;
     }
-    await this.end(entry, { save: false });
+    await this.end(entry, { save: expired });
   }
 
   /**
@@ -425,5 +450,24 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       this.options.logger.warn({ err: error, sandbox: entry.sandbox.metadata.name }, 'deleting a Sandbox failed');
     }
     await this.registry.showCold(entry);
+  }
+}
+
+/** The Event of an egress refusal: its reason (REASONS), and the destination and why, never a value. */
+function refusalEvent(refusal: EgressRefusalReport): { reason: string; message: string } {
+  const toward = refusal.destination;
+  switch (refusal.outcome) {
+    case 'destination-refused':
+      return { reason: REASONS.egressDestinationRefused, message: `the egress proxy refused a request to ${toward}: ${refusal.detail}` };
+    case 'missing-secret':
+      return {
+        reason: REASONS.egressSecretMissing,
+        message: `a request to ${toward} carried ${placeholderFor(refusal.detail)}, which is vaulted for no scope of the run; the run was ended`,
+      };
+    case 'secret-destination-denied':
+      return {
+        reason: REASONS.egressSecretDestinationDenied,
+        message: `a request to ${toward} carried ${placeholderFor(refusal.detail)}, whose allowed_hosts do not include it; refused, the run was ended`,
+      };
   }
 }

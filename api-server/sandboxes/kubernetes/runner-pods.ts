@@ -9,7 +9,7 @@
  */
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { LABELS, MANAGED_BY, RUNNER_COMPONENT, type Sandbox, tokenSecretName } from '../../../controller/api/v1alpha1.js';
+import { LABELS, MANAGED_BY, RUNNER_COMPONENT, SANDBOX, type Sandbox, tokenSecretName } from '../../../controller/api/v1alpha1.js';
 import { Informer, warnOnRestart } from '../../../kube/informer.js';
 import { statusMessage } from '../../../kube/kube-errors.js';
 import { isPodReady } from '../../../controller/api/pod-health.js';
@@ -73,6 +73,13 @@ export class RunnerPods {
   /** The ready runner pod `sandbox` controls, as the cache shows it. */
   servingFor(sandbox: Sandbox): RunnerAddress | undefined {
     return servingPod(sandbox, this.informer.list(this.namespace));
+  }
+
+  /** The Sandbox controlling the runner pod of this name (its controller reference), as the cache shows it. */
+  sandboxOf(podName: string): { name: string; uid: string } | undefined {
+    const pod = this.informer.get(podName, this.namespace);
+    const owner = pod?.metadata?.ownerReferences?.find((r) => r.controller && r.kind === SANDBOX.kind);
+    return owner ? { name: owner.name, uid: owner.uid } : undefined;
   }
 
   /** The runner's tokens: read ahead while it was a pool pod (read again if that read failed), else read now from its Secret. */

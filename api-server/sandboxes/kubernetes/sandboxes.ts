@@ -8,6 +8,8 @@
 import { CustomObjectsApi, type KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { GROUP, LABELS, SANDBOX, type Sandbox, type SandboxSpec, VERSION } from '../../../controller/api/v1alpha1.js';
+import { hostname } from 'node:os';
+import { EventAggregator } from '../../../kube/event-aggregator.js';
 import { Informer, type InformerEvent, warnOnRestart } from '../../../kube/informer.js';
 import { httpStatus } from '../../../kube/kube-errors.js';
 import { RunnerPods } from './runner-pods.js';
@@ -25,6 +27,8 @@ export class SandboxClient {
   private readonly objects: KubernetesObjectApi;
   private readonly informer: Informer<Sandbox>;
   readonly pods: RunnerPods;
+  /** Events on Sandboxes whose cause an untrusted runner can repeat (its egress refusals): aggregated. */
+  readonly events: EventAggregator;
   private readonly listeners = new Set<SandboxListener>();
   /** Sandboxes this process deleted that the watch has not shown gone yet: the cache hides them (read your own writes). */
   private readonly deleting = new Set<string>();
@@ -36,6 +40,10 @@ export class SandboxClient {
   ) {
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.pods = new RunnerPods(kubeConfig, namespace, logger, RESYNC_MS);
+    this.events = new EventAggregator(kubeConfig, {
+      reporter: { component: FIELD_MANAGER, instance: hostname() },
+      onError: (error) => logger.warn({ err: error }, 'recording an event on a Sandbox failed'),
+    });
     this.objects = KubernetesObjectApi.makeApiClient(kubeConfig);
     this.informer = new Informer<Sandbox>({
       kubeConfig,
@@ -57,7 +65,7 @@ export class SandboxClient {
 
   async stop(): Promise<void> {
     this.listeners.clear();
-    await Promise.all([this.informer.stop(), this.pods.stop()]);
+    await Promise.all([this.informer.stop(), this.pods.stop(), this.events.close()]);
   }
 
   /** Sees every change the watch delivers; returns the unsubscribe. */
