@@ -17,7 +17,6 @@
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { ResolvedRun } from '../../egress-proxy/egress-proxy.js';
@@ -34,6 +33,7 @@ import {
 import { createRunnerRateLimiter, DEFAULT_RUNNER_RATE_LIMIT, type RunnerRateLimit } from '../../egress-proxy/runner-rate-limit.js';
 import { constantTimeEqual } from '../core/crypto.js';
 import type { EgressRefusalReport } from '../sandboxes/provider.js';
+import { type InternalListener, listenInternally } from '../core/http/internal-listener.js';
 
 /** Bodies are a credential and an alias: anything larger is not one of ours. */
 const MAX_BODY_BYTES = 8 * 1024;
@@ -56,10 +56,7 @@ export interface EgressResolveServerOptions {
   logger: Logger;
 }
 
-export interface EgressResolveServer {
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type EgressResolveServer = InternalListener;
 
 /** Answered before the body is read: the connection is closed, so what is left of the body is never parsed as a request. */
 const UNREAD_BODY = { connection: 'close' };
@@ -135,23 +132,9 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
       else answer(res, 500, { error: 'internal' });
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  logger.info({ host: options.host, port }, 'egress resolve listener serving');
-  return {
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const listener = await listenInternally(server, options.port, options.host);
+  logger.info({ host: options.host, port: listener.port }, 'egress resolve listener serving');
+  return listener;
 }
 
 function parse<T extends z.ZodTypeAny>(schema: T, raw: Buffer): z.infer<T> | undefined {

@@ -14,7 +14,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { constantTimeEqual } from '../core/crypto.js';
 import type { Db } from '../core/db/database.js';
@@ -23,6 +22,7 @@ import { ProblemError, problemBody, problems } from '../core/problems.js';
 import { isCurrentSync } from './repositories.repository.js';
 import type { RepositorySyncWorker } from './sync.js';
 import { decodeReport, MAX_REPORT_BYTES, REPORT_PATH, SyncReportSchema, syncReportToken } from './sync-report.js';
+import { type InternalListener, listenInternally } from '../core/http/internal-listener.js';
 
 export interface SyncReportServerOptions {
   host: string;
@@ -38,10 +38,7 @@ export interface SyncReportServerOptions {
   maxBodyBytes?: number;
 }
 
-export interface SyncReportServer {
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type SyncReportServer = InternalListener;
 
 /** A refusal before the body is read closes the connection, so the rest of the body is never parsed as a request. */
 const UNREAD_BODY = { connection: 'close' };
@@ -98,23 +95,9 @@ export async function startSyncReportServer(options: SyncReportServerOptions): P
       answer(res, problem.status, 'application/problem+json', body, { ...problem.options.headers, ...unread });
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  logger.info({ host: options.host, port }, 'sync report listener serving');
-  return {
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const listener = await listenInternally(server, options.port, options.host);
+  logger.info({ host: options.host, port: listener.port }, 'sync report listener serving');
+  return listener;
 }
 
 function superseded(): ProblemError {
