@@ -1,28 +1,14 @@
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrateToLatest } from '../../api-server/core/db/database.js';
-import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
+import { sql } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { migrateToLatest } from '../../api-server/core/db/database.js';
+import { migrateBefore, useMigrationDatabase } from '../helpers/migration-database.js';
 
-/** The migrations before 0014, as a database upgraded from then holds them. */
-const BEFORE_CAPS = Object.fromEntries(Object.entries(MIGRATIONS).filter(([name]) => name < '0014'));
-
-let databaseUrl: string;
-let db: Kysely<any>;
-
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  db = new Kysely({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 2 }) }) });
-});
-afterAll(async () => {
-  await db.destroy();
-  await dropTestDatabase(databaseUrl);
-});
+const database = useMigrationDatabase();
 
 describe('migration 0014 (busy-sandbox caps)', () => {
   it('gives existing tenants both caps as null (the deployment default), in settings and in what the API shows', async () => {
-    const { error } = await new Migrator({ db, provider: { getMigrations: async () => BEFORE_CAPS } }).migrateToLatest();
-    expect(error).toBeUndefined();
+    const db = database();
+    await migrateBefore(db, '0014');
     await sql`insert into integrations (id, name, root_tenant_id, created_at) values ('int_old', 'old', 'tnt_root', now())`.execute(db);
     await sql`insert into tenants (id, integration_id, name, status, settings, metadata, created_at, updated_at)
       values ('tnt_root', 'int_old', 'Root', 'active', '{"max_concurrent_warm": 7}'::jsonb, '{}'::jsonb, now(), now())`.execute(db);

@@ -1,31 +1,16 @@
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrateToLatest } from '../../api-server/core/db/database.js';
+import { sql } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { migrateToLatest } from '../../api-server/core/db/database.js';
 import type { TenantRow } from '../../api-server/tenants/tenants.repository.js';
 import { presentTenant } from '../../api-server/tenants/tenants.service.js';
-import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
+import { migrateBefore, useMigrationDatabase } from '../helpers/migration-database.js';
 
-/** The migrations before 0010, as a database upgraded from then holds them. */
-const BEFORE_API_JSON = Object.fromEntries(Object.entries(MIGRATIONS).filter(([name]) => name < '0010'));
-
-let databaseUrl: string;
-let db: Kysely<any>;
-
-beforeAll(async () => {
-  databaseUrl = await createTestDatabase();
-  db = new Kysely({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 2 }) }) });
-});
-afterAll(async () => {
-  await db.destroy();
-  await dropTestDatabase(databaseUrl);
-});
+const database = useMigrationDatabase();
 
 describe('migration 0010 (tenant api_json)', () => {
   it('renders the tenants that existed before it, as presentTenant does', async () => {
-    const migrator = new Migrator({ db, provider: { getMigrations: async () => BEFORE_API_JSON } });
-    const { error } = await migrator.migrateToLatest();
-    expect(error).toBeUndefined();
+    const db = database();
+    await migrateBefore(db, '0010');
     await sql`insert into integrations (id, name, root_tenant_id, created_at) values ('int_old', 'old', 'tnt_root', now())`.execute(db);
     const rows = [
       ['tnt_root', null, null, 'Root', 'active', '{"max_concurrent_warm": 5}', '{}', '2025-01-02T03:04:05.678Z'],
