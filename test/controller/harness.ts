@@ -3,6 +3,7 @@
  * cluster with our CRDs installed, runner images mapped to a tiny fixture that listens on the runner
  * port, and controllers started in process from the same kubeconfig a real one would use.
  */
+import { connect } from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -276,5 +277,17 @@ export function eventually<T>(cluster: Cluster, check: () => T | undefined | fal
       clearTimeout(timer);
     };
     attempt();
+  });
+}
+
+/** What a runner pod at `host:port` says to a connection, up to its end (the tests' pods say who they are). */
+export function readLine(endpoint: string): Promise<string> {
+  const [host, port] = endpoint.split(':');
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), host!);
+    let data = '';
+    socket.on('data', (chunk) => (data += chunk));
+    socket.on('end', () => resolve(data.trim()));
+    socket.on('error', reject);
   });
 }

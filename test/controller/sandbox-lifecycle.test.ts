@@ -8,6 +8,7 @@ import {
   eventually,
   NAMESPACE,
   phaseIs,
+  readLine,
   RUNNER_IMAGE,
   sandboxPods,
   untilPoolReady,
@@ -16,17 +17,6 @@ import {
 } from './harness.js';
 
 const file = clusterForFile();
-
-function readLine(endpoint: string): Promise<string> {
-  const [host, port] = endpoint.split(':');
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), host!);
-    let data = '';
-    socket.on('data', (chunk) => (data += chunk));
-    socket.on('end', () => resolve(data.trim()));
-    socket.on('error', reject);
-  });
-}
 
 describe('Sandbox → Pod', () => {
   it('starts a locked-down runner pod owned by the Sandbox, with its own token Secret, and reports Ready with the endpoint', async () => {

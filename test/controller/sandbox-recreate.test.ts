@@ -1,22 +1,10 @@
-import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { clusterForFile, createSandbox, eventually, NAMESPACE, type SandboxObject, waitForSandbox } from './harness.js';
+import { clusterForFile, createSandbox, eventually, NAMESPACE, readLine, type SandboxObject, waitForSandbox } from './harness.js';
 
 // A real garbage collector removes an owner's dependents a while after the owner went; this one
 // waits long enough that the earlier Sandbox's pod and Secret are surely still there when the new
 // one is served.
 const file = clusterForFile({ cluster: { garbageCollectorDelayMs: 8_000 } });
-
-function readLine(endpoint: string): Promise<string> {
-  const [host, port] = endpoint.split(':');
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), host!);
-    let data = '';
-    socket.on('data', (chunk) => (data += chunk));
-    socket.on('end', () => resolve(data.trim()));
-    socket.on('error', reject);
-  });
-}
 
 const tokenOf = (secret: any) => Buffer.from(secret.data.token, 'base64').toString();
 const ownerUid = (object: any) => object.metadata.ownerReferences?.[0]?.uid;
