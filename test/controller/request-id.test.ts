@@ -54,7 +54,7 @@ describe('the controller’s lines about a Sandbox', () => {
     });
     expect(lines).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ msg: 'creating the runner pod', pod: 'sbx-traced' }),
+        expect.objectContaining({ msg: 'creating the runner pod', pod: expect.stringMatching(/^sbx-traced-[0-9a-f]{8}$/) }),
         expect.objectContaining({ reason: 'Started', msg: expect.stringContaining('sbx-traced') }),
         expect.objectContaining({ reason: 'Ready', phase: 'Ready' }),
       ]),

@@ -58,7 +58,8 @@ describe('Sandbox → Pod', () => {
     });
     const env = Object.fromEntries(pod.spec.containers[0].env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
     // The egress credential: the pod's name and its own egress token, expanded by the kubelet.
-    expect(env.HTTPS_PROXY).toBe('http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@acis-egress-proxy:3128');
+    // The proxy's address as the controller resolved ACIS_EGRESS_PROXY_HOST (the harness's) at start: pods have no DNS.
+    expect(env.HTTPS_PROXY).toBe('http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@127.0.0.1:3128');
     expect(env.ACIS_RUNNER_TOKEN).toEqual({ secretKeyRef: { name: `${podName}-token`, key: 'token' } });
     expect(env.ACIS_EGRESS_TOKEN).toEqual({ secretKeyRef: { name: `${podName}-token`, key: 'egress-token' } });
 
