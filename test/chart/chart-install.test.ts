@@ -147,9 +147,13 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(env.ACIS_RUNNER_IMAGE).toBe(RUNNER_IMAGE);
     // Runner pods trust the CA the chart generated, with no CA supplied by hand.
     expect(env.ACIS_EGRESS_CA_CONFIGMAP).toBe('acis-egress-ca');
+    expect(env.ACIS_EGRESS_PROXY_HOST).toBe('acis-egress-proxy');
+    const proxyClusterIP = (server.store.get('services', NAMESPACE, 'acis-egress-proxy').spec as { clusterIP: string }).clusterIP;
     controller = runAcis(container.args, {
       ...cleanEnv(env),
       KUBECONFIG: controllerKubeconfig,
+      // The controller resolves the proxy's Service name at start, as the cluster DNS would answer it.
+      ACIS_EGRESS_PROXY_HOST: proxyClusterIP,
       // Not the pod's fixed 9090: test files share this machine's loopback.
       ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
       ACIS_CONTROLLER_METRICS_PORT: '0',
@@ -189,8 +193,9 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     for (const pod of pods) {
       expect(selects(policy.spec.podSelector, pod.metadata.labels ?? {}), pod.metadata.name).toBe(true);
       const podEnv = new Map(pod.spec.containers[0]!.env.map((entry) => [entry.name, entry.value]));
-      // Each runner pod's own egress credential (its name and the egress token of its token Secret), expanded by the kubelet.
-      expect(podEnv.get('HTTPS_PROXY')).toBe(`http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@acis-egress-proxy:${PROXY_PORT}`);
+      // Each runner pod's own egress credential (its name and the egress token of its token Secret), expanded by the
+      // kubelet, toward the proxy's ClusterIP: runner pods have no DNS.
+      expect(podEnv.get('HTTPS_PROXY')).toBe(`http://$(POD_NAME):$(ACIS_EGRESS_TOKEN)@${proxyClusterIP}:${PROXY_PORT}`);
       expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
       expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: 'acis-egress-ca' }) }));
     }
