@@ -13,10 +13,10 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { json } from '../../api-server/core/db/database.js';
 import { sweepEndedRunSecrets } from '../../api-server/secrets/secrets.repository.js';
 import { resolveRunSecrets, runForEgress, vaultRunSecrets } from '../../api-server/secrets/secrets.service.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { insertAssistantMessage } from '../helpers/assistant-message.js';
 import { deltaText, isTerminal, type Line, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser, unique } from '../helpers/provision.js';
 import { problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -261,26 +261,8 @@ describe('resolution for a run', () => {
     const { db, newId } = t.server.deps;
     const insertRun = async (status: 'in_progress' | 'completed') => {
       const id = newId('message');
-      const now = new Date();
-      await db
-        .insertInto('messages')
-        .values({
-          id,
-          conversation_id: conversationId,
-          role: 'assistant',
-          content: '',
-          parts: null,
-          skill_ids: null,
-          env: null,
-          status,
-          usage: null,
-          metadata: json({}),
-          node_id: status === 'in_progress' ? 'node_elsewhere' : null,
-          request_id: 'req_elsewhere',
-          created_at: now,
-          updated_at: now,
-        })
-        .execute();
+      const nodeId = status === 'in_progress' ? 'node_elsewhere' : null;
+      await insertAssistantMessage(db, { id, conversationId, status, nodeId, requestId: 'req_elsewhere' });
       return id;
     };
     // A run of another (live) node, and one whose process died before it could clean up.

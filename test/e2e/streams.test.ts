@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { json } from '../../api-server/core/db/database.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
+import { insertAssistantMessage } from '../helpers/assistant-message.js';
 import { deltaText, isPing, isTerminal, type Line, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { type ProvisionedUser, provisionUser, unique, userToken } from '../helpers/provision.js';
 import { problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -92,33 +93,14 @@ async function untilStoredOnly(messageId: string): Promise<void> {
   }
 }
 
-/** An assistant message written straight to the database (a run of another process), with one line already stored. */
 /** The request id a run made by `insertRun` was started by. */
 const requestIdOf = (messageId: string) => `host-trace:${messageId}`;
 
+/** An assistant message written straight to the database (a run of another process), with one line already stored. */
 async function insertRun(conversationId: string, fields: { status: 'in_progress' | 'completed'; nodeId: string | null }): Promise<string> {
   const { db, newId } = t.server.deps;
   const id = newId('message');
-  const now = new Date();
-  await db
-    .insertInto('messages')
-    .values({
-      id,
-      conversation_id: conversationId,
-      role: 'assistant',
-      content: '',
-      parts: null,
-      skill_ids: null,
-      env: null,
-      status: fields.status,
-      usage: null,
-      metadata: json({}),
-      node_id: fields.nodeId,
-      request_id: requestIdOf(id),
-      created_at: now,
-      updated_at: now,
-    })
-    .execute();
+  await insertAssistantMessage(db, { id, conversationId, ...fields, requestId: requestIdOf(id) });
   await storeLines(id, 1, [{ type: 'system', subtype: 'init' }]);
   return id;
 }

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storeRunOutcome } from '../../api-server/messages/messages.repository.js';
 import { claimOrphanedRun } from '../../api-server/runs/nodes.js';
 import { RunStream } from '../../api-server/runs/run-stream.js';
+import { insertAssistantMessage } from '../helpers/assistant-message.js';
 import { provisionUser } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
 
@@ -32,25 +33,7 @@ async function runOn(nodeId: string): Promise<{ id: string; conversationId: stri
   expect(created.status).toBe(201);
   const conversationId: string = created.body.id;
   const id = `msg_ownership_${++counter}`;
-  const now = new Date();
-  await t.server.deps.db
-    .insertInto('messages')
-    .values({
-      id,
-      conversation_id: conversationId,
-      role: 'assistant',
-      content: '',
-      parts: null,
-      status: 'in_progress',
-      usage: null,
-      node_id: nodeId,
-      skill_ids: null,
-      env: null,
-      metadata: JSON.stringify({}),
-      created_at: now,
-      updated_at: now,
-    })
-    .execute();
+  await insertAssistantMessage(t.server.deps.db, { id, conversationId, status: 'in_progress', nodeId });
   return { id, conversationId };
 }
 
