@@ -11,6 +11,7 @@
  */
 import http from 'node:http';
 import type { LinkEndpoint } from './link.js';
+import { listenOn } from './listen.js';
 
 export interface DrainServer {
   /** Answers every waiting hook (the link has ended) and resolves once the answers are written. */
@@ -46,13 +47,7 @@ export async function serveDrain(options: { host: string; port: number; link: Li
     // The kubelet gave up (the grace period ended): nothing to answer.
     response.once('close', () => waiting.delete(response));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  await listenOn(server, options.port, options.host);
   return {
     settle: async () => {
       answerAll();

@@ -24,6 +24,7 @@ import net from 'node:net';
 import { LINE_TOO_LONG } from './channel.js';
 import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_BYTES, LINK_MAX_LINE_BYTES, type LinkControl, LinkEndpoint } from './link.js';
 import { type SocketChannel, socketChannel } from './socket-channel.js';
+import { listenOn } from './listen.js';
 
 export interface LinkServerOptions {
   host: string;
@@ -92,13 +93,7 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
     socket.once('close', () => sockets.delete(socket));
     greet(socket, state);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  await listenOn(server, options.port, options.host);
   return {
     channel: endpoint,
     address: server.address() as net.AddressInfo,
