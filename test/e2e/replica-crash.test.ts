@@ -8,82 +8,36 @@
  * re-attaching on A with the count it had receives: every line once.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../api-server/config.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
-import { cleanEnv, killLeftovers, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
-import { expectFailedOnSurvivor, isDelta, killDuringTurn, type ReplicaKill, slowTurn } from '../helpers/replica-kill.js';
-import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
-import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { expectFailedOnSurvivor, isDelta, killDuringTurn, livenessEnv, slowTurn, useReplicaPair } from '../helpers/replica-kill.js';
 
 const MASTER_KEY = randomBytes(32).toString('base64');
 /** Node A's view: B is gone once its row is this old (the default is 10 s; short here to keep the file quick). */
 const STALE_SECONDS = 2;
-const LIVENESS = { ACIS_NODE_HEARTBEAT_SECONDS: '0.5', ACIS_NODE_STALE_SECONDS: String(STALE_SECONDS) };
 /** Twelve text deltas, 150 ms apart: a turn in progress for about two seconds. */
 const SLOW_TURN = slowTurn(12, 150);
 
 let stub: ModelStub;
-let nodeA: TestServer;
-let nodeB: ServingAcis | undefined;
-let nodeBDataDir: string;
-let databaseUrl: string;
-let key: string;
-let user: ProvisionedUser;
-
-/** Node B (started again after a test killed it): `acis serve` from source on the shared database. */
-async function liveNodeB(): Promise<ServingAcis> {
-  nodeB ??= await serveAcis(
-    cleanEnv({
-      DATABASE_URL: databaseUrl,
-      ACIS_DATA_DIR: nodeBDataDir,
-      ACIS_MASTER_KEY: MASTER_KEY,
-      ANTHROPIC_BASE_URL: stub.url,
-      ACIS_POOL_SIZE: '0',
-      ...LIVENESS,
-    }),
-  );
-  return nodeB;
-}
-
 beforeAll(async () => {
   stub = await startModelStub();
-  databaseUrl = await createTestDatabase();
-  nodeA = await startTestServer({ DATABASE_URL: databaseUrl, ACIS_MASTER_KEY: MASTER_KEY, ANTHROPIC_BASE_URL: stub.url, ...LIVENESS });
-  nodeBDataDir = await mkdtemp(path.join(tmpdir(), 'acis-node-b-'));
-  await liveNodeB();
-  ({ serviceKey: key } = await nodeA.createIntegration('replica crash'));
-  user = await provisionUser(nodeA, key, { settings: { filler_enabled: false } });
-}, 120_000);
-
+});
 afterAll(async () => {
-  if (nodeB) await stopAcis(nodeB);
-  killLeftovers();
-  await nodeA?.stop();
   await stub?.stop();
-  if (nodeBDataDir) await rm(nodeBDataDir, { recursive: true, force: true });
-  if (databaseUrl) await dropTestDatabase(databaseUrl);
 });
 
 /** B, killed and started again by the tests; A survives. */
-const kit: ReplicaKill = {
-  get survivor() {
-    return nodeA;
-  },
-  get serviceKey() {
-    return key;
-  },
-  get userId() {
-    return user.userId;
-  },
-  victim: liveNodeB,
-  killed: () => {
-    nodeB = undefined;
-  },
-};
+const kit = useReplicaPair({
+  name: 'replica crash',
+  env: (databaseUrl) => ({
+    DATABASE_URL: databaseUrl,
+    ACIS_MASTER_KEY: MASTER_KEY,
+    ANTHROPIC_BASE_URL: stub.url,
+    ACIS_POOL_SIZE: '0',
+    ...livenessEnv(STALE_SECONDS),
+  }),
+});
 /** B stopped renewing its row: A takes it for gone STALE_SECONDS later, at one of its beats. */
 const WITHIN_MS = (STALE_SECONDS + 3) * 1000;
 

@@ -3,10 +3,14 @@
  * replica that survives: shared by the local and the kubernetes suites. The victim is an `acis serve`
  * process; the survivor a test server on the same database.
  */
-import { expect } from 'vitest';
-import type { ServingAcis } from './acis-process.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { cleanEnv, killLeftovers, type ServingAcis, serveAcis, stopAcis } from './acis-process.js';
 import { type Line, readLines, withoutPings } from './ndjson.js';
-import type { TestServer } from './test-server.js';
+import { provisionUser } from './provision.js';
+import { createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from './test-server.js';
 
 export const isDelta = (line: Line) => line.type === 'stream_event' && line.event?.type === 'content_block_delta';
 
@@ -158,4 +162,69 @@ function storedLines(kit: ReplicaKill, run: KilledRun) {
     .where('message_id', '=', run.messageId)
     .orderBy('seq')
     .execute();
+}
+
+/** Both replicas renew their liveness row twice a second; one is taken for gone once its row is `staleSeconds` old. */
+export const livenessEnv = (staleSeconds: number) => ({
+  ACIS_NODE_HEARTBEAT_SECONDS: '0.5',
+  ACIS_NODE_STALE_SECONDS: String(staleSeconds),
+});
+
+/**
+ * Registers the suite's two replicas on a database of their own: the survivor, a test server with
+ * `env(databaseUrl)` and `survivorEnv`, and the victim, `acis serve` from source with the same `env`
+ * and a data dir of its own (started again after a kill); an integration and a user to send as.
+ * Whatever the suite starts before (model stub, cluster) goes in its own hooks, registered first.
+ */
+export function useReplicaPair(options: {
+  name: string;
+  env: (databaseUrl: string) => Record<string, string>;
+  survivorEnv?: () => Record<string, string>;
+}): ReplicaKill & { readonly tenantId: string } {
+  let databaseUrl: string;
+  let env: Record<string, string>;
+  let survivor: TestServer;
+  let victim: ServingAcis | undefined;
+  let victimDataDir: string;
+  let serviceKey: string;
+  let userId: string;
+  let tenantId: string;
+  const liveVictim = async () => {
+    victim ??= await serveAcis(cleanEnv({ ...env, ACIS_DATA_DIR: victimDataDir }));
+    return victim;
+  };
+  beforeAll(async () => {
+    databaseUrl = await createTestDatabase();
+    env = options.env(databaseUrl);
+    survivor = await startTestServer({ ...env, ...options.survivorEnv?.() });
+    victimDataDir = await mkdtemp(path.join(tmpdir(), 'acis-node-b-'));
+    await liveVictim();
+    ({ serviceKey } = await survivor.createIntegration(options.name));
+    ({ userId, tenantId } = await provisionUser(survivor, serviceKey, { settings: { filler_enabled: false } }));
+  }, 120_000);
+  afterAll(async () => {
+    if (victim) await stopAcis(victim);
+    killLeftovers();
+    await survivor?.stop();
+    if (victimDataDir) await rm(victimDataDir, { recursive: true, force: true });
+    if (databaseUrl) await dropTestDatabase(databaseUrl);
+  });
+  return {
+    get survivor() {
+      return survivor;
+    },
+    get serviceKey() {
+      return serviceKey;
+    },
+    get userId() {
+      return userId;
+    },
+    get tenantId() {
+      return tenantId;
+    },
+    victim: liveVictim,
+    killed: () => {
+      victim = undefined;
+    },
+  };
 }

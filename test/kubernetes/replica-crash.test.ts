@@ -9,8 +9,6 @@
  * terminal line. With the runner pod gone too, the run ends `failed` with an error line, within seconds.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,8 +16,7 @@ import type { RunningController } from '../../controller/controller.js';
 import { runnerImage } from '../../hack/k8s/runner-image.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import { type Cluster, NAMESPACE, startCluster, startTestController } from '../controller/harness.js';
-import { cleanEnv, freePort, killLeftovers, type ServingAcis, serveAcis, stopAcis } from '../helpers/acis-process.js';
-import { type ProvisionedUser, provisionUser } from '../helpers/provision.js';
+import { freePort } from '../helpers/acis-process.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
 import type { Sandbox } from '../../controller/api/v1alpha1.js';
 import {
@@ -27,14 +24,15 @@ import {
   expectFailedOnSurvivor,
   isDelta,
   killDuringTurn,
-  type ReplicaKill,
+  livenessEnv,
   reattach,
   slowReply,
   slowTurn,
+  useReplicaPair,
 } from '../helpers/replica-kill.js';
 import { hmacAssertion } from '../helpers/approver.js';
 import { type Line, readLines, withoutPings } from '../helpers/ndjson.js';
-import { ADMIN_TOKEN, createTestDatabase, dropTestDatabase, startTestServer, type TestServer } from '../helpers/test-server.js';
+import { ADMIN_TOKEN } from '../helpers/test-server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNER_IMAGE = 'acis-runner:replica-crash';
@@ -42,40 +40,16 @@ const MASTER_KEY = randomBytes(32).toString('base64');
 const PLATFORM_KEY = `sk-platform-${randomBytes(12).toString('hex')}`;
 const CA_CONFIGMAP = 'acis-egress-ca';
 const STALE_SECONDS = 2;
-const LIVENESS = { ACIS_NODE_HEARTBEAT_SECONDS: '0.5', ACIS_NODE_STALE_SECONDS: String(STALE_SECONDS) };
 
 let stub: ModelStub;
 let cluster: Cluster;
 let controller: RunningController;
-let databaseUrl: string;
-let serverEnv: Record<string, string>;
-let nodeA: TestServer;
-let nodeB: ServingAcis | undefined;
-let nodeBDataDir: string;
-let key: string;
-let user: ProvisionedUser;
-
-async function liveNodeB(): Promise<ServingAcis> {
-  nodeB ??= await serveAcis(cleanEnv({ ...serverEnv, ACIS_DATA_DIR: nodeBDataDir }));
-  return nodeB;
-}
+let egressPort: number;
 
 beforeAll(async () => {
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
   cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
-  databaseUrl = await createTestDatabase();
-  serverEnv = {
-    DATABASE_URL: databaseUrl,
-    ACIS_MASTER_KEY: MASTER_KEY,
-    ANTHROPIC_BASE_URL: stub.url,
-    ANTHROPIC_API_KEY: PLATFORM_KEY,
-    ACIS_SANDBOX_PROVIDER: 'kubernetes',
-    KUBECONFIG: cluster.server.kubeconfigPath,
-    ACIS_K8S_NAMESPACE: NAMESPACE,
-    ...LIVENESS,
-  };
-  const egressPort = await freePort();
-  nodeA = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`, ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP });
+  egressPort = await freePort();
   controller = await startTestController(cluster, {
     runnerImage: RUNNER_IMAGE,
     egressProxyHost: '127.0.0.1',
@@ -85,38 +59,28 @@ beforeAll(async () => {
     runnerResources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '2', memory: '2Gi' } },
     startTimeoutMs: 60_000,
   });
-  nodeBDataDir = await mkdtemp(path.join(tmpdir(), 'acis-node-b-'));
-  await liveNodeB();
-  ({ serviceKey: key } = await nodeA.createIntegration('replica crash, kubernetes'));
-  user = await provisionUser(nodeA, key, { settings: { filler_enabled: false } });
 }, 180_000);
-
 afterAll(async () => {
-  if (nodeB) await stopAcis(nodeB);
-  killLeftovers();
-  await nodeA?.stop();
   await controller?.stop();
   await cluster?.close();
   await stub?.stop();
-  if (nodeBDataDir) await rm(nodeBDataDir, { recursive: true, force: true });
-  if (databaseUrl) await dropTestDatabase(databaseUrl);
 });
 
-const kit: ReplicaKill = {
-  get survivor() {
-    return nodeA;
-  },
-  get serviceKey() {
-    return key;
-  },
-  get userId() {
-    return user.userId;
-  },
-  victim: liveNodeB,
-  killed: () => {
-    nodeB = undefined;
-  },
-};
+/** B hosts the runs and is killed; A, whose egress proxy runner pods use, survives and takes them over. */
+const kit = useReplicaPair({
+  name: 'replica crash, kubernetes',
+  env: (databaseUrl) => ({
+    DATABASE_URL: databaseUrl,
+    ACIS_MASTER_KEY: MASTER_KEY,
+    ANTHROPIC_BASE_URL: stub.url,
+    ANTHROPIC_API_KEY: PLATFORM_KEY,
+    ACIS_SANDBOX_PROVIDER: 'kubernetes',
+    KUBECONFIG: cluster.server.kubeconfigPath,
+    ACIS_K8S_NAMESPACE: NAMESPACE,
+    ...livenessEnv(STALE_SECONDS),
+  }),
+  survivorEnv: () => ({ ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`, ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP }),
+});
 
 const sandboxOf = (conversationId: string) =>
   cluster.server.store.find('sandboxes', NAMESPACE, sandboxName(conversationId)) as Sandbox | undefined;
@@ -128,8 +92,8 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     expect(run.received.filter(isDelta).length).toBeGreaterThanOrEqual(4);
     await expectCompletedOnSurvivor(kit, run, slowReply(12));
 
-    const next = await nodeA.request('POST', `/conversations/${run.conversationId}/messages?stream=false`, {
-      token: key,
+    const next = await kit.survivor.request('POST', `/conversations/${run.conversationId}/messages?stream=false`, {
+      token: kit.serviceKey,
       body: { content: '[[reply: after the crash]]' },
     });
     expect(next.status, next.text).toBe(201);
@@ -149,7 +113,7 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
   }, 180_000);
 
   it('parked on an approval: the approval raised through B expires, the runner asks again on A, and approving that one completes the turn', async () => {
-    const approverKey = await nodeA.request('POST', `/admin/tenants/${user.tenantId}/approver-keys`, {
+    const approverKey = await kit.survivor.request('POST', `/admin/tenants/${kit.tenantId}/approver-keys`, {
       token: ADMIN_TOKEN,
       body: { algorithm: 'hmac-sha256' },
     });
@@ -160,9 +124,9 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     const first = run.received.at(-1)!.approval.id as string;
 
     const response = await fetch(
-      `${nodeA.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=${run.received.length}`,
+      `${kit.survivor.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=${run.received.length}`,
       {
-        headers: { authorization: `Bearer ${key}` },
+        headers: { authorization: `Bearer ${kit.serviceKey}` },
       },
     );
     let approving: Promise<{ status: number }> | undefined;
@@ -170,21 +134,21 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
       await readLines(response, (line) => {
         if (!isApproval(line) || approving) return;
         const signature = hmacAssertion(line.approval.id, 'approve', { id: approverKey.body.id, secret: approverKey.body.secret });
-        approving = nodeA.request('POST', `/approvals/${line.approval.id}/approve`, { token: key, body: { signature } });
+        approving = kit.survivor.request('POST', `/approvals/${line.approval.id}/approve`, { token: kit.serviceKey, body: { signature } });
       }),
     );
     expect((await approving)?.status).toBe(200);
     const raisedAgain = rest.filter(isApproval);
     expect(raisedAgain).toHaveLength(1);
     expect(raisedAgain[0]!.approval.id).not.toBe(first);
-    expect((await nodeA.request('GET', `/approvals/${first}`, { token: key })).body).toMatchObject({ status: 'expired' });
+    expect((await kit.survivor.request('GET', `/approvals/${first}`, { token: kit.serviceKey })).body).toMatchObject({ status: 'expired' });
     expect(rest.slice(-2).map((line) => line.type)).toEqual(['message_end', 'result']);
     expect(rest.at(-2)!.message).toMatchObject({ id: run.messageId, status: 'completed' });
     expect(JSON.stringify(rest.filter((l) => l.type === 'user'))).toContain('Approved by approver_key:');
     const replay = withoutPings(
       await readLines(
-        await fetch(`${nodeA.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=0`, {
-          headers: { authorization: `Bearer ${key}` },
+        await fetch(`${kit.survivor.url}/conversations/${run.conversationId}/messages/${run.messageId}/stream?after=0`, {
+          headers: { authorization: `Bearer ${kit.serviceKey}` },
         }),
       ),
     );
@@ -193,16 +157,16 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
   }, 180_000);
 
   it('a replica taken for dead while alive (paused past the stale time) loses the run to A and, resumed, changes nothing of it', async () => {
-    const victim = await liveNodeB();
-    const created = await nodeA.request('POST', '/conversations', {
-      token: key,
-      body: { user_id: user.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+    const victim = await kit.victim();
+    const created = await kit.survivor.request('POST', '/conversations', {
+      token: kit.serviceKey,
+      body: { user_id: kit.userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
     });
     expect(created.status).toBe(201);
     const conversationId: string = created.body.id;
     const response = await fetch(`${victim.url}/conversations/${conversationId}/messages`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${kit.serviceKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({ content: slowTurn(12, 150) }),
     });
     expect(response.status).toBe(200);
@@ -231,7 +195,9 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     expect(fromBLines.at(-1)?.type).toBe('error');
     const replay = await reattach(kit, run, 0);
     expect(replay.at(-1)).toMatchObject({ type: 'result' });
-    expect((await nodeA.request('GET', `/conversations/${conversationId}/messages`, { token: key })).body.data[0]).toMatchObject({
+    expect(
+      (await kit.survivor.request('GET', `/conversations/${conversationId}/messages`, { token: kit.serviceKey })).body.data[0],
+    ).toMatchObject({
       id: messageId,
       status: 'completed',
       content: slowReply(12),
@@ -240,8 +206,8 @@ describe('a replica killed while it hosts a run (kubernetes provider)', () => {
     const after = sandboxOf(conversationId);
     expect(after?.metadata.uid).toBe(held!.metadata.uid);
     expect(after?.metadata.deletionTimestamp).toBeUndefined();
-    const next = await nodeA.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
-      token: key,
+    const next = await kit.survivor.request('POST', `/conversations/${conversationId}/messages?stream=false`, {
+      token: kit.serviceKey,
       body: { content: '[[reply: still here]]' },
     });
     expect(next.status, next.text).toBe(201);
