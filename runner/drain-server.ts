@@ -10,10 +10,13 @@
  * it reveals nothing and changes nothing, so it takes no credential (the kubelet has none to give).
  */
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { LinkEndpoint } from './link.js';
 import { listenOn } from './listen.js';
 
 export interface DrainServer {
+  /** The port it listens on (the one asked for, or the one chosen for port 0). */
+  port: number;
   /** Answers every waiting hook (the link has ended) and resolves once the answers are written. */
   settle(): Promise<void>;
   close(): Promise<void>;
@@ -49,6 +52,7 @@ export async function serveDrain(options: { host: string; port: number; link: Li
   });
   await listenOn(server, options.port, options.host);
   return {
+    port: (server.address() as AddressInfo).port,
     settle: async () => {
       answerAll();
       await Promise.all([...writing]);

@@ -32,9 +32,8 @@ afterEach(async () => {
 });
 
 async function drainServer(link: LinkEndpoint): Promise<string> {
-  const port = 20_000 + Math.floor(Math.random() * 40_000);
-  server = await serveDrain({ host: '127.0.0.1', port, link });
-  return `http://127.0.0.1:${port}`;
+  server = await serveDrain({ host: '127.0.0.1', port: 0, link });
+  return `http://127.0.0.1:${server.port}`;
 }
 
 describe('serveDrain({ link }): GET /drain, the preStop hook', () => {
