@@ -1,3 +1,4 @@
+import { httpStatus } from '../kube/kube-errors.js';
 import { REASONS } from './api/v1alpha1.js';
 
 /**
@@ -12,4 +13,13 @@ export function createRefusal(status: number | undefined, message: string): { re
   if (status === 403 && /\b(exceeded|failed) quota: /.test(message)) return { reason: REASONS.quotaExceeded, message };
   if (status === 403) return { reason: REASONS.podCreateForbidden, message: `the API server forbade the pod: ${message}` };
   return { reason: REASONS.podCreateRefused, message: `the API server refused the pod (${status}): ${message}` };
+}
+
+/**
+ * The API server said no to a create (4xx): a quota, an invalid spec, an admission webhook, Pod
+ * Security. A 409 is not one: the name is taken, which says nothing about the spec.
+ */
+export function isCreateRefusal(error: unknown): boolean {
+  const status = httpStatus(error);
+  return status !== undefined && status >= 400 && status < 500 && status !== 409;
 }

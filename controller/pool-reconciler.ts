@@ -16,7 +16,7 @@ import { expectCreate, expectDelete, inFlight, lowerCreate } from '../sandbox-po
 import { API_VERSION, SANDBOX_WARM_POOL, type SandboxWarmPool, tokenSecretName } from './api/v1alpha1.js';
 import { statusChanged } from './conditions.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
-import { createRefusal } from './create-refusal.js';
+import { createRefusal, isCreateRefusal } from './create-refusal.js';
 import { decidePool, type PoolDecision, type PoolRefusal } from './pool-decisions.js';
 import { runnerPod, templateHash, tokenSecret } from './pod-template.js';
 import type { ReconcileContext } from './sandbox-reconciler.js';
@@ -65,7 +65,7 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as unknown);
 
   const refusedAt = creates.findIndex(
-    (_, i) => results[i]!.status === 'rejected' && isRefusal((results[i] as PromiseRejectedResult).reason),
+    (_, i) => results[i]!.status === 'rejected' && isCreateRefusal((results[i] as PromiseRejectedResult).reason),
   );
   const previous = observation.refusal;
   if (refusedAt >= 0) {
@@ -82,7 +82,7 @@ export async function reconcilePool(ctx: ReconcileContext, namespace: string, na
   ctx.metrics.poolReplicas.set({ pool: pool.metadata.name, state: 'ready' }, decision.status.readyReplicas ?? 0);
   await writeStatus(ctx, pool, decision);
   // A refusal is retried by the decision's own backoff; anything else by the queue's.
-  const failure = failures.find((error) => !isRefusal(error));
+  const failure = failures.find((error) => !isCreateRefusal(error));
   if (failure) throw failure;
   return { requeueAt: decision.requeueAt };
 }
@@ -101,7 +101,7 @@ async function createPoolPod(ctx: ReconcileContext, pool: SandboxWarmPool, podNa
     uid = created.metadata?.uid;
   } catch (error) {
     // Refused: no pod will ever use it. Any other failure (a timeout) may have created the pod: the Secret stays for it.
-    if (isRefusal(error)) await client.deleteIfPresent('v1', 'Secret', namespace, secretName);
+    if (isCreateRefusal(error)) await client.deleteIfPresent('v1', 'Secret', namespace, secretName);
     throw error;
   }
   if (!uid) return;
@@ -117,12 +117,6 @@ async function createPoolPod(ctx: ReconcileContext, pool: SandboxWarmPool, podNa
     .catch((error: unknown) =>
       ctx.logger.warn({ error: statusMessage(error), pod: podName }, 'handing a token Secret to its pool pod failed'),
     );
-}
-
-/** The API server said no (4xx but a conflict): a quota, an invalid spec, an admission webhook, Pod Security. */
-function isRefusal(error: unknown): boolean {
-  const status = httpStatus(error);
-  return status !== undefined && status >= 400 && status < 500 && status !== 409;
 }
 
 /**

@@ -18,7 +18,7 @@ import { creationTime } from './api/admission-order.js';
 import type { ControllerConfig } from './config.js';
 import type { KubeClient } from '../kube/kube-client.js';
 import { httpStatus, statusMessage } from '../kube/kube-errors.js';
-import { createRefusal } from './create-refusal.js';
+import { createRefusal, isCreateRefusal } from './create-refusal.js';
 import type { ControllerMetrics } from './metrics.js';
 import { controllerRef, runnerPod, sandboxPodLabels, tokenSecret } from './pod-template.js';
 import { resourcesProblem } from './runner-resources.js';
@@ -118,8 +118,7 @@ async function act(ctx: ReconcileContext, sandbox: Sandbox, key: string, action:
         await client.createIfAbsent(runnerPod(sandbox, podName, config));
       } catch (error) {
         view.expectations = lowerCreate(view.expectations, key, podName);
-        const status = httpStatus(error);
-        if (status !== undefined && status >= 400 && status < 500) throw new CreateRefused(statusMessage(error), { cause: error });
+        if (isCreateRefusal(error)) throw new CreateRefused(statusMessage(error), { cause: error });
         throw error;
       }
       return;

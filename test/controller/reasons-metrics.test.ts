@@ -1,6 +1,6 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { createRefusal } from '../../controller/create-refusal.js';
+import { createRefusal, isCreateRefusal } from '../../controller/create-refusal.js';
 import { httpStatus, statusMessage } from '../../kube/kube-errors.js';
 import { clusterForFile, condition, createSandbox, eventually, NAMESPACE, phaseIs, sandboxPods, waitForSandbox } from './harness.js';
 
@@ -135,6 +135,25 @@ describe('a 403 that is not a quota', () => {
     const quota = await refusalOf('no-pods', false);
     expect(quota?.reason).toBe('QuotaExceeded');
     expect(quota?.message).toContain('exceeded quota: none');
+  });
+
+  it('a refused create is a 4xx but a 409: a taken name says nothing about the spec', async () => {
+    const core = file.cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const create = (namespace: string) =>
+      core
+        .createNamespacedPod({ namespace, body: { metadata: { name: 'taken' }, spec: { containers: [{ name: 'c', image: 'x' }] } } })
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+    expect(await create(NAMESPACE)).toBeUndefined();
+    const conflict = await create(NAMESPACE);
+    expect(httpStatus(conflict)).toBe(409);
+    expect(isCreateRefusal(conflict)).toBe(false);
+    file.cluster.server.store.create('namespaces', undefined, { metadata: { name: 'quota-zero' } });
+    file.cluster.server.store.create('resourcequotas', 'quota-zero', { metadata: { name: 'none' }, spec: { hard: { pods: '0' } } });
+    expect(isCreateRefusal(await create('quota-zero'))).toBe(true);
+    expect(isCreateRefusal(new Error('connection reset'))).toBe(false);
   });
 });
 
