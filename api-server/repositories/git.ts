@@ -10,8 +10,10 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { RemotePin } from './remote-policy.js';
 import { classifyRepoUrl } from './repositories.schemas.js';
 
 /** A git failure with a reason fit for `sync.error`: short, actionable, free of credentials. */
@@ -33,6 +35,8 @@ export interface GitRemote {
   credential: GitCredential | undefined;
   /** Over SSH: the host keys (known_hosts lines) the server must present; absent: the first seen is accepted and recorded. */
   knownHosts?: string | undefined;
+  /** The addresses the remote policy vetted for the URL's host: git connects to these, never resolving the name itself. */
+  pin?: RemotePin | undefined;
 }
 
 /** The environment of one git session and what to remove once it is over. */
@@ -97,6 +101,7 @@ export async function openGitSession(remote: GitRemote): Promise<GitSession> {
       // A transfer slower than 1 KB/s for 30 s is abandoned rather than held until the sync timeout.
       GIT_HTTP_LOW_SPEED_LIMIT: '1000',
       GIT_HTTP_LOW_SPEED_TIME: '30',
+      ...gitConfigEnv(httpConfig(remote.pin)),
     };
     const credential = remote.credential;
     const transport = transportOf(remote.url);
@@ -118,6 +123,7 @@ export async function openGitSession(remote: GitRemote): Promise<GitSession> {
         `-o StrictHostKeyChecking=${remote.knownHosts ? 'yes' : 'accept-new'}`,
         '-o HashKnownHosts=no',
         `-o UserKnownHostsFile=${knownHostsFile}`,
+        ...sshPinOptions(remote.pin),
       ];
       if (credential) {
         const keyFile = path.join(dir, 'id_key');
@@ -148,6 +154,41 @@ export async function openGitSession(remote: GitRemote): Promise<GitSession> {
     await close();
     throw error;
   }
+}
+
+/**
+ * Over HTTP(S): a redirect is not followed (it would lead git to a host the remote policy never
+ * vetted), and with a pin curl takes the vetted addresses for the URL's host and port instead of
+ * resolving it (`http.curloptResolve`, git-config(1); TLS still verifies the name).
+ */
+function httpConfig(pin: RemotePin | undefined): Record<string, string> {
+  const config: Record<string, string> = { 'http.followRedirects': 'false' };
+  if (pin) {
+    const addresses = pin.addresses.map((address) => (isIP(address) === 6 ? `[${address}]` : address));
+    config['http.curloptResolve'] = `${pin.host}:${pin.port}:${addresses.join(',')}`;
+  }
+  return config;
+}
+
+/** Configuration through the environment (git ≥ 2.31), so nothing lands in a file or argv. */
+function gitConfigEnv(config: Record<string, string>): Record<string, string> {
+  const entries = Object.entries(config);
+  const numbered = entries.flatMap(([key, value], i) => [
+    [`GIT_CONFIG_KEY_${i}`, key],
+    [`GIT_CONFIG_VALUE_${i}`, value],
+  ]);
+  return { GIT_CONFIG_COUNT: String(entries.length), ...Object.fromEntries(numbered) };
+}
+
+/**
+ * Over SSH with a pin: ssh connects to the first vetted address, and keeps looking the host key up
+ * under the name it would have used for the URL's host (`[host]:port` off port 22, ssh_config(5)
+ * HostKeyAlias), so keys pinned before are still the ones required.
+ */
+function sshPinOptions(pin: RemotePin | undefined): string[] {
+  if (!pin) return [];
+  const alias = pin.port === 22 ? pin.host : `[${pin.host}]:${pin.port}`;
+  return [`-o HostName=${pin.addresses[0]}`, `-o HostKeyAlias=${alias}`];
 }
 
 export interface GitRunOptions {

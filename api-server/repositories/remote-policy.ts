@@ -11,9 +11,13 @@
  *   two agree on what "private" means.
  *
  * Checked at registration (422) and again before every fetch (the sync fails), since a name may
- * resolve elsewhere later. A name that does not resolve is let through: git fails on it anyway, with
- * its own reason. Fail-safe direction: anything unparsable is refused.
+ * resolve elsewhere later. At registration a name that does not resolve is let through (it may
+ * before the first sync); before a fetch it fails the sync, and git is handed the addresses the check
+ * vetted (`RemotePin`) rather than resolving the name again: a name answering one address to the
+ * check and another to git (DNS rebinding) reaches only the first. Fail-safe direction: anything
+ * unparsable is refused.
  */
+import { isIP } from 'node:net';
 import {
   type AllowList,
   canonicalHost,
@@ -63,22 +67,58 @@ export function remoteDestination(repoUrl: string): { host: string; port: number
   return host === undefined || port === undefined ? undefined : { host, port };
 }
 
-/** Why the deployment refuses this remote, or undefined when it may be fetched. */
+/** Where git must connect: the host the URL names and the addresses vetted for it. */
+export interface RemotePin {
+  host: string;
+  port: number;
+  addresses: string[];
+}
+
+/** The remote vetted for a fetch: refused with a reason, or allowed with the addresses git must use (none for a local remote or an address literal). */
+export type FetchVerdict = { refusal: string } | { refusal?: undefined; pin: RemotePin | undefined };
+
+/** Why the deployment refuses this remote at registration, or undefined when it may be registered. */
 export async function remoteRefusal(repoUrl: string, policy: RemotePolicy): Promise<string | undefined> {
+  const verdict = await vetRemote(repoUrl, policy);
+  return verdict.kind === 'refused' ? verdict.reason : undefined;
+}
+
+/** The remote vetted right before a fetch: a name that resolves to nothing now is refused, not left to git's own lookup. */
+export async function vetRemoteForFetch(repoUrl: string, policy: RemotePolicy): Promise<FetchVerdict> {
+  const verdict = await vetRemote(repoUrl, policy);
+  switch (verdict.kind) {
+    case 'refused':
+      return { refusal: verdict.reason };
+    case 'unresolved':
+      return { refusal: `host unreachable: ${verdict.host} does not resolve` };
+    case 'allowed':
+      return { pin: verdict.pin };
+  }
+}
+
+type Vetted = { kind: 'refused'; reason: string } | { kind: 'unresolved'; host: string } | { kind: 'allowed'; pin: RemotePin | undefined };
+
+async function vetRemote(repoUrl: string, policy: RemotePolicy): Promise<Vetted> {
+  const refused = (reason: string): Vetted => ({ kind: 'refused', reason });
   const kind = classifyRepoUrl(repoUrl);
-  if ('reason' in kind) return `the repository URL ${kind.reason}`;
-  if (kind.kind === 'file') return policy.allowFile ? undefined : 'file:// repositories are not enabled on this deployment';
+  if ('reason' in kind) return refused(`the repository URL ${kind.reason}`);
+  if (kind.kind === 'file')
+    return policy.allowFile ? { kind: 'allowed', pin: undefined } : refused('file:// repositories are not enabled on this deployment');
   if (/^(http|git):\/\//i.test(repoUrl) && !policy.allowPlain) {
-    return 'unencrypted http:// and git:// repositories are not enabled on this deployment; use https:// or ssh';
+    return refused('unencrypted http:// and git:// repositories are not enabled on this deployment; use https:// or ssh');
   }
   const destination = remoteDestination(repoUrl);
-  if (!destination) return 'the repository URL names no host this server can check';
+  if (!destination) return refused('the repository URL names no host this server can check');
   let unresolved = false;
   const verdict = await vetDestination(destination, policy.allow, async (host) => {
     const addresses = await policy.resolve(host).catch(() => []);
     unresolved = addresses.length === 0;
     return addresses;
   });
-  if (verdict.allowed || unresolved) return undefined;
-  return `the repository's host is refused: ${verdict.reason} (a deployment lists the hosts it allows in ACIS_REPOSITORY_ALLOW)`;
+  if (unresolved) return { kind: 'unresolved', host: destination.host };
+  if (!verdict.allowed) {
+    return refused(`the repository's host is refused: ${verdict.reason} (a deployment lists the hosts it allows in ACIS_REPOSITORY_ALLOW)`);
+  }
+  const literal = isIP(destination.host) !== 0;
+  return { kind: 'allowed', pin: literal ? undefined : { ...destination, addresses: verdict.addresses.map((a) => a.address) } };
 }

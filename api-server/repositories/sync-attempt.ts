@@ -10,7 +10,7 @@ import type { RepositoryCheckouts } from './checkouts.js';
 import { GitError } from './git.js';
 import type { GitCredentialSource } from './git-credentials.js';
 import type { RepositoryRow } from './repositories.repository.js';
-import { type RemotePolicy, remoteRefusal } from './remote-policy.js';
+import { type RemotePolicy, vetRemoteForFetch } from './remote-policy.js';
 import { readSkillDirectories, type SkillFile, SkillContentTooLarge } from './skill-content.js';
 
 /** What one attempt found, or why it failed (a reason fit for the repository's `sync.error`). */
@@ -43,8 +43,8 @@ export interface AttemptDeps {
 
 export async function fetchAttempt(deps: AttemptDeps, repository: AttemptRepository): Promise<AttemptResult> {
   try {
-    const refusal = await remoteRefusal(repository.repo_url, deps.remotes);
-    if (refusal) throw new GitError(refusal);
+    const vetted = await vetRemoteForFetch(repository.repo_url, deps.remotes);
+    if (vetted.refusal !== undefined) throw new GitError(vetted.refusal);
     const fetched = await deps.checkouts.fetchBranch(
       repository.id,
       {
@@ -52,6 +52,7 @@ export async function fetchAttempt(deps: AttemptDeps, repository: AttemptReposit
         provider: repository.provider,
         credential: await deps.gitCredential(repository, deps.signal),
         knownHosts: repository.ssh_known_hosts ?? undefined,
+        pin: vetted.pin,
       },
       repository.branch,
       { timeoutMs: deps.timeoutMs, signal: deps.signal },
