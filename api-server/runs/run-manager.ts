@@ -361,6 +361,7 @@ export class RunManager {
     const turnOver = new AbortController();
     const turn = {
       runId: request.assistantMessageId,
+      requestId: request.requestId,
       onApprovalRequest: (input: unknown) => this.parkRun(request, lines.emit, input, turnOver.signal),
     };
     const onEvent = (raw: StreamLine) => {

@@ -44,6 +44,7 @@ export class ChannelRunner implements Runner {
   private ended = false;
   private endReason = '';
   private turnRunId: string | undefined;
+  private turnRequestId: string | undefined;
   /** The skills the next turn offers (see offerSkills), and those its session was started with. */
   private offered: string[] | undefined;
   private started: string[] | undefined;
@@ -108,6 +109,11 @@ export class ChannelRunner implements Runner {
     return this.turnRunId;
   }
 
+  /** The request id of that run. */
+  get currentRequestId(): string | undefined {
+    return this.turnRequestId;
+  }
+
   get position(): number {
     return this.settling?.delivering ?? 0;
   }
@@ -153,7 +159,10 @@ export class ChannelRunner implements Runner {
    * Follows the turn already in progress on a runner taken over from a replica that died: its lines
    * (those replayed first) go to `onEvent` as `runTurn`'s would; nothing is sent.
    */
-  continueTurn(turn: Pick<TurnRequest, 'runId' | 'onApprovalRequest'>, onEvent: (event: AgentEvent) => void): Promise<TurnOutcome> {
+  continueTurn(
+    turn: Pick<TurnRequest, 'runId' | 'requestId' | 'onApprovalRequest'>,
+    onEvent: (event: AgentEvent) => void,
+  ): Promise<TurnOutcome> {
     if (this.onTurnEnd) throw new Error('a turn is already running on this runner');
     // Its session started with the skills offered for it (see offerSkills), on the replica that died.
     this.started ??= this.offered;
@@ -168,7 +177,7 @@ export class ChannelRunner implements Runner {
 
   /** Takes the turn's events and calls from now on (the lines stay with the runner until settled), then `begin`s it. */
   private follow(
-    turn: Pick<TurnRequest, 'runId' | 'onApprovalRequest'>,
+    turn: Pick<TurnRequest, 'runId' | 'requestId' | 'onApprovalRequest'>,
     onEvent: (event: AgentEvent) => void,
     begin: () => void,
   ): Promise<TurnOutcome> {
@@ -176,6 +185,7 @@ export class ChannelRunner implements Runner {
       this.onEvent = onEvent;
       this.onTurnEnd = resolve;
       this.turnRunId = turn.runId;
+      this.turnRequestId = turn.requestId;
       this.onApprovalRequest = turn.onApprovalRequest;
       this.turnBytes = 0;
       this.settling?.holdAcks();
@@ -302,6 +312,7 @@ export class ChannelRunner implements Runner {
     this.onEvent = undefined;
     this.onTurnEnd = undefined;
     this.turnRunId = undefined;
+    this.turnRequestId = undefined;
     this.onApprovalRequest = undefined;
     done?.(outcome);
   }

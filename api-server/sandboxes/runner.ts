@@ -17,6 +17,8 @@ export interface TurnRequest {
   skills?: string[] | undefined;
   /** The run (assistant message) this turn belongs to: the runner's egress credential stands for it until the turn ends. */
   runId?: string | undefined;
+  /** The id of the API request that started the run, for the lines logged about the turn's calls out. */
+  requestId?: string | undefined;
   /** Answers the agent's `request_approval` calls of this turn (the tool result it sees); refused when absent. */
   onApprovalRequest?: ((input: unknown) => Promise<ApprovalAnswer>) | undefined;
 }
@@ -58,6 +60,8 @@ export interface Runner {
   readonly alive: boolean;
   /** The run whose turn is in progress on this runner, if any. */
   readonly currentRunId: string | undefined;
+  /** The request id of that run, when it was given one. */
+  readonly currentRequestId: string | undefined;
   /** Binds the runner to its conversation's transcript store, as the coming turn's run masks it (before every turn). */
   bindSessionStore(store: ConversationSessionStore): void;
   /** The skills the turns to come offer the agent; only a session's first turn can set them. */

@@ -1,8 +1,9 @@
 /**
  * One request id through a turn (local provider): the caller's `X-Request-Id` is echoed, and every log
  * line about the request and about the run it started (also those written after the response was
- * answered) carries it, as do the egress proxy's lines for the run's calls out. An id that is too long,
- * or holds anything but `[A-Za-z0-9._:-]`, is replaced by one of ours and never reaches a log line.
+ * answered) carries it, as do the egress proxy's lines for the run's calls out and the model gateway's
+ * for its model calls. An id that is too long, or holds anything but `[A-Za-z0-9._:-]`, is replaced
+ * by one of ours and never reaches a log line.
  * The real Agent SDK in a bubblewrap runner, against the model stub; a local echo server stands for the
  * world the agent calls through the egress proxy.
  */
@@ -70,6 +71,7 @@ describe('X-Request-Id through a turn', () => {
         expect.objectContaining({ msg: 'run started', message_id: messageId, conversation_id: conversationId }),
         expect.objectContaining({ msg: 'run ended', message_id: messageId, status: 'completed' }),
         expect.objectContaining({ msg: 'egress request', component: 'egress', destination: `127.0.0.1:${echoPort}`, status: 200 }),
+        expect.objectContaining({ msg: 'model call', component: 'model-gateway', status: 200 }),
       ]),
     );
     // The access line is written when the response starts; the run's end comes after it, still with the id.

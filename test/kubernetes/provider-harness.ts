@@ -73,6 +73,7 @@ class GreetingRunner implements Runner {
   private killed = false;
   private readonly turns = new Set<(outcome: TurnOutcome) => void>();
   readonly currentRunId = undefined;
+  readonly currentRequestId = undefined;
   readonly sessionSkills = undefined;
   readonly position = 0;
 

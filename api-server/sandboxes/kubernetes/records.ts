@@ -112,6 +112,10 @@ export class EgressRecordingRunner implements Runner {
     return this.inner.currentRunId;
   }
 
+  get currentRequestId(): string | undefined {
+    return this.inner.currentRequestId;
+  }
+
   get sessionSkills(): string[] | undefined {
     return this.inner.sessionSkills;
   }

@@ -19,9 +19,15 @@ export interface ModelGatewayOptions {
   baseUrl: string;
   /** ANTHROPIC_API_KEY: sent as x-api-key; absent, requests go without a key (the endpoint decides). */
   apiKey: string | undefined;
-  /** Whether the runner credential a request carries (`id:token`) stands for a run in progress. */
-  authorize: (credential: string) => boolean;
+  /** The caller, when the runner credential a request carries (`id:token`) stands for a run in progress. */
+  authorize: (credential: string) => ModelCaller | undefined;
   logger: Logger;
+}
+
+/** Who calls: the runner, and the request id of the run in progress on it (for the gateway's lines). */
+export interface ModelCaller {
+  runnerId: string;
+  requestId: string | undefined;
 }
 
 const DROPPED = new Set([...HOP_BY_HOP, 'host', 'x-api-key', 'authorization', RUNNER_CREDENTIAL_HEADER]);
@@ -34,7 +40,8 @@ export async function serveModelGateway(socketPath: string, options: ModelGatewa
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const credential = req.headers[RUNNER_CREDENTIAL_HEADER];
-    if (typeof credential !== 'string' || !options.authorize(credential)) {
+    const caller = typeof credential === 'string' ? options.authorize(credential) : undefined;
+    if (!caller) {
       options.logger.warn(
         { runner: typeof credential === 'string' ? credential.split(':')[0] : undefined },
         'model call refused: no run in progress on the calling runner',
@@ -47,6 +54,10 @@ export async function serveModelGateway(socketPath: string, options: ModelGatewa
     }
     if (options.apiKey) headers['x-api-key'] = options.apiKey;
     headers.host = base.host;
+    const logger = options.logger.child(
+      caller.requestId === undefined ? { runner_id: caller.runnerId } : { runner_id: caller.runnerId, request_id: caller.requestId },
+    );
+    const startedMs = performance.now();
     const upstream = send({
       protocol: base.protocol,
       hostname: base.hostname,
@@ -59,12 +70,13 @@ export async function serveModelGateway(socketPath: string, options: ModelGatewa
       const out: OutgoingHttpHeaders = {};
       for (const [name, value] of Object.entries(up.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
       res.writeHead(up.statusCode ?? 502, up.statusMessage, out);
+      res.once('close', () => logger.info({ status: up.statusCode, duration_ms: Math.round(performance.now() - startedMs) }, 'model call'));
       // Each chunk goes out as it arrives: no buffering of streamed replies.
       up.pipe(res);
       up.on('error', () => res.destroy());
     });
     upstream.on('error', (err: NodeJS.ErrnoException) => {
-      options.logger.warn({ code: err.code }, 'model endpoint request failed');
+      logger.warn({ code: err.code }, 'model endpoint request failed');
       if (res.headersSent) return void res.destroy();
       res.writeHead(502, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ type: 'error', error: { type: 'api_error', message: 'model endpoint unreachable' } }));

@@ -105,9 +105,10 @@ export class LocalSandboxProvider implements SandboxProvider {
       // The platform's key serves a run, not a runner: an idle runner's leftover process gets none.
       authorize: (credential) => {
         const [runnerId = '', token = ''] = credential.split(':');
-        return this.registry.servingWith(runnerId, token);
+        if (!this.registry.servingWith(runnerId, token)) return undefined;
+        return { runnerId, requestId: this.registry.get(runnerId)?.runner.currentRequestId };
       },
-      logger: this.logger,
+      logger: this.logger.child({ component: 'model-gateway' }),
     });
     if (egress) {
       this.egress = egress;
