@@ -792,7 +792,7 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
       host: '0.0.0.0',
       port: 8080,
       repositorySyncRunner: 'kubernetes',
-      k8sNamespace: NAMESPACE,
+      k8sSandboxNamespace: NAMESPACE,
       shutdownGraceSeconds: 25,
     });
     expect(config.syncJobDeadlineSeconds).toBe(loadControllerConfig(resolvedEnv('acis-controller')).syncJobDeadlineSeconds);
