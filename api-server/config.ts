@@ -52,6 +52,10 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name')
     .optional(),
+  ACIS_K8S_SANDBOX_NAMESPACE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name')
+    .optional(),
   ACIS_EGRESS_CA_CONFIGMAP: z
     .string()
     .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'must be a ConfigMap name')
@@ -153,8 +157,13 @@ export interface Config {
   sandboxProvider: 'local' | 'kubernetes';
   /** Under the kubernetes provider: how long a turn waits for its Sandbox to be Ready (after admission) before it fails. */
   sandboxReadyTimeoutSeconds: number;
-  /** The namespace of the cluster's resources (unset: the pod's own, else `default`). */
-  k8sNamespace: string | undefined;
+  /**
+   * The namespace of runner pods and sync Jobs, and so of all that owns them or they own (owner
+   * references cannot cross namespaces): Sandboxes, RepositorySyncs, the runner token and sync
+   * credential Secrets, the egress CA ConfigMap, their Events. ACIS_K8S_SANDBOX_NAMESPACE, else
+   * ACIS_K8S_NAMESPACE; unset: the pod's own, else `default`.
+   */
+  k8sSandboxNamespace: string | undefined;
   /** Under the kubernetes provider: the ConfigMap the egress proxy's CA certificate is published in for runner pods. */
   egressCaConfigMap: string | undefined;
   /** A kubeconfig file for the cluster; unset: the in-cluster service account. */
@@ -276,7 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     syncJobDeadlineSeconds: e.ACIS_SYNC_JOB_DEADLINE_SECONDS,
     sandboxProvider: e.ACIS_SANDBOX_PROVIDER,
     sandboxReadyTimeoutSeconds: e.ACIS_SANDBOX_READY_TIMEOUT_SECONDS,
-    k8sNamespace: e.ACIS_K8S_NAMESPACE,
+    k8sSandboxNamespace: e.ACIS_K8S_SANDBOX_NAMESPACE ?? e.ACIS_K8S_NAMESPACE,
     egressCaConfigMap: e.ACIS_EGRESS_CA_CONFIGMAP,
     kubeconfigPath: e.KUBECONFIG,
     dbPoolSize: e.ACIS_DB_POOL_SIZE,

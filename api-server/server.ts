@@ -254,7 +254,7 @@ function createRepositorySync(parts: DepsParts, newId: AppDeps['newId'], gitCred
     ...(config.repositorySyncRunner === 'kubernetes' && {
       dispatch: kubernetesSyncDispatch({
         db: database.db,
-        namespace: clusterNamespace(config.k8sNamespace),
+        namespace: clusterNamespace(config.k8sSandboxNamespace),
         kubeconfigPath: config.kubeconfigPath,
         gitCredential,
         logger,

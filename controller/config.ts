@@ -57,6 +57,10 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/)
     .optional(),
+  ACIS_K8S_SANDBOX_NAMESPACE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/)
+    .optional(),
   ACIS_RUNNER_IMAGE: z.string().min(1).default('acis-runner:latest'),
   ACIS_RUNNER_COMMAND: z.string().optional(),
   ACIS_RUNNER_PORT: port.default(7070),
@@ -125,7 +129,13 @@ const EnvSchema = z.object({
 });
 
 export interface ControllerConfig {
+  /** The controller's own namespace: its Lease. */
   namespace: string;
+  /**
+   * Where runner pods and sync Jobs run, and so all that owns them or they own (owner references
+   * cannot cross namespaces): Sandboxes, SandboxWarmPools, RepositorySyncs, Secrets, Events.
+   */
+  sandboxNamespace: string;
   runnerImage: string;
   /** The runner container's command; empty: the image's entrypoint. */
   runnerCommand: string[];
@@ -216,6 +226,7 @@ export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): Cont
     throw new ControllerConfigError('invalid environment:\n  ACIS_RUNNER_DRAIN_PORT: must be a port other than ACIS_RUNNER_PORT');
   return {
     namespace: clusterNamespace(e.ACIS_K8S_NAMESPACE),
+    sandboxNamespace: clusterNamespace(e.ACIS_K8S_SANDBOX_NAMESPACE ?? e.ACIS_K8S_NAMESPACE),
     runnerImage: e.ACIS_RUNNER_IMAGE,
     runnerCommand: e.ACIS_RUNNER_COMMAND ? e.ACIS_RUNNER_COMMAND.split(' ').filter(Boolean) : [],
     runnerPort: e.ACIS_RUNNER_PORT,

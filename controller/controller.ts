@@ -44,7 +44,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
   const { kubeConfig, logger } = options;
   const config = await withProxyAddress(options.config, logger);
   const now = options.now ?? Date.now;
-  const ns = config.namespace;
+  const ns = config.sandboxNamespace;
   const client = new KubeClient(kubeConfig, { component: MANAGED_BY, instance: config.identity }, { group: GROUP, version: VERSION });
   const queues = new KindQueues(ns);
   // The informers' events reach the routing built from their caches below; none arrives before they start.
@@ -75,7 +75,10 @@ export async function startController(options: ControllerOptions): Promise<Runni
   });
   await Promise.all([caches.sandboxes.start(), caches.pools.start(), caches.pods.start(), caches.syncs.start(), caches.jobs.start()]);
   election.start();
-  logger.info({ namespace: ns, identity: config.identity, metrics_port: health.port }, 'controller started');
+  logger.info(
+    { namespace: config.namespace, sandbox_namespace: ns, identity: config.identity, metrics_port: health.port },
+    'controller started',
+  );
 
   return {
     metricsPort: health.port,
@@ -96,10 +99,11 @@ export async function startController(options: ControllerOptions): Promise<Runni
  */
 function electLeader(ctx: ReconcileContext, queues: KindQueues, caches: ClusterCaches): LeaderElection {
   const { client, config, logger, metrics, view } = ctx;
-  const ns = config.namespace;
+  const ns = config.sandboxNamespace;
   return new LeaderElection({
     api: client.coordination,
-    namespace: ns,
+    // The Lease stays beside the controller, away from the sandboxes' namespace.
+    namespace: config.namespace,
     name: config.leaseName,
     identity: config.identity,
     leaseDurationMs: config.leaseDurationMs,

@@ -45,13 +45,13 @@ export interface ClusterEvents {
   pod(event: InformerEvent, pod: V1Pod): void;
 }
 
-/** The informers, not started yet, in the controller's namespace. */
+/** The informers, not started yet, in the sandboxes' namespace. */
 export function watchCluster(
   options: { config: ControllerConfig; kubeConfig: KubeConfig; client: KubeClient; logger: Logger },
   events: ClusterEvents,
 ): ClusterCaches {
   const { config, kubeConfig, client, logger } = options;
-  const ns = config.namespace;
+  const ns = config.sandboxNamespace;
   const common = { kubeConfig, resyncMs: config.resyncMs };
   const custom = <T extends object>(plural: string, onEvent: (event: InformerEvent, object: T) => void) =>
     new Informer<T>({

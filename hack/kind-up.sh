@@ -92,8 +92,9 @@ DEMO_URL="http://127.0.0.1:$api_port" DEMO_SERVICE_KEY="$service_key" npm run de
 
 cat <<DONE
 
-ACIS runs in kind cluster "$cluster", namespace "$namespace".
-  kubectl -n $namespace get pods,sbx,sbxpool,reposync
+ACIS runs in kind cluster "$cluster", namespace "$namespace" (runner and sync pods: acis-sandboxes).
+  kubectl -n $namespace get pods
+  kubectl -n acis-sandboxes get pods,sbx,sbxpool,reposync
   kubectl -n $namespace port-forward svc/acis-api $api_port:80   # then http://127.0.0.1:$api_port
   service key: $service_key
   admin token: kubectl -n $namespace get secret acis-secrets -o jsonpath='{.data.ACIS_ADMIN_TOKEN}' | base64 -d

@@ -56,7 +56,7 @@ function kubernetesProvider(deps: ProviderDeps, onSandboxState: SandboxStateList
   const { config, logger } = deps;
   const provider = new KubernetesSandboxProvider({
     records: databaseRunnerRecords(deps.db, deps.nodeId, deps.now),
-    client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), clusterNamespace(config.k8sNamespace), logger),
+    client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), clusterNamespace(config.k8sSandboxNamespace), logger),
     connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger, bounds: config.runnerBounds }),
     logger,
     onSandboxState,
@@ -68,7 +68,7 @@ function kubernetesProvider(deps: ProviderDeps, onSandboxState: SandboxStateList
     if (config.egressCaConfigMap) {
       await publishEgressCa({
         kubeConfig: loadKubeConfig(config.kubeconfigPath),
-        namespace: clusterNamespace(config.k8sNamespace),
+        namespace: clusterNamespace(config.k8sSandboxNamespace),
         name: config.egressCaConfigMap,
         certificatePem: egress.caCertificatePem,
         logger,

@@ -13,9 +13,15 @@
  * resolve listener for the run's values (mode `deployment`, the chart's default, installed with no CA
  * of the operator's: the chart generates it). Runner pods trust the proxy's CA: an HTTPS request from
  * the runner pod through the proxy reaches an HTTPS echo server (under a CA of its own, which the proxy
- * trusts upstream).
+ * trusts upstream). The runner pods, the repository-sync Job's pod and everything that owns them or
+ * they own are in the chart's sandbox namespace (`acis-sandboxes`), which the chart creates with Pod
+ * Security `restricted` enforced (the test server refuses pods that break it); neither process's
+ * ServiceAccount can read a Secret of the release namespace (the database URL, the master key), and
+ * no object of the sandbox namespace holds the database URL, the master key, the admin token or the
+ * service key.
  */
 import { randomBytes } from 'node:crypto';
+import { realpathSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -33,18 +39,22 @@ import {
   stopAcis,
   type AcisProcess,
 } from '../helpers/acis-process.js';
-import { helm } from '../helpers/kube-tools.js';
+import { helm, kubectl } from '../helpers/kube-tools.js';
+import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../../hack/git-server.js';
 import { deltaText, isTerminal, parseNdjson, readLines, withoutPings } from '../helpers/ndjson.js';
 import { createTestDatabase, dropTestDatabase } from '../helpers/test-server.js';
 import { startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
 import { runnerImage } from '../../hack/k8s/runner-image.js';
 import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
 import type { KubeObject } from '../../hack/k8s/store.js';
-import { CHART, EGRESS_IN_API_VALUES, NAMESPACE } from './chart-render.js';
+import { CHART, EGRESS_IN_API_VALUES, NAMESPACE, SANDBOX_NAMESPACE } from './chart-render.js';
 import { containerEnv, createDeploymentCaFiles, podTemplate, type RenderedPodTemplate } from './deployment-pod.js';
 import { connectionAllowed, selects, type NetworkPolicy, type PodEndpoint } from './network-policy-eval.js';
 
 const RUNNER_IMAGE = 'acis-runner:chart-conversation';
+/** The chart's own image, which repository-sync Jobs run (`acis sync-repository`). */
+const ACIS_IMAGE = 'acis:chart-conversation';
+const GIT_TOKEN = `ghp_${randomBytes(12).toString('hex')}`;
 const API_POD = 'acis-api-6b8c5-r7n2k';
 const CONTROLLER_POD = 'acis-controller-7d9f8-x2x4q';
 const PROXY_POD = 'acis-egress-proxy-5c7d9-qk2vd';
@@ -79,8 +89,13 @@ let stub: ModelStub;
 let echoServers: EchoServers | undefined;
 let httpsEchoPort: number;
 let httpsEchoCa: string;
+/** A git host on the "internet" requiring a token, and the repositories it serves. */
+let git: GitHttpServer;
+let gitRoot: string;
 
 beforeAll(async () => {
+  gitRoot = await mkdtemp(path.join(tmpdir(), 'acis-chart-git-'));
+  git = await serveGitOverHttp(gitRoot, { password: GIT_TOKEN });
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
   echoServers = await startEchoServers('chart conversation echo CA');
   ({ httpsPort: httpsEchoPort, caCertificatePem: httpsEchoCa } = echoServers);
@@ -89,6 +104,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await stub?.stop();
   echoServers?.close();
+  await git?.stop();
+  if (gitRoot) await rm(gitRoot, { recursive: true, force: true });
 });
 
 describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with egressProxy.mode %s', (mode) => {
@@ -110,9 +127,15 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
   /** The service key and user of the conversations. */
   let key: string;
   let userId: string;
+  /** Kubeconfigs acting as the API server's and the controller's ServiceAccounts. */
+  let apiKubeconfig: string;
+  let controllerKubeconfig: string;
+  /** The API server's environment: the values no object of the sandbox namespace may hold. */
+  let apiEnvHere: Record<string, string>;
 
   const ready = (pod: PodObject) => Boolean(pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-  const poolPods = () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as PodObject[];
+  const poolPods = () =>
+    server.store.list('pods', SANDBOX_NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as PodObject[];
   const secretValue = (name: string, key: string) => {
     const secret = server.store.get('secrets', NAMESPACE, name) as KubeObject & { data: Record<string, string> };
     return Buffer.from(secret.data[key]!, 'base64').toString();
@@ -124,7 +147,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     server = await startKubeTestServer({ namespaces: [NAMESPACE], bookmarkIntervalMs: 200 });
     kubelet = await startKubelet({
       server,
-      images: { [RUNNER_IMAGE]: runnerImage(ROOT) },
+      images: {
+        [RUNNER_IMAGE]: runnerImage(ROOT),
+        // The acis image's entrypoint (`acis`) from this checkout; sync Jobs read the test's git host.
+        [ACIS_IMAGE]: { command: process.execPath, binds: [ROOT, realpathSync(path.join(ROOT, 'node_modules'))] },
+      },
       probePeriodMs: 25,
       allocatable: { cpu: '64', memory: '256Gi', pods: 100 },
       // The API server, proxy and model stub run here as host processes, which the chart's policies
@@ -163,6 +190,9 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     const [apiPort, proxyPort, resolvePort, reportPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
     proxyMetricsPort = await freePort();
     const [repository, tag] = RUNNER_IMAGE.split(':');
+    const [acisRepository, acisTag] = ACIS_IMAGE.split(':');
+    // The API server's extra environment after the proxy's CA (in mode api-server its entry 0).
+    const apiExtra = mode === 'api-server' ? 1 : 0;
     const modeValues =
       mode === 'api-server'
         ? ['--values', EGRESS_IN_API_VALUES]
@@ -201,10 +231,28 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
         `${proxyProcess}.extraEnv[0].name=ACIS_EGRESS_EXTRA_CA`,
         '--set',
         `${proxyProcess}.extraEnv[0].value=/tmp/echo-ca.pem`,
+        '--set',
+        `image.repository=${acisRepository}`,
+        '--set',
+        `image.tag=${acisTag}`,
+        // The test's git host is plain HTTP on loopback.
+        '--set',
+        `apiServer.extraEnv[${apiExtra}].name=ACIS_ALLOW_PLAIN_REPOS`,
+        '--set-string',
+        `apiServer.extraEnv[${apiExtra}].value=1`,
+        '--set',
+        `apiServer.extraEnv[${apiExtra + 1}].name=ACIS_REPOSITORY_ALLOW`,
+        '--set',
+        `apiServer.extraEnv[${apiExtra + 1}].value=127.0.0.1`,
       ],
       { kubeconfig: server.kubeconfigPath, timeoutMs: 90_000 },
     );
     expect(installed.code, installed.stderr).toBe(0);
+    // The chart made the sandbox namespace, enforcing Pod Security restricted on every pod created in it.
+    expect(server.store.get('namespaces', undefined, SANDBOX_NAMESPACE).metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'restricted',
+      'pod-security.kubernetes.io/enforce-version': 'latest',
+    });
 
     // One API replica, as its pod would run: its volumes here, the Secrets' items where the chart mounts them.
     apiTemplate = podTemplate(server, NAMESPACE, 'acis-api');
@@ -221,7 +269,8 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       // The API server holds the resolve token but not the CA, which is the proxy's alone.
       expect(apiTemplate.spec.volumes?.map((volume) => volume.secret?.secretName).filter(Boolean)).toEqual(['acis-egress-resolve']);
     }
-    const apiKubeconfig = await server.kubeconfigFor({ namespace: NAMESPACE, serviceAccount: apiTemplate.spec.serviceAccountName });
+    apiEnvHere = apiEnv;
+    apiKubeconfig = await server.kubeconfigFor({ namespace: NAMESPACE, serviceAccount: apiTemplate.spec.serviceAccountName });
     api = runAcis(apiContainer.args, { ...cleanEnv(apiEnv), KUBECONFIG: apiKubeconfig });
     apiUrl = `http://127.0.0.1:${apiPort}`;
     await until(
@@ -266,9 +315,11 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     const controllerEnv = containerEnv(server, NAMESPACE, CONTROLLER_POD, controllerContainer);
     // Runner pods are told the proxy's Service name; the test server routes no Services, so the
     // address is that of the pod the Service selects (on the host's network here).
-    expect(controllerEnv.ACIS_EGRESS_PROXY_HOST).toBe('acis-egress-proxy');
+    expect(controllerEnv.ACIS_EGRESS_PROXY_HOST).toBe(`acis-egress-proxy.${NAMESPACE}.svc`);
     expect(controllerEnv.ACIS_EGRESS_CA_CONFIGMAP).toBe(CA_CERT_CONFIGMAP);
-    const controllerKubeconfig = await server.kubeconfigFor({
+    // Sync Job pods, in the sandbox namespace, reach the report Service by a name qualified with the release's.
+    expect(controllerEnv.ACIS_SYNC_REPORT_URL).toBe(`http://acis-sync-report.${NAMESPACE}.svc:${reportPort}`);
+    controllerKubeconfig = await server.kubeconfigFor({
       namespace: NAMESPACE,
       serviceAccount: controllerTemplate.spec.serviceAccountName,
     });
@@ -276,6 +327,14 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       ...cleanEnv(controllerEnv),
       KUBECONFIG: controllerKubeconfig,
       ACIS_EGRESS_PROXY_HOST: '127.0.0.1',
+      // The sync report Service's pods are the API process here; the acis image's entrypoint is `acis`.
+      ACIS_SYNC_REPORT_URL: `http://127.0.0.1:${reportPort}`,
+      ACIS_SYNC_COMMAND: [
+        process.execPath,
+        '--import',
+        `file://${path.join(realpathSync(path.join(ROOT, 'node_modules')), 'tsx/dist/loader.mjs')}`,
+        path.join(ROOT, 'cli', 'acis.ts'),
+      ].join(' '),
       // Not the pod's fixed 9090: test files share this machine's loopback.
       ACIS_CONTROLLER_METRICS_HOST: '127.0.0.1',
       ACIS_CONTROLLER_METRICS_PORT: '0',
@@ -284,7 +343,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     // first Sandbox adopts it rather than starting cold while that cache catches up.
     const poolReady = () =>
       (
-        server.store.get('sandboxwarmpools', NAMESPACE, 'vendor-agent-sdk') as
+        server.store.get('sandboxwarmpools', SANDBOX_NAMESPACE, 'vendor-agent-sdk') as
           | (KubeObject & { status?: { readyReplicas?: number } })
           | undefined
       )?.status?.readyReplicas === 1;
@@ -326,23 +385,27 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     expect(lines.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
 
     // Its Sandbox adopted the pool's pod.
-    const sandbox = server.store.get('sandboxes', NAMESPACE, sandboxName(conversation.id)) as KubeObject & { status: SandboxStatus };
+    const sandbox = server.store.get('sandboxes', SANDBOX_NAMESPACE, sandboxName(conversation.id)) as KubeObject & {
+      status: SandboxStatus;
+    };
     expect(sandbox.status).toMatchObject({ launch: 'pool', podName: poolPodName });
-    const pod = server.store.get('pods', NAMESPACE, poolPodName) as PodObject;
+    const pod = server.store.get('pods', SANDBOX_NAMESPACE, poolPodName) as PodObject;
     expect(pod.spec.containers[0]!.image).toBe(RUNNER_IMAGE);
     // It trusts the proxy's CA: in mode api-server the operator's, which the API server loaded from where
     // the chart mounts the Secret and published; in mode deployment the one the chart generated.
-    const published = server.store.get('configmaps', NAMESPACE, CA_CERT_CONFIGMAP) as KubeObject & { data: Record<string, string> };
+    const published = server.store.get('configmaps', SANDBOX_NAMESPACE, CA_CERT_CONFIGMAP) as KubeObject & { data: Record<string, string> };
     const caSecret = mode === 'api-server' ? 'acis-egress-ca' : 'acis-egress-ca-key';
     expect(published.data['ca.crt']!.trim()).toBe(secretValue(caSecret, 'ca.crt').trim());
     expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: CA_CERT_CONFIGMAP }) }));
 
     // The chart's sandbox policy selects it, lets it reach the proxy pods' proxy port and nothing else,
     // and lets the API pods reach its runner port.
-    const policies = server.store.list('networkpolicies.networking.k8s.io', NAMESPACE).items as unknown as NetworkPolicy[];
+    const policies = [NAMESPACE, SANDBOX_NAMESPACE].flatMap(
+      (namespace) => server.store.list('networkpolicies.networking.k8s.io', namespace).items as unknown as NetworkPolicy[],
+    );
     const sandboxPolicy = policies.find((policy) => policy.metadata.name === 'acis-sandbox')!;
     expect(selects(sandboxPolicy.spec.podSelector, pod.metadata.labels ?? {})).toBe(true);
-    const runnerPod: PodEndpoint = { namespace: NAMESPACE, labels: pod.metadata.labels ?? {}, ip: pod.status!.podIP! };
+    const runnerPod: PodEndpoint = { namespace: SANDBOX_NAMESPACE, labels: pod.metadata.labels ?? {}, ip: pod.status!.podIP! };
     const apiPod: PodEndpoint = { namespace: NAMESPACE, labels: apiTemplate.metadata.labels, ip: '10.244.1.7' };
     const proxyPod: PodEndpoint =
       mode === 'api-server' ? apiPod : { namespace: NAMESPACE, labels: proxyTemplate!.metadata.labels, ip: '10.244.1.8' };
@@ -373,7 +436,9 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       expect(await (await fetch(`${apiUrl}/metrics`)).text()).not.toMatch(/^acis_egress_requests_total\{outcome="forwarded"\} [1-9]/m);
     }
     expect(pod.spec.containers[0]!.env).toContainEqual({ name: 'ANTHROPIC_API_KEY', value: '{{secret:ANTHROPIC_API_KEY}}' });
-    expect([text, JSON.stringify(pod), kubelet.logs(NAMESPACE, poolPodName), proxy?.output() ?? ''].join('\n')).not.toContain(PLATFORM_KEY);
+    expect([text, JSON.stringify(pod), kubelet.logs(SANDBOX_NAMESPACE, poolPodName), proxy?.output() ?? ''].join('\n')).not.toContain(
+      PLATFORM_KEY,
+    );
 
     // HTTPS from the runner pod through the proxy: the pod accepts the leaf the proxy presents for the host.
     const httpsTurn = await fetch(`${apiUrl}/conversations/${conversation.id}/messages?stream=true`, {
@@ -396,9 +461,9 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     expect(httpsText).toContain(`echo /through-the-chart-${mode}`);
     const refusal = await server.store.waitUntil(
       () =>
-        (server.store.list('events', NAMESPACE).items as Array<KubeObject & { involvedObject: { name: string }; reason: string }>).find(
-          (e) => e.involvedObject.name === sandboxName(conversation.id) && e.reason === 'EgressDestinationRefused',
-        ),
+        (
+          server.store.list('events', SANDBOX_NAMESPACE).items as Array<KubeObject & { involvedObject: { name: string }; reason: string }>
+        ).find((e) => e.involvedObject.name === sandboxName(conversation.id) && e.reason === 'EgressDestinationRefused'),
       30_000,
       'the refusal told on the Sandbox',
     );
@@ -408,7 +473,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       (await fetch(`${apiUrl}/conversations/${conversation.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })).status,
     ).toBe(204);
     await server.store.waitUntil(
-      () => !server.store.find('sandboxes', NAMESPACE, sandboxName(conversation.id)),
+      () => !server.store.find('sandboxes', SANDBOX_NAMESPACE, sandboxName(conversation.id)),
       30_000,
       'the Sandbox gone',
     );
@@ -471,6 +536,105 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     await gone.exited;
     proxy = await startEgressProxyProcess(proxyEnvHere);
   }
+
+  it('syncs a repository as a Job whose pod runs in the sandbox namespace and hands what it found to the API server', async () => {
+    await createGitRepository(gitRoot, `skills-${mode}`, { 'pdf/SKILL.md': manifest({ name: 'pdf', description: 'Reads PDFs.' }) });
+    const credential = await call('POST', '/credentials', key, { name: `git-${mode}`, type: 'git_pat', secret: GIT_TOKEN }, 201);
+    const repository = await call(
+      'POST',
+      '/repositories',
+      key,
+      { name: `skills-${mode}`, repo_url: git.url(`skills-${mode}`), credential_id: credential.id },
+      201,
+    );
+    let ended: { sync: { state: string; error: unknown }; skill_count: number } | undefined;
+    await until(
+      async () => {
+        const current = await call('GET', `/repositories/${repository.id}`, key, undefined, 200);
+        if (current.sync.state === 'ready' || current.sync.state === 'error') ended = current;
+        return ended !== undefined;
+      },
+      90_000,
+      () => `the sync's end\n${controller!.output()}`,
+    );
+    expect(ended!.sync, JSON.stringify(ended)).toMatchObject({ state: 'ready', error: null });
+    expect(ended!.skill_count).toBe(1);
+    // Its RepositorySync, Job and pod were in the sandbox namespace, none in the release one.
+    const syncName = repository.id.toLowerCase().replace(/_/g, '-');
+    expect(server.store.find('repositorysyncs', SANDBOX_NAMESPACE, syncName)).toBeDefined();
+    expect(server.store.find('jobs', SANDBOX_NAMESPACE, `${syncName}-1`)).toBeDefined();
+    for (const resource of ['repositorysyncs', 'jobs']) expect(server.store.list(resource, NAMESPACE).items, resource).toEqual([]);
+    const jobPods = (namespace: string) =>
+      server.store
+        .list('pods', namespace)
+        .items.filter((pod) => pod.metadata.ownerReferences?.some((owner) => owner.kind === 'Job' && owner.name === `${syncName}-1`));
+    expect(jobPods(SANDBOX_NAMESPACE)).toHaveLength(1);
+    expect(jobPods(NAMESPACE)).toEqual([]);
+  }, 120_000);
+
+  it("leaves neither process's ServiceAccount a way to read the release namespace's Secrets, and the API server none to list the sandbox namespace's", async () => {
+    const canI = async (kubeconfig: string, ...args: string[]) => {
+      const answer = await kubectl(['auth', 'can-i', ...args], { kubeconfig });
+      return `${args.join(' ')}: ${answer.stdout.trim()}`;
+    };
+    const releaseSecrets = ['acis-database', 'acis-secrets', mode === 'api-server' ? 'acis-egress-ca' : 'acis-egress-ca-key'];
+    for (const kubeconfig of [apiKubeconfig, controllerKubeconfig]) {
+      for (const secret of releaseSecrets)
+        expect(await canI(kubeconfig, 'get', `secret/${secret}`, '-n', NAMESPACE)).toBe(`get secret/${secret} -n ${NAMESPACE}: no`);
+      for (const verb of ['list', 'watch'])
+        for (const namespace of [NAMESPACE, SANDBOX_NAMESPACE])
+          expect(await canI(kubeconfig, verb, 'secrets', '-n', namespace)).toBe(`${verb} secrets -n ${namespace}: no`);
+    }
+    // What each does need, so the answers above are RBAC's and not a broken request.
+    expect(await canI(apiKubeconfig, 'get', 'secret/any-runner-token', '-n', SANDBOX_NAMESPACE)).toMatch(/: yes$/);
+    expect(await canI(controllerKubeconfig, 'create', 'pods', '-n', SANDBOX_NAMESPACE)).toMatch(/: yes$/);
+    expect(await canI(controllerKubeconfig, 'get', 'lease/acis-controller', '-n', NAMESPACE)).toMatch(/: yes$/);
+    expect(await canI(controllerKubeconfig, 'create', 'pods', '-n', NAMESPACE)).toMatch(/: no$/);
+  });
+
+  it('holds the database URL, the master key, the admin token and the service key in no object of the sandbox namespace', async () => {
+    // A conversation holding its Sandbox while the namespace is searched.
+    const conversation = await call(
+      'POST',
+      '/conversations',
+      key,
+      { user_id: userId, runtime: { mode: 'warm', idle_ttl_seconds: 600 } },
+      201,
+    );
+    const turn = await fetch(`${apiUrl}/conversations/${conversation.id}/messages?stream=true`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content: 'Hello [[reply: held]]' }),
+    });
+    expect(withoutPings(parseNdjson(await turn.text())).at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
+    const canaries = {
+      DATABASE_URL: apiEnvHere.DATABASE_URL!,
+      ACIS_MASTER_KEY: apiEnvHere.ACIS_MASTER_KEY!,
+      ACIS_ADMIN_TOKEN: apiEnvHere.ACIS_ADMIN_TOKEN!,
+      'the service key': key,
+      'the platform key': PLATFORM_KEY,
+    };
+    for (const [name, value] of Object.entries(canaries)) expect(value?.length ?? 0, name).toBeGreaterThan(8);
+    const namespaced = server.store.registry.all().filter((type) => type.namespaced);
+    const objects = namespaced.flatMap((type) => server.store.list(type, SANDBOX_NAMESPACE).items);
+    // Runner pods, their token Secrets, the CA ConfigMap, Sandboxes, the sync's objects and Events at least.
+    const kinds = new Set(objects.map((object) => object.kind));
+    for (const kind of ['Pod', 'Secret', 'ConfigMap', 'Sandbox', 'SandboxWarmPool', 'RepositorySync', 'Job', 'Event'])
+      expect(kinds.has(kind), kind).toBe(true);
+    // Secret and ConfigMap data decoded, as a pod mounting them would read it.
+    const text = objects
+      .map((object) => {
+        const data = (object as { data?: Record<string, string> }).data ?? {};
+        const decoded = object.kind === 'Secret' ? Object.values(data).map((value) => Buffer.from(value, 'base64').toString()) : [];
+        return [JSON.stringify(object), ...decoded].join('\n');
+      })
+      .join('\n');
+    const logs = server.store
+      .list('pods', SANDBOX_NAMESPACE)
+      .items.map((pod) => kubelet.logs(SANDBOX_NAMESPACE, pod.metadata.name!))
+      .join('\n');
+    for (const [name, value] of Object.entries(canaries)) expect(`${text}\n${logs}`.includes(value), name).toBe(false);
+  });
 
   it('ran the API server and the controller as their ServiceAccounts, and RBAC refused neither anything', () => {
     for (const account of [apiTemplate.spec.serviceAccountName, controllerTemplate.spec.serviceAccountName]) {

@@ -6,7 +6,7 @@
  */
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CHART, find, lintChart, ofKind, renderChart, type RenderedObject, templateChart } from './chart-render.js';
+import { CHART, find, lintChart, NAMESPACE, ofKind, renderChart, type RenderedObject, templateChart } from './chart-render.js';
 import { schemaProblems } from './kube-schema.js';
 import { connectionAllowed, type NetworkPolicy, type PodEndpoint, selects } from './network-policy-eval.js';
 
@@ -25,13 +25,18 @@ const openshiftDns: PodEndpoint = {
 };
 const nodeLocalCache = { ip: '169.254.20.10' };
 
-const policiesOf = (objects: RenderedObject[]) => ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
-/** A pod each DNS-using policy selects: its podSelector's labels, in the release namespace. */
+/** The rendered policies where `helm install -n NAMESPACE` puts them: the release namespace unless they name one. */
+const policiesOf = (objects: RenderedObject[]) =>
+  (ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[]).map((policy) => ({
+    ...policy,
+    metadata: { ...policy.metadata, namespace: policy.metadata.namespace ?? NAMESPACE },
+  }));
+/** A pod each DNS-using policy selects: its podSelector's labels, in the policy's namespace. */
 const subjects = (policies: NetworkPolicy[], names = WITH_SANDBOX_DNS) =>
   names.map((name): [string, PodEndpoint] => {
     const policy = policies.find((candidate) => candidate.metadata.name === name);
     if (!policy) throw new Error(`no NetworkPolicy ${name}`);
-    return [name, { namespace: 'acis', ip: '10.244.1.50', labels: policy.spec.podSelector.matchLabels ?? {} }];
+    return [name, { namespace: policy.metadata.namespace!, ip: '10.244.1.50', labels: policy.spec.podSelector.matchLabels ?? {} }];
   });
 const resolves = (policies: NetworkPolicy[], pod: PodEndpoint, dns: PodEndpoint | { ip: string }, port: number) =>
   connectionAllowed(policies, pod, dns, port, 'UDP') && connectionAllowed(policies, pod, dns, port, 'TCP');

@@ -2,7 +2,8 @@
  * `helm install` of charts/acis into the Kubernetes API test server (its discovery carries helm), then
  * `acis controller` as its own process with the environment the chart's Deployment gives its pod
  * (the test server runs no Deployment controller): the chart's CRDs are served, its warm pool fills
- * with runner pods through the simulated kubelet, the chart's Lease elects the controller, and the
+ * with runner pods (in the sandbox namespace the chart makes) through the simulated kubelet, the
+ * chart's Lease (in the release namespace) elects the controller, and the
  * sandbox NetworkPolicy selects the pods the controller really makes. Then the egress proxy's pod, made
  * from its Deployment's template as a ReplicaSet would, runs the compiled proxy (built as the image's
  * Dockerfile builds it) with the chart's environment, volumes and the CA Secret the chart generated
@@ -21,7 +22,7 @@ import { helm, kubectl } from '../helpers/kube-tools.js';
 import { startKubelet, type Kubelet } from '../../hack/k8s/kubelet.js';
 import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
 import type { KubeObject } from '../../hack/k8s/store.js';
-import { CHART, NAMESPACE } from './chart-render.js';
+import { CHART, NAMESPACE, SANDBOX_NAMESPACE } from './chart-render.js';
 import { containerEnv, podTemplate } from './deployment-pod.js';
 import { selects, type LabelSelector } from './network-policy-eval.js';
 
@@ -120,22 +121,23 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     for (const crd of ['sandboxes.acis.dev', 'sandboxwarmpools.acis.dev', 'repositorysyncs.acis.dev']) {
       expect(server.store.find('customresourcedefinitions.apiextensions.k8s.io', undefined, crd), crd).toBeDefined();
     }
-    for (const [resource, name] of [
-      ['deployments.apps', 'acis-api'],
-      ['deployments.apps', 'acis-controller'],
-      ['deployments.apps', 'acis-egress-proxy'],
-      ['networkpolicies.networking.k8s.io', 'acis-sandbox'],
-      ['networkpolicies.networking.k8s.io', 'acis-egress-proxy'],
-      ['roles.rbac.authorization.k8s.io', 'acis-api'],
-      ['roles.rbac.authorization.k8s.io', 'acis-controller'],
-      ['poddisruptionbudgets.policy', 'acis-api'],
-      ['secrets', 'acis-secrets'],
-      ['secrets', 'acis-database'],
-      ['secrets', 'acis-egress-ca-key'],
-      ['configmaps', 'acis-egress-ca'],
-      ['sandboxwarmpools', 'vendor-agent-sdk'],
+    for (const [resource, name, namespace] of [
+      ['deployments.apps', 'acis-api', NAMESPACE],
+      ['deployments.apps', 'acis-controller', NAMESPACE],
+      ['deployments.apps', 'acis-egress-proxy', NAMESPACE],
+      ['networkpolicies.networking.k8s.io', 'acis-sandbox', SANDBOX_NAMESPACE],
+      ['networkpolicies.networking.k8s.io', 'acis-egress-proxy', NAMESPACE],
+      ['roles.rbac.authorization.k8s.io', 'acis-api', SANDBOX_NAMESPACE],
+      ['roles.rbac.authorization.k8s.io', 'acis-controller', SANDBOX_NAMESPACE],
+      ['roles.rbac.authorization.k8s.io', 'acis-controller-lease', NAMESPACE],
+      ['poddisruptionbudgets.policy', 'acis-api', NAMESPACE],
+      ['secrets', 'acis-secrets', NAMESPACE],
+      ['secrets', 'acis-database', NAMESPACE],
+      ['secrets', 'acis-egress-ca-key', NAMESPACE],
+      ['configmaps', 'acis-egress-ca', SANDBOX_NAMESPACE],
+      ['sandboxwarmpools', 'vendor-agent-sdk', SANDBOX_NAMESPACE],
     ] as const) {
-      expect(server.store.find(resource, NAMESPACE, name), `${resource}/${name}`).toBeDefined();
+      expect(server.store.find(resource, namespace, name), `${resource}/${name}`).toBeDefined();
     }
 
     // The controller's pod, as the kubelet would start it from the Deployment: its env resolved, and
@@ -147,7 +149,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(env.ACIS_RUNNER_IMAGE).toBe(RUNNER_IMAGE);
     // Runner pods trust the CA the chart generated, with no CA supplied by hand.
     expect(env.ACIS_EGRESS_CA_CONFIGMAP).toBe('acis-egress-ca');
-    expect(env.ACIS_EGRESS_PROXY_HOST).toBe('acis-egress-proxy');
+    expect(env.ACIS_EGRESS_PROXY_HOST).toBe(`acis-egress-proxy.${NAMESPACE}.svc`);
     const proxyClusterIP = (server.store.get('services', NAMESPACE, 'acis-egress-proxy').spec as { clusterIP: string }).clusterIP;
     controller = runAcis(container.args, {
       ...cleanEnv(env),
@@ -171,14 +173,14 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
 
     const pool = await server.store.waitFor(
       'sandboxwarmpools',
-      NAMESPACE,
+      SANDBOX_NAMESPACE,
       'vendor-agent-sdk',
       (object) => (object as (KubeObject & { status?: { readyReplicas?: number } }) | undefined)?.status?.readyReplicas === 2,
       60_000,
     );
     expect(pool, controller.output()).toBeDefined();
 
-    const pods = server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as Array<
+    const pods = server.store.list('pods', SANDBOX_NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items as Array<
       KubeObject & {
         spec: {
           containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }>;
@@ -187,7 +189,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       }
     >;
     expect(pods).toHaveLength(2);
-    const policy = server.store.get('networkpolicies.networking.k8s.io', NAMESPACE, 'acis-sandbox') as KubeObject & {
+    const policy = server.store.get('networkpolicies.networking.k8s.io', SANDBOX_NAMESPACE, 'acis-sandbox') as KubeObject & {
       spec: { podSelector: LabelSelector };
     };
     for (const pod of pods) {
@@ -200,7 +202,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       expect(pod.spec.volumes).toContainEqual(expect.objectContaining({ configMap: expect.objectContaining({ name: 'acis-egress-ca' }) }));
     }
 
-    const listed = await kubectl(['get', 'sbxpool', '-n', NAMESPACE], { kubeconfig: server.kubeconfigPath });
+    const listed = await kubectl(['get', 'sbxpool', '-n', SANDBOX_NAMESPACE], { kubeconfig: server.kubeconfigPath });
     expect(listed.stdout).toContain('vendor-agent-sdk');
   }, 120_000);
 
@@ -214,16 +216,16 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     expect(server.requests.filter((request) => request.user === controllerUser && request.status === 403)).toEqual([]);
 
     type Role = KubeObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
-    const role = server.store.get('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller') as Role;
+    const role = server.store.get('roles.rbac.authorization.k8s.io', SANDBOX_NAMESPACE, 'acis-controller') as Role;
     const withoutPodCreate = role.rules.map((rule) =>
       rule.resources.includes('pods') ? { ...rule, verbs: rule.verbs.filter((verb) => verb !== 'create') } : rule,
     );
-    server.store.update('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller', { ...role, rules: withoutPodCreate });
+    server.store.update('roles.rbac.authorization.k8s.io', SANDBOX_NAMESPACE, 'acis-controller', { ...role, rules: withoutPodCreate });
     // Resources of its own: no pool pod to adopt, so the controller must create one.
-    server.store.create('sandboxes', NAMESPACE, {
+    server.store.create('sandboxes', SANDBOX_NAMESPACE, {
       apiVersion: 'acis.dev/v1alpha1',
       kind: 'Sandbox',
-      metadata: { name: 'forbidden-pod', namespace: NAMESPACE },
+      metadata: { name: 'forbidden-pod', namespace: SANDBOX_NAMESPACE },
       spec: {
         conversationId: 'con_RBACREFUSED0001',
         tenantId: 'tnt_RBACREFUSED01',
@@ -233,26 +235,26 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
       },
     } as unknown as KubeObject);
     type SandboxObject = KubeObject & { status?: { phase?: string; conditions?: Array<{ message?: string }> } };
-    const forbidden = `pods is forbidden: User "${controllerUser}" cannot create resource "pods" in API group "" in the namespace "${NAMESPACE}"`;
+    const forbidden = `pods is forbidden: User "${controllerUser}" cannot create resource "pods" in API group "" in the namespace "${SANDBOX_NAMESPACE}"`;
     const refused = await server.store.waitFor(
       'sandboxes',
-      NAMESPACE,
+      SANDBOX_NAMESPACE,
       'forbidden-pod',
       (object) => Boolean((object as SandboxObject | undefined)?.status?.conditions?.some((c) => c.message?.includes(forbidden))),
       30_000,
     );
     expect(refused, controller!.output()).toBeDefined();
     // Its cold pod is named after it (and its uid): none by its label.
-    const itsPods = () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/sandbox=forbidden-pod' }).items;
+    const itsPods = () => server.store.list('pods', SANDBOX_NAMESPACE, { labelSelector: 'acis.dev/sandbox=forbidden-pod' }).items;
     expect(itsPods()).toEqual([]);
 
-    server.store.update('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller', {
-      ...(server.store.get('roles.rbac.authorization.k8s.io', NAMESPACE, 'acis-controller') as Role),
+    server.store.update('roles.rbac.authorization.k8s.io', SANDBOX_NAMESPACE, 'acis-controller', {
+      ...(server.store.get('roles.rbac.authorization.k8s.io', SANDBOX_NAMESPACE, 'acis-controller') as Role),
       rules: role.rules,
     });
     await server.store.waitUntil(() => itsPods().length === 1, 60_000, 'its pod created');
-    server.store.delete('sandboxes', NAMESPACE, 'forbidden-pod');
-    await server.store.waitUntil(() => !server.store.find('sandboxes', NAMESPACE, 'forbidden-pod'), 30_000, 'the Sandbox gone');
+    server.store.delete('sandboxes', SANDBOX_NAMESPACE, 'forbidden-pod');
+    await server.store.waitUntil(() => !server.store.find('sandboxes', SANDBOX_NAMESPACE, 'forbidden-pod'), 30_000, 'the Sandbox gone');
   }, 120_000);
 
   it('upgrades in place and keeps the generated master key, egress resolve token and egress CA', async () => {
@@ -274,7 +276,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
     // Runner pods keep trusting what the proxies present.
     expect(egressCa()).toEqual(caBefore);
     await server.store.waitUntil(
-      () => server.store.list('pods', NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1,
+      () => server.store.list('pods', SANDBOX_NAMESPACE, { labelSelector: 'acis.dev/pool=vendor-agent-sdk' }).items.length === 1,
       30_000,
       'the pool shrunk to one pod',
     );
@@ -337,7 +339,7 @@ describe('charts/acis: helm install against the Kubernetes API test server', () 
 /** The egress CA's certificate as the chart's Secret and ConfigMap hold it, and the proxy pods' checksum of it. */
 function egressCaOf(server: KubeTestServer): { secretCert: string; configMapCert: string; proxyChecksum: string } {
   const secret = server.store.get('secrets', NAMESPACE, 'acis-egress-ca-key') as KubeObject & { data: Record<string, string> };
-  const configMap = server.store.get('configmaps', NAMESPACE, 'acis-egress-ca') as KubeObject & { data: Record<string, string> };
+  const configMap = server.store.get('configmaps', SANDBOX_NAMESPACE, 'acis-egress-ca') as KubeObject & { data: Record<string, string> };
   const deployment = server.store.get('deployments.apps', NAMESPACE, 'acis-egress-proxy') as KubeObject & {
     spec: { template: { metadata: { annotations: Record<string, string> } } };
   };

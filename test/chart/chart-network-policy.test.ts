@@ -1,14 +1,17 @@
 /**
- * The chart's NetworkPolicies enforced on real packets (the kubelet's netns mode, hack/k8s/pod-netns.ts):
- * with the chart's policies and Services applied, a pod with the runner pods' labels in the release
- * namespace reaches the egress proxy (by pod IP and by its Service's ClusterIP) and nothing else:
- * not the API server's public port nor its resolve listener, not another runner, not the proxy's
- * other ports, not PostgreSQL nor the Kubernetes API on the node, not an address outside the pod
- * network; the cluster DNS on port 53 only while `networkPolicy.sandboxDns` says so. Removing the
- * sandbox policy opens every one of those paths, so each assertion can fail. A pod with the
- * repository-sync Job pods' labels reaches the API server's sync report listener (by pod IP and by
- * its Service) and git hosts, never PostgreSQL nor the API server's other ports: it holds no database
- * credential and has no path to the database either. The pods run a probe
+ * The chart's NetworkPolicies enforced on real packets (the kubelet's netns mode, hack/k8s/pod-netns.ts),
+ * each in the namespace the chart renders it in: with the chart's policies and Services applied, a
+ * pod with the runner pods' labels in the sandbox namespace reaches the egress proxy in the release
+ * namespace (by pod IP and by its Service's ClusterIP) and nothing else: not the API server's public
+ * port nor its resolve listener, not the controller, not another runner, not the proxy's other
+ * ports, not PostgreSQL nor the Kubernetes API on the node, not an address outside the pod network;
+ * the cluster DNS on port 53 only while `networkPolicy.sandboxDns` says so. Removing the sandbox
+ * policy opens every one of those paths, so each assertion can fail. The peers across the two
+ * namespaces name the other one: a pod with a runner's labels in the release namespace is not let
+ * into the proxy. A pod with the repository-sync Job pods' labels in the sandbox namespace reaches
+ * the API server's sync report listener (by pod IP and by its Service) and git hosts, never
+ * PostgreSQL nor the API server's other ports: it holds no database credential and has no path to
+ * the database either. The pods run a probe
  * program (test/k8s-server/fixtures/net-probe.cjs) standing for the components: the chart's
  * policies select by labels and ports, which is what is held here.
  */
@@ -22,7 +25,7 @@ import type { NetworkPolicyObject } from '../../hack/k8s/network-policy-rules.js
 import { probeNetworkMode } from '../../hack/k8s/pod-netns.js';
 import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
 import type { KubeObject } from '../../hack/k8s/store.js';
-import { NAMESPACE, find, ofKind, renderChart, type RenderedObject } from './chart-render.js';
+import { NAMESPACE, SANDBOX_NAMESPACE, find, ofKind, renderChart, type RenderedObject } from './chart-render.js';
 
 const NET_PROBE = fileURLToPath(new URL('../k8s-server/fixtures/net-probe.cjs', import.meta.url));
 const CONTROL_PORT = 9000;
@@ -50,11 +53,20 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
   let outsideIP: string | undefined;
   let proxyClusterIP: string;
   /** The chart's values as rendered: the proxy port, the runner's port, the API server's ports, the proxy's metrics port. */
-  const ports = { proxy: 0, sandbox: 0, api: 0, resolve: 0, report: 0, proxyMetrics: 0 };
+  const ports = { proxy: 0, sandbox: 0, api: 0, resolve: 0, report: 0, proxyMetrics: 0, controllerMetrics: 0 };
   let syncPolicy: Policy;
   let reportClusterIP: string;
 
-  const ip = (name: string, namespace = NAMESPACE) => (server.store.get('pods', namespace, name).status as { podIP: string }).podIP;
+  /** The probe pods' namespaces: runners and sync Jobs where the chart puts them, the rest beside the processes. */
+  const namespaceOf: Record<string, string> = {
+    runner: SANDBOX_NAMESPACE,
+    'runner-2': SANDBOX_NAMESPACE,
+    sync: SANDBOX_NAMESPACE,
+    dns: 'kube-system',
+  };
+  const ip = (name: string) => (server.store.get('pods', namespaceOf[name] ?? NAMESPACE, name).status as { podIP: string }).podIP;
+  /** Where `helm install -n NAMESPACE` puts a rendered object: its own namespace, else the release's. */
+  const installedIn = (object: RenderedObject) => object.metadata.namespace ?? NAMESPACE;
   const ready = (object: KubeObject | undefined) =>
     Boolean(
       (object?.status as { conditions?: Array<{ type: string; status: string }> })?.conditions?.some(
@@ -100,10 +112,11 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
     ['the resolve listener', ip('api'), ports.resolve, 'tcp', 'refused: timeout'],
     ['the sync report listener', ip('api'), ports.report, 'tcp', 'refused: timeout'],
     ['another runner', ip('runner-2'), ports.sandbox, 'tcp', 'runner-2'],
+    ['the controller', ip('controller'), ports.controllerMetrics, 'tcp', 'controller'],
     ["the proxy's metrics port", ip('proxy'), ports.proxyMetrics, 'tcp', 'proxy'],
     ['PostgreSQL on the node', kubelet.nodeAddress, 5432, 'tcp', ''],
     ['the Kubernetes API on the node', kubelet.nodeAddress, Number(new URL(server.url).port), 'tcp', 'kubernetes'],
-    ['DNS on another port', ip('dns', 'kube-system'), 5353, 'tcp', 'dns'],
+    ['DNS on another port', ip('dns'), 5353, 'tcp', 'dns'],
     ...(outsideIP
       ? [
           ['an outside address', outsideIP, (outside!.address() as { port: number }).port, 'tcp', 'outside'] as [
@@ -119,7 +132,7 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
 
   beforeAll(async () => {
     rendered = await renderChart();
-    server = await startKubeTestServer({ namespaces: [NAMESPACE, 'kube-system'] });
+    server = await startKubeTestServer({ namespaces: [NAMESPACE, SANDBOX_NAMESPACE, 'kube-system'] });
     kubelet = await startKubelet({
       server,
       network: 'netns',
@@ -133,7 +146,8 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
       await once(outside, 'listening');
     }
     for (const object of [...ofKind(rendered, 'NetworkPolicy'), ...ofKind(rendered, 'Service')])
-      server.store.create(object.kind === 'Service' ? 'services' : POLICIES, NAMESPACE, object as unknown as KubeObject);
+      server.store.create(object.kind === 'Service' ? 'services' : POLICIES, installedIn(object), object as unknown as KubeObject);
+    expect(installedIn(find(rendered, 'NetworkPolicy', 'acis-sandbox'))).toBe(SANDBOX_NAMESPACE);
     sandboxPolicy = find(rendered, 'NetworkPolicy', 'acis-sandbox') as Policy;
     const apiPolicy = find(rendered, 'NetworkPolicy', 'acis-api') as Policy;
     const proxyPolicy = find(rendered, 'NetworkPolicy', 'acis-egress-proxy') as Policy;
@@ -148,11 +162,15 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
     ports.resolve = Number(apiPolicy.spec.ingress![1]!.ports![0]!.port);
     syncPolicy = find(rendered, 'NetworkPolicy', 'acis-repository-sync') as Policy;
     ports.report = Number(syncPolicy.spec.egress![0]!.ports![0]!.port);
-    createPod('sync', NAMESPACE, syncPolicy.spec.podSelector!.matchLabels!, []);
+    createPod('sync', SANDBOX_NAMESPACE, syncPolicy.spec.podSelector!.matchLabels!, []);
     const runnerLabels = sandboxPolicy.spec.podSelector!.matchLabels!;
     const dnsPeer = toDns!.to![0]!;
-    createPod('runner', NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
-    createPod('runner-2', NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
+    createPod('runner', SANDBOX_NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
+    createPod('runner-2', SANDBOX_NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
+    createPod('runner-in-release', NAMESPACE, runnerLabels, [`tcp:${ports.sandbox}`]);
+    const controllerPolicy = find(rendered, 'NetworkPolicy', 'acis-controller') as Policy;
+    ports.controllerMetrics = Number(controllerPolicy.spec.ingress![0]!.ports![0]!.port);
+    createPod('controller', NAMESPACE, controllerPolicy.spec.podSelector!.matchLabels!, [`tcp:${ports.controllerMetrics}`]);
     const proxyDeployment = find(rendered, 'Deployment', 'acis-egress-proxy') as RenderedObject & {
       spec: { template: { spec: { containers: Array<{ ports: Array<{ containerPort: number }> }> } } };
     };
@@ -175,15 +193,8 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
       [{ name: 'sync-report', containerPort: ports.report }],
     );
     createPod('dns', 'kube-system', dnsPeer.podSelector!.matchLabels!, ['udp:53', 'tcp:53', 'tcp:5353']);
-    for (const [name, namespace] of [
-      ['runner', NAMESPACE],
-      ['runner-2', NAMESPACE],
-      ['sync', NAMESPACE],
-      ['proxy', NAMESPACE],
-      ['api', NAMESPACE],
-      ['dns', 'kube-system'],
-    ])
-      await server.store.waitFor('pods', namespace!, name!, ready, 30_000);
+    for (const name of ['runner', 'runner-2', 'runner-in-release', 'controller', 'sync', 'proxy', 'api', 'dns'])
+      await server.store.waitFor('pods', namespaceOf[name] ?? NAMESPACE, name, ready, 30_000);
     const proxyService = find(rendered, 'Service', 'acis-egress-proxy');
     proxyClusterIP = (server.store.get('services', NAMESPACE, proxyService.metadata.name).spec as { clusterIP: string }).clusterIP;
     reportClusterIP = (server.store.get('services', NAMESPACE, 'acis-sync-report').spec as { clusterIP: string }).clusterIP;
@@ -206,6 +217,13 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
   it('lets the API server reach a runner on its port, and no other pod', async () => {
     expect(await reach('api', ip('runner'), ports.sandbox)).toBe('runner');
     expect(await reach('proxy', ip('runner'), ports.sandbox)).toBe('refused: timeout');
+    expect(await reach('controller', ip('runner'), ports.sandbox)).toBe('refused: timeout');
+  });
+
+  it("admits across the namespaces only the pods in the one the peers name: a runner's labels in the release namespace do not open the proxy", async () => {
+    expect(await reach('runner-in-release', ip('proxy'), ports.proxy)).toBe('refused: timeout');
+    expect(await reach('api', ip('runner-in-release'), ports.sandbox)).toBe('refused: timeout');
+    expect(await reach('runner', ip('proxy'), ports.proxy)).toBe('proxy');
   });
 
   it('keeps a runner pod from everything else', async () => {
@@ -217,18 +235,18 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
   });
 
   it('lets a runner query the cluster DNS on port 53 only once networkPolicy.sandboxDns is true (off by default)', async () => {
-    expect(await reach('runner', ip('dns', 'kube-system'), 53, 'udp')).toBe('refused: timeout');
-    expect(await reach('runner', ip('dns', 'kube-system'), 53, 'tcp')).toBe('refused: timeout');
+    expect(await reach('runner', ip('dns'), 53, 'udp')).toBe('refused: timeout');
+    expect(await reach('runner', ip('dns'), 53, 'tcp')).toBe('refused: timeout');
     expect(await reach('runner', ip('proxy'), ports.proxy)).toBe('proxy');
     const withDns = find(await renderChart({ set: ['networkPolicy.sandboxDns=true'] }), 'NetworkPolicy', 'acis-sandbox');
-    const stored = server.store.get(POLICIES, NAMESPACE, 'acis-sandbox');
-    server.store.update(POLICIES, NAMESPACE, 'acis-sandbox', { ...stored, spec: withDns.spec } as KubeObject);
+    const stored = server.store.get(POLICIES, SANDBOX_NAMESPACE, 'acis-sandbox');
+    server.store.update(POLICIES, SANDBOX_NAMESPACE, 'acis-sandbox', { ...stored, spec: withDns.spec } as KubeObject);
     try {
-      expect(await reach('runner', ip('dns', 'kube-system'), 53, 'udp')).toBe('dns');
-      expect(await reach('runner', ip('dns', 'kube-system'), 53, 'tcp')).toBe('dns');
+      expect(await reach('runner', ip('dns'), 53, 'udp')).toBe('dns');
+      expect(await reach('runner', ip('dns'), 53, 'tcp')).toBe('dns');
     } finally {
-      const current = server.store.get(POLICIES, NAMESPACE, 'acis-sandbox');
-      server.store.update(POLICIES, NAMESPACE, 'acis-sandbox', { ...current, spec: sandboxPolicy.spec } as KubeObject);
+      const current = server.store.get(POLICIES, SANDBOX_NAMESPACE, 'acis-sandbox');
+      server.store.update(POLICIES, SANDBOX_NAMESPACE, 'acis-sandbox', { ...current, spec: sandboxPolicy.spec } as KubeObject);
     }
   });
 
@@ -255,7 +273,7 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
     const paths = forbiddenToSync();
     const reached = await Promise.all(paths.map(([what, host, port]) => reach('sync', host, port).then((answer) => `${what}: ${answer}`)));
     expect(reached).toEqual(paths.map(([what]) => `${what}: refused: timeout`));
-    server.store.delete(POLICIES, NAMESPACE, 'acis-repository-sync');
+    server.store.delete(POLICIES, SANDBOX_NAMESPACE, 'acis-repository-sync');
     try {
       for (const [what, host, port, answer] of paths) {
         const opened = await reach('sync', host, port);
@@ -264,12 +282,12 @@ describe.runIf(mode === 'netns')("the chart's sandbox NetworkPolicy, enforced on
         else expect(`${what}: ${opened}`).toBe(`${what}: ${answer}`);
       }
     } finally {
-      server.store.create(POLICIES, NAMESPACE, syncPolicy as unknown as KubeObject);
+      server.store.create(POLICIES, SANDBOX_NAMESPACE, syncPolicy as unknown as KubeObject);
     }
   });
 
   it('opens every one of those paths once the sandbox policy is removed', async () => {
-    server.store.delete(POLICIES, NAMESPACE, 'acis-sandbox');
+    server.store.delete(POLICIES, SANDBOX_NAMESPACE, 'acis-sandbox');
     for (const [what, host, port, protocol, answer] of forbidden()) {
       const reached = await reach('runner', host, port, protocol);
       // PostgreSQL and the Kubernetes API are host processes: a connection made is what counts.

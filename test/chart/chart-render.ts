@@ -16,6 +16,8 @@ export const EGRESS_IN_API_VALUES = path.join(CHART, 'ci', 'egress-in-api-server
 /** What hack/kind-up.sh installs with. */
 export const KIND_VALUES = path.join(ROOT, 'hack', 'kind', 'values.yaml');
 export const NAMESPACE = 'acis';
+/** Where the chart puts runner pods and sync Jobs by default (values.yaml, sandboxNamespace). */
+export const SANDBOX_NAMESPACE = 'acis-sandboxes';
 
 export interface RenderedObject {
   apiVersion: string;

@@ -9,7 +9,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { helm, kubectl, type ToolResult } from '../helpers/kube-tools.js';
 import { startKubeTestServer, type KubeTestServer } from '../../hack/k8s/server.js';
-import { CHART, NAMESPACE } from './chart-render.js';
+import { CHART, NAMESPACE, SANDBOX_NAMESPACE } from './chart-render.js';
 
 const POOL = 'vendor-agent-sdk';
 
@@ -33,15 +33,15 @@ function upgrade(...flags: string[]): Promise<ToolResult> {
 }
 
 function scale(replicas: number): Promise<ToolResult> {
-  return tool(kubectl, ['scale', `sbxpool/${POOL}`, '--namespace', NAMESPACE, `--replicas=${replicas}`]);
+  return tool(kubectl, ['scale', `sbxpool/${POOL}`, '--namespace', SANDBOX_NAMESPACE, `--replicas=${replicas}`]);
 }
 
 function replicas(): unknown {
-  return (server.store.get('sbxpool', NAMESPACE, POOL).spec as { replicas?: unknown }).replicas;
+  return (server.store.get('sbxpool', SANDBOX_NAMESPACE, POOL).spec as { replicas?: unknown }).replicas;
 }
 
 function managersOfReplicas(): string[] {
-  const entries = (server.store.get('sbxpool', NAMESPACE, POOL).metadata.managedFields ?? []) as Array<{
+  const entries = (server.store.get('sbxpool', SANDBOX_NAMESPACE, POOL).metadata.managedFields ?? []) as Array<{
     manager: string;
     operation: string;
     subresource?: string;
@@ -90,7 +90,7 @@ describe('charts/acis: helm upgrade after kubectl scale sbxpool', () => {
     expect(replicas()).toBe(1);
     expect(managersOfReplicas()).toEqual([]);
     // What an HPA does: a PUT of the scale subresource under its own manager.
-    const scaleUrl = `${server.url}/apis/acis.dev/v1alpha1/namespaces/${NAMESPACE}/sandboxwarmpools/${POOL}/scale`;
+    const scaleUrl = `${server.url}/apis/acis.dev/v1alpha1/namespaces/${SANDBOX_NAMESPACE}/sandboxwarmpools/${POOL}/scale`;
     const current = (await (await fetch(scaleUrl)).json()) as { spec: { replicas: number } };
     const written = await fetch(`${scaleUrl}?fieldManager=horizontal-pod-autoscaler`, {
       method: 'PUT',

@@ -25,6 +25,7 @@ import {
   PRODUCTION_VALUES,
   renderChart,
   type RenderedObject,
+  SANDBOX_NAMESPACE,
   templateChart,
   TRIAL_VALUES,
 } from './chart-render.js';
@@ -60,6 +61,12 @@ const podLabelsOf = (object: RenderedObject) =>
   (object.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
 const envOf = (container: Container) => new Map((container.env ?? []).map((entry) => [entry.name, entry]));
 const WORKLOADS = ['Deployment', 'StatefulSet', 'DaemonSet', 'Job'];
+/** The rendered NetworkPolicies where `helm install -n NAMESPACE` puts them: the release namespace unless they name one. */
+const installedPolicies = (objects: RenderedObject[]) =>
+  (ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[]).map((policy) => ({
+    ...policy,
+    metadata: { ...policy.metadata, namespace: policy.metadata.namespace ?? NAMESPACE },
+  }));
 
 async function crdSchemas(): Promise<Map<string, JsonSchema>> {
   const schemas = new Map<string, JsonSchema>();
@@ -216,7 +223,8 @@ describe.each([
     const proxyHost = env.get('ACIS_EGRESS_PROXY_HOST')!.value!;
     const proxy = find(objects, 'Service', 'acis-egress-proxy');
     const proxyService = proxy.spec as { clusterIP?: string; ports: Array<{ name: string; port: number }> };
-    expect([proxy.metadata.name, proxyService.clusterIP]).toContain(proxyHost);
+    // By a name runner pods resolve from their own namespace (with sandbox DNS on), or a fixed address.
+    expect([`${proxy.metadata.name}.${NAMESPACE}.svc`, proxyService.clusterIP]).toContain(proxyHost);
     expect(env.get('ACIS_EGRESS_PROXY_PORT')!.value).toBe(String(proxyService.ports.find((p) => p.name === 'proxy')!.port));
     const apiContainer = podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]! as Container & {
       ports: Array<{ name: string; containerPort: number }>;
@@ -240,15 +248,16 @@ describe.each([
     expect(api.get('ACIS_SYNC_REPORT_LISTEN')!.value).toBe(`0.0.0.0:${reportPort}`);
     expect(reportPort).not.toBe(Number(api.get('PORT')!.value));
     expect(env.get('ACIS_SYNC_IMAGE')!.value).toBe(podSpecOf(controller).containers[0]!.image);
-    const leaseRule = (find(objects, 'Role', 'acis-controller').rules as RbacRule[]).find((rule) => rule.resourceNames)!;
+    const leaseRule = (find(objects, 'Role', 'acis-controller-lease').rules as RbacRule[]).find((rule) => rule.resourceNames)!;
     expect(leaseRule.resourceNames).toEqual([env.get('ACIS_CONTROLLER_LEASE_NAME')!.value]);
   });
 });
 
 describe('charts/acis: NetworkPolicies', () => {
   const ns = { namespace: NAMESPACE };
+  const sandboxNs = { namespace: SANDBOX_NAMESPACE };
   const runner: PodEndpoint = {
-    ...ns,
+    ...sandboxNs,
     ip: '10.244.1.10',
     labels: {
       'app.kubernetes.io/managed-by': 'acis-controller',
@@ -258,12 +267,14 @@ describe('charts/acis: NetworkPolicies', () => {
   };
   const otherRunner: PodEndpoint = { ...runner, ip: '10.244.1.11' };
   const sync: PodEndpoint = {
-    ...ns,
+    ...sandboxNs,
     ip: '10.244.1.12',
     labels: { 'app.kubernetes.io/managed-by': 'acis-controller', 'app.kubernetes.io/component': 'repository-sync' },
   };
   const stranger: PodEndpoint = { ...ns, ip: '10.244.1.13', labels: { app: 'something-else' } };
   const strangerElsewhere: PodEndpoint = { namespace: 'other', ip: '10.244.2.13', labels: runner.labels };
+  /** Runner-looking pods in the release namespace, where the chart's policies do not expect them. */
+  const runnerInRelease: PodEndpoint = { ...runner, ...ns, ip: '10.244.1.14' };
   const dns: PodEndpoint = { namespace: 'kube-system', ip: '10.244.0.2', labels: { 'k8s-app': 'kube-dns' } };
   const internet = { ip: '140.82.112.3' };
   const metadata = { ip: '169.254.169.254' };
@@ -278,8 +289,8 @@ describe('charts/acis: NetworkPolicies', () => {
   beforeAll(async () => {
     const objects = await renderChart();
     const productionObjects = await renderChart({ valuesFiles: [PRODUCTION_VALUES] });
-    policies = ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
-    production = ofKind(productionObjects, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    policies = installedPolicies(objects);
+    production = installedPolicies(productionObjects);
     component = (name, ip, from) => ({ ...ns, ip, labels: podLabelsOf(find(from, 'Deployment', name)) });
     api = component('acis-api', '10.244.1.2', objects);
     proxy = component('acis-egress-proxy', '10.244.1.3', objects);
@@ -311,6 +322,20 @@ describe('charts/acis: NetworkPolicies', () => {
       for (const port of [80, 443, 53])
         expect(connectionAllowed(policies, runner, destination, port), `${destination.ip}:${port}`).toBe(false);
     }
+  });
+
+  it('are in the namespace of the pods they select: runners and sync Jobs in the sandbox namespace, the processes in the release one', () => {
+    const where = Object.fromEntries(policies.map((policy) => [policy.metadata.name, policy.metadata.namespace]));
+    expect(where).toEqual({
+      'acis-api': NAMESPACE,
+      'acis-controller': NAMESPACE,
+      'acis-egress-proxy': NAMESPACE,
+      'acis-sandbox': SANDBOX_NAMESPACE,
+      'acis-repository-sync': SANDBOX_NAMESPACE,
+    });
+    // The peers across the two namespaces name the other one: a pod with the same labels in the wrong one gets nowhere.
+    expect(connectionAllowed(policies, runnerInRelease, proxy, 3128)).toBe(false);
+    expect(connectionAllowed(policies, api, runnerInRelease, 7070)).toBe(false);
   });
 
   it('let only the API server into a sandbox, on the runner port', () => {
@@ -387,7 +412,7 @@ describe('charts/acis: NetworkPolicies', () => {
 
   it('with the egress proxy in the API server, let sandboxes reach the API pods on the proxy port only', async () => {
     const objects = await renderChart({ valuesFiles: [EGRESS_IN_API_VALUES] });
-    const inApi = ofKind(objects, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    const inApi = installedPolicies(objects);
     expect(inApi.map((policy) => policy.metadata.name)).not.toContain('acis-egress-proxy');
     // No resolve listener, Service or token: the proxy is in the API server.
     expect(objects.filter((object) => object.metadata.name === 'acis-egress-resolve')).toEqual([]);
@@ -418,7 +443,7 @@ describe('charts/acis: NetworkPolicies', () => {
 
   it('let only the API server into the trial PostgreSQL: sync Jobs hold no database credential', async () => {
     const trial = await renderChart({ valuesFiles: [TRIAL_VALUES] });
-    const trialPolicies = ofKind(trial, 'NetworkPolicy') as unknown as NetworkPolicy[];
+    const trialPolicies = installedPolicies(trial);
     const postgres: PodEndpoint = { ...ns, ip: '10.244.1.20', labels: podLabelsOf(find(trial, 'StatefulSet', 'acis-postgresql')) };
     expect(connectionAllowed(trialPolicies, api, postgres, 5432)).toBe(true);
     expect(connectionAllowed(trialPolicies, sync, postgres, 5432)).toBe(false);
@@ -429,6 +454,66 @@ describe('charts/acis: NetworkPolicies', () => {
   });
 });
 
+describe('charts/acis: the sandbox namespace', () => {
+  /** Where each object goes on `helm install -n NAMESPACE`. */
+  const placed = (objects: RenderedObject[]) =>
+    Object.fromEntries(
+      objects
+        .filter((object) => object.kind !== 'Namespace')
+        .map((o) => [`${o.kind}/${o.metadata.name}`, o.metadata.namespace ?? NAMESPACE]),
+    );
+
+  it('is `<release>-sandboxes` by default, made by the chart with Pod Security restricted enforced', async () => {
+    const objects = await renderChart();
+    expect(ofKind(objects, 'Namespace')).toEqual([
+      expect.objectContaining({
+        metadata: expect.objectContaining({
+          name: SANDBOX_NAMESPACE,
+          labels: expect.objectContaining({
+            'pod-security.kubernetes.io/enforce': 'restricted',
+            'pod-security.kubernetes.io/enforce-version': 'latest',
+            'pod-security.kubernetes.io/warn': 'restricted',
+            'pod-security.kubernetes.io/audit': 'restricted',
+          }),
+        }),
+      }),
+    ]);
+    // What owns or is owned by sandbox pods is beside them; the credentials and the Lease's Role are not.
+    expect(placed(objects)).toMatchObject({
+      'SandboxWarmPool/vendor-agent-sdk': SANDBOX_NAMESPACE,
+      'ConfigMap/acis-egress-ca': SANDBOX_NAMESPACE,
+      'NetworkPolicy/acis-sandbox': SANDBOX_NAMESPACE,
+      'NetworkPolicy/acis-repository-sync': SANDBOX_NAMESPACE,
+      'Role/acis-api': SANDBOX_NAMESPACE,
+      'Role/acis-controller': SANDBOX_NAMESPACE,
+      'Role/acis-controller-lease': NAMESPACE,
+      'Secret/acis-egress-ca-key': NAMESPACE,
+      'Secret/acis-egress-resolve': NAMESPACE,
+      'Deployment/acis-api': NAMESPACE,
+    });
+    const secretsInSandboxes = objects.filter((o) => o.kind === 'Secret' && o.metadata.namespace === SANDBOX_NAMESPACE);
+    expect(secretsInSandboxes).toEqual([]);
+  });
+
+  it('takes a name and podSecurity, or a namespace made by the operator (create=false: no Namespace, no labels)', async () => {
+    const named = await renderChart({ set: ['sandboxNamespace.name=agents', 'sandboxNamespace.podSecurity=baseline'] });
+    expect(find(named, 'Namespace', 'agents').metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'baseline' });
+    expect(placed(named)['SandboxWarmPool/vendor-agent-sdk']).toBe('agents');
+    const theirs = await renderChart({ set: ['sandboxNamespace.name=agents', 'sandboxNamespace.create=false'] });
+    expect(ofKind(theirs, 'Namespace')).toEqual([]);
+    expect(placed(theirs)['Role/acis-controller']).toBe('agents');
+  });
+
+  it('keeps the layout of earlier versions in the release namespace only with create=false (the chart never labels the namespace it is installed in)', async () => {
+    const refused = await templateChart({ set: [`sandboxNamespace.name=${NAMESPACE}`] });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('sandboxNamespace.create=false');
+    const together = await renderChart({ set: [`sandboxNamespace.name=${NAMESPACE}`, 'sandboxNamespace.create=false'] });
+    expect(ofKind(together, 'Namespace')).toEqual([]);
+    expect(new Set(Object.values(placed(together)))).toEqual(new Set([NAMESPACE]));
+  });
+});
+
 describe('charts/acis: RBAC', () => {
   let objects: RenderedObject[];
   beforeAll(async () => {
@@ -436,13 +521,31 @@ describe('charts/acis: RBAC', () => {
   });
 
   it('gives the controller exactly controller/rbac.yaml, with the Lease named as the chart names it', async () => {
-    const reference = parseAllDocuments(await readFile(path.join(ROOT, 'controller', 'rbac.yaml'), 'utf8'))
-      .map((document) => document.toJS() as RenderedObject)
-      .find((object) => object.kind === 'Role')!;
-    const expected = (reference.rules as RbacRule[]).map((rule) =>
-      rule.resourceNames ? { ...rule, resourceNames: ['acis-controller'] } : rule,
+    const reference = parseAllDocuments(await readFile(path.join(ROOT, 'controller', 'rbac.yaml'), 'utf8')).map(
+      (document) => document.toJS() as RenderedObject,
     );
-    expect(find(objects, 'Role', 'acis-controller').rules).toEqual(expected);
+    for (const name of ['acis-controller', 'acis-controller-lease']) {
+      const expected = (find(reference, 'Role', name).rules as RbacRule[]).map((rule) =>
+        rule.resourceNames ? { ...rule, resourceNames: ['acis-controller'] } : rule,
+      );
+      expect(find(objects, 'Role', name).rules, name).toEqual(expected);
+    }
+  });
+
+  it('grants in the release namespace only the Lease: no Role there reaches a Secret (master key, database, CA key)', () => {
+    const inRelease = ofKind(objects, 'Role').filter((role) => (role.metadata.namespace ?? NAMESPACE) === NAMESPACE);
+    expect(inRelease.map((role) => role.metadata.name)).toEqual(['acis-controller-lease']);
+    expect((inRelease[0]!.rules as RbacRule[]).flatMap((rule) => rule.resources)).toEqual(['leases', 'leases']);
+    const inSandboxes = ofKind(objects, 'Role').filter((role) => role.metadata.namespace === SANDBOX_NAMESPACE);
+    expect(inSandboxes.map((role) => role.metadata.name).sort()).toEqual(['acis-api', 'acis-controller']);
+    // There, Secrets are read only by name (the runner tokens) and never listed or watched.
+    for (const role of inSandboxes) {
+      const secretVerbs = (role.rules as RbacRule[]).filter((rule) => rule.resources.includes('secrets')).flatMap((rule) => rule.verbs);
+      expect(
+        secretVerbs.filter((verb) => ['list', 'watch', '*'].includes(verb)),
+        role.metadata.name,
+      ).toEqual([]);
+    }
   });
 
   it('gives the API server Sandboxes, a read-only watch of pods, the runner token Secrets by name, Events (its runners’ egress refusals), RepositorySyncs and the sync credential Secrets, never writes to pods, status or lists of Secrets', () => {
@@ -458,16 +561,21 @@ describe('charts/acis: RBAC', () => {
     ]);
   });
 
-  it('binds each Role to its own ServiceAccount, in the release namespace only (no ClusterRole)', () => {
+  it("binds each Role, in its own namespace, to its process's ServiceAccount in the release namespace (no ClusterRole)", () => {
     expect(ofKind(objects, 'ClusterRole')).toEqual([]);
     expect(ofKind(objects, 'ClusterRoleBinding')).toEqual([]);
-    for (const binding of ofKind(objects, 'RoleBinding')) {
+    const bindings = ofKind(objects, 'RoleBinding');
+    expect(bindings.map((binding) => binding.metadata.name).sort()).toEqual(['acis-api', 'acis-controller', 'acis-controller-lease']);
+    for (const binding of bindings) {
       const { roleRef, subjects } = binding as unknown as {
         roleRef: { kind: string; name: string };
         subjects: Array<{ kind: string; name: string; namespace: string }>;
       };
       expect(roleRef).toMatchObject({ kind: 'Role', name: binding.metadata.name });
-      expect(subjects).toEqual([{ kind: 'ServiceAccount', name: binding.metadata.name, namespace: NAMESPACE }]);
+      expect(binding.metadata.namespace).toBe(find(objects, 'Role', roleRef.name).metadata.namespace);
+      const account = binding.metadata.name.replace(/-lease$/, '');
+      expect(subjects).toEqual([{ kind: 'ServiceAccount', name: account, namespace: NAMESPACE }]);
+      expect(find(objects, 'ServiceAccount', account).metadata.namespace ?? NAMESPACE).toBe(NAMESPACE);
     }
   });
 
@@ -792,7 +900,7 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
       host: '0.0.0.0',
       port: 8080,
       repositorySyncRunner: 'kubernetes',
-      k8sNamespace: NAMESPACE,
+      k8sSandboxNamespace: SANDBOX_NAMESPACE,
       shutdownGraceSeconds: 25,
     });
     expect(config.syncJobDeadlineSeconds).toBe(loadControllerConfig(resolvedEnv('acis-controller')).syncJobDeadlineSeconds);
@@ -805,8 +913,9 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
     const config = loadControllerConfig(resolvedEnv('acis-controller'));
     expect(config).toMatchObject({
       namespace: NAMESPACE,
+      sandboxNamespace: SANDBOX_NAMESPACE,
       runnerPort: 7070,
-      egressProxyHost: 'acis-egress-proxy',
+      egressProxyHost: `acis-egress-proxy.${NAMESPACE}.svc`,
       egressProxyPort: 3128,
       leaseName: 'acis-controller',
       syncReportUrl: `http://acis-sync-report.${NAMESPACE}.svc:8082`,

@@ -368,13 +368,19 @@ describe('RepositorySync under the kubernetes sync runner', () => {
     // Two syncs in Job pods side by side: beyond the default 30 s only on a loaded machine.
   }, 90_000);
 
-  it('no object of the namespace holds the database URL: Jobs, pods, Secrets, RepositorySyncs', async () => {
+  it('no object of the namespace holds the database URL: Jobs, pods, Secrets (decoded), RepositorySyncs, any other kind', async () => {
     const { id } = await register();
     expect((await syncEnded(t, key, id)).sync.state).toBe('ready');
     const database = new URL(t.databaseUrl);
-    const dump = JSON.stringify(
-      ['secrets', 'configmaps', 'jobs', 'pods', 'repositorysyncs', 'events'].map((kind) => cluster.server.store.list(kind, NAMESPACE)),
-    );
+    const objects = cluster.server.store.registry
+      .all()
+      .filter((type) => type.namespaced)
+      .flatMap((type) => cluster.server.store.list(type, NAMESPACE).items);
+    const decoded = objects
+      .filter((object) => object.kind === 'Secret')
+      .flatMap((secret) => Object.values((secret as { data?: Record<string, string> }).data ?? {}))
+      .map((value) => Buffer.from(value, 'base64').toString());
+    const dump = JSON.stringify([objects, decoded]);
     expect(dump).toContain(syncNameOf(id));
     expect(dump).not.toContain(t.databaseUrl);
     expect(dump).not.toContain(`${database.host}${database.pathname}`);

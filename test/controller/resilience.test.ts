@@ -110,8 +110,14 @@ describe('controller/rbac.yaml', () => {
     const manifests = parseAllDocuments(
       readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'controller', 'rbac.yaml'), 'utf8'),
     ).map((d) => d.toJS());
-    const role = manifests.find((m) => m.kind === 'Role') as {
-      rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[];
+    // Its two Roles (the sandbox namespace's and the Lease's), one namespace in this suite.
+    const role = {
+      rules: manifests.filter((m) => m.kind === 'Role').flatMap((m) => m.rules) as {
+        apiGroups: string[];
+        resources: string[];
+        verbs: string[];
+        resourceNames?: string[];
+      }[],
     };
     const denied = file.cluster.server.requests
       .filter((r) => r.resource && r.verb)

@@ -38,6 +38,15 @@ describe('loadControllerConfig(env)', () => {
     });
   });
 
+  it('puts the sandboxes in ACIS_K8S_SANDBOX_NAMESPACE, else beside the controller (its Lease stays in ACIS_K8S_NAMESPACE)', () => {
+    expect(loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' })).toMatchObject({ namespace: 'acis', sandboxNamespace: 'acis' });
+    expect(loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_K8S_SANDBOX_NAMESPACE: 'acis-sandboxes' })).toMatchObject({
+      namespace: 'acis',
+      sandboxNamespace: 'acis-sandboxes',
+    });
+    expect(() => loadControllerConfig({ ACIS_K8S_SANDBOX_NAMESPACE: 'Sandboxes' })).toThrow(/ACIS_K8S_SANDBOX_NAMESPACE/);
+  });
+
   it('takes the pool refill delay in seconds, 0 to refill at once', () => {
     expect(loadControllerConfig({ ACIS_POOL_REFILL_DELAY_SECONDS: '1.5' }).poolRefillDelayMs).toBe(1500);
     expect(loadControllerConfig({ ACIS_POOL_REFILL_DELAY_SECONDS: '0' }).poolRefillDelayMs).toBe(0);

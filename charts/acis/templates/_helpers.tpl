@@ -77,8 +77,9 @@ app.kubernetes.io/component: repository-sync
 {{- ternary "1" "0" (and .Values.networkPolicy.sandboxDns (not .Values.egressProxy.clusterIP)) -}}
 {{- end -}}
 
+{{- /* Qualified by namespace: runner pods (with sandbox DNS on) resolve it from the sandbox namespace. */ -}}
 {{- define "acis.egressProxyHost" -}}
-{{- default (printf "%s-egress-proxy" (include "acis.fullname" .)) .Values.egressProxy.clusterIP -}}
+{{- default (printf "%s-egress-proxy.%s.svc" (include "acis.fullname" .) .Release.Namespace) .Values.egressProxy.clusterIP -}}
 {{- end -}}
 
 {{- /* The ConfigMap (key ca.crt) of the egress proxy CA runner pods trust: the API server publishes its
@@ -286,4 +287,9 @@ releases; looked up only when a generated value is not found. */ -}}
 {{/* Where the resolve token's Secret is mounted in the API server and the egress proxy. */}}
 {{- define "acis.egressResolveTokenDir" -}}
 /etc/acis/egress-resolve
+{{- end -}}
+
+{{- /* Where runner pods, sync Jobs and everything owning or owned by them live (values.yaml, sandboxNamespace). */ -}}
+{{- define "acis.sandboxNamespace" -}}
+{{- default (printf "%s-sandboxes" .Release.Name) .Values.sandboxNamespace.name -}}
 {{- end -}}
