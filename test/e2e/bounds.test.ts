@@ -40,14 +40,20 @@ const common = {
 
 beforeAll(async () => {
   stub = await startModelStub();
-  a = await startTestServer({ ...common, ANTHROPIC_BASE_URL: stub.url, ACIS_MAX_HOLD_SECONDS: '2' });
+  // The workspace limit is on `a`, away from `b`'s short turn deadline: a turn stopped by the size
+  // check must not race the deadline.
+  a = await startTestServer({
+    ...common,
+    ANTHROPIC_BASE_URL: stub.url,
+    ACIS_MAX_HOLD_SECONDS: '2',
+    ACIS_WORKSPACE_MAX_MB: String(WORKSPACE_MAX_MB),
+  });
   b = await startTestServer({
     ...common,
     DATABASE_URL: a.databaseUrl,
     ANTHROPIC_BASE_URL: stub.url,
     ACIS_MAX_HOLD_SECONDS: '60',
     ACIS_TURN_TIMEOUT_SECONDS: String(TURN_TIMEOUT_SECONDS),
-    ACIS_WORKSPACE_MAX_MB: String(WORKSPACE_MAX_MB),
   });
   ({ serviceKey: key } = await a.createIntegration('busy caps e2e'));
 }, 120_000);
@@ -347,14 +353,11 @@ describe('ACIS_WORKSPACE_MAX_MB (local runners)', () => {
   it('ends a turn whose workspace passes it failed with workspace-too-large, and keeps the workspace the conversation had', async () => {
     const tenant = await tenantWith({}, 1);
     const conversation = await newConversation(tenant.users[0]!);
-    const first = withoutPings(await readLines(await send(b, conversation, { content: bash('echo kept > kept.txt') })));
+    const first = withoutPings(await readLines(await send(a, conversation, { content: bash('echo kept > kept.txt') })));
     expect(first.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
 
-    // 12 MB written by the tool; the turn then goes on (30 words, 300 ms per delta) for the check to see it.
-    const words = Array.from({ length: 30 }, (_, i) => `w${i}`).join(' ');
-    const res = await send(b, conversation, {
-      content: `[[slow: 300]] ${bash('head -c 12000000 /dev/zero > big.bin')} [[reply: ${words}]]`,
-    });
+    // 12 MB written by the tool, which then waits: the turn ends only when the size check stops it.
+    const res = await send(a, conversation, { content: bash('head -c 12000000 /dev/zero > big.bin && sleep 100') });
     const lines = withoutPings(await readLines(res));
     expect(lines.some((l) => l.type === 'result')).toBe(false);
     expect(lines.at(-2)).toMatchObject({ type: 'message_end', message: { status: 'failed' } });
@@ -366,7 +369,7 @@ describe('ACIS_WORKSPACE_MAX_MB (local runners)', () => {
     expect(lines.at(-1)!.problem.detail).toContain(`limit of ${WORKSPACE_MAX_MB * 1024 * 1024} bytes`);
 
     // The next turn sees the workspace as the first turn left it.
-    const after = withoutPings(await readLines(await send(b, conversation, { content: bash('ls') })));
+    const after = withoutPings(await readLines(await send(a, conversation, { content: bash('ls') })));
     expect(after.at(-1)).toMatchObject({ type: 'result', subtype: 'success' });
     expect(deltaText(after)).toContain('kept.txt');
     expect(deltaText(after)).not.toContain('big.bin');
