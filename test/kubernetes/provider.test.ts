@@ -4,7 +4,7 @@
  * and a pod dying under a turn. The runner in these pods is the controller suites' fixture (it
  * answers a connection with whether it got its token), reached by `greetingConnector`.
  */
-import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateToLatest, openDatabase, type DatabaseHandle } from '../../api-server/core/db/database.js';
@@ -24,7 +24,7 @@ import {
   startTestController,
   type Cluster,
 } from '../controller/harness.js';
-import { tokenSecretName } from '../../controller/api/v1alpha1.js';
+import { coldPodName, tokenSecretName } from '../../controller/api/v1alpha1.js';
 import { greetingConnector, quietLogger, StateLog } from './provider-harness.js';
 
 let cluster: Cluster;
@@ -147,6 +147,52 @@ describe('KubernetesSandboxProvider and a forged Sandbox status', () => {
       cluster.server.clearFailures();
     }
     await release(provider, victim, { broken: true });
+  });
+});
+
+describe('KubernetesSandboxProvider and a token Secret it did not make', () => {
+  it('does not use the tokens of a Secret that has the right name but neither the pod nor the Sandbox owns', async () => {
+    const warnings: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
+    const dialed: string[] = [];
+    const provider = new KubernetesSandboxProvider({
+      client: new SandboxClient(cluster.kubeConfig, NAMESPACE, quietLogger),
+      connect: (endpoint) => {
+        dialed.push(endpoint.id);
+        return greetingConnector(endpoint);
+      },
+      logger,
+      onSandboxState: async () => {},
+      readyTimeoutMs: 30_000,
+    });
+    await provider.start();
+    providers.push(provider);
+    const conversation = conversationId();
+    cluster.server.failNext({ verb: 'create', resource: 'pods', status: 500, times: 1_000_000 });
+    try {
+      const acquiring = provider.acquire(request(conversation), { wait: true });
+      const sandbox = await eventually(cluster, () => sandboxesOf(conversation)[0]);
+      const forgedPod = coldPodName(sandbox as unknown as { metadata: { name: string; uid: string } });
+      const secretName = tokenSecretName(forgedPod);
+      // Someone with Secret write rights puts tokens of theirs under the name the pod will read.
+      const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+      await eventually(cluster, () => cluster.server.store.find('secrets', NAMESPACE, secretName));
+      await core.deleteNamespacedSecret({ name: secretName, namespace: NAMESPACE });
+      await core.createNamespacedSecret({
+        namespace: NAMESPACE,
+        body: { metadata: { name: secretName }, stringData: { token: 'forged-token-0123456789', 'egress-token': 'forged-egress-0123' } },
+      });
+      cluster.server.clearFailures();
+      const lease = await acquiring;
+      // The forged pod was never dialed; the conversation got a new Sandbox whose pod's Secret is its own.
+      expect(dialed).not.toContain(forgedPod);
+      expect(lease.runner.id).not.toBe(forgedPod);
+      expect(warnings.join('\n')).toContain(`Secret ${secretName} is owned by neither runner pod ${forgedPod} nor its Sandbox`);
+      expect(warnings.join('\n')).not.toContain('forged-token');
+      await release(provider, lease, { broken: true });
+    } finally {
+      cluster.server.clearFailures();
+    }
   });
 });
 
