@@ -103,8 +103,6 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
       handshakeTimeout: options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS,
     },
     (socket) => {
-      sockets.add(socket);
-      socket.once('close', () => sockets.delete(socket));
       const refusal = clientRefusal(socket);
       if (refusal) {
         options.log(`refused a connection from ${peerOf(socket)}: ${refusal}`);
@@ -117,6 +115,11 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
   // A probe that connects and closes, or a client that never finishes its handshake: closed, unlogged
   // (with this listener Node leaves the socket open).
   server.on('tlsClientError', (_error, socket) => socket.destroy());
+  // Every connection from its first byte, handshakes in progress included, so that closing ends them all.
+  server.on('connection', (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
   await listenOn(server, options.port, options.host);
   return {
     channel: endpoint,
