@@ -112,6 +112,11 @@ const EnvSchema = z.object({
     .string()
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .optional(),
+  ACIS_DEPLOYMENT_CA_DIR: z.string().min(1).optional(),
+  ACIS_EGRESS_RESOLVE_TLS_NAMES: z
+    .string()
+    .regex(/^[a-z0-9.-]+(,[a-z0-9.-]+)*$/, 'must be comma-separated DNS names')
+    .optional(),
   ACIS_SYNC_REPORT_LISTEN: z
     .string()
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
@@ -224,7 +229,12 @@ export interface Config {
    * The internal listener standalone egress proxies resolve runners' credentials on, and the bearer
    * token they must send (ACIS_EGRESS_RESOLVE_TOKEN or _FILE, read at start); absent: not served.
    */
-  egressResolve: { listen: { host: string; port: number }; token: ResolveTokenSetting } | undefined;
+  egressResolve: { listen: { host: string; port: number }; token: ResolveTokenSetting; tlsNames: string[] } | undefined;
+  /**
+   * The deployment CA (ca.crt, ca.key) the in-process egress proxy presents leaves of and the API server
+   * takes its own TLS certificate from (runner links, the resolve listener); created there when absent.
+   */
+  deploymentCaDir: string;
   /**
    * The internal listener sync Jobs hand their results to (sync-report-server.ts); absent: not
    * served. Required with the kubernetes sync runner: a Job holds no database credential.
@@ -251,7 +261,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // One late renewal must not make a live node look gone.
     throw new ConfigError('invalid environment:\n  ACIS_NODE_STALE_SECONDS: must be at least twice ACIS_NODE_HEARTBEAT_SECONDS');
   }
-  const egressResolve = egressResolveConfig(env, e.ACIS_EGRESS_RESOLVE_LISTEN);
+  const egressResolve = egressResolveConfig(env, e.ACIS_EGRESS_RESOLVE_LISTEN, e.ACIS_EGRESS_RESOLVE_TLS_NAMES);
   if (e.ACIS_REPOSITORY_SYNC_RUNNER === 'kubernetes' && !e.ACIS_SYNC_REPORT_LISTEN) {
     throw new ConfigError(
       'invalid environment:\n  ACIS_SYNC_REPORT_LISTEN: must be set (host:port) with ACIS_REPOSITORY_SYNC_RUNNER=kubernetes: sync Jobs hand their results there',
@@ -315,6 +325,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     egressExtraCaPath: e.ACIS_EGRESS_EXTRA_CA === undefined ? undefined : path.resolve(e.ACIS_EGRESS_EXTRA_CA),
     secretsRequireHosts: e.ACIS_SECRETS_REQUIRE_HOSTS === '1',
     egressResolve,
+    deploymentCaDir: path.resolve(e.ACIS_DEPLOYMENT_CA_DIR ?? path.join(e.ACIS_DATA_DIR, 'egress-ca')),
     syncReportListen: e.ACIS_SYNC_REPORT_LISTEN === undefined ? undefined : hostPort(e.ACIS_SYNC_REPORT_LISTEN),
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',
@@ -331,7 +342,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 }
 
 /** The resolve listener needs its token, and a token without the listener is a mistake worth naming. */
-function egressResolveConfig(env: NodeJS.ProcessEnv, listen: string | undefined): Config['egressResolve'] {
+function egressResolveConfig(env: NodeJS.ProcessEnv, listen: string | undefined, tlsNames: string | undefined): Config['egressResolve'] {
   const token = resolveTokenSetting(env, 'ACIS_EGRESS_RESOLVE_TOKEN');
   const problem =
     typeof token === 'string'
@@ -342,7 +353,9 @@ function egressResolveConfig(env: NodeJS.ProcessEnv, listen: string | undefined)
           ? 'ACIS_EGRESS_RESOLVE_TOKEN(_FILE) is set without ACIS_EGRESS_RESOLVE_LISTEN'
           : undefined;
   if (problem) throw new ConfigError(`invalid environment:\n  ${problem}`);
-  return listen && token && typeof token !== 'string' ? { listen: hostPort(listen), token } : undefined;
+  return listen && token && typeof token !== 'string'
+    ? { listen: hostPort(listen), token, tlsNames: tlsNames ? tlsNames.split(',') : [] }
+    : undefined;
 }
 
 function hostPort(value: string): { host: string; port: number } {

@@ -2,6 +2,7 @@ import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { type DeploymentCa, loadOrCreateDeploymentCa } from '../egress-proxy/deployment-ca.js';
 import type { EgressProxy } from '../egress-proxy/egress-proxy.js';
 import { readResolveToken } from '../egress-proxy/resolve-protocol.js';
 import { clusterNamespace } from '../kube/cluster-access.js';
@@ -19,6 +20,7 @@ import { RateLimiter } from './core/rate-limit.js';
 import type { AppDeps } from './deps.js';
 import { egressCredentials, egressRun, secretRefusedAtEgress, startEgressProxy } from './egress/egress-wiring.js';
 import { type EgressResolveServer, startEgressResolveServer } from './egress/resolve-server.js';
+import { type ApiIdentity, startApiIdentity } from './internal-tls/api-identity.js';
 import { ensureBootstrapIntegration } from './integrations/integrations.service.js';
 import { RepositoryCheckouts } from './repositories/checkouts.js';
 import { type GitCredentialSource, vaultGitCredentials } from './repositories/git-credentials.js';
@@ -131,7 +133,10 @@ async function assemble(
   const now = options.now ?? (() => new Date());
   const nodeId = await resolveNodeId(config.dataDir);
   const metrics = new Metrics();
-  const sandboxes = createSandboxProvider({ config, logger, db: database.db, nodeId, now });
+  const ca = await loadOrCreateDeploymentCa(config.deploymentCaDir);
+  const identity = await startApiIdentity(ca, config.egressResolve?.tlsNames ?? [], logger);
+  undo.push(async () => identity.stop());
+  const sandboxes = createSandboxProvider({ config, logger, db: database.db, nodeId, now, identity });
   metrics.watchRunners({
     runnerStates: () => sandboxes.provider.views().map((view) => view.state),
     queuedRuns: () => sandboxes.provider.queuedRuns(),
@@ -156,7 +161,7 @@ async function assemble(
   const baseUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   await recoverFromStoppedProcesses(deps, baseUrl);
   const aborts = await startRunAborts(deps, runs, sandboxes, undo);
-  const egress = await startEgress(deps, egressCredentials(sandboxes.provider, runs, aborts, deps.logger), undo);
+  const egress = await startEgress(deps, egressCredentials(sandboxes.provider, runs, aborts, deps.logger), { ca, identity }, undo);
   await sandboxes.start({ port: egress.proxy.port, caCertificatePem: egress.proxy.caCertificatePem });
   const syncReport = await startSyncReport(deps, baseUrl, undo);
   if (config.bootstrapServiceKey) {
@@ -313,14 +318,20 @@ interface StartedEgress {
 }
 
 /** The in-process egress proxy and, when configured, the resolve listener for standalone proxies. */
-async function startEgress(deps: AppDeps, credentials: EgressCredentials, undo: Undo[]): Promise<StartedEgress> {
+async function startEgress(
+  deps: AppDeps,
+  credentials: EgressCredentials,
+  { ca, identity }: { ca: DeploymentCa; identity: ApiIdentity },
+  undo: Undo[],
+): Promise<StartedEgress> {
   const { config, logger } = deps;
-  const proxy = await startEgressProxy(deps, credentials, logger);
+  const proxy = await startEgressProxy(deps, credentials, ca, logger);
   undo.push(() => proxy.close());
   if (!config.egressResolve) return { proxy, resolve: undefined };
   const resolve = await startEgressResolveServer({
     ...config.egressResolve.listen,
     token: await readResolveToken(config.egressResolve.token),
+    identity,
     resolve: (runnerId, token) => egressRun(deps, credentials, runnerId, token),
     standsForRun: async (runnerId, token) => (await credentials.egressRun(runnerId, token)) !== undefined,
     abortMissing: (runnerId, alias, destination) => credentials.abortMissing(runnerId, alias, destination),

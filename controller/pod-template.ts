@@ -233,12 +233,15 @@ function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerCo
 
 /**
  * Trust of the egress proxy's CA, as the local provider gives its sandboxes: Node takes the CA on top of
- * its roots; curl, git, OpenSSL and Python take the bundle the image's entrypoint builds from it.
+ * its roots; curl, git, OpenSSL and Python take the bundle the image's entrypoint builds from it. The
+ * runner's link requires the API server's client certificate to chain to the same CA (the deployment's):
+ * without it the runner refuses to start, as it serves TLS only.
  */
 function caTrustEnv(config: ControllerConfig): Array<{ name: string; value: string }> {
   if (!config.egressCaConfigMap) return [];
   const bundle = (name: string) => ({ name, value: CA_BUNDLE_PATH });
   return [
+    { name: 'ACIS_RUNNER_TLS_CA_FILE', value: `${EGRESS_CA_DIR}/ca.crt` },
     { name: 'ACIS_EGRESS_CA_FILE', value: `${EGRESS_CA_DIR}/ca.crt` },
     { name: 'NODE_EXTRA_CA_CERTS', value: `${EGRESS_CA_DIR}/ca.crt` },
     bundle('SSL_CERT_FILE'),

@@ -9,6 +9,8 @@
  * - The CA key never leaves this module's process; only the certificate is handed out.
  * - Leaf certificates are minted per host name on demand (one shared leaf key pair per process), cached,
  *   and re-minted before they expire.
+ * - Identities (`issueIdentity`: the API server's and the proxy's own, for the in-cluster TLS links) get a
+ *   key pair of their own each, never the one the proxy's forged leaves share.
  *
  * ECDSA P-256 through WebCrypto: key generation and signing are native and take milliseconds, where RSA
  * generation in JavaScript takes seconds.
@@ -43,8 +45,19 @@ export interface LeafCertificate {
   notAfter: Date;
 }
 
+/** A certificate a component of the deployment presents as itself (TLS server, client, or both). */
+export interface IdentityRequest {
+  commonName: string;
+  /** DNS names (SANs) beside the common name, which is one too. */
+  dnsNames?: readonly string[];
+  usages: ReadonlyArray<'server' | 'client'>;
+  validityMs: number;
+}
+
 export interface DeploymentCa {
   readonly certPem: string;
+  /** A certificate and fresh key for a component's identity, signed by this CA. */
+  issueIdentity(request: IdentityRequest): Promise<LeafCertificate>;
   /** A leaf for `host` (a DNS name or IP literal) signed by this CA. */
   issueLeaf(host: string): Promise<LeafCertificate>;
   /** The TLS context presenting the cached leaf for `host`. */
@@ -184,7 +197,34 @@ function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
     return (await minting).context;
   };
 
-  return { certPem: ca.certPem, issueLeaf, secureContextFor };
+  return { certPem: ca.certPem, issueLeaf, secureContextFor, issueIdentity: (request) => issueIdentity(ca, request, now) };
+}
+
+async function issueIdentity(ca: CaMaterial, request: IdentityRequest, now: () => Date): Promise<LeafCertificate> {
+  const keys = (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const start = now().getTime();
+  const names = [...new Set([request.commonName, ...(request.dnsNames ?? [])])];
+  const usages = request.usages.map((usage) => (usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth));
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serialNumber(),
+    subject: [{ CN: [request.commonName] }, { O: ['ACIS'] }],
+    issuer: ca.cert.subjectName,
+    notBefore: new Date(start - BACKDATE_MS),
+    notAfter: new Date(Math.min(start + request.validityMs, ca.cert.notAfter.getTime())),
+    publicKey: keys.publicKey,
+    signingKey: ca.key,
+    signingAlgorithm: ALGORITHM,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension(usages),
+      new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: isIP(value) === 0 ? 'dns' : 'ip', value }))),
+      await authorityKeyIdentifier(ca.cert),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  const keyPem = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
+  return { certPem: cert.toString('pem'), keyPem, notAfter: cert.notAfter };
 }
 
 /**

@@ -22,7 +22,7 @@ const EnvSchema = z.object({
   ACIS_EGRESS_RESOLVE_URL: z
     .string()
     .url()
-    .refine((url) => /^https?:/.test(url), 'must be an http(s) URL')
+    .refine((url) => /^https:/.test(url), 'must be an https URL: the resolve listener speaks TLS only')
     .optional(),
   ANTHROPIC_BASE_URL: z
     .string()

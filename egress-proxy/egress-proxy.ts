@@ -76,7 +76,7 @@ export async function createEgressProxy(options: EgressProxyOptions): Promise<Eg
     const verdict = await vetDestination(destination, allow, systemResolver);
     return verdict.allowed ? { scheme, destination, addresses: verdict.addresses } : verdict.reason;
   };
-  const ca = await loadOrCreateDeploymentCa(options.caDir);
+  const ca = options.ca ?? (await loadOrCreateDeploymentCa(options.caDir));
   const extraCa = options.extraCaPath ? await readFile(options.extraCaPath, 'utf8') : undefined;
 
   const refusals = createRefusals(options, metrics, logger);

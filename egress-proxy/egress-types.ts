@@ -4,6 +4,7 @@
  * proxy once listening. Types (and the log fields of a caller), so the proxy's parts share them without
  * importing its factory.
  */
+import type { DeploymentCa } from './deployment-ca.js';
 import type { RunnerRateLimit } from './runner-rate-limit.js';
 import type { EgressMetrics } from './egress-metrics.js';
 import type { RunSecret } from './secret-binding.js';
@@ -67,8 +68,10 @@ export interface EgressProxyOptions {
    * runner's Sandbox). Called once per refusal; the embedder aggregates. `token` is the credential's.
    */
   onRefused?(runnerId: string, token: string, refusal: EgressRefusal): void;
-  /** Where the deployment CA lives (created on first start), e.g. `$ACIS_DATA_DIR/egress-ca`. */
+  /** Where the deployment CA lives (created on first start), e.g. `$ACIS_DATA_DIR/egress-ca`; unread when `ca` is given. */
   caDir: string;
+  /** The deployment CA, already loaded by the caller (the API server shares it with its own TLS identity). */
+  ca?: DeploymentCa | undefined;
   /** ACIS_EGRESS_ALLOW: comma-separated `host` or `host:port` that may be reached although private. */
   allow?: string | undefined;
   /** ACIS_EGRESS_EXTRA_CA: a PEM bundle trusted for upstream TLS on top of Node's roots. */

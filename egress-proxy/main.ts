@@ -12,14 +12,17 @@ import { type EgressConfig, loadEgressConfig } from './egress-config.js';
 import { createEgressMetrics } from './egress-metrics.js';
 import { createEgressProxy, type EgressProxyOptions } from './egress-proxy.js';
 import { serveMetrics } from './metrics-server.js';
-import { createApiRunResolver } from './resolve-client.js';
-import { readResolveToken } from './resolve-protocol.js';
+import { type DeploymentCa, loadOrCreateDeploymentCa } from './deployment-ca.js';
+import { createApiRunResolver, type ResolveClientTls } from './resolve-client.js';
+import { EGRESS_PROXY_NAME, readResolveToken } from './resolve-protocol.js';
 import { createRunsFileResolver } from './runs-file.js';
 
 async function main(): Promise<void> {
   const config = loadEgressConfig();
   const logger = pino({ level: config.logLevel, base: { service: 'acis-egress' } });
-  const runs = await runSource(config, logger);
+  // One load of the CA: the proxy presents its leaves, and takes its own client certificate from it.
+  const ca = await loadOrCreateDeploymentCa(config.caDir);
+  const runs = await runSource(config, ca, logger);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'acis_egress_' });
   // Metrics first: the proxy port answering (the readiness probe) then means everything is up.
@@ -31,6 +34,7 @@ async function main(): Promise<void> {
     host: config.host,
     port: config.port,
     caDir: config.caDir,
+    ca,
     allow: config.allow,
     runnerRateLimit: config.runnerRateLimit,
     extraCaPath: config.extraCaPath,
@@ -53,6 +57,7 @@ async function main(): Promise<void> {
 
 async function runSource(
   config: EgressConfig,
+  ca: DeploymentCa,
   logger: Logger,
 ): Promise<Pick<EgressProxyOptions, 'resolveRun' | 'onMissing' | 'onRefused'>> {
   if (config.runs.source === 'file') {
@@ -61,7 +66,7 @@ async function runSource(
       onMissing: (runnerId, alias) => logger.warn({ runner_id: runnerId, alias }, 'missing secret'),
     };
   }
-  const api = createApiRunResolver(config.runs.url, await readResolveToken(config.runs.token));
+  const api = createApiRunResolver(config.runs.url, await readResolveToken(config.runs.token), await resolveClientTls(ca));
   logger.info({ resolve_url: config.runs.url }, 'runs resolved by the API server');
   return {
     resolveRun: api.resolveRun,
@@ -83,6 +88,15 @@ async function runSource(
         );
     },
   };
+}
+
+/**
+ * The proxy's certificate for the resolve listener, made from the CA key it holds. Valid a year: it lives
+ * in this process's memory only, and a restart makes another.
+ */
+async function resolveClientTls(ca: DeploymentCa): Promise<ResolveClientTls> {
+  const leaf = await ca.issueIdentity({ commonName: EGRESS_PROXY_NAME, usages: ['client'], validityMs: 365 * 86_400_000 });
+  return { ca: ca.certPem, cert: `${leaf.certPem}\n${ca.certPem}`, key: leaf.keyPem };
 }
 
 main().catch((err: unknown) => {

@@ -16,11 +16,17 @@
  *   (the credential stands for no run: nothing recorded).
  *
  * Every call carries `Authorization: Bearer <resolve token>`; every answer is `Cache-Control: no-store`.
+ * The listener speaks HTTPS only, with a certificate of the deployment CA naming its Service, and admits a
+ * client only with a certificate of the same CA naming the egress proxy (`EGRESS_PROXY_NAME`): the token
+ * never crosses the network in clear, and a stolen token is no use without the proxy's certificate.
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { ALIAS_PATTERN } from './placeholder.js';
 import { MAX_ALLOWED_HOSTS, type RunSecret } from './secret-binding.js';
+
+/** The name (certificate CN or DNS SAN) the resolve listener requires of its client's certificate. */
+export const EGRESS_PROXY_NAME = 'acis-egress-proxy';
 
 export const RESOLVE_PATH = '/v1/egress/resolve';
 export const MISSING_PATH = '/v1/egress/missing';

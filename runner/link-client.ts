@@ -1,21 +1,27 @@
 /**
- * The API server's side of the resumable link (link.ts) to a runner in a pod. The first connection
- * either succeeds (the runner welcomed the token) or fails with the reason; after that, a dropped
+ * The API server's side of the resumable link (link.ts) to a runner in a pod, over TLS with the API
+ * server's certificate (the runner admits no other client). The runner's own certificate is not
+ * trusted by chain: its welcome must carry its proof of the token for this very TLS session
+ * (link-tls.ts), which only the runner can make; without it the connection is refused. The first
+ * connection either succeeds (the runner welcomed this side's proof and proved itself) or fails with the reason; after that, a dropped
  * connection is restored in the background, retrying with backoff for up to the reconnect window,
  * and the protocol above never notices beyond the delay. If the window lapses, or the runner refuses
  * the reconnection, the link ends: the protocol sees its channel close (a turn in progress ends
  * `crashed`), so nothing waits forever.
  */
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
+import tls from 'node:tls';
 import { breachedBound } from './channel.js';
 import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_BYTES, LINK_MAX_LINE_BYTES, LinkEndpoint } from './link.js';
+import { linkProof, proofMatches, sessionBinding } from './link-tls.js';
 import { socketChannel } from './socket-channel.js';
 
 export interface LinkClientOptions {
   host: string;
   port: number;
   token: string;
+  /** This side's certificate and key (a leaf of the deployment CA naming the API server), read at each connection (it is renewed). */
+  clientCertificate: () => { cert: string; key: string };
   reconnectSeconds: number;
   /** A connection that has not been welcomed or refused by then fails. */
   handshakeTimeoutMs?: number;
@@ -109,7 +115,14 @@ async function restore(endpoint: LinkEndpoint, link: string, options: LinkClient
  */
 function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOptions, timeoutMs: number, takeover = false): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const socket = net.connect({ host: options.host, port: options.port });
+    // The runner's certificate is its own, trusted by no CA: its welcome proof authenticates it instead.
+    const socket = tls.connect({
+      host: options.host,
+      port: options.port,
+      ...options.clientCertificate(),
+      rejectUnauthorized: false,
+      minVersion: 'TLSv1.3',
+    });
     const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_BYTES, options.bounds?.maxUnreadBytes);
     let settled = false;
     const settle = (error?: Error) => {
@@ -122,11 +135,11 @@ function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOpti
       } else resolve();
     };
     const timer = setTimeout(() => settle(new Error(`no answer from the runner within ${timeoutMs} ms`)), timeoutMs);
-    socket.once('connect', () =>
+    socket.once('secureConnect', () =>
       wire.send(
         encodeControl({
           type: 'hello',
-          token: options.token,
+          proof: linkProof(options.token, 'hello', sessionBinding(socket)),
           link,
           after: endpoint.lastReceived,
           settled: endpoint.settled,
@@ -140,6 +153,8 @@ function handshake(endpoint: LinkEndpoint, link: string, options: LinkClientOpti
       if (frame.kind === 'control' && frame.control.type === 'refused') return settle(new LinkRefused(frame.control.error));
       if (frame.kind !== 'control' || frame.control.type !== 'welcome')
         return settle(new Error('the runner answered the hello with something else'));
+      if (!proofMatches(options.token, 'welcome', sessionBinding(socket), frame.control.proof))
+        return settle(new LinkRefused('the runner did not prove it holds the token: not the runner this side was given'));
       if (takeover) endpoint.resumeAt(endpoint.lastReceived, frame.control.after);
       if (!endpoint.canReplayFrom(frame.control.after)) {
         return settle(new LinkRefused(`the runner has line ${frame.control.after} of ours, which this side cannot continue from`));

@@ -3,9 +3,12 @@
  * serves one API connection at a time.
  *
  * Invariants, fail-closed:
- * - a connection is authenticated by its first line, a hello carrying the per-sandbox token
- *   (compared in constant time); anything else gets a `refused` line and is closed, and is logged
- *   here without the token or the line;
+ * - it speaks TLS only, with a certificate made at start, and lets a client finish its handshake only
+ *   with a certificate that chains to the deployment's CA and names the API server (link-tls.ts); any
+ *   other is closed and logged;
+ * - a connection is authenticated by its first line, a hello carrying a proof of the per-sandbox token
+ *   bound to this TLS session (compared in constant time); anything else gets a `refused` line and is
+ *   closed, and is logged here without the proof or the line; the welcome carries this side's proof;
  * - a connection that says nothing (a TCP readiness probe) changes nothing and is closed after a
  *   while, unlogged;
  * - while one API connection is live, another client's hello is refused; the same client (same link
@@ -19,10 +22,11 @@
  *   connection comes back within the reconnect window, the link ends (and the runner exits), so
  *   nothing waits forever.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import net from 'node:net';
+import type net from 'node:net';
+import tls from 'node:tls';
 import { LINE_TOO_LONG } from './channel.js';
 import { decodeFrame, encodeControl, HANDSHAKE_MAX_LINE_BYTES, LINK_MAX_LINE_BYTES, type LinkControl, LinkEndpoint } from './link.js';
+import { API_SERVER_NAME, ephemeralCertificate, linkProof, proofMatches, sessionBinding } from './link-tls.js';
 import { type SocketChannel, socketChannel } from './socket-channel.js';
 import { listenOn } from './listen.js';
 
@@ -31,6 +35,8 @@ export interface LinkServerOptions {
   /** 0 picks a free port (see `address`). */
   port: number;
   token: string;
+  /** The deployment CA's certificate (PEM): a client must present a certificate it signed, naming the API server. */
+  clientCa: string;
   /** How long a dropped connection may take to come back while the runner is busy. */
   reconnectSeconds: number;
   /** True while a turn is in progress: a drop then starts the reconnect window, and new clients are refused. */
@@ -60,7 +66,6 @@ type Hello = Extract<LinkControl, { type: 'hello' }>;
 interface LinkState {
   options: LinkServerOptions;
   endpoint: LinkEndpoint;
-  expectedDigest: Buffer;
   /** The link id of the accepted client (its reconnects carry the same one). */
   clientLink: string | undefined;
   windowTimer: NodeJS.Timeout | undefined;
@@ -70,7 +75,6 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
   const state: LinkState = {
     options,
     endpoint: new LinkEndpoint(),
-    expectedDigest: digest(options.token),
     clientLink: undefined,
     windowTimer: undefined,
   };
@@ -88,10 +92,33 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
     clearTimeout(state.windowTimer);
     if (server.listening) server.close();
   });
-  const server = net.createServer((socket) => {
+  const server = tls.createServer(
+    {
+      ...(await ephemeralCertificate('acis-runner')),
+      ca: options.clientCa,
+      requestCert: true,
+      // Checked below instead, so that a refusal is logged with its reason; nothing is read before.
+      rejectUnauthorized: false,
+      minVersion: 'TLSv1.3',
+      handshakeTimeout: options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS,
+    },
+    (socket) => {
+      const refusal = clientRefusal(socket);
+      if (refusal) {
+        options.log(`refused a connection from ${peerOf(socket)}: ${refusal}`);
+        socket.destroy();
+        return;
+      }
+      greet(socket, state);
+    },
+  );
+  // A probe that connects and closes, or a client that never finishes its handshake: closed, unlogged
+  // (with this listener Node leaves the socket open).
+  server.on('tlsClientError', (_error, socket) => socket.destroy());
+  // Every connection from its first byte, handshakes in progress included, so that closing ends them all.
+  server.on('connection', (socket: net.Socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
-    greet(socket, state);
   });
   await listenOn(server, options.port, options.host);
   return {
@@ -105,10 +132,18 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
   };
 }
 
+/** Why a client that finished its handshake is not the API server; undefined when it is. */
+function clientRefusal(socket: tls.TLSSocket): string | undefined {
+  if (!socket.authorized) return `its certificate is not of the deployment CA (${String(socket.authorizationError ?? 'none given')})`;
+  if (tls.checkServerIdentity(API_SERVER_NAME, socket.getPeerCertificate())) return `its certificate does not name ${API_SERVER_NAME}`;
+  return undefined;
+}
+
 /** A new connection: its first line decides whether it is let in (and attached to the link) or refused. */
-function greet(socket: net.Socket, state: LinkState): void {
+function greet(socket: tls.TLSSocket, state: LinkState): void {
   const { options } = state;
-  const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+  const peer = peerOf(socket);
+  const binding = sessionBinding(socket);
   const wire = socketChannel(socket, HANDSHAKE_MAX_LINE_BYTES);
   let greeted = false;
   const helloTimer = setTimeout(() => wire.close('no hello'), options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS);
@@ -120,19 +155,19 @@ function greet(socket: net.Socket, state: LinkState): void {
     if (greeted) return;
     greeted = true;
     clearTimeout(helloTimer);
-    const admission = admit(line, state);
+    const admission = admit(line, state, binding);
     if ('refusal' in admission) {
       options.log(`refused a connection from ${peer}: ${admission.refusal}`);
       wire.send(encodeControl({ type: 'refused', error: admission.refusal }));
       wire.close('refused');
     } else {
-      attach(wire, admission.hello, state, peer);
+      attach(wire, admission.hello, state, peer, binding);
     }
   });
 }
 
 /** Let in: a new client starts the link afresh; the same client resumes where it left off, and so does one taking it over. */
-function attach(wire: SocketChannel, hello: Hello, state: LinkState, peer: string): void {
+function attach(wire: SocketChannel, hello: Hello, state: LinkState, peer: string, binding: Buffer): void {
   const { endpoint, options } = state;
   const isNew = hello.link !== state.clientLink;
   const takeover = isNew && hello.takeover === true;
@@ -141,7 +176,7 @@ function attach(wire: SocketChannel, hello: Hello, state: LinkState, peer: strin
     endpoint.reset();
     options.onNewClient();
   }
-  wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived }));
+  wire.send(encodeControl({ type: 'welcome', after: endpoint.lastReceived, proof: linkProof(options.token, 'welcome', binding) }));
   wire.setMaxLineBytes(LINK_MAX_LINE_BYTES);
   clearTimeout(state.windowTimer);
   endpoint.attach(wire, hello.after, hello.settled);
@@ -150,15 +185,15 @@ function attach(wire: SocketChannel, hello: Hello, state: LinkState, peer: strin
 }
 
 /** The hello a first line carries, if it is let in; else why not. */
-function admit(line: string, state: LinkState): { hello: Hello } | { refusal: string } {
+function admit(line: string, state: LinkState, binding: Buffer): { hello: Hello } | { refusal: string } {
   const frame = decodeFrame(line);
   if (frame.kind !== 'control' || frame.control.type !== 'hello') return { refusal: 'the first line was not a hello' };
+  if (!proofMatches(state.options.token, 'hello', binding, frame.control.proof)) return { refusal: 'wrong token' };
   const refusal = refusalOf(frame.control, state);
   return refusal === undefined ? { hello: frame.control } : { refusal };
 }
 
-function refusalOf(hello: Hello, { endpoint, options, expectedDigest, clientLink }: LinkState): string | undefined {
-  if (!timingSafeEqual(digest(hello.token), expectedDigest)) return 'wrong token';
+function refusalOf(hello: Hello, { endpoint, options, clientLink }: LinkState): string | undefined {
   if (endpoint.isEnded) return 'the runner is shutting down';
   if (hello.link === clientLink || hello.takeover === true) {
     return endpoint.canReplayFrom(hello.after) ? undefined : `cannot resume after line ${hello.after}: it was never sent or is gone`;
@@ -169,7 +204,6 @@ function refusalOf(hello: Hello, { endpoint, options, expectedDigest, clientLink
   return undefined;
 }
 
-/** Fixed-length digests, so the comparison takes the same time whatever the given token's length. */
-function digest(token: string): Buffer {
-  return createHash('sha256').update(token).digest();
+function peerOf(socket: net.Socket): string {
+  return `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
 }

@@ -7,9 +7,13 @@
  *
  * Wire format, one line each:
  * - data: `<seq> <payload>` (the payload is a protocol line, unchanged);
- * - control: a JSON object: `hello` (client, first line: token, link id, last seq received),
- *   `welcome` (runner: last seq received from this link), `refused` (runner, then it closes),
+ * - control: a JSON object: `hello` (client, first line: its proof of the token, link id, last seq
+ *   received), `welcome` (runner: last seq received from this link, its own proof), `refused` (runner,
+ *   then it closes),
  *   `ack` (either side: every line up to seq arrived), `bye` (either side: done for good).
+ *
+ * The link runs over TLS; the proofs are bound to the TLS session (link-tls.ts), so the token itself
+ * never crosses the wire and a proof seen on one connection opens no other.
  *
  * A link id names one API-side client across its reconnections; a hello with another link id is a
  * new client, for which both sides start numbering afresh, unless it says `takeover`: then it is a new
@@ -24,8 +28,8 @@
 import { type Channel, LEFT_UNREAD } from './channel.js';
 
 export type LinkControl =
-  | { type: 'hello'; token: string; link: string; after: number; settled?: number | undefined; takeover?: boolean | undefined }
-  | { type: 'welcome'; after: number }
+  | { type: 'hello'; proof: string; link: string; after: number; settled?: number | undefined; takeover?: boolean | undefined }
+  | { type: 'welcome'; after: number; proof: string }
   | { type: 'refused'; error: string }
   | { type: 'ack'; seq: number }
   | { type: 'bye' };
@@ -83,7 +87,7 @@ function validControl(value: unknown): LinkControl | undefined {
   switch (v.type) {
     case 'hello': {
       const valid =
-        typeof v.token === 'string' &&
+        typeof v.proof === 'string' &&
         typeof v.link === 'string' &&
         v.link.length > 0 &&
         count(v.after) &&
@@ -92,7 +96,7 @@ function validControl(value: unknown): LinkControl | undefined {
       if (!valid) return undefined;
       return {
         type: 'hello',
-        token: v.token as string,
+        proof: v.proof as string,
         link: v.link as string,
         after: v.after as number,
         ...(v.settled !== undefined && { settled: v.settled as number }),
@@ -100,7 +104,7 @@ function validControl(value: unknown): LinkControl | undefined {
       };
     }
     case 'welcome':
-      return count(v.after) ? { type: 'welcome', after: v.after as number } : undefined;
+      return count(v.after) && typeof v.proof === 'string' ? { type: 'welcome', after: v.after as number, proof: v.proof } : undefined;
     case 'refused':
       return typeof v.error === 'string' ? { type: 'refused', error: v.error } : undefined;
     case 'ack':

@@ -3,8 +3,8 @@
  * sandbox provider says), the run's values it gets, and the in-process proxy itself. The standalone
  * proxy reaches the same answers through the resolve listener (resolve-server.ts).
  */
-import path from 'node:path';
 import type { Logger } from 'pino';
+import type { DeploymentCa } from '../../egress-proxy/deployment-ca.js';
 import { createEgressMetrics } from '../../egress-proxy/egress-metrics.js';
 import { createEgressProxy, type EgressProxy, type ResolvedRun } from '../../egress-proxy/egress-proxy.js';
 import { placeholderFor } from '../../egress-proxy/placeholder.js';
@@ -61,11 +61,12 @@ export async function egressRun(
   return runId ? runForEgress(deps, runId) : undefined;
 }
 
-export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, logger: Logger): Promise<EgressProxy> {
+export function startEgressProxy(deps: AppDeps, credentials: EgressCredentials, ca: DeploymentCa, logger: Logger): Promise<EgressProxy> {
   return createEgressProxy({
     host: deps.config.egressListen.host,
     port: deps.config.egressListen.port,
-    caDir: path.join(deps.config.dataDir, 'egress-ca'),
+    caDir: deps.config.deploymentCaDir,
+    ca,
     allow: deps.config.egressAllow,
     runnerRateLimit: deps.config.egressRunnerRateLimit,
     extraCaPath: deps.config.egressExtraCaPath,

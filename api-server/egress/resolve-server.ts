@@ -5,6 +5,9 @@
  *
  * Invariants:
  * - Its own listener, never the public API port: the chart lets only the proxy pods reach it.
+ * - HTTPS only, with the API server's certificate of the deployment CA (renewed in place); a client
+ *   without a certificate of that CA naming the egress proxy never completes its handshake, so nothing,
+ *   the token included, is read from it; a plaintext client gets no answer at all.
  * - Nothing is answered without the resolve token (bearer, compared in constant time): 401, and the
  *   refusal is logged without what was sent.
  * - A runner's credential resolves to values only while a turn of a run is in progress on that runner
@@ -16,11 +19,14 @@
  *   replica relays it (a proxy takes a 429 for a failed lookup, and its runner gets 503 "retry").
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:https';
+import { checkServerIdentity, type TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { ResolvedRun } from '../../egress-proxy/egress-proxy.js';
 import {
+  EGRESS_PROXY_NAME,
   MISSING_PATH,
   MissingRequestSchema,
   REFUSED_PATH,
@@ -34,6 +40,7 @@ import { createRunnerRateLimiter, DEFAULT_RUNNER_RATE_LIMIT, type RunnerRateLimi
 import { constantTimeEqual } from '../core/crypto.js';
 import type { EgressRefusalReport } from '../sandboxes/provider.js';
 import { type InternalListener, listenInternally } from '../core/http/internal-listener.js';
+import type { ApiIdentity } from '../internal-tls/api-identity.js';
 
 /** Bodies are a credential and an alias: anything larger is not one of ours. */
 const MAX_BODY_BYTES = 8 * 1024;
@@ -43,6 +50,8 @@ export interface EgressResolveServerOptions {
   port: number;
   /** The bearer token every call must carry. */
   token: string;
+  /** The certificate served, and the CA a client's certificate must chain to. */
+  identity: ApiIdentity;
   /** The values (and request id) of the run the credential stands for now; undefined when none. */
   resolve(runnerId: string, token: string): Promise<ResolvedRun | undefined>;
   /** Whether the credential stands for a run now (checked before a run is ended on its word). */
@@ -79,6 +88,13 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (checkServerIdentity(EGRESS_PROXY_NAME, (req.socket as TLSSocket).getPeerCertificate())) {
+      logger.warn(
+        { remote: req.socket.remoteAddress },
+        `egress resolve call refused: the client certificate does not name ${EGRESS_PROXY_NAME}`,
+      );
+      return answer(res, 403, { error: 'forbidden' }, UNREAD_BODY);
+    }
     if (!authorized(req.headers.authorization)) {
       logger.warn(
         { remote: req.socket.remoteAddress, path: req.url, method: req.method },
@@ -124,7 +140,9 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
     return answer(res, 200, { in_progress: true });
   };
 
-  const server = createServer((req, res) => {
+  const tlsOptions = () => ({ ...options.identity.current(), ca: options.identity.caPem });
+  // Client certificates are checked on each new connection (below), so that a refusal is logged with its reason.
+  const server = createServer({ ...tlsOptions(), requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.3' }, (req, res) => {
     req.on('error', () => res.destroy());
     handle(req, res).catch((err: unknown) => {
       logger.error({ err, path: req.url }, 'egress resolve call failed');
@@ -132,9 +150,25 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
       else answer(res, 500, { error: 'internal' });
     });
   });
+  options.identity.onRenewed(() => server.setSecureContext(tlsOptions()));
+  server.on('secureConnection', (socket: TLSSocket) => {
+    const refusal = clientRefusal(socket);
+    if (!refusal) return;
+    logger.warn({ remote: socket.remoteAddress, reason: refusal }, 'egress resolve connection refused');
+    socket.destroy();
+  });
+  // A client that never finishes its handshake (a plaintext one, say): with this listener Node leaves the socket open.
+  server.on('tlsClientError', (_err, socket) => socket.destroy());
   const listener = await listenInternally(server, options.port, options.host);
   logger.info({ host: options.host, port: listener.port }, 'egress resolve listener serving');
   return listener;
+}
+
+/** Why a client that finished its handshake is not an egress proxy of this deployment; undefined when it is. */
+function clientRefusal(socket: TLSSocket): string | undefined {
+  if (!socket.authorized) return `its certificate is not of the deployment CA (${String(socket.authorizationError ?? 'none given')})`;
+  if (checkServerIdentity(EGRESS_PROXY_NAME, socket.getPeerCertificate())) return `its certificate does not name ${EGRESS_PROXY_NAME}`;
+  return undefined;
 }
 
 function parse<T extends z.ZodTypeAny>(schema: T, raw: Buffer): z.infer<T> | undefined {

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { clusterNamespace, loadKubeConfig } from '../../kube/cluster-access.js';
 import type { Config } from '../config.js';
 import type { Db } from '../core/db/database.js';
+import type { ApiIdentity } from '../internal-tls/api-identity.js';
 import { publishEgressCa } from '../egress/egress-ca-publication.js';
 import { KubernetesSandboxProvider } from './kubernetes/provider.js';
 import { databaseRunnerRecords } from './kubernetes/records.js';
@@ -22,6 +23,8 @@ export interface ProviderDeps {
   nodeId: string;
   /** The clock of the timestamps the API shows: hold expiry follows it. */
   now: () => Date;
+  /** The API server's certificate, presented to runners (they admit no other client). */
+  identity: ApiIdentity;
 }
 
 export interface ChosenProvider {
@@ -57,7 +60,8 @@ function kubernetesProvider(deps: ProviderDeps, onSandboxState: SandboxStateList
   const provider = new KubernetesSandboxProvider({
     records: databaseRunnerRecords(deps.db, deps.nodeId, deps.now),
     client: new SandboxClient(loadKubeConfig(config.kubeconfigPath), clusterNamespace(config.k8sSandboxNamespace), logger),
-    connect: (endpoint) => connectRemoteRunner({ ...endpoint, logger, bounds: config.runnerBounds }),
+    connect: (endpoint) =>
+      connectRemoteRunner({ ...endpoint, logger, bounds: config.runnerBounds, clientCertificate: deps.identity.current }),
     logger,
     onSandboxState,
     readyTimeoutMs: config.sandboxReadyTimeoutSeconds * 1000,

@@ -1,6 +1,7 @@
 /**
- * A runner in a pod, reached over TCP through the resumable link (sandbox/link-client.ts): the
- * per-sandbox token authenticates the connection, a dropped connection is restored within
+ * A runner in a pod, reached over TLS through the resumable link (runner/link-client.ts): the API
+ * server's certificate and a proof of the per-sandbox token authenticate this side, the runner's proof
+ * of the same token authenticates the runner, a dropped connection is restored within
  * `reconnectSeconds` without losing or repeating a line, and a runner that cannot be reached again
  * ends (a turn in progress ends `crashed`). Another replica can take the link over mid-turn when this
  * one dies (`takeoverAfter`). Killing it tells the runner to exit; deleting its pod is
@@ -19,8 +20,10 @@ export interface RemoteRunnerOptions {
   id: string;
   host: string;
   port: number;
-  /** The per-sandbox token (never logged). */
+  /** The per-sandbox token (never logged, never sent: the link carries proofs of it). */
   token: string;
+  /** The API server's certificate of the deployment CA, which the runner requires of its client. */
+  clientCertificate: () => { cert: string; key: string };
   logger: Logger;
   /** How long a dropped connection may take to come back (default 30, as ACIS_RUNNER_RECONNECT_SECONDS). */
   reconnectSeconds?: number;
@@ -41,6 +44,7 @@ export async function connectRemoteRunner(options: RemoteRunnerOptions): Promise
     host: options.host,
     port: options.port,
     token: options.token,
+    clientCertificate: options.clientCertificate,
     reconnectSeconds: options.reconnectSeconds ?? DEFAULT_RECONNECT_SECONDS,
     takeoverAfter: options.takeoverAfter,
     bounds: { maxLineBytes: bounds.maxLineBytes, maxUnreadBytes: bounds.maxBufferedBytes },

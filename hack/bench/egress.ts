@@ -25,7 +25,8 @@ import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { startEgressResolveServer } from '../../api-server/egress/resolve-server.js';
-import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
+import { startApiIdentity } from '../../api-server/internal-tls/api-identity.js';
+import { createEphemeralCa, loadOrCreateDeploymentCa } from '../../egress-proxy/deployment-ca.js';
 import { envCount, envNumber } from './env.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -179,10 +180,17 @@ async function main(): Promise<void> {
   };
   const fileProxy = await startProxy({ ...common, ACIS_DATA_DIR: dir, ACIS_EGRESS_RUNS_FILE: path.join(dir, 'runs.json') });
   const runSecrets = new Map(Object.entries(RUN.secrets));
+  // The listener's certificate comes from the proxies' CA, as the API server's does in a deployment.
+  const identity = await startApiIdentity(
+    await loadOrCreateDeploymentCa(path.join(dir, 'egress-ca')),
+    ['localhost'],
+    pino({ level: 'silent' }),
+  );
   const resolveListener = await startEgressResolveServer({
     host: '127.0.0.1',
     port: 0,
     token: RESOLVE_TOKEN,
+    identity,
     resolve: async (runnerId, token) => (runnerId === RUN.id && token === RUN.token ? { secrets: runSecrets } : undefined),
     standsForRun: async (runnerId, token) => runnerId === RUN.id && token === RUN.token,
     abortMissing: async () => {},
@@ -192,7 +200,7 @@ async function main(): Promise<void> {
   const resolvingProxy = await startProxy({
     ...common,
     ACIS_DATA_DIR: dir,
-    ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolveListener.port}`,
+    ACIS_EGRESS_RESOLVE_URL: `https://localhost:${resolveListener.port}`,
     ACIS_EGRESS_RESOLVE_TOKEN: RESOLVE_TOKEN,
   });
   try {
@@ -275,6 +283,7 @@ async function main(): Promise<void> {
     fileProxy.child.kill('SIGTERM');
     resolvingProxy.child.kill('SIGTERM');
     await resolveListener.close();
+    identity.stop();
     httpEcho.closeAllConnections();
     httpsEcho.closeAllConnections();
     httpEcho.close();

@@ -266,8 +266,16 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     } else {
       expect(apiEnv.ACIS_EGRESS_RESOLVE_LISTEN).toBe(`0.0.0.0:${resolvePort}`);
       expect(apiEnv.ACIS_EGRESS_LISTEN).toBeUndefined();
-      // The API server holds the resolve token but not the CA, which is the proxy's alone.
-      expect(apiTemplate.spec.volumes?.map((volume) => volume.secret?.secretName).filter(Boolean)).toEqual(['acis-egress-resolve']);
+      // The API server holds the resolve token and the deployment CA (its own certificate, for the runner
+      // links and the resolve listener, comes from it), mounted where its default ACIS_DEPLOYMENT_CA_DIR is.
+      expect(apiTemplate.spec.volumes?.map((volume) => volume.secret?.secretName).filter(Boolean)).toEqual([
+        'acis-egress-ca-key',
+        'acis-egress-resolve',
+      ]);
+      expect(apiEnv.ACIS_EGRESS_RESOLVE_TLS_NAMES?.split(',')).toContain('acis-egress-resolve');
+      // The test server routes no Services: here the proxy dials the API pod as localhost, which its
+      // certificate names besides the Service's names.
+      apiEnv.ACIS_EGRESS_RESOLVE_TLS_NAMES = `${apiEnv.ACIS_EGRESS_RESOLVE_TLS_NAMES},localhost`;
     }
     apiEnvHere = apiEnv;
     apiKubeconfig = await server.kubeconfigFor({ namespace: NAMESPACE, serviceAccount: apiTemplate.spec.serviceAccountName });
@@ -303,10 +311,10 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       expect(selects({ matchLabels: resolveService.spec.selector }, apiTemplate.metadata.labels)).toBe(true);
       expect(resolveService.spec.ports).toEqual([expect.objectContaining({ port: resolvePort, targetPort: 'egress-resolve' })]);
       expect(apiContainer.ports).toContainEqual(expect.objectContaining({ name: 'egress-resolve', containerPort: resolvePort }));
-      expect(proxyEnv.ACIS_EGRESS_RESOLVE_URL).toBe(`http://acis-egress-resolve:${resolvePort}`);
+      expect(proxyEnv.ACIS_EGRESS_RESOLVE_URL).toBe(`https://acis-egress-resolve:${resolvePort}`);
       expect(proxyEnv.ACIS_EGRESS_PORT).toBe(String(proxyPort));
       // Ready as its readiness probe sees it: the proxy port answers.
-      proxyEnvHere = { ...cleanEnv(proxyEnv), ACIS_EGRESS_RESOLVE_URL: `http://127.0.0.1:${resolvePort}` };
+      proxyEnvHere = { ...cleanEnv(proxyEnv), ACIS_EGRESS_RESOLVE_URL: `https://localhost:${resolvePort}` };
       proxy = await startEgressProxyProcess(proxyEnvHere);
     }
 

@@ -149,7 +149,15 @@ describe.each([
       const resolvePort = apiPorts.find((port) => port.name === resolve.ports[0]!.targetPort)!.containerPort;
       expect(resolve.ports).toEqual([expect.objectContaining({ port: resolvePort, targetPort: 'egress-resolve' })]);
       const proxyEnv = envOf(podSpecOf(find(objects, 'Deployment', 'acis-egress-proxy')).containers[0]!);
-      expect(proxyEnv.get('ACIS_EGRESS_RESOLVE_URL')?.value).toBe(`http://acis-egress-resolve:${resolvePort}`);
+      expect(proxyEnv.get('ACIS_EGRESS_RESOLVE_URL')?.value).toBe(`https://acis-egress-resolve:${resolvePort}`);
+      // The listener's certificate names the Service every way the proxy may dial it.
+      const apiEnv = envOf(podSpecOf(find(objects, 'Deployment', 'acis-api')).containers[0]!);
+      expect(apiEnv.get('ACIS_EGRESS_RESOLVE_TLS_NAMES')?.value?.split(',')).toEqual([
+        'acis-egress-resolve',
+        'acis-egress-resolve.acis',
+        'acis-egress-resolve.acis.svc',
+        'acis-egress-resolve.acis.svc.cluster.local',
+      ]);
       const apiService = find(objects, 'Service', 'acis-api').spec as { ports: Array<{ targetPort: string }> };
       expect(apiService.ports.map((port) => port.targetPort)).toEqual(['http']);
     }
@@ -690,7 +698,8 @@ describe("charts/acis: the egress proxy's deployment CA", () => {
     const annotations = (proxy.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
     expect(annotations['checksum/egress-ca']).toBe(createHash('sha256').update(cert).digest('hex'));
 
-    // The key is the proxy's alone: in no ConfigMap, in no other object, mounted by no other pod.
+    // The key is the proxy's and the API server's (its own certificate, for the runner links and the
+    // resolve listener, comes from it): in no ConfigMap, in no other object, mounted by no other pod.
     for (const map of ofKind(objects, 'ConfigMap')) expect(JSON.stringify(map), map.metadata.name).not.toContain('PRIVATE KEY');
     const elsewhere = JSON.stringify(
       objects.filter((object) => !(object.kind === 'Secret' && object.metadata.name === 'acis-egress-ca-key')),
@@ -698,7 +707,7 @@ describe("charts/acis: the egress proxy's deployment CA", () => {
     expect(elsewhere).not.toContain(secret['ca.key']);
     expect(elsewhere).not.toContain(key.split('\n')[1]);
     const mounting = ofKind(objects, 'Deployment').filter((deployment) => secretVolumesOf(deployment).includes('acis-egress-ca-key'));
-    expect(mounting.map((deployment) => deployment.metadata.name)).toEqual(['acis-egress-proxy']);
+    expect(mounting.map((deployment) => deployment.metadata.name).sort()).toEqual(['acis-api', 'acis-egress-proxy']);
   });
 
   it('is a new one on each install without a cluster to look it up in', async () => {
@@ -993,12 +1002,14 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
     // Runs from the API server's resolve listener, through its Service, with the token the API server reads too.
     expect(config.runs).toEqual({
       source: 'api',
-      url: 'http://acis-egress-resolve:8081',
+      url: 'https://acis-egress-resolve:8081',
       token: { file: '/etc/acis/egress-resolve/token' },
     });
-    expect(loadConfig(resolvedEnv('acis-api')).egressResolve).toEqual({
+    expect(loadConfig(resolvedEnv('acis-api')).egressResolve).toMatchObject({
       listen: { host: '0.0.0.0', port: 8081 },
       token: { file: '/etc/acis/egress-resolve/token' },
     });
+    // The API server's certificate comes from the deployment CA the chart mounts where the proxy's is.
+    expect(loadConfig(resolvedEnv('acis-api')).deploymentCaDir).toBe('/var/lib/acis/egress-ca');
   });
 });

@@ -1,5 +1,5 @@
 /**
- * A runner served over TCP, as in a pod: the real runner (`runner/runner.ts`, with ACIS_RUNNER_LISTEN)
+ * A runner served over TLS, as in a pod: the real runner (`runner/runner.ts`, with ACIS_RUNNER_LISTEN)
  * hosting the real Agent SDK against the model stub, driven by `connectRemoteRunner`. Between the two
  * stands a TCP proxy the test can cut, standing for the network: a connection dropped mid-turn is
  * restored and the turn's events arrive exactly once; a runner left alone past the reconnect window
@@ -21,6 +21,7 @@ import type { RunSkill } from '../../api-server/skills/materialise.js';
 import { sessionStoreKey } from '../../runner/protocol.js';
 import { conversationDirs, sdkEnv } from '../helpers/agent-sdk.js';
 import { cuttableNetwork } from '../helpers/cuttable-network.js';
+import { type LinkTls, linkTls } from '../helpers/link-tls.js';
 
 const APP_ROOT = path.resolve(import.meta.dirname, '../..');
 const TOKEN = 'sbx-token-7d1e0c2b9a4f4e61b3c5';
@@ -28,10 +29,23 @@ const logger = pino({ level: 'silent' });
 
 let stub: ModelStub;
 let root: string;
+let material: LinkTls;
+let caFile: string;
 const started: RunnerProcess[] = [];
 beforeAll(async () => {
   stub = await startModelStub();
   root = await mkdtemp(path.join(tmpdir(), 'acis-remote-runner-'));
+  material = await linkTls();
+  caFile = path.join(root, 'deployment-ca.crt');
+  await writeFile(caFile, material.clientCa);
+});
+
+/** What every connection of the API side carries beside the address: the token, the API server's certificate, silence. */
+const as = (extra: { token?: string; reconnectSeconds?: number } = {}) => ({
+  token: TOKEN,
+  clientCertificate: material.apiCertificate,
+  logger,
+  ...extra,
 });
 afterAll(async () => {
   for (const runner of started) runner.child.kill('SIGKILL');
@@ -58,6 +72,7 @@ async function startRunner(name: string, reconnectSeconds = 30): Promise<RunnerP
       ACIS_SESSION_STORE: '1',
       ACIS_RUNNER_LISTEN: '127.0.0.1:0',
       ACIS_RUNNER_TOKEN: TOKEN,
+      ACIS_RUNNER_TLS_CA_FILE: caFile,
       ACIS_RUNNER_RECONNECT_SECONDS: String(reconnectSeconds),
     },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -118,10 +133,10 @@ const shape = (events: AgentEvent[]) =>
     ].join('/'),
   );
 
-describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
+describe('connectRemoteRunner(options) against the runner in TLS mode', () => {
   it('runs turns of a live session with skills and the transcript store crossing the connection', async () => {
     const runnerProcess = await startRunner('turns');
-    const runner = await connectRemoteRunner({ id: 'run_turns', host: '127.0.0.1', port: runnerProcess.port, token: TOKEN, logger });
+    const runner = await connectRemoteRunner({ id: 'run_turns', host: '127.0.0.1', port: runnerProcess.port, ...as() });
     const store = memoryStore();
     runner.bindSessionStore(store);
     await runner.deliverSkills([skill('heron', { 'tools/run.sh': '#!/bin/sh\necho heron\n' }), skill('osprey')]);
@@ -147,7 +162,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
 
   it('takes a turn sent right behind its skills, unanswered, only once they are written; behind a failed delivery the turn ends crashed', async () => {
     const runnerProcess = await startRunner('skills-ahead');
-    const runner = await connectRemoteRunner({ id: 'run_skills_ahead', host: '127.0.0.1', port: runnerProcess.port, token: TOKEN, logger });
+    const runner = await connectRemoteRunner({ id: 'run_skills_ahead', host: '127.0.0.1', port: runnerProcess.port, ...as() });
     runner.bindSessionStore(memoryStore());
     const delivered = runner.deliverSkills([skill('kestrel')]);
     runner.offerSkills(['kestrel']);
@@ -171,7 +186,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
 
   it('keeps its connection token from the agent: no tool the agent runs sees it', async () => {
     const runnerProcess = await startRunner('token-hidden');
-    const runner = await connectRemoteRunner({ id: 'run_hidden', host: '127.0.0.1', port: runnerProcess.port, token: TOKEN, logger });
+    const runner = await connectRemoteRunner({ id: 'run_hidden', host: '127.0.0.1', port: runnerProcess.port, ...as() });
     runner.bindSessionStore(memoryStore());
     // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, sent literally for the runner's shell to expand
     const command = 'env; echo "token file: ${ACIS_RUNNER_TOKEN_FILE:-none}"';
@@ -185,7 +200,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
 
   it('refuses a wrong token and a second connection while one is live, and logs it without the token', async () => {
     const runnerProcess = await startRunner('refusals');
-    const options = { id: 'run_refusals', host: '127.0.0.1', port: runnerProcess.port, logger };
+    const options = { id: 'run_refusals', host: '127.0.0.1', port: runnerProcess.port, ...as() };
     await expect(connectRemoteRunner({ ...options, token: 'sbx-token-wrong-0000000000000' })).rejects.toThrow(
       new RunnerRefused('wrong token'),
     );
@@ -205,7 +220,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
   it('restores a connection cut mid-turn: the turn completes with every event once, as on an uncut run', async () => {
     const prompt = `Tell me slowly [[slow: 20]] [[reply: ${'one two three four five six seven eight nine ten '.repeat(3).trim()}]]`;
     const reference = await startRunner('reference');
-    const uncut = await connectRemoteRunner({ id: 'run_reference', host: '127.0.0.1', port: reference.port, token: TOKEN, logger });
+    const uncut = await connectRemoteRunner({ id: 'run_reference', host: '127.0.0.1', port: reference.port, ...as() });
     const expected = await turn(uncut, prompt);
     await uncut.kill();
 
@@ -215,8 +230,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
       id: 'run_cut',
       host: '127.0.0.1',
       port: net_.port,
-      token: TOKEN,
-      logger,
+      ...as(),
       reconnectSeconds: 10,
     });
     let deltas = 0;
@@ -248,8 +262,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
       id: 'run_approval',
       host: '127.0.0.1',
       port: net_.port,
-      token: TOKEN,
-      logger,
+      ...as(),
       reconnectSeconds: 10,
     });
     const asked: unknown[] = [];
@@ -283,8 +296,7 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
       id: 'run_alone',
       host: '127.0.0.1',
       port: net_.port,
-      token: TOKEN,
-      logger,
+      ...as(),
       reconnectSeconds: 1,
     });
     const { outcome } = await turn(runner, 'Long one [[slow: 200]] [[reply: a b c d e f g h i j k l m n o p]]', {
@@ -306,14 +318,14 @@ describe('connectRemoteRunner(options) against the runner in TCP mode', () => {
   it('exports the workspace as an archive that another runner imports, within a size cap', async () => {
     const source = await startRunner('export');
     await writeFile(path.join(source.cwd, 'notes.md'), 'kept across runners\n');
-    const from = await connectRemoteRunner({ id: 'run_export', host: '127.0.0.1', port: source.port, token: TOKEN, logger });
+    const from = await connectRemoteRunner({ id: 'run_export', host: '127.0.0.1', port: source.port, ...as() });
     await expect(from.exportWorkspace({ maxBytes: 10 })).rejects.toThrow('the workspace archive exceeds 10 bytes');
     const archive = await from.exportWorkspace({ exclude: ['.claude'] });
     expect(archive.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b])); // gzip
     await from.kill();
 
     const target = await startRunner('import');
-    const to = await connectRemoteRunner({ id: 'run_import', host: '127.0.0.1', port: target.port, token: TOKEN, logger });
+    const to = await connectRemoteRunner({ id: 'run_import', host: '127.0.0.1', port: target.port, ...as() });
     await to.importWorkspace(archive);
     expect(await readFile(path.join(target.cwd, 'notes.md'), 'utf8')).toBe('kept across runners\n');
     await expect(to.importWorkspace(Buffer.from('not an archive'))).rejects.toThrow(/unpacking the workspace failed/);

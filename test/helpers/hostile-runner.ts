@@ -1,12 +1,18 @@
 /**
  * A runner that breaks the protocol on purpose, standing where a compromised runner pod stands: it
- * speaks just enough of the link (link.ts) to be let in (welcome, `runner_ready`), then does what its
+ * holds its pod's token, as a compromised runner would, and speaks just enough of the link (link.ts, over
+ * TLS with a certificate of its own) to be let in (welcome with its proof, `runner_ready`), then does what its
  * scenario says, typically without reading a byte of what the API server sends it. Floods are
  * written with backpressure, so what this side holds stays small and what the process's memory
  * shows is the API side's; `onWrite` is called after every write, for the test to sample memory.
  */
 import { once } from 'node:events';
-import net from 'node:net';
+import type net from 'node:net';
+import tls from 'node:tls';
+import { ephemeralCertificate, linkProof, sessionBinding } from '../../runner/link-tls.js';
+
+/** The token the hostile runner's pod was given (the API side connects with it). */
+export const HOSTILE_RUNNER_TOKEN = 'tok_hostile_runner_0123456789';
 
 export interface HostileConnection {
   /** Sends raw bytes, waiting while the socket's buffer is full; false once the API side cut it off. */
@@ -36,7 +42,7 @@ export async function startHostileRunner(
   const sockets = new Set<net.Socket>();
   let finish: () => void = () => {};
   const finished = new Promise<void>((resolve) => (finish = resolve));
-  const server = net.createServer((socket) => {
+  const server = tls.createServer(await ephemeralCertificate('acis-runner'), (socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
     socket.on('error', () => undefined);
@@ -54,7 +60,11 @@ export async function startHostileRunner(
   };
 }
 
-async function serve(socket: net.Socket, scenario: (connection: HostileConnection) => Promise<void>, onWrite: () => void): Promise<void> {
+async function serve(
+  socket: tls.TLSSocket,
+  scenario: (connection: HostileConnection) => Promise<void>,
+  onWrite: () => void,
+): Promise<void> {
   let closed = false;
   let sent = 0;
   let seen = '';
@@ -99,7 +109,8 @@ async function serve(socket: net.Socket, scenario: (connection: HostileConnectio
   };
   await connection.received('"type":"hello"');
   seen = '';
-  await connection.write(`${JSON.stringify({ type: 'welcome', after: 0 })}\n`);
+  const proof = linkProof(HOSTILE_RUNNER_TOKEN, 'welcome', sessionBinding(socket));
+  await connection.write(`${JSON.stringify({ type: 'welcome', after: 0, proof })}\n`);
   await connection.line(1, { type: 'runner_ready' });
   await scenario(connection);
 }

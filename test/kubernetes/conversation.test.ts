@@ -7,7 +7,7 @@
  * servers (HTTP, and HTTPS under a CA of their own) stand for the rest of the world.
  */
 import { randomBytes } from 'node:crypto';
-import { rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -57,6 +57,8 @@ let echoCaFile: string;
 let httpEchoPort: number;
 let httpsEchoPort: number;
 let echoServers: EchoServers | undefined;
+/** Where the replicas' shared deployment CA is made. */
+let caParent: string;
 /** The requests the echo servers received, oldest first. */
 let echoed: EchoServers['received'];
 
@@ -66,11 +68,13 @@ beforeAll(async () => {
   ({ httpPort: httpEchoPort, httpsPort: httpsEchoPort, received: echoed } = echoServers);
   echoCaFile = path.join(tmpdir(), `acis-k8s-echo-ca-${randomBytes(4).toString('hex')}.pem`);
   await writeFile(echoCaFile, echoServers.caCertificatePem);
+  caParent = await mkdtemp(path.join(tmpdir(), 'acis-k8s-deployment-ca-'));
   const egressPort = await freePort();
   // Nothing about the model in the image: the pod's environment says where it is, and holds no key.
   cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
   databaseUrl = await createTestDatabase();
-  // What every API replica of the test shares: database, master key, cluster.
+  // What every API replica of the test shares: database, master key, cluster, and the deployment CA
+  // (made by the first replica): runner pods admit a replica by its certificate of that CA.
   serverEnv = {
     DATABASE_URL: databaseUrl,
     ACIS_MASTER_KEY: MASTER_KEY,
@@ -83,9 +87,10 @@ beforeAll(async () => {
     ACIS_EGRESS_ALLOW: `127.0.0.1:${httpEchoPort},localhost:${httpsEchoPort}`,
     ACIS_EGRESS_EXTRA_CA: echoCaFile,
     ACIS_PING_INTERVAL_MS: '200',
+    ACIS_DEPLOYMENT_CA_DIR: path.join(caParent, 'ca'),
   };
   // Runner pods reach this replica's egress proxy (the controller's ACIS_EGRESS_PROXY_HOST/PORT), and
-  // trust its CA, which it publishes. (Other replicas of the tests have CAs of their own and publish none.)
+  // trust its CA, which it publishes. (Other replicas of the tests share the CA and publish nothing.)
   t = await startTestServer({ ...serverEnv, ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`, ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP });
   controllerConfig = {
     runnerImage: RUNNER_IMAGE,
@@ -107,6 +112,7 @@ afterAll(async () => {
   await stub?.stop();
   echoServers?.close();
   if (echoCaFile) await rm(echoCaFile, { force: true });
+  if (caParent) await rm(caParent, { recursive: true, force: true });
   if (databaseUrl) await dropTestDatabase(databaseUrl);
 });
 

@@ -4,6 +4,8 @@
  * and a pod dying under a turn. The runner in these pods is the controller suites' fixture (it
  * answers a connection with whether it got its token), reached by `greetingConnector`.
  */
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateToLatest, openDatabase, type DatabaseHandle } from '../../api-server/core/db/database.js';
 import { databaseRunnerRecords, type RunnerRecords } from '../../api-server/sandboxes/kubernetes/records.js';
@@ -22,6 +24,7 @@ import {
   startTestController,
   type Cluster,
 } from '../controller/harness.js';
+import { coldPodName, tokenSecretName } from '../../controller/api/v1alpha1.js';
 import { greetingConnector, quietLogger, StateLog } from './provider-harness.js';
 
 let cluster: Cluster;
@@ -70,6 +73,128 @@ const sandboxGone = (conversation: string) => eventually(cluster, () => sandboxe
 async function release(provider: SandboxProvider, lease: Lease, options: Parameters<SandboxProvider['release']>[1] = {}) {
   return provider.release(lease, options);
 }
+
+describe('KubernetesSandboxProvider and a forged Sandbox status', () => {
+  it('dials only the ready pod the Sandbox controls, at its pod IP, with its own Secret; a status naming another pod, address or Secret is logged and ignored', async () => {
+    const warnings: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
+    const dialed: Array<{ id: string; host: string; port: number }> = [];
+    const client = new SandboxClient(cluster.kubeConfig, NAMESPACE, quietLogger);
+    const provider = new KubernetesSandboxProvider({
+      client,
+      connect: (endpoint) => {
+        dialed.push({ id: endpoint.id, host: endpoint.host, port: endpoint.port });
+        return greetingConnector(endpoint);
+      },
+      logger,
+      onSandboxState: async () => {},
+      readyTimeoutMs: 30_000,
+    });
+    await provider.start();
+    providers.push(provider);
+    // A victim: another conversation's runner, its pod and its token Secret.
+    const victim = await provider.acquire(request(conversationId()), { wait: false });
+    const victimAt = dialed.pop()!;
+
+    const conversation = conversationId();
+    const name = sandboxName(conversation);
+    // The controller writes no status and makes no pod for now: the attacker's status is all there is.
+    cluster.server.failNext({ verb: 'update', resource: 'sandboxes', subresource: 'status', status: 500, times: 1_000_000 });
+    cluster.server.failNext({ verb: 'create', resource: 'pods', status: 500, times: 1_000_000 });
+    const secretReads = () => cluster.server.countRequests({ method: 'GET', resource: 'secrets', name: tokenSecretName(victim.runner.id) });
+    const readsBefore = secretReads();
+    try {
+      const acquiring = provider.acquire(request(conversation), { wait: true });
+      await eventually(cluster, () => sandboxesOf(conversation).length === 1);
+      // Whoever may write Sandbox status (not pods, not Secrets) points it at the victim's pod, address and Secret.
+      await cluster.kubeConfig.makeApiClient(CustomObjectsApi).patchNamespacedCustomObjectStatus(
+        {
+          group: 'acis.dev',
+          version: 'v1alpha1',
+          namespace: NAMESPACE,
+          plural: 'sandboxes',
+          name,
+          body: {
+            status: {
+              phase: 'Ready',
+              podName: victim.runner.id,
+              endpoint: `${victimAt.host}:${victimAt.port}`,
+              tokenSecretName: tokenSecretName(victim.runner.id),
+              conditions: [{ type: 'Ready', status: 'True', reason: 'RunnerReady', lastTransitionTime: new Date().toISOString() }],
+            },
+          },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      // The provider has seen it: nothing is dialed, the victim's Secret is not read; the turn waits.
+      await eventually(cluster, () => client.cached(name)?.status?.podName === victim.runner.id);
+      expect(dialed).toEqual([]);
+      // The Sandbox's own pod comes; the forged status stays.
+      cluster.server.clearFailures();
+      cluster.server.failNext({ verb: 'update', resource: 'sandboxes', subresource: 'status', status: 500, times: 1_000_000 });
+      const lease = await acquiring;
+      const own = cluster.server.store.get('pods', NAMESPACE, lease.runner.id) as unknown as V1Pod;
+      expect(lease.runner.id).not.toBe(victim.runner.id);
+      const ownPort = own.spec!.containers[0]!.ports!.find((port) => port.name === 'control')!.containerPort;
+      expect(dialed).toEqual([{ id: lease.runner.id, host: own.status!.podIP, port: ownPort }]);
+      expect(secretReads()).toBe(readsBefore);
+      expect((lease.runner as unknown as { greeting: string }).greeting).toBe('runner has a token');
+      const warning = warnings.find((line) => line.includes('a Sandbox status names another runner than its pod'));
+      expect(warning).toContain(`its status names pod ${victim.runner.id}, address ${victimAt.host}:${victimAt.port}, token Secret`);
+      expect(warning).toContain(`the ready runner pod it controls is ${lease.runner.id}`);
+      await release(provider, lease, { broken: true });
+    } finally {
+      cluster.server.clearFailures();
+    }
+    await release(provider, victim, { broken: true });
+  });
+});
+
+describe('KubernetesSandboxProvider and a token Secret it did not make', () => {
+  it('does not use the tokens of a Secret that has the right name but neither the pod nor the Sandbox owns', async () => {
+    const warnings: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
+    const dialed: string[] = [];
+    const provider = new KubernetesSandboxProvider({
+      client: new SandboxClient(cluster.kubeConfig, NAMESPACE, quietLogger),
+      connect: (endpoint) => {
+        dialed.push(endpoint.id);
+        return greetingConnector(endpoint);
+      },
+      logger,
+      onSandboxState: async () => {},
+      readyTimeoutMs: 30_000,
+    });
+    await provider.start();
+    providers.push(provider);
+    const conversation = conversationId();
+    cluster.server.failNext({ verb: 'create', resource: 'pods', status: 500, times: 1_000_000 });
+    try {
+      const acquiring = provider.acquire(request(conversation), { wait: true });
+      const sandbox = await eventually(cluster, () => sandboxesOf(conversation)[0]);
+      const forgedPod = coldPodName(sandbox as unknown as { metadata: { name: string; uid: string } });
+      const secretName = tokenSecretName(forgedPod);
+      // Someone with Secret write rights puts tokens of theirs under the name the pod will read.
+      const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+      await eventually(cluster, () => cluster.server.store.find('secrets', NAMESPACE, secretName));
+      await core.deleteNamespacedSecret({ name: secretName, namespace: NAMESPACE });
+      await core.createNamespacedSecret({
+        namespace: NAMESPACE,
+        body: { metadata: { name: secretName }, stringData: { token: 'forged-token-0123456789', 'egress-token': 'forged-egress-0123' } },
+      });
+      cluster.server.clearFailures();
+      const lease = await acquiring;
+      // The forged pod was never dialed; the conversation got a new Sandbox whose pod's Secret is its own.
+      expect(dialed).not.toContain(forgedPod);
+      expect(lease.runner.id).not.toBe(forgedPod);
+      expect(warnings.join('\n')).toContain(`Secret ${secretName} is owned by neither runner pod ${forgedPod} nor its Sandbox`);
+      expect(warnings.join('\n')).not.toContain('forged-token');
+      await release(provider, lease, { broken: true });
+    } finally {
+      cluster.server.clearFailures();
+    }
+  });
+});
 
 describe('KubernetesSandboxProvider.acquire / release', () => {
   it('creates the conversation’s Sandbox with its labels and spec, connects with the pod’s token, and deletes it on release', async () => {

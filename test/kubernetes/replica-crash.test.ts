@@ -9,6 +9,8 @@
  * terminal line. With the runner pod gone too, the run ends `failed` with an error line, within seconds.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,8 +47,11 @@ let stub: ModelStub;
 let cluster: Cluster;
 let controller: RunningController;
 let egressPort: number;
+/** Where the replicas' shared deployment CA is made: runner pods admit either replica by its certificate of it. */
+let caParent: string;
 
 beforeAll(async () => {
+  caParent = await mkdtemp(path.join(tmpdir(), 'acis-replica-crash-ca-'));
   stub = await startModelStub({ apiKey: PLATFORM_KEY });
   cluster = await startCluster({ images: { [RUNNER_IMAGE]: runnerImage(ROOT) } });
   egressPort = await freePort();
@@ -64,6 +69,7 @@ afterAll(async () => {
   await controller?.stop();
   await cluster?.close();
   await stub?.stop();
+  if (caParent) await rm(caParent, { recursive: true, force: true });
 });
 
 /** B hosts the runs and is killed; A, whose egress proxy runner pods use, survives and takes them over. */
@@ -77,6 +83,7 @@ const kit = useReplicaPair({
     ACIS_SANDBOX_PROVIDER: 'kubernetes',
     KUBECONFIG: cluster.server.kubeconfigPath,
     ACIS_K8S_NAMESPACE: NAMESPACE,
+    ACIS_DEPLOYMENT_CA_DIR: path.join(caParent, 'ca'),
     ...livenessEnv(STALE_SECONDS),
   }),
   survivorEnv: () => ({ ACIS_EGRESS_LISTEN: `127.0.0.1:${egressPort}`, ACIS_EGRESS_CA_CONFIGMAP: CA_CONFIGMAP }),

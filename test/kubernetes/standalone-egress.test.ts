@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -18,7 +19,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningController } from '../../controller/controller.js';
 import { tokenSecretName } from '../../controller/api/v1alpha1.js';
 import { sandboxName } from '../../api-server/sandboxes/kubernetes/decisions.js';
-import { MISSING_PATH, REFUSED_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
+import { type DeploymentCa, loadOrCreateDeploymentCa } from '../../egress-proxy/deployment-ca.js';
+import { EGRESS_PROXY_NAME, MISSING_PATH, REFUSED_PATH, RESOLVE_PATH } from '../../egress-proxy/resolve-protocol.js';
 import { type ModelStub, startModelStub } from '../../hack/model-stub/model-stub.js';
 import {
   createPool,
@@ -54,6 +56,8 @@ let proxy: AcisProcess | undefined;
 let proxyPort: number;
 let proxyMetricsPort: number;
 let resolveUrl: string;
+let deploymentCa: DeploymentCa;
+let proxyAgent: HttpsAgent;
 let key: string;
 let user: ProvisionedUser;
 let httpEchoPort: number;
@@ -72,6 +76,10 @@ beforeAll(async () => {
   databaseUrl = await createTestDatabase();
 
   const resolvePort = await freePort();
+  // The deployment CA, made ahead as the chart does: the proxy presents its leaves and takes its client
+  // certificate from it, the API server its own certificate (the chart mounts the CA Secret into both).
+  const proxyDataDir = path.join(scratch, 'proxy-data');
+  deploymentCa = await loadOrCreateDeploymentCa(path.join(proxyDataDir, 'egress-ca'));
   t = await startTestServer({
     DATABASE_URL: databaseUrl,
     ANTHROPIC_BASE_URL: stub.url,
@@ -82,14 +90,18 @@ beforeAll(async () => {
     ACIS_PING_INTERVAL_MS: '200',
     ACIS_EGRESS_RESOLVE_LISTEN: `127.0.0.1:${resolvePort}`,
     ACIS_EGRESS_RESOLVE_TOKEN: RESOLVE_TOKEN,
+    ACIS_DEPLOYMENT_CA_DIR: path.join(proxyDataDir, 'egress-ca'),
+    // The name the proxy dials the listener by (the resolve Service's, in a cluster).
+    ACIS_EGRESS_RESOLVE_TLS_NAMES: 'localhost',
   });
-  resolveUrl = `http://127.0.0.1:${resolvePort}`;
+  resolveUrl = `https://localhost:${resolvePort}`;
+  const proxyLeaf = await deploymentCa.issueIdentity({ commonName: EGRESS_PROXY_NAME, usages: ['client'], validityMs: 3_600_000 });
+  proxyAgent = new HttpsAgent({ ca: deploymentCa.certPem, cert: proxyLeaf.certPem, key: proxyLeaf.keyPem });
 
   // The proxy as its Deployment runs it: the token from a mounted file, the platform key from the chart's Secret.
   const tokenFile = path.join(scratch, 'resolve-token');
   await writeFile(tokenFile, `${RESOLVE_TOKEN}\n`, { mode: 0o600 });
   [proxyPort, proxyMetricsPort] = [await freePort(), await freePort()];
-  const proxyDataDir = path.join(scratch, 'proxy-data');
   proxy = await startEgressProxyProcess(
     cleanEnv({
       ACIS_DATA_DIR: proxyDataDir,
@@ -147,17 +159,29 @@ function credentialOf(podName: string): { runner_id: string; token: string } {
   return { runner_id: podName, token: Buffer.from(secret.data['egress-token']!, 'base64').toString() };
 }
 
-async function resolveCall(
+/** A call to the resolve listener as the proxy makes it: over TLS with the proxy's certificate. */
+function resolveCall(
   pathname: string,
   body: unknown,
   token: string | null = RESOLVE_TOKEN,
 ): Promise<{ status: number; cacheControl: string | null; text: string }> {
-  const response = await fetch(`${resolveUrl}${pathname}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token !== null && { authorization: `Bearer ${token}` }) },
-    body: JSON.stringify(body),
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      `${resolveUrl}${pathname}`,
+      {
+        method: 'POST',
+        agent: proxyAgent,
+        headers: { 'content-type': 'application/json', ...(token !== null && { authorization: `Bearer ${token}` }) },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, cacheControl: res.headers['cache-control'] ?? null, text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
   });
-  return { status: response.status, cacheControl: response.headers.get('cache-control'), text: await response.text() };
 }
 
 async function proxyMetric(outcome: string): Promise<number> {

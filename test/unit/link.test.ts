@@ -1,16 +1,21 @@
 /**
  * The resumable link's parts: line splitting, frames, the outbox, an endpoint's replay and dedupe over
  * connections that drop, and the runner's listener (authentication, one connection at a time, probes,
- * the reconnect window) against the API side's client, over real loopback TCP.
+ * the reconnect window) against the API side's client, over real loopback TLS: client certificates of the
+ * deployment CA, proofs bound to the TLS session, and no token on the wire.
  */
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import tls from 'node:tls';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Channel } from '../../runner/channel.js';
 import { LineSplitter } from '../../runner/lines.js';
 import { LinkRefused, openLinkClient } from '../../runner/link-client.js';
 import { type LinkServer, type LinkServerOptions, serveLink } from '../../runner/link-server.js';
 import { decodeFrame, encodeControl, encodeData, LinkEndpoint, Outbox, PEER_CLOSED } from '../../runner/link.js';
+import { API_SERVER_NAME, ephemeralCertificate, linkProof, sessionBinding } from '../../runner/link-tls.js';
+import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
 import { cuttableNetwork } from '../helpers/cuttable-network.js';
+import { type LinkTls, linkTls } from '../helpers/link-tls.js';
 
 describe('LineSplitter', () => {
   it('splits at newlines across chunk boundaries, drops CR and empty lines, and reports an over-long line', () => {
@@ -35,9 +40,13 @@ describe('LineSplitter', () => {
 describe('decodeFrame', () => {
   it('reads data frames and the five controls, and rejects anything else', () => {
     expect(decodeFrame(encodeData(7, '{"type":"x"} y'))).toEqual({ kind: 'data', seq: 7, payload: '{"type":"x"} y' });
-    expect(decodeFrame(encodeControl({ type: 'hello', token: 't', link: 'l', after: 0 }))).toEqual({
+    expect(decodeFrame(encodeControl({ type: 'hello', proof: 'p', link: 'l', after: 0 }))).toEqual({
       kind: 'control',
-      control: { type: 'hello', token: 't', link: 'l', after: 0 },
+      control: { type: 'hello', proof: 'p', link: 'l', after: 0 },
+    });
+    expect(decodeFrame('{"type":"welcome","after":2,"proof":"p"}')).toEqual({
+      kind: 'control',
+      control: { type: 'welcome', after: 2, proof: 'p' },
     });
     expect(decodeFrame('{"type":"ack","seq":3}')).toEqual({ kind: 'control', control: { type: 'ack', seq: 3 } });
     for (const bad of [
@@ -46,7 +55,9 @@ describe('decodeFrame', () => {
       '1x y',
       'x 1',
       '{"type":"ack","seq":-1}',
-      '{"type":"hello","token":"t","link":"","after":0}',
+      '{"type":"hello","proof":"p","link":"","after":0}',
+      '{"type":"hello","token":"t","link":"l","after":0}',
+      '{"type":"welcome","after":0}',
       '{nope',
       '{"type":"other"}',
       '12345678901234567 x',
@@ -184,7 +195,11 @@ describe('LinkEndpoint', () => {
 
 const TOKEN = 'tok_0123456789abcdef0123';
 
-describe('serveLink and openLinkClient over TCP', () => {
+describe('serveLink and openLinkClient over TLS', () => {
+  let material: LinkTls;
+  beforeAll(async () => {
+    material = await linkTls();
+  });
   const servers: LinkServer[] = [];
   const logs: string[] = [];
   let busy = false;
@@ -200,6 +215,7 @@ describe('serveLink and openLinkClient over TCP', () => {
       host: '127.0.0.1',
       port: 0,
       token: TOKEN,
+      clientCa: material.clientCa,
       reconnectSeconds: 1,
       busy: () => busy,
       // A new client's first line, as the runner's `runner_ready`.
@@ -218,16 +234,35 @@ describe('serveLink and openLinkClient over TCP', () => {
       host: '127.0.0.1',
       port: server.address.port,
       token: options.token ?? TOKEN,
+      clientCertificate: material.apiCertificate,
       reconnectSeconds: options.reconnectSeconds ?? 1,
     });
 
-  /** A raw connection's first answer line to `first` (or nothing, closing at once). */
-  function rawExchange(port: number, first: string): Promise<string[]> {
+  /** The API side's connection options to `port` (a runner's, or the network's in between). */
+  const via = (port: number, extra: { takeoverAfter?: number; reconnectSeconds?: number } = {}) => ({
+    host: '127.0.0.1',
+    port,
+    token: TOKEN,
+    clientCertificate: material.apiCertificate,
+    reconnectSeconds: 5,
+    ...extra,
+  });
+
+  /**
+   * A TLS connection with the API server's certificate; `first` makes its first line from the session.
+   * Resolves with the answer's first line once there is one, or with nothing when the runner closes at once.
+   */
+  function rawExchange(port: number, first: string | ((socket: tls.TLSSocket) => string)): Promise<string[]> {
     return new Promise((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => socket.write(`${first}\n`));
+      const socket = tls.connect({ port, host: '127.0.0.1', ...material.apiCertificate(), rejectUnauthorized: false }, () =>
+        socket.write(`${typeof first === 'string' ? first : first(socket)}\n`),
+      );
       let text = '';
-      socket.on('data', (chunk) => (text += chunk.toString()));
-      socket.on('close', () => resolve(text.split('\n').filter(Boolean)));
+      socket.on('data', (chunk) => {
+        text += chunk.toString();
+        if (text.includes('\n')) socket.destroy();
+      });
+      socket.on('close', () => resolve(text.split('\n').filter(Boolean).slice(0, 1)));
       socket.on('error', () => undefined);
     });
   }
@@ -257,6 +292,107 @@ describe('serveLink and openLinkClient over TCP', () => {
     first.close();
   });
 
+  it('lets no client finish its handshake without a certificate of the deployment CA naming the API server', async () => {
+    const server = await start();
+    const otherCa = await createEphemeralCa('another CA');
+    const foreign = await otherCa.issueIdentity({ commonName: API_SERVER_NAME, usages: ['client'], validityMs: 3_600_000 });
+    const misnamed = await material.ca.issueIdentity({ commonName: 'acis-egress-proxy', usages: ['client'], validityMs: 3_600_000 });
+    // The egress proxy's forged leaves are server certificates: not one a client may present.
+    const serverOnly = await material.ca.issueLeaf(API_SERVER_NAME);
+    const self = await ephemeralCertificate(API_SERVER_NAME);
+    const certificates = [
+      undefined,
+      { cert: foreign.certPem, key: foreign.keyPem },
+      { cert: misnamed.certPem, key: misnamed.keyPem },
+      { cert: serverOnly.certPem, key: serverOnly.keyPem },
+      self,
+    ];
+    for (const certificate of certificates) {
+      const clientCertificate = () => certificate ?? ({} as { cert: string; key: string });
+      await expect(openLinkClient({ ...via(server.address.port), clientCertificate })).rejects.toThrow(/could not reach the runner/);
+    }
+    await eventually(() => logs.filter((line) => line.startsWith('refused')).length === certificates.length);
+    expect(logs.filter((line) => line.includes(`does not name ${API_SERVER_NAME}`))).toHaveLength(1);
+    // A plaintext client gets nothing of the link.
+    const plain = await new Promise<string>((resolve) => {
+      const socket = net.connect(server.address.port, '127.0.0.1', () =>
+        socket.write(`${encodeControl({ type: 'hello', proof: 'x', link: 'l', after: 0 })}\n`),
+      );
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString('latin1')));
+      socket.on('close', () => resolve(text));
+      socket.on('error', () => undefined);
+    });
+    expect(plain).not.toContain('refused');
+    expect(plain).not.toContain('welcome');
+    const client = await connect(server);
+    client.close();
+  });
+
+  it('refuses a hello proof recorded from another TLS session (no replay)', async () => {
+    const server = await start();
+    let recorded = '';
+    const first = await rawExchange(server.address.port, (socket) => {
+      recorded = encodeControl({ type: 'hello', proof: linkProof(TOKEN, 'hello', sessionBinding(socket)), link: 'l1', after: 0 });
+      return recorded;
+    });
+    expect(decodeFrame(first[0]!)).toMatchObject({ control: { type: 'welcome', after: 0 } });
+    // The same line, byte for byte, on a new session: the proof is bound to the session it was made on.
+    servers.splice(0);
+    await server.close();
+    const second = await start();
+    expect(await rawExchange(second.address.port, recorded)).toEqual([encodeControl({ type: 'refused', error: 'wrong token' })]);
+    // And the runner's welcome proof is not the hello's: a reflected proof proves nothing.
+    expect(
+      await rawExchange(second.address.port, (socket) =>
+        encodeControl({ type: 'hello', proof: linkProof(TOKEN, 'welcome', sessionBinding(socket)), link: 'l2', after: 0 }),
+      ),
+    ).toEqual([encodeControl({ type: 'refused', error: 'wrong token' })]);
+  });
+
+  it('refuses a runner that cannot prove it holds the token (an impostor at its address)', async () => {
+    const impostorCertificate = await ephemeralCertificate('acis-runner');
+    const welcomes: Array<(socket: tls.TLSSocket, hello: string) => string> = [
+      // It guesses.
+      () => encodeControl({ type: 'welcome', after: 0, proof: 'A'.repeat(43) }),
+      // It proves another token, on this very session.
+      (socket) =>
+        encodeControl({ type: 'welcome', after: 0, proof: linkProof('tok_another_runner_token', 'welcome', sessionBinding(socket)) }),
+      // It reflects the API side's own proof.
+      (_socket, hello) =>
+        encodeControl({ type: 'welcome', after: 0, proof: (decodeFrame(hello) as { control: { proof: string } }).control.proof }),
+    ];
+    for (const welcome of welcomes) {
+      const impostor = tls.createServer(impostorCertificate, (socket) => {
+        socket.once('data', (hello) => socket.write(`${welcome(socket, hello.toString().trim())}\n`));
+        socket.on('error', () => undefined);
+      });
+      await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', resolve));
+      await expect(openLinkClient(via((impostor.address() as net.AddressInfo).port))).rejects.toThrow(
+        new LinkRefused('the runner did not prove it holds the token: not the runner this side was given'),
+      );
+      await new Promise<void>((resolve) => impostor.close(() => resolve()));
+    }
+  });
+
+  it('puts no token and no line in clear on the network between the two sides', async () => {
+    const network = await cuttableNetwork();
+    const server = await start();
+    network.target = server.address.port;
+    const fromApi = collect(server.channel);
+    const client = await openLinkClient(via(network.port));
+    const fromRunner = collect(client);
+    client.send('turn with a CLEARTEXT_MARKER');
+    server.channel.send('event with a CLEARTEXT_MARKER');
+    expect(await fromApi.first(1)).toEqual(['turn with a CLEARTEXT_MARKER']);
+    expect(await fromRunner.first(2)).toEqual(['hello-line', 'event with a CLEARTEXT_MARKER']);
+    const wire = network.carried();
+    expect(wire.length).toBeGreaterThan(0);
+    for (const needle of [TOKEN, 'CLEARTEXT_MARKER', 'hello', 'welcome', '"proof"']) expect(wire.includes(needle), needle).toBe(false);
+    client.close();
+    await network.close();
+  });
+
   it('is not disturbed by a connection that says nothing (a TCP readiness probe)', async () => {
     const server = await start({ helloTimeoutMs: 200 });
     const probe = net.connect(server.address.port, '127.0.0.1');
@@ -276,7 +412,7 @@ describe('serveLink and openLinkClient over TCP', () => {
     const server = await start();
     proxy.target = server.address.port;
     const fromApi = collect(server.channel);
-    const client = await openLinkClient({ host: '127.0.0.1', port: proxy.port, token: TOKEN, reconnectSeconds: 5 });
+    const client = await openLinkClient(via(proxy.port));
     const fromRunner = collect(client);
     busy = true;
     for (let i = 0; i < 100; i++) server.channel.send(`event ${i}`);
@@ -298,7 +434,7 @@ describe('serveLink and openLinkClient over TCP', () => {
     const server = await start({ reconnectSeconds: 5 });
     proxy.target = server.address.port;
     const fromApi = collect(server.channel);
-    const first = await openLinkClient({ host: '127.0.0.1', port: proxy.port, token: TOKEN, reconnectSeconds: 5 });
+    const first = await openLinkClient(via(proxy.port));
     const fromFirst = collect(first);
     first.holdAcks();
     busy = true;
@@ -313,19 +449,9 @@ describe('serveLink and openLinkClient over TCP', () => {
     expect(server.channel.canReplayFrom(6)).toBe(true);
     proxy.refuse = true;
     proxy.cut();
-    await expect(openLinkClient({ host: '127.0.0.1', port: server.address.port, token: TOKEN, reconnectSeconds: 5 })).rejects.toThrow(
-      'a turn of another connection is in progress',
-    );
-    await expect(
-      openLinkClient({ host: '127.0.0.1', port: server.address.port, token: TOKEN, reconnectSeconds: 5, takeoverAfter: 40 }),
-    ).rejects.toThrow('cannot resume after line 40');
-    const second = await openLinkClient({
-      host: '127.0.0.1',
-      port: server.address.port,
-      token: TOKEN,
-      reconnectSeconds: 5,
-      takeoverAfter: 6,
-    });
+    await expect(openLinkClient(via(server.address.port))).rejects.toThrow('a turn of another connection is in progress');
+    await expect(openLinkClient(via(server.address.port, { takeoverAfter: 40 }))).rejects.toThrow('cannot resume after line 40');
+    const second = await openLinkClient(via(server.address.port, { takeoverAfter: 6 }));
     const fromSecond = collect(second);
     expect(await fromSecond.first(6)).toEqual([...Array.from({ length: 5 }, (_, i) => `event ${i + 5}`), 'takeover-line']);
     second.send('answer');
@@ -342,7 +468,7 @@ describe('serveLink and openLinkClient over TCP', () => {
     const proxy = await cuttableNetwork();
     const server = await start({ reconnectSeconds: 0.5 });
     proxy.target = server.address.port;
-    const client = await openLinkClient({ host: '127.0.0.1', port: proxy.port, token: TOKEN, reconnectSeconds: 0.5 });
+    const client = await openLinkClient(via(proxy.port, { reconnectSeconds: 0.5 }));
     const runnerEnded = new Promise<string>((resolve) => server.channel.onClosed(resolve));
     const clientEnded = new Promise<string>((resolve) => client.onClosed(resolve));
     busy = true;
@@ -363,6 +489,14 @@ describe('serveLink and openLinkClient over TCP', () => {
     await expect(connect(server)).rejects.toThrow(/could not reach the runner/);
   });
 });
+
+async function eventually(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
 
 /** Records a channel's lines; `first(n)` resolves with the lines once there are n, and fails if there are more. */
 function collect(channel: Channel) {

@@ -14,7 +14,8 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRunner } from '../../api-server/sandboxes/local/runner.js';
 import { connectRemoteRunner } from '../../api-server/sandboxes/remote-runner.js';
 import type { AgentEvent, Runner, RunnerBounds } from '../../api-server/sandboxes/runner.js';
-import { type HostileConnection, type HostileRunner, startHostileRunner } from '../helpers/hostile-runner.js';
+import { HOSTILE_RUNNER_TOKEN, type HostileConnection, type HostileRunner, startHostileRunner } from '../helpers/hostile-runner.js';
+import { type LinkTls, linkTls } from '../helpers/link-tls.js';
 
 const MiB = 1024 * 1024;
 const BOUNDS: RunnerBounds = { maxLineBytes: 1 * MiB, maxBufferedBytes: 8 * MiB };
@@ -24,9 +25,11 @@ const FLOOD_BYTES = 96 * MiB;
 const MAX_GROWTH = 48 * MiB;
 
 let gc: () => void;
-beforeAll(() => {
+let material: LinkTls;
+beforeAll(async () => {
   v8.setFlagsFromString('--expose-gc');
   gc = runInNewContext('gc') as () => void;
+  material = await linkTls();
 });
 
 let hostile: HostileRunner | undefined;
@@ -55,7 +58,8 @@ async function flooded(scenario: (connection: HostileConnection) => Promise<void
     id: 'sbx-hostile',
     host: '127.0.0.1',
     port: hostile.port,
-    token: 'unused-by-the-hostile-runner',
+    token: HOSTILE_RUNNER_TOKEN,
+    clientCertificate: material.apiCertificate,
     logger: pino({ level: 'silent' }),
     reconnectSeconds: 1,
     bounds: BOUNDS,

@@ -6,6 +6,11 @@ const TOKEN = 'abcdefghijklmnopqrstuvwxyz';
 const noFile = (file: string): string => {
   throw new Error(`ENOENT: ${file}`);
 };
+const CA_FILE = '/etc/acis/egress-ca/ca.crt';
+const CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+/** The files a pod has: the CA certificate the controller mounts. */
+const podFiles = (file: string): string => (file === CA_FILE ? CA_PEM : noFile(file));
+const TLS = { ACIS_RUNNER_TLS_CA_FILE: CA_FILE };
 
 describe('readRunnerConfig(env, readFile)', () => {
   it('speaks on stdio without ACIS_RUNNER_LISTEN, with its forwards', () => {
@@ -27,24 +32,25 @@ describe('readRunnerConfig(env, readFile)', () => {
     ['[::]:7777', { host: '::', port: 7777 }],
     ['127.0.0.1:0', { host: '127.0.0.1', port: 0 }],
   ])('listens on %s with the token and the default reconnect window', (listen, address) => {
-    expect(readRunnerConfig({ ACIS_RUNNER_LISTEN: listen, ACIS_RUNNER_TOKEN: TOKEN }, noFile).config?.listen).toEqual({
+    expect(readRunnerConfig({ ACIS_RUNNER_LISTEN: listen, ACIS_RUNNER_TOKEN: TOKEN, ...TLS }, podFiles).config?.listen).toEqual({
       ...address,
       token: TOKEN,
+      clientCa: CA_PEM,
       reconnectSeconds: DEFAULT_RECONNECT_SECONDS,
     });
   });
 
   it('reads the token from ACIS_RUNNER_TOKEN_FILE, trimmed, and takes the reconnect window', () => {
     const config = readRunnerConfig(
-      { ACIS_RUNNER_LISTEN: '0.0.0.0:7777', ACIS_RUNNER_TOKEN_FILE: '/var/run/token', ACIS_RUNNER_RECONNECT_SECONDS: '2.5' },
-      (file) => (file === '/var/run/token' ? `${TOKEN}\n` : noFile(file)),
+      { ACIS_RUNNER_LISTEN: '0.0.0.0:7777', ACIS_RUNNER_TOKEN_FILE: '/var/run/token', ACIS_RUNNER_RECONNECT_SECONDS: '2.5', ...TLS },
+      (file) => (file === '/var/run/token' ? `${TOKEN}\n` : podFiles(file)),
     ).config;
     expect(config?.listen).toMatchObject({ token: TOKEN, reconnectSeconds: 2.5 });
   });
 
   it('takes the drain port (the preStop hook’s), another than the control port', () => {
     const listen = (extra: Record<string, string>) =>
-      readRunnerConfig({ ACIS_RUNNER_LISTEN: '0.0.0.0:7777', ACIS_RUNNER_TOKEN: TOKEN, ...extra }, noFile);
+      readRunnerConfig({ ACIS_RUNNER_LISTEN: '0.0.0.0:7777', ACIS_RUNNER_TOKEN: TOKEN, ...TLS, ...extra }, podFiles);
     expect(listen({ ACIS_RUNNER_DRAIN_PORT: '7778' }).config?.listen?.drainPort).toBe(7778);
     expect(listen({}).config?.listen?.drainPort).toBeUndefined();
     for (const port of ['7777', '0', 'x'])
@@ -62,12 +68,21 @@ describe('readRunnerConfig(env, readFile)', () => {
       'ACIS_FORWARD entry "x" is not port=/socket/path',
       'ACIS_RUNNER_LISTEN "nowhere" is not host:port',
       'ACIS_RUNNER_TOKEN (or ACIS_RUNNER_TOKEN_FILE) must hold a token of at least 16 characters',
+      'ACIS_RUNNER_TLS_CA_FILE must name the deployment CA certificate (PEM): the link is served over TLS only',
       'ACIS_RUNNER_RECONNECT_SECONDS must be a positive number of seconds',
     ]);
     expect(problems.join('\n')).not.toContain('short-secret');
     expect(readRunnerConfig({ ACIS_RUNNER_LISTEN: ':1', ACIS_RUNNER_TOKEN_FILE: '/missing' }, noFile).problems[0]).toBe(
       'ACIS_RUNNER_TOKEN_FILE cannot be read: ENOENT: /missing',
     );
+  });
+
+  it('serves TLS only: a listener without a readable CA certificate is refused, with no plaintext fallback', () => {
+    const listen = (ca: Record<string, string>, files = podFiles) =>
+      readRunnerConfig({ ACIS_RUNNER_LISTEN: ':7777', ACIS_RUNNER_TOKEN: TOKEN, ...ca }, files).problems;
+    expect(listen({})).toEqual(['ACIS_RUNNER_TLS_CA_FILE must name the deployment CA certificate (PEM): the link is served over TLS only']);
+    expect(listen({ ACIS_RUNNER_TLS_CA_FILE: '/missing' })).toEqual(['ACIS_RUNNER_TLS_CA_FILE cannot be read: ENOENT: /missing']);
+    expect(listen(TLS, () => 'not a certificate')).toEqual([`ACIS_RUNNER_TLS_CA_FILE ${CA_FILE} holds no PEM certificate`]);
   });
 
   it('refuses a token without a listener (the protocol would go unauthenticated on stdio)', () => {

@@ -62,6 +62,8 @@ describe('runnerPod: the model path and trust of the egress proxy', () => {
     });
     expect(container(pod).volumeMounts).toContainEqual({ name: 'egress-ca', mountPath: '/etc/acis/egress-ca', readOnly: true });
     expect(envOf(pod)).toMatchObject({
+      // The CA the API server's certificate must chain to for the runner link.
+      ACIS_RUNNER_TLS_CA_FILE: '/etc/acis/egress-ca/ca.crt',
       ACIS_EGRESS_CA_FILE: '/etc/acis/egress-ca/ca.crt',
       NODE_EXTRA_CA_CERTS: '/etc/acis/egress-ca/ca.crt',
       SSL_CERT_FILE: '/tmp/acis-ca-bundle.pem',

@@ -1,7 +1,15 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { Condition, Sandbox, SandboxStatus } from '../../controller/api/v1alpha1.js';
-import { isAdmitted, parseEndpoint, servingPod, standingOf, statusAddress } from '../../controller/api/sandbox-status.js';
+import {
+  isAdmitted,
+  parseEndpoint,
+  type RunnerAddress,
+  servingPod,
+  standingOf,
+  statusAddress,
+  untrustedStatus,
+} from '../../controller/api/sandbox-status.js';
 import { creationTime, inAdmissionOrder, queuePosition } from '../../controller/api/admission-order.js';
 
 const AT = '2026-01-01T00:00:00Z';
@@ -90,12 +98,17 @@ describe('statusAddress(sandbox)', () => {
 
 describe('servingPod(sandbox, pods)', () => {
   const owner = sandbox('a', { phase: 'Starting', podName: 'pool-x' });
-  function pod(name: string, changes: { ownerUid?: string | null; ready?: boolean; deleting?: boolean; port?: string } = {}): V1Pod {
-    const { ownerUid = owner.metadata.uid, ready = true, deleting = false, port = 'control' } = changes;
+  const RUNNER_LABELS = { 'app.kubernetes.io/managed-by': 'acis-controller', 'app.kubernetes.io/component': 'runner' };
+  function pod(
+    name: string,
+    changes: { ownerUid?: string | null; ready?: boolean; deleting?: boolean; port?: string; labels?: Record<string, string> } = {},
+  ): V1Pod {
+    const { ownerUid = owner.metadata.uid, ready = true, deleting = false, port = 'control', labels = RUNNER_LABELS } = changes;
     return {
       metadata: {
         name,
         uid: `uid-${name}`,
+        labels,
         ...(ownerUid && {
           ownerReferences: [{ apiVersion: 'acis.dev/v1alpha1', kind: 'Sandbox', name: 'a', uid: ownerUid, controller: true }],
         }),
@@ -110,6 +123,7 @@ describe('servingPod(sandbox, pods)', () => {
     expect(servingPod(owner, [pod('other', { ownerUid: 'uid-b' }), pod('pool-x')])).toEqual({
       podName: 'pool-x',
       podUid: 'uid-pool-x',
+      sandboxUid: 'uid-a',
       host: '10.0.0.9',
       port: 7070,
       tokenSecretName: 'pool-x-token',
@@ -120,6 +134,7 @@ describe('servingPod(sandbox, pods)', () => {
     ['no pod yet', owner, []],
     ['a pool pod it does not own yet', owner, [pod('pool-x', { ownerUid: null })]],
     ['another Sandbox’s pod', owner, [pod('pool-x', { ownerUid: 'uid-b' })]],
+    ['a pod it controls that is not a runner pod', owner, [pod('pool-x', { labels: { 'app.kubernetes.io/component': 'runner' } })]],
     ['its pod not ready', owner, [pod('pool-x', { ready: false })]],
     ['its pod being deleted', owner, [pod('pool-x', { deleting: true })]],
     ['its pod without a control port', owner, [pod('pool-x', { port: 'metrics' })]],
@@ -128,6 +143,43 @@ describe('servingPod(sandbox, pods)', () => {
     expect(servingPod(subject, pods)).toBeUndefined();
   });
 });
+describe('untrustedStatus(sandbox, serving)', () => {
+  const serving: RunnerAddress = {
+    podName: 'p',
+    podUid: 'uid-p',
+    sandboxUid: 'uid-a',
+    host: '10.0.0.9',
+    port: 7070,
+    tokenSecretName: 'p-token',
+  };
+  const claiming = (claim: Partial<SandboxStatus>) =>
+    sandbox('a', {
+      phase: 'Ready',
+      podName: 'p',
+      endpoint: '10.0.0.9:7070',
+      tokenSecretName: 'p-token',
+      conditions: [condition('Ready', 'True', 'RunnerReady')],
+      ...claim,
+    });
+
+  it('trusts a status that claims the serving pod, or nothing, or a pod not seen yet', () => {
+    expect(untrustedStatus(claiming({}), serving)).toBeUndefined();
+    expect(untrustedStatus(sandbox('a', { phase: 'Starting' }), serving)).toBeUndefined();
+    expect(untrustedStatus(claiming({ podName: 'elsewhere' }), undefined)).toBeUndefined();
+  });
+
+  it.each<[string, Partial<SandboxStatus>, string]>([
+    ['another pod', { podName: 'victim' }, 'pod victim'],
+    ['a foreign address', { endpoint: '203.0.113.9:7070' }, 'address 203.0.113.9:7070'],
+    ['another port', { endpoint: '10.0.0.9:22' }, 'address 10.0.0.9:22'],
+    ['another Secret', { tokenSecretName: 'acis-master-key' }, 'token Secret acis-master-key'],
+  ])('names a status claiming %s, and what the pod says instead', (_, claim, named) => {
+    const reason = untrustedStatus(claiming(claim), serving);
+    expect(reason).toContain(`its status names ${named}`);
+    expect(reason).toContain('ready runner pod it controls is p at 10.0.0.9:7070 with token Secret p-token');
+  });
+});
+
 describe('queuePosition(sandboxes, name)', () => {
   const later = '2026-01-01T00:00:05Z';
   it('counts the waiting Sandboxes created before it, ties broken by name, admitted ones not at all', () => {

@@ -1,7 +1,9 @@
 /**
  * Waiting for a Sandbox's runner to be ready, by watching (each change either watch delivers is looked
- * at; nothing polls): ready once the Sandbox's status says so or, a write earlier, once the pod it
- * controls is running and ready (`servingPod`). Not admitted by the controller (every place of the
+ * at; nothing polls): ready once the runner pod it controls is running and ready (`servingPod`),
+ * which is often a write before its status says so. The address dialed and the token Secret read are
+ * that pod's, whatever the status claims: a status naming another pod, address or Secret is logged
+ * and ignored, and the turn waits for the pod as for any runner not ready yet. Not admitted by the controller (every place of the
  * cluster taken): refused at once (`wait: false`, the Sandbox deleted so it keeps no place in the
  * line), or queued with its place announced whenever it moves, until admitted or the hold limit
  * (`signal`). Ended (a terminal failure the controller reports with its reason): the turn cannot run.
@@ -12,7 +14,7 @@ import type { Logger } from 'pino';
 import type { Sandbox } from '../../../controller/api/v1alpha1.js';
 import { retryHintSeconds } from '../../../sandbox-policy/policy.js';
 import { queuePosition } from '../../../controller/api/admission-order.js';
-import { isAdmitted, type RunnerAddress, standingOf, statusAddress } from '../../../controller/api/sandbox-status.js';
+import { isAdmitted, type RunnerAddress, standingOf, untrustedStatus } from '../../../controller/api/sandbox-status.js';
 import type { SandboxClient } from './sandboxes.js';
 import { CapacityExhausted, SandboxUnavailable, type WaitOptions } from '../provider.js';
 
@@ -54,6 +56,7 @@ type WaitOutcome = { ready: ReadySandbox } | { error: Error; discard: boolean };
 class ReadinessWait {
   private announced = 0;
   private queued = false;
+  private warnedUntrusted = false;
   private settled = false;
   private readonly cleanups: (() => void)[] = [];
 
@@ -96,7 +99,8 @@ class ReadinessWait {
 
   private evaluate(current: Sandbox): void {
     const standing = standingOf(current);
-    const address = standing.kind === 'ended' ? undefined : (statusAddress(current) ?? this.context.client.pods.servingFor(current));
+    const address = standing.kind === 'ended' ? undefined : this.context.client.pods.servingFor(current);
+    this.warnIfUntrusted(current, address);
     if (address || (standing.kind === 'starting' && isAdmitted(current))) this.onAdmitted();
     if (address) {
       this.finish({ ready: { sandbox: current, address } });
@@ -113,6 +117,13 @@ class ReadinessWait {
       this.setQueued(true);
       this.announcePosition();
     }
+  }
+
+  private warnIfUntrusted(current: Sandbox, address: RunnerAddress | undefined): void {
+    const untrusted = untrustedStatus(current, address);
+    if (!untrusted || this.warnedUntrusted) return;
+    this.warnedUntrusted = true;
+    this.context.logger.warn({ sandbox: current.metadata.name, reason: untrusted }, 'a Sandbox status names another runner than its pod');
   }
 
   private announcePosition(): void {

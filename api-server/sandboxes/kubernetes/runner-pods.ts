@@ -5,7 +5,9 @@
  * warm pool by the controller's patch, or started for it and passed the kubelet's probe), one write
  * before the status says so; and the tokens of a warm-pool pod are read while it waits in its pool
  * (its Secret by name, the same `get` a claim makes; never listed or watched), so a claim that adopts
- * it reads no Secret on its way to the runner.
+ * it reads no Secret on its way to the runner. A token Secret is trusted only when the runner pod or
+ * its Sandbox owns it (as the controller makes and hands it over): one that merely has the right name
+ * is refused.
  */
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -23,12 +25,19 @@ export interface RunnerTokens {
   egressToken: string;
 }
 
+/** The tokens as read, with the uids of the Secret's owners (checked against the pod and Sandbox that use them). */
+interface ReadTokens {
+  tokens: RunnerTokens;
+  secretName: string;
+  ownerUids: string[];
+}
+
 export class RunnerPods {
   private readonly core: CoreV1Api;
   private readonly informer: Informer<V1Pod>;
   private readonly listeners = new Set<() => void>();
   /** Tokens read ahead for ready pool pods, by pod uid; dropped with the pod. */
-  private readonly prefetched = new Map<string, Promise<RunnerTokens>>();
+  private readonly prefetched = new Map<string, Promise<ReadTokens>>();
 
   constructor(
     kubeConfig: KubeConfig,
@@ -82,11 +91,21 @@ export class RunnerPods {
     return owner ? { name: owner.name, uid: owner.uid } : undefined;
   }
 
-  /** The runner's tokens: read ahead while it was a pool pod (read again if that read failed), else read now from its Secret. */
-  tokens(address: RunnerAddress): Promise<RunnerTokens> {
-    const ahead = address.podUid ? this.prefetched.get(address.podUid) : undefined;
-    const now = () => this.readTokens(address.tokenSecretName);
-    return ahead ? ahead.catch(now) : now();
+  /**
+   * The runner's tokens: read ahead while it was a pool pod (read again if that read failed), else read
+   * now from its Secret; refused unless the Secret belongs to the pod or to the Sandbox controlling it.
+   */
+  async tokens(address: RunnerAddress): Promise<RunnerTokens> {
+    const trusted = (read: ReadTokens) => read.ownerUids.some((uid) => uid === address.podUid || uid === address.sandboxUid);
+    const ahead = await this.prefetched.get(address.podUid)?.catch(() => undefined);
+    // Read ahead before a hand-over the controller has made since (to the pod, then the Sandbox): read again.
+    const read = ahead && trusted(ahead) ? ahead : await this.readTokens(address.tokenSecretName);
+    if (!trusted(read)) {
+      throw new Error(
+        `Secret ${read.secretName} is owned by neither runner pod ${address.podName} nor its Sandbox: its tokens are not used`,
+      );
+    }
+    return read.tokens;
   }
 
   private prefetch(uid: string, podName: string): void {
@@ -100,10 +119,14 @@ export class RunnerPods {
   }
 
   /** From the Secret the controller made with the pod: keys `token` and `egress-token`. */
-  private async readTokens(secretName: string): Promise<RunnerTokens> {
+  private async readTokens(secretName: string): Promise<ReadTokens> {
     const secret = await this.core.readNamespacedSecret({ name: secretName, namespace: this.namespace });
     const [token, egressToken] = [secret.data?.token, secret.data?.['egress-token']];
     if (!token || !egressToken) throw new Error(`Secret ${secretName} lacks the runner's token or egress token`);
-    return { token: Buffer.from(token, 'base64').toString('utf8'), egressToken: Buffer.from(egressToken, 'base64').toString('utf8') };
+    return {
+      tokens: { token: Buffer.from(token, 'base64').toString('utf8'), egressToken: Buffer.from(egressToken, 'base64').toString('utf8') },
+      secretName,
+      ownerUids: (secret.metadata?.ownerReferences ?? []).map((ref) => ref.uid),
+    };
   }
 }
