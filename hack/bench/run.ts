@@ -5,6 +5,7 @@ import { runConversationsPlane, selectedCases } from './conversations.js';
 import { runControllerPlane } from './controller-plane.js';
 import { createDatabase, dropDatabase } from './databases.js';
 import { runKubernetesPlane } from './kubernetes-plane.js';
+import { runLinkPlane } from './link-plane.js';
 import { stopAllLoad } from './load.js';
 import type { PlaneContext, PlaneResult } from './plane.js';
 import { runProvisioningPlane } from './provisioning-plane.js';
@@ -16,9 +17,10 @@ import { runSkillsPlane } from './skills.js';
  * provisioning (provisioning-plane.ts: the provisioning routes against their floors on a fresh
  * PostgreSQL database), conversations (conversations.ts: against the Agent SDK driven directly),
  * controller (controller-plane.ts: against the Kubernetes API test server), kubernetes
- * (kubernetes-plane.ts: the conversation plane under the kubernetes provider beside the local one)
- * and skills (skills.ts: skill content from the database, push to next run).
- * Environment: BENCH_PLANES (provisioning | conversations | controller | kubernetes | skills | all,
+ * (kubernetes-plane.ts: the conversation plane under the kubernetes provider beside the local one),
+ * skills (skills.ts: skill content from the database, push to next run) and link (link-plane.ts: the
+ * runner link over TLS against a bare TLS handshake and against stdio).
+ * Environment: BENCH_PLANES (provisioning | conversations | controller | kubernetes | skills | link | all,
  * the default), BENCH_ADMIN_DATABASE_URL (databases.ts), and each plane's own, listed in its file
  * (BENCH_SCENARIOS selects in the provisioning and conversation planes).
  * `npm run bench -- --list` prints what those settings select and runs nothing.
@@ -43,7 +45,7 @@ function cleanup(): Promise<void> {
 }
 let interrupted = false;
 
-const PLANES = ['provisioning', 'conversations', 'controller', 'kubernetes', 'skills'] as const;
+const PLANES = ['provisioning', 'conversations', 'controller', 'kubernetes', 'skills', 'link'] as const;
 type Plane = (typeof PLANES)[number];
 
 function planes(): Plane[] {
@@ -71,6 +73,7 @@ const RUN_PLANE: Record<Plane, (ctx: PlaneContext) => Promise<PlaneResult>> = {
   controller: runControllerPlane,
   kubernetes: runKubernetesPlane,
   skills: runSkillsPlane,
+  link: runLinkPlane,
 };
 
 async function main(): Promise<number> {
