@@ -146,9 +146,10 @@ async function linkHandshake(connect: Parameters<typeof openLinkClient>[0]): Pro
 async function turnTimes(runner: Runner, i: number): Promise<{ first: number; terminal: number }> {
   const started = performance.now();
   let firstAt: number | undefined;
-  await runner.runTurn({ content: `turn ${i} [[reply: ok]]` }, () => {
+  const outcome = await runner.runTurn({ content: `turn ${i} [[reply: ok]]` }, () => {
     firstAt ??= performance.now();
   });
+  if (outcome.kind === 'crashed') throw new Error(`turn ${i} crashed: ${outcome.error}`);
   if (firstAt === undefined) throw new Error(`turn ${i} ended without an agent line`);
   return { first: firstAt - started, terminal: performance.now() - started };
 }
