@@ -94,7 +94,7 @@ export async function serveLink(options: LinkServerOptions): Promise<LinkServer>
   });
   const server = tls.createServer(
     {
-      ...(await ephemeralCertificate('acis-runner')),
+      ...ephemeralCertificate('acis-runner'),
       ca: options.clientCa,
       requestCert: true,
       // Checked below instead, so that a refusal is logged with its reason; nothing is read before.

@@ -13,12 +13,9 @@
  *   answer its hello with a welcome proof for this session.
  * Fail-safe direction: a proof that does not verify is a refusal, never a fallback to anything weaker.
  */
-import 'reflect-metadata'; // @peculiar/x509 resolves its parsers through tsyringe, which needs this polyfill
-import * as x509 from '@peculiar/x509';
-import { createHmac, randomBytes, timingSafeEqual, webcrypto } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
-
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+import { selfSignedCertificate } from './self-signed.js';
 
 /** The name (certificate CN or DNS SAN) the runner requires of its client's certificate. */
 export const API_SERVER_NAME = 'acis-api-server';
@@ -28,10 +25,8 @@ export type ProofRole = 'hello' | 'welcome';
 
 const EXPORTER_LABEL = 'EXPORTER-acis-runner-link';
 const EXPORTED_BYTES = 32;
-const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 /** The runner's certificate outlives any pod; nobody verifies it by chain, so its dates only need to be plausible. */
 const CERTIFICATE_DAYS = 365;
-const DAY_MS = 86_400_000;
 
 /** Keying material both ends of one TLS session derive alike, and no other session shares. */
 export function sessionBinding(socket: TLSSocket): Buffer {
@@ -51,23 +46,6 @@ export function proofMatches(token: string, role: ProofRole, binding: Buffer, pr
 }
 
 /** A certificate and key for the runner's listener, made now and kept in memory (PEM). */
-export async function ephemeralCertificate(commonName: string): Promise<{ cert: string; key: string }> {
-  const keys = (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const now = Date.now();
-  const serial = randomBytes(16);
-  serial[0] = serial[0]! & 0x7f;
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: serial.toString('hex'),
-    name: [{ CN: [commonName] }],
-    notBefore: new Date(now - DAY_MS),
-    notAfter: new Date(now + CERTIFICATE_DAYS * DAY_MS),
-    keys,
-    signingAlgorithm: ALGORITHM,
-    extensions: [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
-    ],
-  });
-  const key = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
-  return { cert: cert.toString('pem'), key };
+export function ephemeralCertificate(commonName: string): { cert: string; key: string } {
+  return selfSignedCertificate(commonName, CERTIFICATE_DAYS);
 }

@@ -165,7 +165,7 @@ async function startFloorServers(
 ): Promise<{ tcpPort: number; tlsPort: number; accepted: () => Promise<void>; close: () => Promise<void> }> {
   const tcp = net.createServer((socket) => socket.on('error', () => undefined));
   const secure = tls.createServer({
-    ...(await ephemeralCertificate('bench-floor')),
+    ...ephemeralCertificate('bench-floor'),
     ca: credentials.caPem,
     requestCert: true,
     rejectUnauthorized: true,

@@ -299,7 +299,7 @@ describe('serveLink and openLinkClient over TLS', () => {
     const misnamed = await material.ca.issueIdentity({ commonName: 'acis-egress-proxy', usages: ['client'], validityMs: 3_600_000 });
     // The egress proxy's forged leaves are server certificates: not one a client may present.
     const serverOnly = await material.ca.issueLeaf(API_SERVER_NAME);
-    const self = await ephemeralCertificate(API_SERVER_NAME);
+    const self = ephemeralCertificate(API_SERVER_NAME);
     const certificates = [
       undefined,
       { cert: foreign.certPem, key: foreign.keyPem },
@@ -351,7 +351,7 @@ describe('serveLink and openLinkClient over TLS', () => {
   });
 
   it('refuses a runner that cannot prove it holds the token (an impostor at its address)', async () => {
-    const impostorCertificate = await ephemeralCertificate('acis-runner');
+    const impostorCertificate = ephemeralCertificate('acis-runner');
     const welcomes: Array<(socket: tls.TLSSocket, hello: string) => string> = [
       // It guesses.
       () => encodeControl({ type: 'welcome', after: 0, proof: 'A'.repeat(43) }),
