@@ -121,6 +121,10 @@ const EnvSchema = z.object({
     .string()
     .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
     .optional(),
+  ACIS_SYNC_REPORT_TLS_NAMES: z
+    .string()
+    .regex(/^[a-z0-9.-]+(,[a-z0-9.-]+)*$/, 'must be comma-separated DNS names')
+    .optional(),
   ACIS_RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   ACIS_RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
   ACIS_RATE_LIMIT_TOKEN_EXCHANGE: z.coerce.number().int().min(1).max(MAX_RATE_LIMIT).default(6000),
@@ -240,6 +244,8 @@ export interface Config {
    * served. Required with the kubernetes sync runner: a Job holds no database credential.
    */
   syncReportListen: { host: string; port: number } | undefined;
+  /** The DNS names sync Jobs reach that listener by, which the API server's certificate carries (ACIS_SYNC_REPORT_TLS_NAMES). */
+  syncReportTlsNames: string[];
   /** Requests per principal and class per window, shared by every API node through the database. */
   rateLimits: RateLimitConfig;
   /** Bearer token `/metrics` requires; absent: `/metrics` is open. */
@@ -266,6 +272,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       'invalid environment:\n  ACIS_SYNC_REPORT_LISTEN: must be set (host:port) with ACIS_REPOSITORY_SYNC_RUNNER=kubernetes: sync Jobs hand their results there',
     );
+  }
+  if (e.ACIS_SYNC_REPORT_TLS_NAMES && !e.ACIS_SYNC_REPORT_LISTEN) {
+    throw new ConfigError('invalid environment:\n  ACIS_SYNC_REPORT_TLS_NAMES is set without ACIS_SYNC_REPORT_LISTEN');
   }
   try {
     parseAllowList(e.ACIS_REPOSITORY_ALLOW);
@@ -327,6 +336,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     egressResolve,
     deploymentCaDir: path.resolve(e.ACIS_DEPLOYMENT_CA_DIR ?? path.join(e.ACIS_DATA_DIR, 'egress-ca')),
     syncReportListen: e.ACIS_SYNC_REPORT_LISTEN === undefined ? undefined : hostPort(e.ACIS_SYNC_REPORT_LISTEN),
+    syncReportTlsNames: e.ACIS_SYNC_REPORT_TLS_NAMES?.split(',') ?? [],
     rateLimits: {
       enabled: e.ACIS_RATE_LIMITS === 'on',
       windowSeconds: e.ACIS_RATE_LIMIT_WINDOW_SECONDS,

@@ -134,7 +134,7 @@ async function assemble(
   const nodeId = await resolveNodeId(config.dataDir);
   const metrics = new Metrics();
   const ca = await loadOrCreateDeploymentCa(config.deploymentCaDir);
-  const identity = await startApiIdentity(ca, config.egressResolve?.tlsNames ?? [], logger);
+  const identity = await startApiIdentity(ca, [...(config.egressResolve?.tlsNames ?? []), ...config.syncReportTlsNames], logger);
   undo.push(async () => identity.stop());
   const sandboxes = createSandboxProvider({ config, logger, db: database.db, nodeId, now, identity });
   metrics.watchRunners({
@@ -163,7 +163,7 @@ async function assemble(
   const aborts = await startRunAborts(deps, runs, sandboxes, undo);
   const egress = await startEgress(deps, egressCredentials(sandboxes.provider, runs, aborts, deps.logger), { ca, identity }, undo);
   await sandboxes.start({ port: egress.proxy.port, caCertificatePem: egress.proxy.caCertificatePem });
-  const syncReport = await startSyncReport(deps, baseUrl, undo);
+  const syncReport = await startSyncReport(deps, identity, baseUrl, undo);
   if (config.bootstrapServiceKey) {
     const { created } = await ensureBootstrapIntegration(deps, config.bootstrapServiceKey);
     if (created) logger.info('bootstrap integration created for ACIS_BOOTSTRAP_SERVICE_KEY');
@@ -344,11 +344,12 @@ async function startEgress(
 }
 
 /** The listener sync Jobs hand their results to, when configured (ACIS_SYNC_REPORT_LISTEN). */
-async function startSyncReport(deps: AppDeps, baseUrl: string, undo: Undo[]): Promise<SyncReportServer | undefined> {
+async function startSyncReport(deps: AppDeps, identity: ApiIdentity, baseUrl: string, undo: Undo[]): Promise<SyncReportServer | undefined> {
   const listen = deps.config.syncReportListen;
   if (!listen) return undefined;
   const server = await startSyncReportServer({
     ...listen,
+    identity,
     db: deps.db,
     tokenKey: deps.vault.deriveKey(SYNC_REPORT_KEY_PURPOSE),
     worker: deps.repositorySync,

@@ -109,8 +109,8 @@ const EnvSchema = z.object({
   ACIS_SYNC_REPORT_URL: z
     .string()
     .url()
-    .refine((url) => /^https?:/.test(url), 'must be an http(s) URL')
-    .default('http://acis-sync-report:8082'),
+    .refine((url) => url.startsWith('https://'), 'must be an https URL: the sync report listener speaks TLS only')
+    .default('https://acis-sync-report:8082'),
   ACIS_SYNC_JOB_DEADLINE_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
   ACIS_IMAGE_PULL_SECRETS: z
     .string()
@@ -156,7 +156,11 @@ export interface ControllerConfig {
    * out and a map of the cluster's Services.
    */
   sandboxDns: boolean;
-  /** The ConfigMap (key `ca.crt`) holding the egress proxy's CA certificate runner pods trust; absent: none mounted. */
+  /**
+   * The ConfigMap (key `ca.crt`) holding the deployment CA's certificate (the egress proxy's): runner pods
+   * trust it, and sync Jobs verify the sync report listener with it. Absent: runner pods get none (and
+   * refuse to start), and no sync Job is started (its RepositorySync fails with reason NoDeploymentCa).
+   */
   egressCaConfigMap: string | undefined;
   /** The platform's model endpoint runner pods are given as ANTHROPIC_BASE_URL (the egress proxy adds the key there). */
   modelBaseUrl: string;
@@ -178,7 +182,7 @@ export interface ControllerConfig {
   syncImage: string;
   /** The sync container's command; empty: the image's entrypoint (the `acis` CLI). */
   syncCommand: string[];
-  /** The API server's sync report listener (ACIS_SYNC_REPORT_LISTEN) a sync Job hands its result to: it holds no database credential. */
+  /** The API server's sync report listener (ACIS_SYNC_REPORT_LISTEN, https) a sync Job hands its result to: it holds no database credential. */
   syncReportUrl: string;
   /** A sync Job running longer than this is stopped and its RepositorySync reports the timeout. */
   syncJobDeadlineSeconds: number;

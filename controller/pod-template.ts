@@ -5,7 +5,7 @@
  * service-account token, no service links) and reaches the outside only through the egress proxy.
  */
 import { createHash } from 'node:crypto';
-import type { V1OwnerReference, V1Pod, V1PodSpec, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1Pod, V1PodSpec, V1ResourceRequirements, V1Secret, V1Volume } from '@kubernetes/client-node';
 import {
   API_VERSION,
   LABELS,
@@ -223,12 +223,15 @@ function lockedDownPod(owner: RunnerOwner, podName: string, config: ControllerCo
         },
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
         // Not optional: a pod started without the CA would fail every HTTPS request for its life.
-        ...(config.egressCaConfigMap
-          ? [{ name: 'egress-ca', configMap: { name: config.egressCaConfigMap, items: [{ key: 'ca.crt', path: 'ca.crt' }] } }]
-          : []),
+        ...(config.egressCaConfigMap ? [egressCaVolume(config.egressCaConfigMap)] : []),
       ],
     },
   };
+}
+
+/** The volume of the deployment CA's certificate (ACIS_EGRESS_CA_CONFIGMAP), mounted at EGRESS_CA_DIR. */
+export function egressCaVolume(configMap: string): V1Volume {
+  return { name: 'egress-ca', configMap: { name: configMap, items: [{ key: 'ca.crt', path: 'ca.crt' }] } };
 }
 
 /**

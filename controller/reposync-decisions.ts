@@ -3,7 +3,8 @@
  * observed, now): one Job per `requestGeneration`, whose pod runs `acis sync-repository` with the
  * attempt's claim and, mounted for it alone, that generation's credential Secret (its report token
  * and git's credential); the pod holds no database credential and hands its result to the API
- * server's sync report listener (ControllerConfig.syncReportUrl); the status the
+ * server's sync report listener (ControllerConfig.syncReportUrl, HTTPS verified against the deployment
+ * CA it mounts; without that CA no Job is started and the sync fails with reason NoDeploymentCa); the status the
  * Job's outcome (its pod's termination message `{state, commit?, error?}`) says; an Event when the
  * outcome changes; and each generation's credential Secret deleted once its Job has ended (or when
  * a newer generation means it will never run), so a credential exists only while its Job can use it.
@@ -23,6 +24,7 @@ import {
 import { withoutUndefined } from './conditions.js';
 import type { ControllerConfig } from './config.js';
 import type { EventRecord } from '../kube/kube-client.js';
+import { EGRESS_CA_DIR, egressCaVolume } from './pod-template.js';
 
 export const SYNC_COMPONENT = 'repository-sync';
 export const SYNC_LABEL = 'acis.dev/repository-sync';
@@ -31,6 +33,13 @@ const CREDENTIAL_DIR = '/var/run/acis/credential';
 const FINISHED_JOB_TTL_SECONDS = 3600;
 /** How many generations back one reconcile looks for credential Secrets left to delete. */
 const CREDENTIAL_LOOKBACK = 50;
+
+/**
+ * Why no Job starts without the deployment CA: the Job could not verify the sync report listener, and
+ * sending the attempt's token to an unverified peer is what TLS is there to prevent.
+ */
+const NO_DEPLOYMENT_CA =
+  "the controller has no ACIS_EGRESS_CA_CONFIGMAP (the deployment CA's certificate): a sync Job could not verify the API server's sync report listener, so none is started; set it (chart: egressProxy.ca.configMap)";
 
 export interface SyncObserved {
   /** The Job of the current requestGeneration, if it exists. */
@@ -74,6 +83,13 @@ export function decideRepositorySync(sync: RepositorySync, observed: SyncObserve
       state: 'error',
       error: message,
       conditions: [synced(previous, 'False', 'CredentialRefused', message, now)],
+    });
+  } else if (!observed.job && !config.egressCaConfigMap) {
+    status = withoutUndefined({
+      ...base,
+      state: 'error',
+      error: NO_DEPLOYMENT_CA,
+      conditions: [synced(previous, 'False', 'NoDeploymentCa', NO_DEPLOYMENT_CA, now)],
     });
   } else if (!observed.job) {
     createJob = syncJob(sync, jobName, config);
@@ -241,6 +257,7 @@ export function syncJobEnv(sync: RepositorySync, config: ControllerConfig): V1En
     ...(sync.spec.provider ? [{ name: 'ACIS_SYNC_PROVIDER', value: sync.spec.provider }] : []),
     ...(sync.spec.sshKnownHosts ? [{ name: 'ACIS_SYNC_SSH_KNOWN_HOSTS', value: sync.spec.sshKnownHosts }] : []),
     { name: 'ACIS_SYNC_REPORT_URL', value: config.syncReportUrl },
+    { name: 'ACIS_SYNC_REPORT_CA_FILE', value: `${EGRESS_CA_DIR}/ca.crt` },
     { name: 'ACIS_DATA_DIR', value: '/tmp/acis-sync' },
     ...(sync.spec.credentialSecretName
       ? [
@@ -316,12 +333,14 @@ function syncJob(sync: RepositorySync, name: string, config: ControllerConfig): 
               volumeMounts: [
                 { name: 'tmp', mountPath: '/tmp' },
                 ...(credential ? [{ name: 'credential', mountPath: CREDENTIAL_DIR, readOnly: true }] : []),
+                ...(config.egressCaConfigMap ? [{ name: 'egress-ca', mountPath: EGRESS_CA_DIR, readOnly: true }] : []),
               ],
             },
           ],
           volumes: [
             { name: 'tmp', emptyDir: {} },
             ...(credential ? [{ name: 'credential', secret: { secretName: credential, defaultMode: 0o440 } }] : []),
+            ...(config.egressCaConfigMap ? [egressCaVolume(config.egressCaConfigMap)] : []),
           ],
         },
       },

@@ -20,7 +20,6 @@
  */
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createServer } from 'node:https';
 import { checkServerIdentity, type TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
@@ -41,6 +40,7 @@ import { constantTimeEqual } from '../core/crypto.js';
 import type { EgressRefusalReport } from '../sandboxes/provider.js';
 import { type InternalListener, listenInternally } from '../core/http/internal-listener.js';
 import type { ApiIdentity } from '../internal-tls/api-identity.js';
+import { createInternalHttpsServer } from '../internal-tls/internal-https.js';
 
 /** Bodies are a credential and an alias: anything larger is not one of ours. */
 const MAX_BODY_BYTES = 8 * 1024;
@@ -140,9 +140,8 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
     return answer(res, 200, { in_progress: true });
   };
 
-  const tlsOptions = () => ({ ...options.identity.current(), ca: options.identity.caPem });
   // Client certificates are checked on each new connection (below), so that a refusal is logged with its reason.
-  const server = createServer({ ...tlsOptions(), requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.3' }, (req, res) => {
+  const server = createInternalHttpsServer(options.identity, { requestCert: true }, (req, res) => {
     req.on('error', () => res.destroy());
     handle(req, res).catch((err: unknown) => {
       logger.error({ err, path: req.url }, 'egress resolve call failed');
@@ -150,15 +149,12 @@ export async function startEgressResolveServer(options: EgressResolveServerOptio
       else answer(res, 500, { error: 'internal' });
     });
   });
-  options.identity.onRenewed(() => server.setSecureContext(tlsOptions()));
   server.on('secureConnection', (socket: TLSSocket) => {
     const refusal = clientRefusal(socket);
     if (!refusal) return;
     logger.warn({ remote: socket.remoteAddress, reason: refusal }, 'egress resolve connection refused');
     socket.destroy();
   });
-  // A client that never finishes its handshake (a plaintext one, say): with this listener Node leaves the socket open.
-  server.on('tlsClientError', (_err, socket) => socket.destroy());
   const listener = await listenInternally(server, options.port, options.host);
   logger.info({ host: options.host, port: listener.port }, 'egress resolve listener serving');
   return listener;

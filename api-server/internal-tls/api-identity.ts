@@ -1,8 +1,9 @@
 /**
  * The API server's identity on the in-cluster TLS links: a certificate of the deployment CA naming
  * `acis-api-server` (the name runners require of their client, runner/link-tls.ts) and, for the egress
- * resolve listener, the DNS names proxies reach it by. Issued at start, in memory only, short-lived and
- * renewed well before it lapses; readers take `current()` at each use, listeners hear of renewals.
+ * resolve and sync report listeners, the DNS names proxies and sync Jobs reach them by. Issued at
+ * start, in memory only, short-lived and renewed well before it lapses; readers take `current()` at
+ * each use, listeners hear of renewals.
  * Fail-safe direction: a failed renewal keeps the valid certificate and is retried; nothing falls back
  * to a connection without one.
  */

@@ -5,6 +5,10 @@
  * Invariants:
  * - Its own listener, never the public API port: no ingress exposes it, and the chart lets only sync
  *   Job pods reach it. It serves one path, `POST /internal/repository-syncs/{id}/claims/{claim}/result`.
+ * - HTTPS only (TLS 1.3), with the API server's certificate of the deployment CA naming the listener's
+ *   Service (ACIS_SYNC_REPORT_TLS_NAMES): a Job verifies it before it sends its token, and a plaintext
+ *   client gets no answer at all, so the token never crosses the network in clear. No client
+ *   certificate: the attempt's token is what authenticates a Job.
  * - Nothing is read past the headers without the attempt's token (401) while the claim is current
  *   (403 `sync-superseded` otherwise: the attempt is stale, its result dropped, as in process).
  * - The body is hostile input: bounded while it streams in (413), then checked whole (422) before
@@ -13,7 +17,7 @@
  * - Every refusal is problem+json, logged without the token or the body.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { constantTimeEqual } from '../core/crypto.js';
 import type { Db } from '../core/db/database.js';
@@ -23,10 +27,14 @@ import { isCurrentSync } from './repositories.repository.js';
 import type { RepositorySyncWorker } from './sync.js';
 import { decodeReport, MAX_REPORT_BYTES, REPORT_PATH, SyncReportSchema, syncReportToken } from './sync-report.js';
 import { type InternalListener, listenInternally } from '../core/http/internal-listener.js';
+import type { ApiIdentity } from '../internal-tls/api-identity.js';
+import { createInternalHttpsServer } from '../internal-tls/internal-https.js';
 
 export interface SyncReportServerOptions {
   host: string;
   port: number;
+  /** The certificate served (renewed in place). */
+  identity: ApiIdentity;
   db: Db;
   /** The key tokens are derived with (Vault.deriveKey(SYNC_REPORT_KEY_PURPOSE)). */
   tokenKey: Buffer;
@@ -82,7 +90,7 @@ export async function startSyncReportServer(options: SyncReportServerOptions): P
     answer(res, 200, 'application/json', outcome);
   };
 
-  const server = createServer((req, res) => {
+  const server = createInternalHttpsServer(options.identity, { requestCert: false }, (req, res) => {
     const requestId = randomUUID();
     req.on('error', () => res.destroy());
     handle(req, res, requestId).catch((error: unknown) => {

@@ -277,6 +277,9 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       // certificate names besides the Service's names.
       apiEnv.ACIS_EGRESS_RESOLVE_TLS_NAMES = `${apiEnv.ACIS_EGRESS_RESOLVE_TLS_NAMES},localhost`;
     }
+    // Sync Jobs dial the report listener as localhost here too (the test server routes no Services).
+    expect(apiEnv.ACIS_SYNC_REPORT_TLS_NAMES?.split(',')).toContain('acis-sync-report');
+    apiEnv.ACIS_SYNC_REPORT_TLS_NAMES = `${apiEnv.ACIS_SYNC_REPORT_TLS_NAMES},localhost`;
     apiEnvHere = apiEnv;
     apiKubeconfig = await server.kubeconfigFor({ namespace: NAMESPACE, serviceAccount: apiTemplate.spec.serviceAccountName });
     api = runAcis(apiContainer.args, { ...cleanEnv(apiEnv), KUBECONFIG: apiKubeconfig });
@@ -326,7 +329,7 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
     expect(controllerEnv.ACIS_EGRESS_PROXY_HOST).toBe(`acis-egress-proxy.${NAMESPACE}.svc`);
     expect(controllerEnv.ACIS_EGRESS_CA_CONFIGMAP).toBe(CA_CERT_CONFIGMAP);
     // Sync Job pods, in the sandbox namespace, reach the report Service by a name qualified with the release's.
-    expect(controllerEnv.ACIS_SYNC_REPORT_URL).toBe(`http://acis-sync-report.${NAMESPACE}.svc:${reportPort}`);
+    expect(controllerEnv.ACIS_SYNC_REPORT_URL).toBe(`https://acis-sync-report.${NAMESPACE}.svc:${reportPort}`);
     controllerKubeconfig = await server.kubeconfigFor({
       namespace: NAMESPACE,
       serviceAccount: controllerTemplate.spec.serviceAccountName,
@@ -336,7 +339,8 @@ describe.each<Mode>(['api-server', 'deployment'])('charts/acis installed with eg
       KUBECONFIG: controllerKubeconfig,
       ACIS_EGRESS_PROXY_HOST: '127.0.0.1',
       // The sync report Service's pods are the API process here; the acis image's entrypoint is `acis`.
-      ACIS_SYNC_REPORT_URL: `http://127.0.0.1:${reportPort}`,
+      // Over TLS, verified with the deployment CA: by a name the listener's certificate carries.
+      ACIS_SYNC_REPORT_URL: `https://localhost:${reportPort}`,
       ACIS_SYNC_COMMAND: [
         process.execPath,
         '--import',

@@ -250,6 +250,16 @@ describe.each([
       ports: Array<{ port: number; targetPort: string }>;
     };
     expect(reportUrl.hostname).toBe(`acis-sync-report.${NAMESPACE}.svc`);
+    // Over HTTPS: the listener's certificate names the Service every way a Job may dial it, and the
+    // Jobs verify it with the deployment CA's ConfigMap, which the controller is given.
+    expect(reportUrl.protocol).toBe('https:');
+    expect(api.get('ACIS_SYNC_REPORT_TLS_NAMES')?.value?.split(',')).toEqual([
+      'acis-sync-report',
+      `acis-sync-report.${NAMESPACE}`,
+      `acis-sync-report.${NAMESPACE}.svc`,
+      `acis-sync-report.${NAMESPACE}.svc.cluster.local`,
+    ]);
+    expect(env.get('ACIS_EGRESS_CA_CONFIGMAP')?.value).toBeTruthy();
     expect(Number(reportUrl.port)).toBe(reportService.ports[0]!.port);
     expect(selects({ matchLabels: reportService.selector }, podLabelsOf(find(objects, 'Deployment', 'acis-api')))).toBe(true);
     const reportPort = apiContainer.ports.find((port) => port.name === reportService.ports[0]!.targetPort)!.containerPort;
@@ -927,7 +937,7 @@ describe('charts/acis: the environment each Deployment gives its process', () =>
       egressProxyHost: `acis-egress-proxy.${NAMESPACE}.svc`,
       egressProxyPort: 3128,
       leaseName: 'acis-controller',
-      syncReportUrl: `http://acis-sync-report.${NAMESPACE}.svc:8082`,
+      syncReportUrl: `https://acis-sync-report.${NAMESPACE}.svc:8082`,
       identity: 'acis-controller-pod',
     });
   });

@@ -12,7 +12,7 @@
  * deadline is handed over again; a GitHub App's key never reaches the cluster, only a token.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -25,9 +25,11 @@ import { type GitHubStub, startGitHubStub } from '../helpers/github-stub.js';
 import { kubectl } from '../helpers/kube-tools.js';
 import { syncEnded, unique } from '../helpers/provision.js';
 import { problemSlug, startTestServer, type TestServer } from '../helpers/test-server.js';
+import type { KubeObject } from '../../hack/k8s/store.js';
 import { type Cluster, eventually, NAMESPACE, startCluster, startTestController } from './harness.js';
 
 const SYNC_IMAGE = 'acis:test';
+const CA_CONFIGMAP = 'acis-egress-ca';
 const TOKEN = `ghp_${'reposyncCanary'.repeat(2)}`;
 const APP_ID = '31337';
 const INSTALLATION_ID = '4242';
@@ -72,10 +74,17 @@ beforeAll(async () => {
     ACIS_REPOSITORY_ALLOW: '127.0.0.1',
     ACIS_SYNC_TIMEOUT_SECONDS: '77',
     ACIS_SYNC_REPORT_LISTEN: '127.0.0.1:0',
+    // The listener's certificate names what the Jobs dial (the sync report Service's names, in a cluster).
+    ACIS_SYNC_REPORT_TLS_NAMES: 'localhost',
   };
   t = await startTestServer(clusterEnv);
+  // The deployment CA's certificate where the chart puts it for the controller to mount (the operator's
+  // ConfigMap): Jobs verify the listener with it, and with nothing else.
+  const caPem = await readFile(path.join(t.server.deps.config.deploymentCaDir, 'ca.crt'), 'utf8');
+  cluster.server.store.create('configmaps', NAMESPACE, { metadata: { name: CA_CONFIGMAP }, data: { 'ca.crt': caPem } } as KubeObject);
   controller = await startTestController(cluster, {
-    syncReportUrl: `http://127.0.0.1:${t.server.syncReport!.port}`,
+    syncReportUrl: `https://localhost:${t.server.syncReport!.port}`,
+    egressCaConfigMap: CA_CONFIGMAP,
     syncImage: SYNC_IMAGE,
     syncCommand: [process.execPath, '--import', `file://${path.join(nodeModules, 'tsx/dist/loader.mjs')}`, path.join(ROOT, 'cli/acis.ts')],
   });

@@ -5,15 +5,23 @@
  * A wrong, other-repository or expired token is refused with problem+json, an oversized or malformed
  * body too, and none of them changes the repository, its skills or its stored content; a valid
  * report is stored as the in-process sync stores it; the public API port does not serve the path.
+ * The listener speaks HTTPS only, with a certificate of the deployment CA naming the names it is given:
+ * a plaintext client, one trusting another CA or dialling a name it does not carry gets nothing, and
+ * the token never crosses the network in clear.
  */
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
+import https from 'node:https';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_REPORT_BYTES, reportPath, SYNC_REPORT_KEY_PURPOSE, syncReportToken } from '../../api-server/repositories/sync-report.js';
+import { postReport, ReportListenerUntrusted } from '../../api-server/repositories/sync-report-client.js';
+import { runSyncJob } from '../../api-server/repositories/sync-job.js';
+import { createEphemeralCa } from '../../egress-proxy/deployment-ca.js';
+import { cuttableNetwork } from '../helpers/cuttable-network.js';
 import { createGitRepository, type GitHttpServer, manifest, serveGitOverHttp } from '../../hack/git-server.js';
 import { syncEnded, unique } from '../helpers/provision.js';
 import { startTestServer, type TestServer } from '../helpers/test-server.js';
@@ -30,6 +38,9 @@ let key: string;
 let tokenKey: Buffer;
 let release: () => void;
 let credentialId: string;
+/** The deployment CA's certificate, which a sync Job trusts (and only it). */
+let caPem: string;
+let agent: https.Agent;
 /** Two repositories whose syncs are in flight (their git fetch held), and their claims. */
 let a: { id: string; claim: string };
 let b: { id: string; claim: string };
@@ -37,7 +48,15 @@ let b: { id: string; claim: string };
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'acis-sync-report-'));
   git = await serveGitOverHttp(root, { password: GIT_PASSWORD });
-  t = await startTestServer({ ACIS_SYNC_REPORT_LISTEN: '127.0.0.1:0', ACIS_ALLOW_PLAIN_REPOS: '1', ACIS_REPOSITORY_ALLOW: '127.0.0.1' });
+  // The listener's certificate names what a Job dials (the sync report Service's names, in a cluster).
+  t = await startTestServer({
+    ACIS_SYNC_REPORT_LISTEN: '127.0.0.1:0',
+    ACIS_SYNC_REPORT_TLS_NAMES: 'localhost',
+    ACIS_ALLOW_PLAIN_REPOS: '1',
+    ACIS_REPOSITORY_ALLOW: '127.0.0.1',
+  });
+  caPem = await readFile(path.join(t.server.deps.config.deploymentCaDir, 'ca.crt'), 'utf8');
+  agent = new https.Agent({ ca: caPem, keepAlive: false });
   ({ serviceKey: key } = await t.createIntegration('sync report'));
   db = new pg.Client({ connectionString: t.databaseUrl });
   await db.connect();
@@ -50,6 +69,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   release?.();
+  agent?.destroy();
   await db?.end();
   await t?.stop();
   await git?.stop();
@@ -81,7 +101,7 @@ async function stateOf(id: string) {
   return { ...row, skills, files };
 }
 
-const listenerUrl = () => `http://127.0.0.1:${t.server.syncReport!.port}`;
+const listenerUrl = () => `https://localhost:${t.server.syncReport!.port}`;
 const tokenOf = (id: string, claim: string) => syncReportToken(tokenKey, id, claim);
 
 function validReport(overrides: Record<string, unknown> = {}) {
@@ -101,7 +121,7 @@ async function post(
   options: { token?: string | null; body?: unknown; raw?: string; contentType?: string; base?: string } = {},
 ) {
   const token = options.token === undefined ? tokenOf(target.id, target.claim) : options.token;
-  const response = await fetch(`${options.base ?? listenerUrl()}${reportPath(target.id, target.claim)}`, {
+  const response = await send(`${options.base ?? listenerUrl()}${reportPath(target.id, target.claim)}`, {
     method: 'POST',
     headers: {
       'content-type': options.contentType ?? 'application/json',
@@ -109,8 +129,27 @@ async function post(
     },
     body: options.raw ?? JSON.stringify(options.body ?? validReport()),
   });
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, text, body: text ? JSON.parse(text) : undefined };
+  return { ...response, body: response.text ? JSON.parse(response.text) : undefined };
+}
+
+/** One request over HTTPS trusting the deployment CA (or plain HTTP to an http URL), answered in full. */
+function send(url: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}) {
+  return new Promise<{ status: number; headers: { get(name: string): string | undefined }; text: string }>((resolve, reject) => {
+    const secure = url.startsWith('https:');
+    const req = (secure ? https : http).request(
+      url,
+      { method: options.method ?? 'GET', headers: options.headers, ...(secure && { agent }) },
+      (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        res.on('end', () =>
+          resolve({ status: res.statusCode!, headers: { get: (name) => res.headers[name.toLowerCase()] as string | undefined }, text }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(options.body);
+  });
 }
 
 /**
@@ -119,8 +158,9 @@ async function post(
  */
 function rawPost(target: { id: string; claim: string }, length: string | undefined, mib: number) {
   return new Promise<{ status: number; type: string; body: any; sentMiB: number }>((resolve, reject) => {
-    const req = http.request(`${listenerUrl()}${reportPath(target.id, target.claim)}`, {
+    const req = https.request(`${listenerUrl()}${reportPath(target.id, target.claim)}`, {
       method: 'POST',
+      agent,
       headers: {
         authorization: `Bearer ${tokenOf(target.id, target.claim)}`,
         'content-type': 'application/json',
@@ -170,6 +210,73 @@ async function refusedUnchanged(response: Awaited<ReturnType<typeof post>>, stat
     });
   }
 }
+
+describe('the sync report listener over TLS', () => {
+  /** A stale attempt of `a`: its token is a real one, answered 403 without storing anything. */
+  const stale = () => ({ id: a.id, claim: randomBytes(12).toString('hex') });
+  const urlOf = (target: { id: string; claim: string }, base = listenerUrl()) => new URL(reportPath(target.id, target.claim), base);
+
+  it('answers nothing to plaintext HTTP: the connection is dropped, the token sent in clear never read', async () => {
+    const before = t.logs.length;
+    const plain = await new Promise<string>((resolve) => {
+      const req = http.request(`http://127.0.0.1:${t.server.syncReport!.port}${reportPath(a.id, a.claim)}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokenOf(a.id, a.claim)}`, 'content-type': 'application/json' },
+      });
+      req.on('response', (res) => resolve(`answered ${res.statusCode}`));
+      req.on('error', (error: NodeJS.ErrnoException) => resolve(String(error.code)));
+      req.end(JSON.stringify(validReport()));
+    });
+    expect(plain).toMatch(/^(ECONNRESET|EPIPE)$/);
+    expect(t.logs.slice(before).filter((line) => line.includes('sync result'))).toEqual([]);
+    await refusedUnchanged(await post(a, { token: null }), 401, 'insufficient-scope');
+  });
+
+  it("a Job's client refuses a listener it cannot verify: another CA, or a name the certificate does not carry; and an http URL", async () => {
+    const other = await createEphemeralCa('another CA');
+    const body = JSON.stringify(validReport());
+    await expect(postReport(urlOf(a), tokenOf(a.id, a.claim), body, other.certPem)).rejects.toThrow(ReportListenerUntrusted);
+    // The listener's address, but not a name its certificate carries.
+    const byAddress = urlOf(a, `https://127.0.0.1:${t.server.syncReport!.port}`);
+    await expect(postReport(byAddress, tokenOf(a.id, a.claim), body, caPem)).rejects.toThrow(/ERR_TLS_CERT_ALTNAME_INVALID/);
+    await expect(postReport(urlOf(a, `http://localhost:${t.server.syncReport!.port}`), 'x', body, caPem)).rejects.toThrow(/must be https/);
+    await refusedUnchanged(await post(a, { token: null }), 401, 'insufficient-scope');
+  });
+
+  it('puts no token and no result in clear on the network between a Job and the listener', async () => {
+    const network = await cuttableNetwork(t.server.syncReport!.port);
+    const target = stale();
+    const token = tokenOf(target.id, target.claim);
+    const body = JSON.stringify(validReport({ commit: 'feed'.repeat(10) }));
+    const answer = await postReport(urlOf(target, `https://localhost:${network.port}`), token, body, caPem);
+    expect(answer.status).toBe(403);
+    const wire = network.carried();
+    expect(wire.length).toBeGreaterThan(0);
+    for (const needle of [token, 'feed'.repeat(10), 'Bearer', target.claim]) expect(wire.includes(needle), needle).toBe(false);
+    await network.close();
+  });
+
+  it('acis sync-repository refuses an http report URL, and a missing or unreadable CA file, before it fetches anything', async () => {
+    const tokenFile = path.join(root, 'job-token');
+    await writeFile(tokenFile, 'token\n');
+    const env = {
+      ACIS_SYNC_CLAIM: 'c1a10000',
+      ACIS_SYNC_REPORT_URL: 'https://localhost:1',
+      ACIS_SYNC_TOKEN_FILE: tokenFile,
+      ACIS_SYNC_REPOSITORY_URL: 'https://example.com/a.git',
+      ACIS_SYNC_BRANCH: 'main',
+      ACIS_DATA_DIR: path.join(root, 'job'),
+      LOG_LEVEL: 'silent',
+    };
+    await expect(
+      runSyncJob('rep_01ABC', { ...env, ACIS_SYNC_REPORT_URL: 'http://localhost:1', ACIS_SYNC_REPORT_CA_FILE: tokenFile }),
+    ).rejects.toThrow(/ACIS_SYNC_REPORT_URL: must be an https URL/);
+    await expect(runSyncJob('rep_01ABC', env)).rejects.toThrow(/ACIS_SYNC_REPORT_CA_FILE: .*deployment CA/);
+    await expect(runSyncJob('rep_01ABC', { ...env, ACIS_SYNC_REPORT_CA_FILE: path.join(root, 'absent.crt') })).rejects.toThrow(
+      /ACIS_SYNC_REPORT_CA_FILE: cannot be read \(ENOENT\)/,
+    );
+  });
+});
 
 describe('POST /internal/repository-syncs/{id}/claims/{claim}/result (the sync report listener)', () => {
   it('without the token, or with a wrong one, answers 401 and changes nothing', async () => {
@@ -246,10 +353,10 @@ describe('POST /internal/repository-syncs/{id}/claims/{claim}/result (the sync r
   });
 
   it('serves nothing else: another path 404, another method 405; the public API port does not serve it', async () => {
-    const other = await fetch(`${listenerUrl()}/repositories`, { headers: { authorization: `Bearer ${tokenOf(a.id, a.claim)}` } });
+    const other = await send(`${listenerUrl()}/repositories`, { headers: { authorization: `Bearer ${tokenOf(a.id, a.claim)}` } });
     expect(other.status).toBe(404);
     expect(other.headers.get('content-type')).toBe('application/problem+json');
-    const get = await fetch(`${listenerUrl()}${reportPath(a.id, a.claim)}`, {
+    const get = await send(`${listenerUrl()}${reportPath(a.id, a.claim)}`, {
       headers: { authorization: `Bearer ${tokenOf(a.id, a.claim)}` },
     });
     expect(get.status).toBe(405);

@@ -9,7 +9,8 @@ import { syncAttemptSettings } from '../../api-server/repositories/kubernetes-sy
 const config = loadControllerConfig({
   ACIS_K8S_NAMESPACE: 'acis',
   ACIS_SYNC_IMAGE: 'acis:1',
-  ACIS_SYNC_REPORT_URL: 'http://acis-sync-report.acis.svc:8082',
+  ACIS_SYNC_REPORT_URL: 'https://acis-sync-report.acis.svc:8082',
+  ACIS_EGRESS_CA_CONFIGMAP: 'acis-egress-ca',
 });
 const now = new Date('2026-11-25T08:00:00Z');
 const COMMIT = 'a'.repeat(40);
@@ -81,7 +82,8 @@ describe('decideRepositorySync', () => {
         { name: 'ACIS_SYNC_REPOSITORY_URL', value: 'https://example.com/a.git' },
         { name: 'ACIS_SYNC_BRANCH', value: 'main' },
         { name: 'ACIS_SYNC_PROVIDER', value: 'github' },
-        { name: 'ACIS_SYNC_REPORT_URL', value: 'http://acis-sync-report.acis.svc:8082' },
+        { name: 'ACIS_SYNC_REPORT_URL', value: 'https://acis-sync-report.acis.svc:8082' },
+        { name: 'ACIS_SYNC_REPORT_CA_FILE', value: '/etc/acis/egress-ca/ca.crt' },
         { name: 'ACIS_SYNC_TOKEN_FILE', value: '/var/run/acis/credential/token' },
         { name: 'ACIS_SYNC_CREDENTIAL_FILE', value: '/var/run/acis/credential/credential' },
       ]),
@@ -94,6 +96,12 @@ describe('decideRepositorySync', () => {
     expect(container.envFrom).toBeUndefined();
     expect(podSpec.volumes!.filter((v) => v.secret).map((v) => v.secret!.secretName)).toEqual(['rep-01abc-credential-2']);
     expect(podSpec.volumes).toContainEqual({ name: 'credential', secret: { secretName: 'rep-01abc-credential-2', defaultMode: 0o440 } });
+    // The deployment CA's certificate (never its key), which the Job verifies the report listener with.
+    expect(podSpec.volumes).toContainEqual({
+      name: 'egress-ca',
+      configMap: { name: 'acis-egress-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+    });
+    expect(container.volumeMounts).toContainEqual({ name: 'egress-ca', mountPath: '/etc/acis/egress-ca', readOnly: true });
     expect(podSpec.automountServiceAccountToken).toBe(false);
     expect(container.securityContext).toMatchObject({
       readOnlyRootFilesystem: true,
@@ -112,7 +120,11 @@ describe('decideRepositorySync', () => {
   });
 
   it("pulls the Job's image with the image pull Secrets of ACIS_IMAGE_PULL_SECRETS, none without", () => {
-    const privateConfig = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis', ACIS_IMAGE_PULL_SECRETS: 'registry-example-com' });
+    const privateConfig = loadControllerConfig({
+      ACIS_K8S_NAMESPACE: 'acis',
+      ACIS_EGRESS_CA_CONFIGMAP: 'acis-egress-ca',
+      ACIS_IMAGE_PULL_SECRETS: 'registry-example-com',
+    });
     const created = decideRepositorySync(sync(), {}, now, privateConfig).createJob!;
     expect(created.spec!.template.spec!.imagePullSecrets).toEqual([{ name: 'registry-example-com' }]);
     expect(decideRepositorySync(sync(), {}, now, config).createJob!.spec!.template.spec!.imagePullSecrets).toBeUndefined();
@@ -134,7 +146,28 @@ describe('decideRepositorySync', () => {
 
   it('without a credential, no Secret is mounted', () => {
     const created = decideRepositorySync(sync({ credentialSecretName: undefined }), {}, now, config).createJob!;
-    expect(created.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['tmp']);
+    expect(created.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['tmp', 'egress-ca']);
+  });
+
+  it('without the deployment CA (no ACIS_EGRESS_CA_CONFIGMAP) starts no Job: the sync in error, a Warning saying what to set', () => {
+    const caless = loadControllerConfig({ ACIS_K8S_NAMESPACE: 'acis' });
+    const decision = decideRepositorySync(sync(), {}, now, caless);
+    expect(decision.createJob).toBeUndefined();
+    expect(decision.status).toMatchObject({
+      state: 'error',
+      error: expect.stringMatching(/no ACIS_EGRESS_CA_CONFIGMAP .* could not verify .* set it \(chart: egressProxy\.ca\.configMap\)$/),
+      conditions: [expect.objectContaining({ type: 'Synced', status: 'False', reason: 'NoDeploymentCa' })],
+    });
+    expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'NoDeploymentCa' })]);
+    // A Job already running (started when the CA was configured) is followed as before.
+    expect(decideRepositorySync(sync(), { job: job() }, now, caless).status.state).toBe('syncing');
+  });
+
+  it('loadControllerConfig refuses a plain http ACIS_SYNC_REPORT_URL', () => {
+    expect(() => loadControllerConfig({ ACIS_SYNC_REPORT_URL: 'http://acis-sync-report.acis.svc:8082' })).toThrow(
+      /ACIS_SYNC_REPORT_URL: must be an https URL: the sync report listener speaks TLS only/,
+    );
+    expect(loadControllerConfig({}).syncReportUrl).toBe('https://acis-sync-report:8082');
   });
 
   it.each<[string, V1Job, V1Pod | undefined, Record<string, unknown>, boolean]>([
