@@ -153,26 +153,13 @@ function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
 
   const issueLeaf = async (host: string): Promise<LeafCertificate> => {
     const { keys, pem } = await leafKeys;
-    const start = now().getTime();
-    const ipVersion = isIP(host);
-    const cert = await x509.X509CertificateGenerator.create({
-      serialNumber: serialNumber(),
+    const spec = {
       subject: [{ CN: [host] }],
-      issuer: ca.cert.subjectName,
-      notBefore: new Date(start - BACKDATE_MS),
-      notAfter: new Date(Math.min(start + LEAF_VALIDITY_DAYS * DAY_MS, ca.cert.notAfter.getTime())),
-      publicKey: keys.publicKey,
-      signingKey: ca.key,
-      signingAlgorithm: ALGORITHM,
-      extensions: [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
-        new x509.SubjectAlternativeNameExtension([{ type: ipVersion === 0 ? 'dns' : 'ip', value: host }]),
-        await authorityKeyIdentifier(ca.cert),
-        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-      ],
-    });
+      names: [host],
+      usages: [x509.ExtendedKeyUsage.serverAuth],
+      validityMs: LEAF_VALIDITY_DAYS * DAY_MS,
+    };
+    const cert = await signLeaf(ca, keys, spec, now);
     return { certPem: cert.toString('pem'), keyPem: pem, notAfter: cert.notAfter };
   };
 
@@ -202,29 +189,50 @@ function deploymentCa(ca: CaMaterial, now: () => Date): DeploymentCa {
 
 async function issueIdentity(ca: CaMaterial, request: IdentityRequest, now: () => Date): Promise<LeafCertificate> {
   const keys = (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const cert = await signLeaf(
+    ca,
+    keys,
+    {
+      subject: [{ CN: [request.commonName] }, { O: ['ACIS'] }],
+      names: [...new Set([request.commonName, ...(request.dnsNames ?? [])])],
+      usages: request.usages.map((usage) => (usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth)),
+      validityMs: request.validityMs,
+    },
+    now,
+  );
+  const keyPem = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
+  return { certPem: cert.toString('pem'), keyPem, notAfter: cert.notAfter };
+}
+
+/** What a leaf of the CA says: its subject, the names (DNS or IP) it is for, its uses and how long it lasts. */
+interface LeafSpec {
+  subject: x509.X509CertificateCreateParamsName;
+  names: string[];
+  usages: x509.ExtendedKeyUsageType[];
+  validityMs: number;
+}
+
+/** A leaf certificate for `keys`, signed by the CA, backdated a little and ending no later than the CA. */
+async function signLeaf(ca: CaMaterial, keys: CryptoKeyPair, spec: LeafSpec, now: () => Date): Promise<x509.X509Certificate> {
   const start = now().getTime();
-  const names = [...new Set([request.commonName, ...(request.dnsNames ?? [])])];
-  const usages = request.usages.map((usage) => (usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth));
-  const cert = await x509.X509CertificateGenerator.create({
+  return x509.X509CertificateGenerator.create({
     serialNumber: serialNumber(),
-    subject: [{ CN: [request.commonName] }, { O: ['ACIS'] }],
+    subject: spec.subject,
     issuer: ca.cert.subjectName,
     notBefore: new Date(start - BACKDATE_MS),
-    notAfter: new Date(Math.min(start + request.validityMs, ca.cert.notAfter.getTime())),
+    notAfter: new Date(Math.min(start + spec.validityMs, ca.cert.notAfter.getTime())),
     publicKey: keys.publicKey,
     signingKey: ca.key,
     signingAlgorithm: ALGORITHM,
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension(usages),
-      new x509.SubjectAlternativeNameExtension(names.map((value) => ({ type: isIP(value) === 0 ? 'dns' : 'ip', value }))),
+      new x509.ExtendedKeyUsageExtension(spec.usages),
+      new x509.SubjectAlternativeNameExtension(spec.names.map((value) => ({ type: isIP(value) === 0 ? 'dns' : 'ip', value }))),
       await authorityKeyIdentifier(ca.cert),
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   });
-  const keyPem = x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY');
-  return { certPem: cert.toString('pem'), keyPem, notAfter: cert.notAfter };
 }
 
 /**
